@@ -1,0 +1,1 @@
+"""Metagen Studio application: workflow model, validation, scheduler, traces, CLI and UI."""

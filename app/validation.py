@@ -1,0 +1,266 @@
+"""Static checks of a workflow against the node registry: every problem, before any model is touched."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import networkx as nx
+
+from app.problems import Issue
+from app.workflow import INPUT_TYPES, Workflow
+from nodes.base import JSON, NUMBER, TEXT, port_compatible
+from nodes.registry import NodeRegistry
+
+MODEL_SOURCES = ("bundled", "path", "fake")
+DEVICES = ("auto", "cpu", "gpu", "metal")
+INPUT_TYPE_TO_PORT = {"text": TEXT, "number": NUMBER, "json": JSON}
+
+
+def _suggest(word: str, options: list[str]) -> str:
+    close = difflib.get_close_matches(word, options, n=1)
+    return f"did you mean {close[0]!r}?" if close else f"choose one of: {', '.join(options)}"
+
+
+def split_ref(ref: str) -> tuple[str, str] | None:
+    """'node.port' -> (node, port); 'inputs.name' -> ('inputs', name); None when malformed."""
+    if not isinstance(ref, str) or "." not in ref:
+        return None
+    head, _, tail = ref.partition(".")
+    if not head or not tail:
+        return None
+    return head, tail
+
+
+def ref_type(wf: Workflow, registry: NodeRegistry, ref: str) -> str | None:
+    """The port type a reference points at, or None when it cannot be resolved."""
+    parts = split_ref(ref)
+    if parts is None:
+        return None
+    head, tail = parts
+    if head == "inputs":
+        spec = wf.inputs.get(tail)
+        return INPUT_TYPE_TO_PORT.get(spec.type) if spec else None
+    node = wf.node(head)
+    cls = registry.get(node.kind) if node else None
+    port = cls.output_port(tail) if cls else None
+    return port.type if port else None
+
+
+def build_graph(wf: Workflow) -> nx.DiGraph:
+    """Node ids as graph nodes; an edge u -> v for each wire from u's output into v."""
+    graph = nx.DiGraph()
+    ids = {n.id for n in wf.nodes}
+    for node in wf.nodes:
+        graph.add_node(node.id)
+    for node in wf.nodes:
+        for port, ref in node.inputs.items():
+            parts = split_ref(ref)
+            if parts and parts[0] in ids:
+                graph.add_edge(parts[0], node.id, ports=[*graph.get_edge_data(parts[0], node.id, {}).get(
+                    "ports", []), port])
+    return graph
+
+
+def _check_models(wf: Workflow) -> list[Issue]:
+    issues = []
+    for alias, spec in wf.models.items():
+        line = wf.line_of("models", alias)
+        source = spec.get("source", "path" if "path" in spec else "bundled")
+        if source not in MODEL_SOURCES:
+            issues.append(Issue("bad_model", f"model {alias!r} has unknown source {source!r}",
+                                _suggest(str(source), list(MODEL_SOURCES)), line=line))
+        if source == "path" and not spec.get("path"):
+            issues.append(Issue("bad_model", f"model {alias!r} has source 'path' but no path",
+                                "add `path: /path/to/model.gguf`", line=line))
+        device = spec.get("device", "auto")
+        if device not in DEVICES:
+            issues.append(Issue("bad_model", f"model {alias!r} has unknown device {device!r}",
+                                _suggest(str(device), list(DEVICES)), line=wf.line_of("models", alias, "device")))
+    return issues
+
+
+def _check_inputs(wf: Workflow) -> list[Issue]:
+    issues = []
+    for name, spec in wf.inputs.items():
+        line = wf.line_of("inputs", name)
+        if not name.isidentifier():
+            issues.append(Issue("bad_input", f"input name {name!r} is not an identifier",
+                                "use letters, digits and _ (it is used as {name} in prompts)", line=line))
+        if spec.type not in INPUT_TYPES:
+            issues.append(Issue("bad_input", f"input {name!r} has unknown type {spec.type!r}",
+                                _suggest(spec.type, list(INPUT_TYPES)), line=wf.line_of("inputs", name, "type")))
+        elif spec.default is not None:
+            problem = check_input_value(spec.type, spec.default)
+            if problem:
+                issues.append(Issue("bad_input", f"default of input {name!r} {problem}",
+                                    f"give a {spec.type} default", line=wf.line_of("inputs", name, "default")))
+    return issues
+
+
+def check_input_value(type_: str, value: Any) -> str | None:
+    if type_ == "number" and (isinstance(value, bool) or not isinstance(value, int | float)):
+        return f"must be a number, got {value!r}"
+    if type_ == "text" and not isinstance(value, str | int | float):
+        return f"must be text, got {type(value).__name__}"
+    return None
+
+
+def _check_node(wf: Workflow, registry: NodeRegistry, index: int, ids: set[str]) -> list[Issue]:
+    node = wf.nodes[index]
+    issues: list[Issue] = []
+    nid = node.id or None
+
+    def line(*rest: str | int) -> int | None:
+        return wf.line_of("nodes", index, *rest)
+
+    if not node.id:
+        issues.append(Issue("missing_id", f"node #{index + 1} has no id", "add `id: a_short_name`", line=line()))
+    elif not node.id.replace("_", "").replace("-", "").isalnum() or node.id == "inputs":
+        issues.append(Issue("bad_id", f"node id {node.id!r} must be letters, digits, _ or - (and not 'inputs')",
+                            "rename the node", node_id=nid, line=line("id")))
+    cls = registry.get(node.kind)
+    if cls is None:
+        if not node.kind:
+            issues.append(Issue("unknown_kind", "node has no kind", f"add `kind:` ({', '.join(registry.kinds())})",
+                                node_id=nid, line=line()))
+        else:
+            issues.append(Issue("unknown_kind", f"unknown node kind {node.kind!r}",
+                                _suggest(node.kind, registry.kinds()), node_id=nid, line=line("kind")))
+        return issues
+    if getattr(cls, "section", None):
+        issues.append(Issue("io_in_nodes", f"{node.kind!r} nodes are declared in the `{cls.section}:` section",
+                            f"move it to `{cls.section}:`", node_id=nid, line=line("kind")))
+        return issues
+
+    # params
+    known = [p.name for p in cls.params]
+    for name, value in node.params.items():
+        param = cls.param(name)
+        if param is None:
+            issues.append(Issue("bad_param", f"{node.kind} has no param {name!r}", _suggest(name, known),
+                                node_id=nid, line=line("params", name)))
+            continue
+        problem = param.check(value)
+        if problem:
+            hint = f"{param.description}" if param.description else "fix the value"
+            issues.append(Issue("bad_param", f"param {name!r} {problem}", hint, node_id=nid,
+                                line=line("params", name)))
+    resolved = cls.resolve_params(node.params)
+    for param in cls.params:
+        if param.required and resolved.get(param.name) in (None, ""):
+            issues.append(Issue("bad_param", f"param {param.name!r} is required", param.description or "set it",
+                                node_id=nid, line=line("params")))
+    for name, message in cls.validate_params(resolved):
+        issues.append(Issue("bad_param", f"param {name!r}: {message}", "see `metagen nodes` for the schema",
+                            node_id=nid, line=line("params", name)))
+
+    # model
+    if cls.uses_model:
+        if node.model is not None and node.model not in wf.models:
+            issues.append(Issue("unknown_model", f"model {node.model!r} is not declared",
+                                f"declare it under `models:` ({', '.join(wf.models) or 'none declared'})",
+                                node_id=nid, line=line("model")))
+    elif node.model is not None and node.model not in wf.models:
+        issues.append(Issue("unknown_model", f"model {node.model!r} is not declared",
+                            "declare it under `models:` or remove `model:`", node_id=nid, line=line("model")))
+
+    # wiring
+    for port_name, ref in node.inputs.items():
+        port = cls.input_port(port_name)
+        if port is None and not cls.variadic_inputs:
+            issues.append(Issue("unknown_port", f"{node.kind} has no input {port_name!r}",
+                                _suggest(port_name, [p.name for p in cls.inputs]), node_id=nid,
+                                line=line("inputs", port_name)))
+            continue
+        parts = split_ref(ref)
+        if parts is None:
+            issues.append(Issue("unknown_ref", f"input {port_name!r} = {ref!r} is not `node.port` or `inputs.name`",
+                                "wire it as e.g. `think.candidates` or `inputs.question`", node_id=nid,
+                                line=line("inputs", port_name)))
+            continue
+        head, tail = parts
+        if head == "inputs":
+            if tail not in wf.inputs:
+                issues.append(Issue("unknown_ref", f"input {port_name!r} refers to undeclared workflow input {tail!r}",
+                                    f"declare `{tail}` under `inputs:` or " + _suggest(tail, list(wf.inputs)),
+                                    node_id=nid, line=line("inputs", port_name)))
+                continue
+        elif head not in ids:
+            issues.append(Issue("unknown_ref", f"input {port_name!r} refers to unknown node {head!r}",
+                                _suggest(head, sorted(ids)), node_id=nid, line=line("inputs", port_name)))
+            continue
+        else:
+            src = wf.node(head)
+            src_cls = registry.get(src.kind) if src else None
+            if src_cls is not None and src_cls.output_port(tail) is None:
+                issues.append(Issue("unknown_ref", f"node {head!r} ({src.kind}) has no output {tail!r}",
+                                    _suggest(tail, [p.name for p in src_cls.outputs]), node_id=nid,
+                                    line=line("inputs", port_name)))
+                continue
+        source_type = ref_type(wf, registry, ref)
+        target_type = port.type if port else TEXT
+        if port is None and source_type is not None:
+            continue  # a template variable accepts any port type; it is rendered as text
+        if source_type is not None and not port_compatible(source_type, target_type):
+            issues.append(Issue("type_mismatch", f"input {port_name!r} expects {target_type} but {ref} is {source_type}",
+                                f"connect a {target_type} output, or put a node in between that converts it",
+                                node_id=nid, line=line("inputs", port_name)))
+    for required in cls.required_inputs(resolved):
+        if required not in node.inputs:
+            issues.append(Issue("missing_input", f"input {required!r} is not connected",
+                                f"wire it: `inputs: {{{required}: inputs.{required}}}` or from another node's output",
+                                node_id=nid, line=line("inputs") or line()))
+    return issues
+
+
+def validate(wf: Workflow, registry: NodeRegistry) -> list[Issue]:
+    """Every problem of the workflow, errors and warnings, in file order."""
+    issues: list[Issue] = list(wf.load_issues)
+    issues += _check_models(wf)
+    issues += _check_inputs(wf)
+    seen: dict[str, int] = {}
+    for i, node in enumerate(wf.nodes):
+        if node.id and node.id in seen:
+            issues.append(Issue("duplicate_id", f"node id {node.id!r} is used twice",
+                                "give each node a unique id", node_id=node.id, line=wf.line_of("nodes", i, "id")))
+        seen.setdefault(node.id, i)
+    ids = {n.id for n in wf.nodes if n.id}
+    for i in range(len(wf.nodes)):
+        issues += _check_node(wf, registry, i, ids)
+
+    graph = build_graph(wf)
+    try:
+        cycle = nx.find_cycle(graph)
+    except nx.NetworkXNoCycle:
+        cycle = []
+    if cycle:
+        path = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
+        first = cycle[0][1]
+        issues.append(Issue("cycle", f"the nodes form a cycle: {path}",
+                            "a workflow must be a DAG: remove one of these connections (use a refiner for loops)",
+                            node_id=first, line=wf.node_line(first, "inputs")))
+
+    if not wf.outputs:
+        issues.append(Issue("no_outputs", "the workflow declares no outputs",
+                            "add `outputs: {answer: some_node.port}`", line=wf.line_of("outputs")))
+    for name, ref in wf.outputs.items():
+        parts = split_ref(ref)
+        line = wf.line_of("outputs", name)
+        if parts is None:
+            issues.append(Issue("unknown_ref", f"output {name!r} = {ref!r} is not `node.port`",
+                                "write it as e.g. `vote.answer`", line=line))
+        elif parts[0] != "inputs" and ref_type(wf, registry, ref) is None:
+            target = wf.node(parts[0])
+            hint = _suggest(parts[0], sorted(ids)) if target is None else "check the port name (`metagen nodes`)"
+            issues.append(Issue("unknown_ref", f"output {name!r} refers to {ref!r}, which does not exist", hint,
+                                line=line))
+        elif parts[0] == "inputs" and parts[1] not in wf.inputs:
+            issues.append(Issue("unknown_ref", f"output {name!r} refers to undeclared input {parts[1]!r}",
+                                "declare it under `inputs:`", line=line))
+    for node_id in wf.layout:
+        if node_id not in ids and not node_id.startswith(("inputs.", "outputs.")):
+            issues.append(Issue("bad_layout", f"layout entry {node_id!r} names no node", "delete it",
+                                node_id=node_id, line=wf.line_of("layout", node_id), severity="warning"))
+    issues.sort(key=lambda i: (i.line or 0))
+    return issues

@@ -1,0 +1,373 @@
+"""The workflow model (YAML format version 1): parse with line numbers, and a canonical, diffable dump."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from app.problems import Issue, WorkflowError
+
+FORMAT_VERSION = 1
+TOP_LEVEL_KEYS = ("version", "name", "description", "models", "inputs", "nodes", "outputs", "layout")
+NODE_KEYS = ("id", "kind", "model", "params", "inputs")
+INPUT_KEYS = ("type", "default", "description")
+INPUT_TYPES = ("text", "number", "json")
+MODEL_KEYS = ("source", "path", "device", "n_ctx", "threads", "n_gpu_layers", "flash_attn", "options")
+
+Path_ = tuple[str | int, ...]
+
+
+@dataclass
+class InputSpec:
+    type: str = "text"
+    default: Any = None
+    description: str = ""
+
+
+@dataclass
+class NodeSpec:
+    id: str
+    kind: str
+    model: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    inputs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Workflow:
+    name: str = "untitled"
+    description: str = ""
+    models: dict[str, dict[str, Any]] = field(default_factory=dict)
+    inputs: dict[str, InputSpec] = field(default_factory=dict)
+    nodes: list[NodeSpec] = field(default_factory=list)
+    outputs: dict[str, str] = field(default_factory=dict)
+    layout: dict[str, list[float]] = field(default_factory=dict)
+    version: int = FORMAT_VERSION
+    lines: dict[Path_, int] = field(default_factory=dict, repr=False, compare=False)
+    """YAML line (1-based) of each key path, e.g. ("nodes", 0, "params", "n")."""
+    load_issues: list[Issue] = field(default_factory=list, repr=False, compare=False)
+    """Structural problems found while loading (reported by validation)."""
+
+    def node(self, node_id: str) -> NodeSpec | None:
+        return next((n for n in self.nodes if n.id == node_id), None)
+
+    def node_index(self, node_id: str) -> int | None:
+        return next((i for i, n in enumerate(self.nodes) if n.id == node_id), None)
+
+    def line_of(self, *path: str | int) -> int | None:
+        """Line of the deepest known prefix of `path`."""
+        for end in range(len(path), 0, -1):
+            line = self.lines.get(tuple(path[:end]))
+            if line is not None:
+                return line
+        return None
+
+    def node_line(self, node_id: str, *rest: str | int) -> int | None:
+        index = self.node_index(node_id)
+        return None if index is None else self.line_of("nodes", index, *rest)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"version": self.version, "name": self.name}
+        if self.description:
+            data["description"] = self.description
+        if self.models:
+            data["models"] = copy.deepcopy(self.models)
+        if self.inputs:
+            data["inputs"] = {
+                name: {
+                    k: v
+                    for k, v in (("type", spec.type), ("default", spec.default), ("description", spec.description))
+                    if k == "type" or v not in (None, "")
+                }
+                for name, spec in self.inputs.items()
+            }
+        data["nodes"] = []
+        for node in self.nodes:
+            entry: dict[str, Any] = {"id": node.id, "kind": node.kind}
+            if node.model:
+                entry["model"] = node.model
+            if node.params:
+                entry["params"] = copy.deepcopy(node.params)
+            if node.inputs:
+                entry["inputs"] = dict(node.inputs)
+            data["nodes"].append(entry)
+        data["outputs"] = dict(self.outputs)
+        if self.layout:
+            data["layout"] = {k: [_tidy_number(x) for x in v] for k, v in self.layout.items()}
+        return data
+
+    def to_yaml(self) -> str:
+        return dump_yaml(self.to_dict())
+
+    def semantic_hash(self) -> str:
+        """Hash of everything but name/description/layout: what decides the run's results."""
+        data = self.to_dict()
+        for key in ("name", "description", "layout"):
+            data.pop(key, None)
+        return hashlib.sha256(dump_yaml(data).encode()).hexdigest()[:16]
+
+
+def _tidy_number(x: Any) -> Any:
+    if isinstance(x, float) and x.is_integer():
+        return int(x)
+    if isinstance(x, float):
+        return round(x, 1)
+    return x
+
+
+# ------------------------------------------------------------------ parsing
+
+
+def _collect_lines(node: yaml.Node, path: Path_, out: dict[Path_, int]) -> None:
+    out.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node.value)
+            child = (*path, key)
+            out[child] = key_node.start_mark.line + 1
+            _collect_lines(value_node, child, out)
+            out[child] = key_node.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _collect_lines(item, (*path, i), out)
+
+
+def parse_yaml(text: str) -> tuple[Any, dict[Path_, int]]:
+    """safe_load plus a map of key path -> line. Raises WorkflowError(yaml_syntax) on bad YAML."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        context = getattr(exc, "context", None)
+        message = f"YAML syntax error: {problem}" + (f" ({context})" if context else "")
+        raise WorkflowError(
+            [Issue("yaml_syntax", message, "check indentation, colons and quotes on that line", line=line)]
+        ) from None
+    lines: dict[Path_, int] = {}
+    if root is not None:
+        _collect_lines(root, (), lines)
+    return data, lines
+
+
+def _type_issue(what: str, expected: str, got: Any, line: int | None, node_id: str | None = None) -> Issue:
+    return Issue(
+        "bad_structure",
+        f"{what} must be {expected}, got {type(got).__name__}",
+        f"write {what} as {expected} (see workflows/ for examples)",
+        node_id=node_id,
+        line=line,
+    )
+
+
+def workflow_from_dict(data: Any, lines: dict[Path_, int] | None = None) -> Workflow:
+    """Build a Workflow, recording structural problems in `load_issues` instead of raising where the
+    rest can still be checked. Raises WorkflowError only when nothing sensible can be built."""
+    lines = lines or {}
+    issues: list[Issue] = []
+
+    def line(*path: str | int) -> int | None:
+        for end in range(len(path), -1, -1):
+            if tuple(path[:end]) in lines:
+                return lines[tuple(path[:end])]
+        return None
+
+    if data is None:
+        raise WorkflowError([Issue("empty", "the workflow file is empty", "start from a file in workflows/", line=1)])
+    if not isinstance(data, dict):
+        raise WorkflowError([_type_issue("the workflow", "a mapping (key: value lines)", data, 1)])
+    version = data.get("version", FORMAT_VERSION)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise WorkflowError(
+            [Issue("bad_version", f"version must be a positive integer, got {version!r}", "write `version: 1`",
+                   line=line("version"))]
+        )
+    if version > FORMAT_VERSION:
+        raise WorkflowError(
+            [
+                Issue(
+                    "unsupported_version",
+                    f"this workflow uses format version {version}; this Metagen Studio reads up to {FORMAT_VERSION}",
+                    "upgrade metagen-studio to open it",
+                    line=line("version"),
+                )
+            ]
+        )
+    for key in data:
+        if key not in TOP_LEVEL_KEYS:
+            issues.append(
+                Issue(
+                    "unknown_key",
+                    f"unknown top-level key {key!r}",
+                    f"allowed keys: {', '.join(TOP_LEVEL_KEYS)}; check the spelling or remove it",
+                    line=line(str(key)),
+                )
+            )
+
+    wf = Workflow(version=version, lines=dict(lines))
+    name = data.get("name", "untitled")
+    wf.name = str(name) if name is not None else "untitled"
+    wf.description = str(data.get("description") or "")
+
+    models = data.get("models") or {}
+    if isinstance(models, dict):
+        for alias, spec in models.items():
+            if not isinstance(spec, dict):
+                issues.append(_type_issue(f"models.{alias}", "a mapping like {source: bundled}", spec,
+                                          line("models", alias)))
+                continue
+            for key in spec:
+                if key not in MODEL_KEYS:
+                    issues.append(Issue("unknown_key", f"unknown key {key!r} in models.{alias}",
+                                        f"allowed keys: {', '.join(MODEL_KEYS)}", line=line("models", alias, key)))
+            wf.models[str(alias)] = dict(spec)
+    else:
+        issues.append(_type_issue("models", "a mapping of model aliases", models, line("models")))
+
+    inputs = data.get("inputs") or {}
+    if isinstance(inputs, dict):
+        for name_, spec in inputs.items():
+            if spec is None or not isinstance(spec, dict):
+                # shorthand: `question: "default text"`
+                wf.inputs[str(name_)] = InputSpec(type="number" if isinstance(spec, int | float) and
+                                                  not isinstance(spec, bool) else "text", default=spec)
+                continue
+            for key in spec:
+                if key not in INPUT_KEYS:
+                    issues.append(Issue("unknown_key", f"unknown key {key!r} in inputs.{name_}",
+                                        f"allowed keys: {', '.join(INPUT_KEYS)}", line=line("inputs", name_, key)))
+            wf.inputs[str(name_)] = InputSpec(
+                type=str(spec.get("type", "text")),
+                default=spec.get("default"),
+                description=str(spec.get("description") or ""),
+            )
+    else:
+        issues.append(_type_issue("inputs", "a mapping of input names", inputs, line("inputs")))
+
+    nodes = data.get("nodes") or []
+    if not isinstance(nodes, list):
+        issues.append(_type_issue("nodes", "a list of `- id: ...` entries", nodes, line("nodes")))
+        nodes = []
+    for i, entry in enumerate(nodes):
+        if not isinstance(entry, dict):
+            issues.append(_type_issue(f"nodes[{i}]", "a mapping with id and kind", entry, line("nodes", i)))
+            continue
+        node_id = str(entry.get("id", "")) if entry.get("id") is not None else ""
+        for key in entry:
+            if key not in NODE_KEYS:
+                issues.append(Issue("unknown_key", f"unknown key {key!r} in a node",
+                                    f"allowed node keys: {', '.join(NODE_KEYS)}; params go under `params:`",
+                                    node_id=node_id or None, line=line("nodes", i, key)))
+        params = entry.get("params") or {}
+        if not isinstance(params, dict):
+            issues.append(_type_issue("params", "a mapping", params, line("nodes", i, "params"), node_id))
+            params = {}
+        wiring = entry.get("inputs") or {}
+        if not isinstance(wiring, dict):
+            issues.append(_type_issue("inputs", "a mapping of port: node.port", wiring,
+                                      line("nodes", i, "inputs"), node_id))
+            wiring = {}
+        model = entry.get("model")
+        wf.nodes.append(
+            NodeSpec(
+                id=node_id,
+                kind=str(entry.get("kind", "")),
+                model=str(model) if model is not None else None,
+                params=dict(params),
+                inputs={str(k): str(v) for k, v in wiring.items()},
+            )
+        )
+
+    outputs = data.get("outputs") or {}
+    if isinstance(outputs, dict):
+        wf.outputs = {str(k): str(v) for k, v in outputs.items()}
+    else:
+        issues.append(_type_issue("outputs", "a mapping of name: node.port", outputs, line("outputs")))
+
+    layout = data.get("layout") or {}
+    if isinstance(layout, dict):
+        for node_id, pos in layout.items():
+            if (isinstance(pos, list) and len(pos) == 2
+                    and all(isinstance(x, int | float) and not isinstance(x, bool) for x in pos)):
+                wf.layout[str(node_id)] = [float(pos[0]), float(pos[1])]
+            else:
+                issues.append(Issue("bad_layout", f"layout of {node_id!r} must be [x, y]",
+                                    "write positions as `node_id: [120, 80]` or delete the entry",
+                                    node_id=str(node_id), line=line("layout", node_id), severity="warning"))
+    wf.load_issues = issues
+    return wf
+
+
+def load_workflow_text(text: str) -> Workflow:
+    data, lines = parse_yaml(text)
+    return workflow_from_dict(data, lines)
+
+
+def load_workflow(path: str | Path) -> Workflow:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise WorkflowError([Issue("not_found", f"no such workflow file: {p}", "check the path")]) from None
+    except UnicodeDecodeError:
+        raise WorkflowError([Issue("yaml_syntax", f"{p} is not UTF-8 text", "save the file as UTF-8")]) from None
+    return load_workflow_text(text)
+
+
+# ------------------------------------------------------------------ dumping
+
+
+class _CanonicalDumper(yaml.SafeDumper):
+    """Block style for structure; flow style for short scalar lists/maps; literal blocks for
+    multi-line strings. The output is the canonical form of a workflow file."""
+
+
+def _is_scalar(x: Any) -> bool:
+    return x is None or isinstance(x, str | int | float | bool)
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    if "\n" in value and not any(line != line.rstrip() for line in value.splitlines()):
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
+
+
+def _represent_list(dumper: yaml.SafeDumper, value: list[Any]) -> yaml.Node:
+    flow = all(_is_scalar(x) and not (isinstance(x, str) and "\n" in x) for x in value) and len(
+        repr(value)) <= 80
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=flow)
+
+
+def _represent_dict(dumper: yaml.SafeDumper, value: dict[Any, Any]) -> yaml.Node:
+    flow = (
+        0 < len(value) <= 4
+        and all(_is_scalar(v) and not (isinstance(v, str) and ("\n" in v or len(v) > 40)) for v in value.values())
+        and len(repr(value)) <= 70
+    )
+    node = dumper.represent_mapping("tag:yaml.org,2002:map", value.items(), flow_style=flow)
+    return node
+
+
+_CanonicalDumper.add_representer(str, _represent_str)
+_CanonicalDumper.add_representer(list, _represent_list)
+_CanonicalDumper.add_representer(dict, _represent_dict)
+
+
+def dump_yaml(data: Any) -> str:
+    """The canonical YAML text of workflow data (stable: dump(load(dump(x))) == dump(x))."""
+    return yaml.dump(data, Dumper=_CanonicalDumper, sort_keys=False, allow_unicode=True, width=100,
+                     default_flow_style=False)
+
+
+def save_workflow_atomic(wf: Workflow, path: str | Path) -> None:
+    """Write the canonical YAML via a temp file + rename, so a crash never leaves half a file."""
+    from app.fileio import atomic_write_text
+
+    atomic_write_text(Path(path), wf.to_yaml())

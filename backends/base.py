@@ -1,0 +1,237 @@
+"""The LLM backend protocol and the data classes that cross the backend boundary."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol, runtime_checkable
+
+ChatMessage = dict[str, str]
+"""One chat turn: {"role": "system" | "user" | "assistant", "content": "..."}."""
+
+Prompt = str | Sequence[ChatMessage]
+"""A raw completion prompt (str) or chat messages rendered through the model's chat template."""
+
+TokenCallback = Callable[[int, str], None]
+"""Called as on_token(sample_index, text_piece) while decoding, for live progress."""
+
+
+class BackendError(RuntimeError):
+    """A request failed for a reason the user can act on (message says what and how to fix)."""
+
+
+class ModelFileError(BackendError):
+    """A model file is missing, truncated or not GGUF."""
+
+
+class CancelledError(RuntimeError):
+    """The request or run was cancelled."""
+
+
+class CancelToken:
+    """Thread-safe cancel flag shared by a run, its nodes and the backend requests they make."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reason = ""
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        self.reason = reason
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def raise_if_cancelled(self) -> None:
+        if self._event.is_set():
+            raise CancelledError(self.reason or "cancelled")
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Decoding settings for one request; temperature 0 means greedy."""
+
+    max_tokens: int = 128
+    temperature: float = 0.0
+    top_k: int = 40
+    top_p: float = 1.0
+    min_p: float = 0.0
+    typical_p: float = 1.0
+    repeat_penalty: float = 1.0
+    stop: tuple[str, ...] = ()
+    seed: int = 0
+    grammar: str | None = None
+    """GBNF grammar text constraining the output."""
+    json_schema: str | None = None
+    """JSON schema (as JSON text) constraining the output; converted to a grammar by the engine."""
+    logprobs: int | None = None
+    """None: no logprobs; 0: logprob of each chosen token; k > 0: also the top-k alternatives."""
+
+    def with_seed(self, seed: int) -> SamplingParams:
+        return replace(self, seed=seed)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+
+@dataclass
+class TokenLogprob:
+    """A chosen token with its log-probability under the model's own (untempered) distribution."""
+
+    token: str
+    logprob: float
+    top: list[tuple[str, float]] = field(default_factory=list)
+
+
+@dataclass
+class Usage:
+    """Counters of one request: what was evaluated, what the prefix cache saved, and the time spent."""
+
+    prompt_tokens: int = 0
+    """Tokens in the prompt(s) of this request."""
+    prompt_tokens_evaluated: int = 0
+    """Prompt tokens actually run through the model (shared prompts count once)."""
+    prompt_tokens_cached: int = 0
+    """Prompt tokens reused from the KV cache instead of being evaluated."""
+    completion_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+
+    def add(self, other: Usage) -> None:
+        self.prompt_tokens += other.prompt_tokens
+        self.prompt_tokens_evaluated += other.prompt_tokens_evaluated
+        self.prompt_tokens_cached += other.prompt_tokens_cached
+        self.completion_tokens += other.completion_tokens
+        self.prefill_s += other.prefill_s
+        self.decode_s += other.decode_s
+
+
+@dataclass
+class Completion:
+    """One sampled continuation."""
+
+    text: str
+    finish_reason: str = "stop"
+    """"stop" (stop string), "eog" (end-of-generation token), "length" (max_tokens), "cancelled"."""
+    seed: int = 0
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[TokenLogprob] | None = None
+    completion_tokens: int = 0
+    prompt_tokens: int = 0
+    time_s: float = 0.0
+    """Wall time from the request's start until this sample finished."""
+
+
+@dataclass
+class GenerateResult:
+    """N completions of one prompt, plus the request's counters."""
+
+    prompt_text: str
+    """The prompt as the model saw it (chat template applied)."""
+    completions: list[Completion]
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass
+class ContinuationScore:
+    """Log-likelihood of one continuation after a shared prefix."""
+
+    logprob: float
+    n_tokens: int
+    token_logprobs: list[float] = field(default_factory=list)
+
+    @property
+    def mean_logprob(self) -> float:
+        return self.logprob / self.n_tokens if self.n_tokens else 0.0
+
+
+@dataclass
+class ScoreResult:
+    scores: list[ContinuationScore]
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass
+class ChoiceResult:
+    """Next-token log-probabilities of the first token of each choice (e.g. " yes" / " no")."""
+
+    logprobs: dict[str, float]
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Where a model comes from and how to run it; the `models:` entries of a workflow."""
+
+    source: str = "bundled"
+    """"bundled" (the embedded SmolLM2), "path" (a local GGUF) or "fake" (test double)."""
+    path: str | None = None
+    device: str = "auto"
+    """"auto" | "cpu" | "gpu" | "metal"."""
+    n_ctx: int = 4096
+    threads: int | None = None
+    n_gpu_layers: int | None = None
+    flash_attn: bool = False
+    options: tuple[tuple[str, Any], ...] = ()
+    """Extra backend-specific settings as sorted (key, value) pairs (hashable)."""
+
+    def option(self, key: str, default: Any = None) -> Any:
+        return dict(self.options).get(key, default)
+
+
+@runtime_checkable
+class LLMBackend(Protocol):
+    """What nodes may ask of a model. Implementations must be safe to call from several threads at
+    once: concurrent requests are how the engine gets to batch them."""
+
+    @property
+    def model_id(self) -> str:
+        """Stable identity of the model (file name + content hash + settings) for cache keys."""
+        ...
+
+    def generate(
+        self,
+        prompt: Prompt,
+        params: SamplingParams,
+        n: int = 1,
+        seeds: Sequence[int] | None = None,
+        on_token: TokenCallback | None = None,
+        cancel: CancelToken | None = None,
+    ) -> GenerateResult:
+        """N completions of one prompt; the prompt is evaluated once and shared by all samples.
+        `seeds` gives each sample its own seed (default: params.seed + i)."""
+        ...
+
+    def score(
+        self, prefix: Prompt, continuations: Sequence[str], cancel: CancelToken | None = None
+    ) -> ScoreResult:
+        """Sum log-probability of each continuation after the prefix (prefix evaluated once)."""
+        ...
+
+    def choice_logprobs(
+        self, prompt: Prompt, choices: Sequence[str], cancel: CancelToken | None = None
+    ) -> ChoiceResult:
+        """Next-token log-probability of the first token of each choice after the prompt."""
+        ...
+
+    def render_prompt(self, prompt: Prompt, add_generation_prompt: bool = True) -> str:
+        """The text the model sees: chat messages through the model's chat template, str as-is."""
+        ...
+
+    def tokenize(self, text: str) -> list[int]: ...
+
+    def info(self) -> dict[str, Any]:
+        """What this backend is and how it runs (model, device, build capabilities)."""
+        ...
+
+
+def default_seeds(params: SamplingParams, n: int, seeds: Sequence[int] | None) -> list[int]:
+    """Per-sample seeds: the given ones, or params.seed + i."""
+    if seeds is not None:
+        if len(seeds) != n:
+            raise ValueError(f"got {len(seeds)} seeds for n={n} samples")
+        return list(seeds)
+    return [params.seed + i for i in range(n)]

@@ -1,0 +1,195 @@
+"""A deterministic scripted backend: a test double and the engine of `--dry-run`, never the default."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from backends.base import (
+    CancelToken,
+    ChoiceResult,
+    Completion,
+    ContinuationScore,
+    GenerateResult,
+    Prompt,
+    SamplingParams,
+    ScoreResult,
+    TokenCallback,
+    TokenLogprob,
+    Usage,
+    default_seeds,
+)
+
+ReplyFn = Callable[[str, int], str]
+"""reply_fn(rendered_prompt, seed) -> completion text."""
+
+
+def _stable_hash(*parts: object) -> int:
+    digest = hashlib.sha256("\x1f".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+class FakeBackend:
+    """Scripted replies, chosen in this order:
+    1. `by_prompt`: the first key that is a substring of the rendered prompt gives the reply
+       (a str, or a list indexed by seed modulo its length);
+    2. `replies`: a list used in turn (a shared cursor, thread-safe), cycling;
+    3. `reply_fn(prompt, seed)`;
+    4. otherwise a seeded echo: "echo[<seed % 3>]: <last line of the prompt>".
+    `latency_s` sleeps per request (to test concurrency); `choice_scores` maps a choice to a fixed
+    log-probability for `choice_logprobs` (else derived from a hash of prompt and choice)."""
+
+    def __init__(
+        self,
+        replies: Sequence[str] | None = None,
+        by_prompt: Mapping[str, str | Sequence[str]] | None = None,
+        reply_fn: ReplyFn | None = None,
+        latency_s: float = 0.0,
+        choice_scores: Mapping[str, float] | None = None,
+        name: str = "fake",
+    ) -> None:
+        self._replies = list(replies or [])
+        self._by_prompt = dict(by_prompt or {})
+        self._reply_fn = reply_fn
+        self._latency_s = latency_s
+        self._choice_scores = dict(choice_scores or {})
+        self._name = name
+        self._cursor = 0
+        self._lock = threading.Lock()
+        self.calls: list[dict[str, Any]] = []
+        """Every request, in arrival order (kind, prompt, n, thread start/end times)."""
+
+    @property
+    def model_id(self) -> str:
+        return f"fake:{self._name}"
+
+    def render_prompt(self, prompt: Prompt, add_generation_prompt: bool = True) -> str:
+        if isinstance(prompt, str):
+            return prompt
+        text = "".join(f"<|{m['role']}|>\n{m['content']}\n" for m in prompt)
+        return text + ("<|assistant|>\n" if add_generation_prompt else "")
+
+    def tokenize(self, text: str) -> list[int]:
+        return [_stable_hash(w) % 50_000 for w in text.split()]
+
+    def info(self) -> dict[str, Any]:
+        return {"backend": "fake", "model": self._name, "device": "none", "note": "test double"}
+
+    def _record(self, kind: str, prompt: str, n: int, start: float) -> None:
+        with self._lock:
+            self.calls.append({"kind": kind, "prompt": prompt, "n": n, "start": start, "end": time.perf_counter()})
+
+    def _reply(self, prompt: str, seed: int) -> str:
+        for key, value in self._by_prompt.items():
+            if key in prompt:
+                if isinstance(value, str):
+                    return value
+                return list(value)[seed % len(value)]
+        if self._replies:
+            with self._lock:
+                text = self._replies[self._cursor % len(self._replies)]
+                self._cursor += 1
+            return text
+        if self._reply_fn is not None:
+            return self._reply_fn(prompt, seed)
+        last = prompt.strip().splitlines()[-1] if prompt.strip() else ""
+        return f"echo[{seed % 3}]: {last}"
+
+    def _sleep(self, cancel: CancelToken | None) -> None:
+        end = time.perf_counter() + self._latency_s
+        while time.perf_counter() < end:
+            if cancel is not None:
+                cancel.raise_if_cancelled()
+            time.sleep(min(0.005, max(0.0, end - time.perf_counter())))
+
+    def generate(
+        self,
+        prompt: Prompt,
+        params: SamplingParams,
+        n: int = 1,
+        seeds: Sequence[int] | None = None,
+        on_token: TokenCallback | None = None,
+        cancel: CancelToken | None = None,
+    ) -> GenerateResult:
+        start = time.perf_counter()
+        text = self.render_prompt(prompt)
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+        if self._latency_s:
+            self._sleep(cancel)
+        completions = []
+        n_prompt = len(self.tokenize(text))
+        for i, seed in enumerate(default_seeds(params, n, seeds)):
+            reply = self._reply(text, seed)
+            finish = "eog"
+            for stop in params.stop:
+                if stop and stop in reply:
+                    reply, finish = reply[: reply.index(stop)], "stop"
+            words = reply.split()
+            if len(words) > params.max_tokens:
+                reply, finish = " ".join(words[: params.max_tokens]), "length"
+                words = words[: params.max_tokens]
+            if on_token is not None:
+                for w in words:
+                    on_token(i, w + " ")
+            logprobs = None
+            if params.logprobs is not None:
+                logprobs = [TokenLogprob(w, -((_stable_hash(w, i) % 1000) / 500.0)) for w in words]
+            completions.append(
+                Completion(
+                    text=reply,
+                    finish_reason=finish,
+                    seed=seed,
+                    tokens=self.tokenize(reply),
+                    logprobs=logprobs,
+                    completion_tokens=len(words),
+                    prompt_tokens=n_prompt,
+                    time_s=time.perf_counter() - start,
+                )
+            )
+        usage = Usage(
+            prompt_tokens=n_prompt,
+            prompt_tokens_evaluated=n_prompt,
+            completion_tokens=sum(c.completion_tokens for c in completions),
+            decode_s=time.perf_counter() - start,
+        )
+        self._record("generate", text, n, start)
+        return GenerateResult(prompt_text=text, completions=completions, usage=usage)
+
+    def score(
+        self, prefix: Prompt, continuations: Sequence[str], cancel: CancelToken | None = None
+    ) -> ScoreResult:
+        start = time.perf_counter()
+        text = self.render_prompt(prefix)
+        if self._latency_s:
+            self._sleep(cancel)
+        scores = []
+        for cont in continuations:
+            toks = cont.split() or [""]
+            per = [-((_stable_hash(text, t) % 1000) / 250.0) - 0.01 for t in toks]
+            scores.append(ContinuationScore(logprob=sum(per), n_tokens=len(toks), token_logprobs=per))
+        n_prompt = len(self.tokenize(text))
+        usage = Usage(prompt_tokens=n_prompt, prompt_tokens_evaluated=n_prompt)
+        self._record("score", text, len(continuations), start)
+        return ScoreResult(scores=scores, usage=usage)
+
+    def choice_logprobs(
+        self, prompt: Prompt, choices: Sequence[str], cancel: CancelToken | None = None
+    ) -> ChoiceResult:
+        start = time.perf_counter()
+        text = self.render_prompt(prompt)
+        if self._latency_s:
+            self._sleep(cancel)
+        out = {}
+        for choice in choices:
+            if choice in self._choice_scores:
+                out[choice] = self._choice_scores[choice]
+            else:
+                out[choice] = math.log(0.05 + 0.9 * ((_stable_hash(text, choice) % 1000) / 1000.0))
+        n_prompt = len(self.tokenize(text))
+        self._record("choice", text, len(choices), start)
+        return ChoiceResult(logprobs=out, usage=Usage(prompt_tokens=n_prompt, prompt_tokens_evaluated=n_prompt))

@@ -1,0 +1,1 @@
+"""Node kinds of Metagen Studio and the pure meta-generation algorithms behind them."""

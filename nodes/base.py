@@ -1,0 +1,351 @@
+"""Node primitives: port types, params schema, candidate sets, the node context and the node base class."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from backends.base import (
+    CancelToken,
+    ChoiceResult,
+    GenerateResult,
+    LLMBackend,
+    Prompt,
+    SamplingParams,
+    ScoreResult,
+)
+
+# ---------------------------------------------------------------- port types
+
+TEXT = "text"
+NUMBER = "number"
+CANDIDATES = "candidates"
+JSON = "json"
+PORT_TYPES = (TEXT, NUMBER, CANDIDATES, JSON)
+
+
+def port_compatible(source: str, target: str) -> bool:
+    """Whether an output of type `source` may feed an input of type `target`.
+    json accepts anything; a number may be used as text; everything else must match."""
+    return source == target or target == JSON or (source == NUMBER and target == TEXT)
+
+
+@dataclass(frozen=True)
+class Port:
+    name: str
+    type: str
+    description: str = ""
+    required: bool = True
+
+
+# ---------------------------------------------------------------- params schema
+
+PARAM_TYPES = ("int", "float", "bool", "str", "text", "choice", "list", "json")
+"""text = multi-line prompt (may reference {variables}); list = list of strings; json = any mapping."""
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: str
+    default: Any = None
+    description: str = ""
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] = ()
+    required: bool = False
+    show_if: tuple[str, tuple[str, ...]] | None = None
+    """Only relevant when another param has one of these values, e.g. ("method", ("regex",))."""
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["choices"] = list(self.choices)
+        if self.show_if is not None:
+            data["show_if"] = {"param": self.show_if[0], "values": list(self.show_if[1])}
+        return data
+
+    def check(self, value: Any) -> str | None:
+        """None if `value` is acceptable, else a message saying what is wrong."""
+        if value is None:
+            return "is required" if self.required else None
+        t = self.type
+        if t == "int":
+            if isinstance(value, bool) or not isinstance(value, int):
+                return f"must be an integer, got {value!r}"
+        elif t == "float":
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                return f"must be a number, got {value!r}"
+        elif t == "bool":
+            if not isinstance(value, bool):
+                return f"must be true or false, got {value!r}"
+        elif t in ("str", "text"):
+            if not isinstance(value, str):
+                return f"must be a string, got {value!r}"
+        elif t == "choice":
+            if value not in self.choices:
+                return f"must be one of {', '.join(self.choices)}; got {value!r}"
+        elif t == "list":
+            if isinstance(value, str):
+                return None  # a single string is accepted as a one-element list
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                return f"must be a list of strings, got {value!r}"
+        elif t == "json" and not isinstance(value, dict | list | str | int | float | bool):
+            return f"must be YAML data, got {value!r}"
+        if t in ("int", "float"):
+            if self.min is not None and value < self.min:
+                return f"must be >= {self.min:g}, got {value}"
+            if self.max is not None and value > self.max:
+                return f"must be <= {self.max:g}, got {value}"
+        return None
+
+
+TEMPLATE_VAR = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
+
+
+def template_variables(template: str) -> list[str]:
+    """Names referenced as {name} in a prompt template ({{ and }} are literal braces)."""
+    seen: list[str] = []
+    for name in TEMPLATE_VAR.findall(template or ""):
+        if name not in seen:
+            seen.append(name)
+    return seen
+
+
+def render_template(template: str, values: dict[str, Any]) -> str:
+    """Fill {name} placeholders; {{ and }} give literal braces. Unknown names raise KeyError."""
+
+    def sub(match: re.Match[str]) -> str:
+        value = values[match.group(1)]
+        return value if isinstance(value, str) else format_value(value)
+
+    out = TEMPLATE_VAR.sub(sub, template)
+    return out.replace("{{", "{").replace("}}", "}")
+
+
+def format_value(value: Any) -> str:
+    """How a port value reads inside a prompt."""
+    if isinstance(value, CandidateSet):
+        return "\n\n".join(f"[{i + 1}] {c.text.strip()}" for i, c in enumerate(value.candidates))
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    if isinstance(value, dict | list):
+        import json
+
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+# ---------------------------------------------------------------- candidate sets
+
+
+@dataclass
+class Candidate:
+    """One completion with its provenance, extracted answer and scores."""
+
+    text: str
+    index: int = 0
+    source: str = ""
+    """Node id that produced it."""
+    seed: int | None = None
+    answer: str | None = None
+    """Canonical extracted answer (None = no extractable answer)."""
+    score: float | None = None
+    scores: dict[str, float] = field(default_factory=dict)
+    """Per-verifier scores by verifier node id / method."""
+    cluster: int | None = None
+    finish_reason: str = ""
+    completion_tokens: int = 0
+    logprobs: list[dict[str, Any]] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Free-form: verifier reasons, search depth, parent ids ..."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Candidate:
+        return cls(**data)
+
+
+@dataclass
+class CandidateSet:
+    """A set of scored completions: the `candidates` port type."""
+
+    candidates: list[Candidate] = field(default_factory=list)
+    prompt: str = ""
+    winner: int | None = None
+    """Index into candidates of the chosen one, once a voter decided."""
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    def texts(self) -> list[str]:
+        return [c.text for c in self.candidates]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "candidates": [c.to_json() for c in self.candidates],
+            "prompt": self.prompt,
+            "winner": self.winner,
+            "meta": self.meta,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CandidateSet:
+        return cls(
+            candidates=[Candidate.from_json(c) for c in data.get("candidates", [])],
+            prompt=data.get("prompt", ""),
+            winner=data.get("winner"),
+            meta=data.get("meta", {}),
+        )
+
+
+def to_jsonable(value: Any) -> Any:
+    """A port value as plain JSON data (candidate sets become dicts tagged with __type__)."""
+    if isinstance(value, CandidateSet):
+        return {"__type__": "candidates", **value.to_json()}
+    if isinstance(value, dict):
+        return {k: to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_jsonable(v) for v in value]
+    return value
+
+
+def from_jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        if value.get("__type__") == "candidates":
+            return CandidateSet.from_json(value)
+        return {k: from_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [from_jsonable(v) for v in value]
+    return value
+
+
+# ---------------------------------------------------------------- node context
+
+
+class NodeContext(Protocol):
+    """What a running node may use. Implemented by the scheduler; every LM call goes through it so
+    that it is traced, counted against budgets and cancellable."""
+
+    node_id: str
+    seed: int
+    """This node's derived seed (deterministic given the run seed and node id)."""
+    cancel: CancelToken
+    run_inputs: dict[str, Any]
+
+    def backend(self, model: str | None = None) -> LLMBackend:
+        """The backend for a model alias (None = this node's model, or the workflow's first)."""
+        ...
+
+    def generate(
+        self,
+        prompt: Prompt,
+        params: SamplingParams,
+        n: int = 1,
+        seeds: Sequence[int] | None = None,
+        model: str | None = None,
+        purpose: str = "generate",
+        parent: str | None = None,
+        tag: dict[str, Any] | None = None,
+    ) -> GenerateResult:
+        """Generate through the backend, tracing each sample as an LM call. `parent` links calls of
+        a search tree; `tag` is stored with each call (e.g. {"depth": 2, "beam": 1})."""
+        ...
+
+    def score(
+        self, prefix: Prompt, continuations: Sequence[str], model: str | None = None, purpose: str = "score"
+    ) -> ScoreResult: ...
+
+    def choice_logprobs(
+        self, prompt: Prompt, choices: Sequence[str], model: str | None = None, purpose: str = "judge"
+    ) -> ChoiceResult: ...
+
+    def event(self, kind: str, data: dict[str, Any]) -> None:
+        """Record a node-level trace event: kind in {"score", "vote", "tree", "refine", "note", ...}."""
+        ...
+
+    def progress(self, done: float, total: float, message: str = "") -> None: ...
+
+    def allow_python(self) -> bool:
+        """Whether the python verifier may run (off in share mode unless the owner allows it)."""
+        ...
+
+
+# ---------------------------------------------------------------- node kinds
+
+
+class NodeError(RuntimeError):
+    """A node failed for a reason the user can act on."""
+
+
+class NodeKind:
+    """Base class of node kinds. Subclasses set the class attributes and implement run()."""
+
+    kind: ClassVar[str]
+    title: ClassVar[str]
+    category: ClassVar[str]
+    """Palette group: "io", "generate", "score", "aggregate", "search", "text"."""
+    description: ClassVar[str]
+    inputs: ClassVar[tuple[Port, ...]] = ()
+    outputs: ClassVar[tuple[Port, ...]] = ()
+    params: ClassVar[tuple[Param, ...]] = ()
+    variadic_inputs: ClassVar[bool] = False
+    """True when extra named inputs (template {variables}) are accepted besides `inputs`."""
+    uses_model: ClassVar[bool] = False
+
+    @classmethod
+    def param(cls, name: str) -> Param | None:
+        return next((p for p in cls.params if p.name == name), None)
+
+    @classmethod
+    def input_port(cls, name: str) -> Port | None:
+        return next((p for p in cls.inputs if p.name == name), None)
+
+    @classmethod
+    def output_port(cls, name: str) -> Port | None:
+        return next((p for p in cls.outputs if p.name == name), None)
+
+    @classmethod
+    def resolve_params(cls, given: dict[str, Any]) -> dict[str, Any]:
+        """Params with defaults filled in."""
+        out = {p.name: p.default for p in cls.params}
+        out.update(given)
+        return out
+
+    @classmethod
+    def required_inputs(cls, params: dict[str, Any]) -> list[str]:
+        """Input names that must be wired, given the params (template variables included)."""
+        names = [p.name for p in cls.inputs if p.required]
+        for p in cls.params:
+            if p.type == "text" and cls.variadic_inputs:
+                for var in template_variables(params.get(p.name) or ""):
+                    if var not in names:
+                        names.append(var)
+        return names
+
+    @classmethod
+    def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        """Extra cross-param checks beyond each Param's own: list of (param, message)."""
+        return []
+
+    @classmethod
+    def schema(cls) -> dict[str, Any]:
+        return {
+            "kind": cls.kind,
+            "title": cls.title,
+            "category": cls.category,
+            "description": cls.description,
+            "inputs": [asdict(p) for p in cls.inputs],
+            "outputs": [asdict(p) for p in cls.outputs],
+            "params": [p.to_json() for p in cls.params],
+            "variadic_inputs": cls.variadic_inputs,
+            "uses_model": cls.uses_model,
+        }
+
+    def run(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
+        """Compute the outputs from inputs (by port name) and resolved params."""
+        raise NotImplementedError
