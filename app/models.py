@@ -42,3 +42,23 @@ def fake_provider(**fake_kwargs: Any):  # type: ignore[no-untyped-def]
         return backend
 
     return provide
+
+
+def llama_provider(pool: Any = None):  # type: ignore[no-untyped-def]
+    """The real provider: bundled/path specs go to a llama.cpp ModelPool (one loaded model per file and
+    device settings per pool), `source: fake` specs to a seeded-echo FakeBackend."""
+    from backends.fake import FakeBackend
+
+    fake = FakeBackend()
+
+    def provide(spec: ModelSpec) -> LLMBackend:
+        nonlocal pool
+        if spec.source == "fake":
+            return fake
+        if pool is None:
+            from backends.pool import ModelPool
+
+            pool = ModelPool()
+        return pool.get(spec)
+
+    return provide
