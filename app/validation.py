@@ -203,7 +203,8 @@ def _check_node(wf: Workflow, registry: NodeRegistry, index: int, ids: set[str])
         if port is None and source_type is not None:
             continue  # a template variable accepts any port type; it is rendered as text
         if source_type is not None and not port_compatible(source_type, target_type):
-            issues.append(Issue("type_mismatch", f"input {port_name!r} expects {target_type} but {ref} is {source_type}",
+            message = f"input {port_name!r} expects {target_type} but {ref} is {source_type}"
+            issues.append(Issue("type_mismatch", message,
                                 f"connect a {target_type} output, or put a node in between that converts it",
                                 node_id=nid, line=line("inputs", port_name)))
     for required in cls.required_inputs(resolved):

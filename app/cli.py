@@ -1,0 +1,245 @@
+"""The `metagen` command line: validate, run, nodes, plus the traces / ui / desktop command groups."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import logging
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from app import events as ev
+from app.events import Event
+from app.problems import WorkflowError, errors
+from app.scheduler import Budget, RunResult, Scheduler
+from app.validation import validate
+from app.workflow import load_workflow
+from nodes.base import CandidateSet, format_value
+from nodes.registry import default_registry
+
+EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
+COMMAND_GROUPS = ("app.trace_cli", "app.ui_cli", "app.desktop_cli")
+"""Modules that add sub-commands through `register(subparsers)` (skipped while not yet present)."""
+
+log = logging.getLogger("metagen")
+
+
+class _ProgressPrinter:
+    """Prints node progress to stderr while a run goes on."""
+
+    def __init__(self, stream: Any = sys.stderr, quiet: bool = False) -> None:
+        self.stream = stream
+        self.quiet = quiet
+        self._lock = threading.Lock()
+
+    def on_event(self, event: Event) -> None:
+        if self.quiet:
+            return
+        d = event.data
+        line = None
+        if event.type == ev.NODE_START:
+            line = f"▶ {event.node_id} ({d.get('kind')}) running"
+        elif event.type == ev.NODE_END:
+            line = f"✓ {event.node_id} done in {d.get('duration_s', 0):.2f}s"
+        elif event.type == ev.NODE_CACHED:
+            line = f"✓ {event.node_id} cached"
+        elif event.type == ev.NODE_ERROR:
+            line = f"✗ {event.node_id} {d.get('cause')}: {d.get('error')}"
+        elif event.type == ev.NODE_SKIPPED:
+            line = f"- {event.node_id} skipped"
+        if line:
+            with self._lock:
+                print(line, file=self.stream, flush=True)
+
+
+def _print_issues(source: str, issues: Sequence[Any]) -> None:
+    for issue in issues:
+        print(issue.format(source), file=sys.stderr)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    registry = default_registry()
+    worst = EXIT_OK
+    for file in args.files:
+        try:
+            wf = load_workflow(file)
+            issues = validate(wf, registry)
+        except WorkflowError as exc:
+            issues = exc.issues
+        _print_issues(file, issues)
+        if errors(list(issues)):
+            worst = EXIT_INVALID
+        elif not args.quiet:
+            warn = len(issues)
+            print(f"{file}: ok" + (f" ({warn} warning{'s' * (warn != 1)})" if warn else ""))
+    return worst
+
+
+def _format_output(value: Any) -> str:
+    if isinstance(value, CandidateSet):
+        winner = value.candidates[value.winner].text if value.winner is not None else None
+        return winner if winner is not None else format_value(value)
+    return format_value(value)
+
+
+def _open_trace_store(args: argparse.Namespace) -> Any:
+    if getattr(args, "no_trace", False):
+        return None
+    try:
+        from app.traces.store import TraceStore
+    except ImportError:
+        return None
+    return TraceStore(args.db) if getattr(args, "db", None) else TraceStore()
+
+
+def _provider(args: argparse.Namespace) -> Any:
+    from app.models import fake_provider, llama_provider
+
+    return fake_provider() if args.dry_run else llama_provider()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    try:
+        given = {}
+        for pair in args.input:
+            if "=" not in pair:
+                print(f"error: -i {pair!r} must look like name=value", file=sys.stderr)
+                return EXIT_INVALID
+            name, _, value = pair.partition("=")
+            given[name.strip()] = value
+        wf = load_workflow(args.file)
+    except WorkflowError as exc:
+        _print_issues(args.file, exc.issues)
+        return EXIT_INVALID
+    store = _open_trace_store(args)
+    scheduler = Scheduler(default_registry(), _provider(args), allow_python=not args.no_python)
+    observers: list[Any] = [_ProgressPrinter(quiet=args.quiet)]
+    if store is not None:
+        observers.append(store)
+    budget = Budget(max_lm_calls=args.max_lm_calls, max_tokens=args.max_tokens, max_seconds=args.max_seconds)
+    try:
+        result: RunResult = scheduler.run(wf, given, seed=args.seed, budget=budget, observers=observers)
+    except WorkflowError as exc:
+        _print_issues(args.file, exc.issues)
+        return EXIT_INVALID
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        if store is not None:
+            store.close()
+    if args.json:
+        print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
+    else:
+        for name, value in result.outputs.items():
+            text = _format_output(value)
+            print(f"{name}: {text}" if "\n" not in text else f"{name}:\n{text}")
+        s = result.stats
+        print(f"run {result.run_id}: {result.status} · {s.lm_calls} LM calls · {s.prompt_tokens} prompt tokens "
+              f"({s.prompt_tokens_cached} cached) · {s.completion_tokens} completion tokens · {s.wall_s:.2f}s",
+              file=sys.stderr)
+    if result.status != "succeeded":
+        print(f"error: {result.error}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def cmd_nodes(args: argparse.Namespace) -> int:
+    schema = default_registry().schema()
+    if args.json:
+        print(json.dumps(schema, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    for kind in schema:
+        print(f"{kind['kind']}  [{kind['category']}]  {kind['description']}")
+        for port in kind["inputs"]:
+            print(f"    in   {port['name']}: {port['type']}" + ("" if port["required"] else " (optional)"))
+        if kind["variadic_inputs"]:
+            print("    in   {variables} of its prompt templates: any")
+        for port in kind["outputs"]:
+            print(f"    out  {port['name']}: {port['type']}")
+        for p in kind["params"]:
+            extra = []
+            if p["choices"]:
+                extra.append("|".join(p["choices"]))
+            if p["min"] is not None or p["max"] is not None:
+                extra.append(f"range {p['min']}..{p['max']}")
+            default = json.dumps(p["default"], ensure_ascii=False)
+            if len(default) > 40:
+                default = default[:37] + "..."
+            print(f"    param {p['name']} ({p['type']}{', ' + ', '.join(extra) if extra else ''}) "
+                  f"= {default}: {p['description']}")
+        print()
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="metagen", description="Metagen Studio: meta-generation workflows "
+                                     "on local llama.cpp models.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("validate", help="check workflow files; exit 2 with FILE:LINE: CODE lines on problems")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("run", help="run a workflow; progress on stderr, outputs on stdout")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("-i", "--input", action="append", default=[], metavar="NAME=VALUE", help="a workflow input")
+    p.add_argument("--seed", type=int, default=0, help="run seed (same seed -> same outputs)")
+    p.add_argument("--json", action="store_true", help="print one JSON object with run_id, status, outputs, stats")
+    p.add_argument("--dry-run", action="store_true", help="use the scripted fake backend instead of llama.cpp")
+    p.add_argument("--max-lm-calls", type=int, default=None)
+    p.add_argument("--max-tokens", type=int, default=None)
+    p.add_argument("--max-seconds", type=float, default=None)
+    p.add_argument("--no-python", action="store_true", help="refuse the python verifier")
+    p.add_argument("--db", default=None, help="trace database (default: $METAGEN_TRACE_DB or the user data dir)")
+    p.add_argument("--no-trace", action="store_true", help="do not record the run in the trace database")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("nodes", help="list node kinds with their ports and params")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_nodes)
+
+    for module_name in COMMAND_GROUPS:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_INVALID
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # last resort: a message, never a traceback, unless --verbose
+        if args.verbose:
+            raise
+        print(f"error: {exc} (run with -v for details)", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()
