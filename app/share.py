@@ -1,0 +1,401 @@
+"""Share/demo-mode policy: what visitors of a reachable app may do (names not paths, model list, caps)."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+import re
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from app.problems import Issue
+from app.scheduler import Budget
+from app.workflow import Workflow
+
+log = logging.getLogger(__name__)
+
+SHARE_MODE_ENV = "METAGEN_SHARE_MODE"
+WORKFLOW_SUFFIX = ".yaml"
+MAX_NAME_LENGTH = 100
+
+# Server-side caps applied to every run in share mode (a visitor's budget can only be lower).
+SHARE_MAX_LM_CALLS = 64
+SHARE_MAX_TOKENS = 20_000
+SHARE_MAX_SECONDS = 120.0
+SHARE_MAX_CONCURRENT_RUNS = 1
+SHARE_MAX_QUEUE = 8
+SHARE_MAX_N_CTX = 8192
+SHARE_MAX_THREADS = 4
+MODEL_SUFFIXES = (".gguf",)
+
+_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_ .\-]*", re.ASCII)
+_WINDOWS_RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)),
+                     *(f"lpt{i}" for i in range(1, 10))}
+# Model settings a visitor may set on a model; anything else (e.g. `options`, which reach llama.cpp
+# constructor kwargs such as lora paths) is refused in share mode.
+_SHARE_MODEL_KEYS = {"source", "path", "device", "n_ctx", "threads", "n_gpu_layers", "flash_attn"}
+
+
+def env_share_mode() -> bool:
+    """True when $METAGEN_SHARE_MODE forces share mode on (for testing share mode on localhost)."""
+    return os.environ.get(SHARE_MODE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether binding to `host` keeps the app reachable from this machine only."""
+    host = host.strip().strip("[]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_auth(value: str) -> tuple[str, str]:
+    """'user:password' -> (user, password); a clear ValueError otherwise."""
+    user, sep, password = value.partition(":")
+    if not sep or not user.strip() or not password:
+        raise ValueError("auth must be written USER:PASSWORD (both non-empty), e.g. --auth ada:s3cret")
+    return user.strip(), password
+
+
+def load_auth_file(path: Path) -> list[tuple[str, str]]:
+    """One USER:PASSWORD per line; blank lines and lines starting with # are ignored."""
+    try:
+        text = Path(path).expanduser().read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"cannot read the auth file {path}: {exc.strerror or exc}") from None
+    pairs: list[tuple[str, str]] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            pairs.append(parse_auth(line))
+        except ValueError:
+            raise ValueError(f"{path}:{number}: expected USER:PASSWORD on each line") from None
+    if not pairs:
+        raise ValueError(f"the auth file {path} holds no USER:PASSWORD line")
+    return pairs
+
+
+def scan_model_files(folder: Path) -> tuple[str, ...]:
+    """The GGUF files directly in `folder` (absolute paths, sorted); empty when it does not exist."""
+    try:
+        entries = sorted(folder.expanduser().iterdir())
+    except OSError:
+        return ()
+    return tuple(str(p.resolve()) for p in entries if p.is_file() and p.suffix.lower() in MODEL_SUFFIXES)
+
+
+@dataclass(frozen=True)
+class SharePolicy:
+    """What the app allows its users; `local()` for the owner alone, `for_serving()` when it may be shared."""
+
+    share_mode: bool = False
+    allow_python: bool = True
+    max_lm_calls: int | None = None
+    max_tokens: int | None = None
+    max_seconds: float | None = None
+    max_concurrent_runs: int = 2
+    max_queue: int = 32
+    model_choices: tuple[str, ...] = ()
+    """Model files (absolute paths) a share-mode visitor may pick; `bundled` is always allowed."""
+    auth: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """(user, password) pairs; empty means no login is asked."""
+    max_n_ctx: int | None = None
+    max_threads: int | None = None
+
+    @classmethod
+    def local(cls, *, allow_python: bool = True) -> SharePolicy:
+        """The owner on their own machine: no caps, any path, python verifier allowed."""
+        return cls(share_mode=False, allow_python=allow_python)
+
+    @classmethod
+    def for_serving(
+        cls,
+        host: str = "127.0.0.1",
+        share: bool = False,
+        allow_python: bool = False,
+        *,
+        force_share_mode: bool | None = None,
+        auth: Iterable[tuple[str, str]] = (),
+        model_choices: Iterable[str] | None = None,
+        models_folder: Path | None = None,
+        max_lm_calls: int = SHARE_MAX_LM_CALLS,
+        max_tokens: int = SHARE_MAX_TOKENS,
+        max_seconds: float = SHARE_MAX_SECONDS,
+        max_concurrent_runs: int = SHARE_MAX_CONCURRENT_RUNS,
+        max_queue: int = SHARE_MAX_QUEUE,
+    ) -> SharePolicy:
+        """Share mode is on when share=True, the host is not loopback, or it is forced (flag or
+        $METAGEN_SHARE_MODE). Off share mode this is `local()` (python allowed) plus the given auth."""
+        forced = env_share_mode() if force_share_mode is None else force_share_mode
+        shared = bool(share) or not is_loopback_host(host) or forced
+        auth_pairs = tuple((str(u), str(p)) for u, p in auth)
+        if not shared:
+            return replace(cls.local(), auth=auth_pairs)
+        if model_choices is None:
+            from app.paths import models_dir
+
+            model_choices = scan_model_files(models_folder if models_folder is not None else models_dir())
+        return cls(
+            share_mode=True,
+            allow_python=allow_python,
+            max_lm_calls=max_lm_calls,
+            max_tokens=max_tokens,
+            max_seconds=max_seconds,
+            max_concurrent_runs=max(1, max_concurrent_runs),
+            max_queue=max(0, max_queue),
+            model_choices=tuple(str(Path(p).expanduser().resolve()) for p in model_choices),
+            auth=auth_pairs,
+            max_n_ctx=SHARE_MAX_N_CTX,
+            max_threads=SHARE_MAX_THREADS,
+        )
+
+    @property
+    def budget_caps(self) -> Budget:
+        return Budget(self.max_lm_calls, self.max_tokens, self.max_seconds)
+
+    def cap_budget(self, budget: Budget | None) -> Budget:
+        """The requested budget, lowered to the server caps (an unlimited request gets the cap)."""
+        budget = budget or Budget()
+        return Budget(
+            max_lm_calls=_min_opt(budget.max_lm_calls, self.max_lm_calls),
+            max_tokens=_min_opt(budget.max_tokens, self.max_tokens),
+            max_seconds=_min_opt(budget.max_seconds, self.max_seconds),
+        )
+
+    def gradio_auth(self) -> list[tuple[str, str]] | None:
+        """The value for Gradio's `launch(auth=...)`."""
+        return list(self.auth) or None
+
+    def model_choice_for(self, value: str) -> str | None:
+        """The allowed model file that `value` names (its full path or its bare file name), else None."""
+        if not value:
+            return None
+        for choice in self.model_choices:
+            if value == choice or (_is_bare_name(value) and Path(choice).name == value):
+                return choice
+        return None
+
+    def describe(self) -> str:
+        """One line for the CLI and the UI banner."""
+        if not self.share_mode:
+            return "local mode: full access"
+        python = "allowed" if self.allow_python else "disabled"
+        return (f"share mode: workflows by name only, {len(self.model_choices) + 1} model choice(s), python "
+                f"verifier {python}, per-run caps {self.max_lm_calls} LM calls / {self.max_tokens} tokens / "
+                f"{self.max_seconds:g} s, {self.max_concurrent_runs} concurrent run(s)")
+
+
+def _min_opt(a: int | float | None, b: int | float | None) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
+
+
+def _is_bare_name(value: str) -> bool:
+    return "/" not in value and "\\" not in value and value not in {".", ".."}
+
+
+# ------------------------------------------------------------------ workflow names
+
+
+def safe_workflow_name(name: str) -> str:
+    """A workflow name as stored in the workflows folder (without `.yaml`). Names are not paths:
+    separators, `..`, absolute paths, hidden names and odd characters are refused with a ValueError."""
+    if not isinstance(name, str):
+        raise ValueError(f"a workflow name must be text, got {type(name).__name__}")
+    raw = name.strip()
+    if raw.lower().endswith((".yaml", ".yml")):
+        raw = raw[: raw.rfind(".")]
+    shown = name if len(name) <= 60 else name[:60] + "..."
+    if not raw:
+        raise ValueError("the workflow name is empty; give it a name such as `my_workflow`")
+    if "/" in raw or "\\" in raw or raw.startswith("~") or os.path.isabs(raw) or ":" in raw:
+        raise ValueError(f"workflow name {shown!r} looks like a path; names are not paths: use a plain name "
+                         "such as `my_workflow` (letters, digits, space, _ . -)")
+    if ".." in raw:
+        raise ValueError(f"workflow name {shown!r} contains '..'; use a plain name such as `my_workflow`")
+    if len(raw) > MAX_NAME_LENGTH:
+        raise ValueError(f"workflow name is {len(raw)} characters long; keep it under {MAX_NAME_LENGTH + 1}")
+    if not _NAME_RE.fullmatch(raw):
+        raise ValueError(f"workflow name {shown!r} has characters that are not allowed; use letters, digits, "
+                         "space, _ . - and start with a letter or digit")
+    if raw.endswith((".", " ")):
+        raise ValueError(f"workflow name {shown!r} must not end with a dot or a space")
+    if raw.split(".")[0].lower() in _WINDOWS_RESERVED:
+        raise ValueError(f"workflow name {shown!r} is reserved by Windows; choose another name")
+    return raw
+
+
+def workflow_path(folder: Path, name: str) -> Path:
+    """The one place a workflow name becomes a file path: `folder/<safe name>.yaml`, always inside `folder`."""
+    safe = safe_workflow_name(name)
+    base = Path(folder).expanduser().resolve()
+    path = base / f"{safe}{WORKFLOW_SUFFIX}"
+    if path.parent != base:  # cannot happen for a safe name; kept as the last line of defence
+        raise ValueError(f"workflow name {name!r} would leave the workflows folder")
+    return path
+
+
+def list_workflow_names(folder: Path) -> list[str]:
+    """Names of the workflows saved in `folder` (files with odd names are skipped)."""
+    try:
+        entries = sorted(Path(folder).expanduser().glob(f"*{WORKFLOW_SUFFIX}"))
+    except OSError:
+        return []
+    names = []
+    for entry in entries:
+        try:
+            names.append(safe_workflow_name(entry.stem))
+        except ValueError:
+            log.debug("skipping workflow file with an unusable name: %s", entry)
+    return names
+
+
+# ------------------------------------------------------------------ workflow checks
+
+
+def _uses_python(value: Any) -> bool:
+    """Whether a node's params ask for the python verifier (method: python, also inside combinations)."""
+    if isinstance(value, dict):
+        if str(value.get("method", "")).strip().lower() == "python":
+            return True
+        return any(_uses_python(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_uses_python(v) or (isinstance(v, str) and v.strip().lower() == "python") for v in value)
+    return False
+
+
+def check_workflow_allowed(wf: Workflow, policy: SharePolicy) -> list[Issue]:
+    """Problems that make this workflow unrunnable under `policy` (empty when it may run)."""
+    issues: list[Issue] = []
+    if not policy.allow_python:
+        for node in wf.nodes:
+            methods = node.params.get("methods")
+            if node.kind == "python" or _uses_python(node.params) or (
+                    isinstance(methods, list) and any(str(m).lower() == "python" for m in methods)):
+                issues.append(Issue(
+                    "python_disabled",
+                    "the python verifier is disabled on this shared app",
+                    "use another verifier method (regex, exact, llm_judge...), or, as the owner, "
+                    "start the app with --allow-python",
+                    node_id=node.id, line=wf.node_line(node.id, "params")))
+    if not policy.share_mode:
+        return issues
+    choices = ", ".join(Path(c).name for c in policy.model_choices) or "none besides the bundled model"
+    for alias, spec in wf.models.items():
+        line = wf.line_of("models", alias)
+        if not isinstance(spec, dict):
+            continue
+        extra = sorted(set(spec) - _SHARE_MODEL_KEYS)
+        if extra:
+            issues.append(Issue("model_option_refused",
+                                f"model {alias!r} sets {', '.join(extra)}, which a shared app does not accept",
+                                "remove those settings", line=line))
+        source = spec.get("source", "path" if spec.get("path") else "bundled")
+        if source == "path" or spec.get("path"):
+            value = str(spec.get("path") or "")
+            if policy.model_choice_for(value) is None:
+                issues.append(Issue("model_path_refused",
+                                    f"model {alias!r} points at {value!r}, which is not one of this app's models",
+                                    f"pick a model from the list ({choices}) or use `source: bundled`",
+                                    line=wf.line_of("models", alias, "path") or line))
+        n_ctx = spec.get("n_ctx")
+        if policy.max_n_ctx is not None and isinstance(n_ctx, int) and n_ctx > policy.max_n_ctx:
+            issues.append(Issue("model_option_refused",
+                                f"model {alias!r} asks for n_ctx={n_ctx}; this shared app allows at most "
+                                f"{policy.max_n_ctx}", f"set n_ctx to {policy.max_n_ctx} or less",
+                                line=wf.line_of("models", alias, "n_ctx") or line))
+        threads = spec.get("threads")
+        if policy.max_threads is not None and isinstance(threads, int) and threads > policy.max_threads:
+            issues.append(Issue("model_option_refused",
+                                f"model {alias!r} asks for {threads} threads; this shared app allows at most "
+                                f"{policy.max_threads}", "lower `threads` or remove it",
+                                line=wf.line_of("models", alias, "threads") or line))
+    return issues
+
+
+def resolve_model_choices(wf: Workflow, policy: SharePolicy) -> Workflow:
+    """A copy of `wf` whose model paths given as bare file names are replaced by the allowed full path
+    (call after `check_workflow_allowed` found no problem)."""
+    if not policy.share_mode or not wf.models:
+        return wf
+    models = {}
+    for alias, spec in wf.models.items():
+        spec = dict(spec)
+        if spec.get("path"):
+            choice = policy.model_choice_for(str(spec["path"]))
+            if choice is not None:
+                spec["path"] = choice
+        models[alias] = spec
+    return replace(wf, models=models, lines=wf.lines, load_issues=wf.load_issues)
+
+
+# ------------------------------------------------------------------ concurrent runs
+
+
+class QueueFullError(RuntimeError):
+    """Too many runs are waiting; the visitor should try again later."""
+
+
+class RunGate:
+    """Limits concurrent runs and the queue in front of them (share mode: 1 running, a few waiting)."""
+
+    def __init__(self, max_concurrent: int, max_queue: int) -> None:
+        self.max_concurrent = max(1, max_concurrent)
+        self.max_queue = max(0, max_queue)
+        self._cond = threading.Condition()
+        self._running = 0
+        self._waiting = 0
+
+    @classmethod
+    def for_policy(cls, policy: SharePolicy) -> RunGate:
+        return cls(policy.max_concurrent_runs, policy.max_queue)
+
+    @property
+    def running(self) -> int:
+        with self._cond:
+            return self._running
+
+    @property
+    def waiting(self) -> int:
+        with self._cond:
+            return self._waiting
+
+    @contextmanager
+    def slot(self, cancelled: Any = None, poll_s: float = 0.2) -> Iterator[int]:
+        """Wait for a run slot; yields the queue position the run had on arrival (0 = ran at once).
+        Raises QueueFullError when the queue is full; gives up when `cancelled()` becomes true."""
+        with self._cond:
+            position = 0
+            if self._running >= self.max_concurrent:
+                if self._waiting >= self.max_queue:
+                    raise QueueFullError(f"the app is busy: {self._running} run(s) running and {self._waiting} "
+                                         "waiting; try again in a minute")
+                self._waiting += 1
+                position = self._waiting
+                try:
+                    while self._running >= self.max_concurrent:
+                        if cancelled is not None and cancelled():
+                            raise QueueFullError("the run was cancelled while it waited for a free slot")
+                        self._cond.wait(poll_s)
+                finally:
+                    self._waiting -= 1
+            self._running += 1
+        try:
+            yield position
+        finally:
+            with self._cond:
+                self._running -= 1
+                self._cond.notify_all()
