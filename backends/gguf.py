@@ -1,0 +1,280 @@
+"""GGUF file inspection: header metadata, integrity checks and a models-folder scan (no llama.cpp needed)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import struct
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from backends.base import ModelFileError
+
+log = logging.getLogger(__name__)
+
+GGUF_MAGIC = b"GGUF"
+DEFAULT_ALIGNMENT = 32
+ARRAY_KEEP_MAX = 64
+"""Arrays longer than this (token lists, merges) are summarised instead of kept in the metadata dict."""
+
+_SCALAR_FORMATS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+
+# ggml tensor types: (elements per block, bytes per block), from gguf-py's GGML_QUANT_SIZES.
+_GGML_TYPE_SIZES: dict[int, tuple[int, int]] = {
+    0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 9: (32, 40),
+    10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 15: (256, 292),
+    16: (256, 66), 17: (256, 74), 18: (256, 98), 19: (256, 50), 20: (32, 18), 21: (256, 110),
+    22: (256, 82), 23: (256, 136), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8),
+    29: (256, 56), 30: (1, 2), 34: (256, 54), 35: (256, 66), 39: (32, 17),
+}
+_GGML_TYPE_NAMES = {
+    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 9: "Q8_1", 10: "Q2_K",
+    11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 15: "Q8_K", 16: "IQ2_XXS", 17: "IQ2_XS",
+    18: "IQ3_XXS", 19: "IQ1_S", 20: "IQ4_NL", 21: "IQ3_S", 22: "IQ2_S", 23: "IQ4_XS", 24: "I8",
+    25: "I16", 26: "I32", 27: "I64", 28: "F64", 29: "IQ1_M", 30: "BF16", 34: "TQ1_0", 35: "TQ2_0",
+    39: "MXFP4",
+}
+# llama_ftype values of `general.file_type`.
+_FILE_TYPE_NAMES = {
+    0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K", 11: "Q3_K_S",
+    12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M", 18: "Q6_K",
+    19: "IQ2_XXS", 20: "IQ2_XS", 21: "Q2_K_S", 22: "IQ3_XS", 23: "IQ3_XXS", 24: "IQ1_S", 25: "IQ4_NL",
+    26: "IQ3_S", 27: "IQ3_M", 28: "IQ2_S", 29: "IQ2_M", 30: "IQ4_XS", 31: "IQ1_M", 32: "BF16",
+    36: "TQ1_0", 37: "TQ2_0", 38: "MXFP4_MOE", 39: "NVFP4",
+}
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    shape: tuple[int, ...]
+    ggml_type: int
+    offset: int
+
+    def n_bytes(self) -> int | None:
+        sizes = _GGML_TYPE_SIZES.get(self.ggml_type)
+        if sizes is None:
+            return None
+        n_elements = 1
+        for dim in self.shape:
+            n_elements *= dim
+        block, block_bytes = sizes
+        return (n_elements + block - 1) // block * block_bytes
+
+
+@dataclass(frozen=True)
+class GGUFHeader:
+    version: int
+    metadata: dict[str, Any]
+    tensors: list[TensorInfo]
+    data_offset: int
+
+
+class _Reader:
+    """Little-endian reads from a buffered file that fail with ModelFileError at end of file."""
+
+    def __init__(self, handle: BinaryIO, path: Path) -> None:
+        self._handle = handle
+        self._path = path
+
+    def read(self, n: int) -> bytes:
+        data = self._handle.read(n)
+        if len(data) != n:
+            raise ModelFileError(
+                f"Model file {self._path} is truncated: its GGUF header ends early (an incomplete "
+                "download?). Download the file again."
+            )
+        return data
+
+    def scalar(self, fmt: str) -> Any:
+        return struct.unpack(fmt, self.read(struct.calcsize(fmt)))[0]
+
+    def string(self) -> str:
+        length = self.scalar("<Q")
+        if length > 1 << 26:
+            raise ModelFileError(f"Model file {self._path} is corrupt: a GGUF string claims {length} bytes.")
+        return self.read(length).decode("utf-8", errors="replace")
+
+    def skip_string(self) -> None:
+        length = self.scalar("<Q")
+        self._handle.seek(length, io.SEEK_CUR)
+
+    def value(self, value_type: int) -> Any:
+        if value_type == _STRING:
+            return self.string()
+        if value_type == _ARRAY:
+            item_type = self.scalar("<I")
+            count = self.scalar("<Q")
+            if count > 1 << 28:
+                raise ModelFileError(f"Model file {self._path} is corrupt: a GGUF array claims {count} items.")
+            if count > ARRAY_KEEP_MAX:
+                self._skip_array(item_type, count)
+                return {"array_of": _value_type_name(item_type), "length": count}
+            return [self.value(item_type) for _ in range(count)]
+        fmt = _SCALAR_FORMATS.get(value_type)
+        if fmt is None:
+            raise ModelFileError(f"Model file {self._path} is corrupt: unknown GGUF value type {value_type}.")
+        return self.scalar(fmt)
+
+    def _skip_array(self, item_type: int, count: int) -> None:
+        if item_type == _STRING:
+            for _ in range(count):
+                self.skip_string()
+        elif item_type in _SCALAR_FORMATS:
+            self._handle.seek(count * struct.calcsize(_SCALAR_FORMATS[item_type]), io.SEEK_CUR)
+        else:
+            for _ in range(count):
+                self.value(item_type)
+
+    def tell(self) -> int:
+        return self._handle.tell()
+
+
+def _value_type_name(value_type: int) -> str:
+    names = {0: "u8", 1: "i8", 2: "u16", 3: "i16", 4: "u32", 5: "i32", 6: "f32", 7: "bool", 8: "str",
+             9: "array", 10: "u64", 11: "i64", 12: "f64"}
+    return names.get(value_type, f"type{value_type}")
+
+
+def _open_checked(path: Path) -> BinaryIO:
+    if not path.exists():
+        raise ModelFileError(f"Model file {path} does not exist. Check the path (or pick a file in the models folder).")
+    if path.is_dir():
+        raise ModelFileError(f"Model path {path} is a folder; point at a .gguf file inside it.")
+    try:
+        return open(path, "rb", buffering=1 << 20)
+    except OSError as exc:
+        raise ModelFileError(f"Model file {path} cannot be read: {exc.strerror or exc}.") from exc
+
+
+def read_gguf_header(path: str | Path) -> GGUFHeader:
+    """Parse the GGUF header (metadata and tensor table) and check the file is long enough for its tensors."""
+    path = Path(path).expanduser()
+    with _open_checked(path) as handle:
+        reader = _Reader(handle, path)
+        magic = handle.read(4)
+        if magic != GGUF_MAGIC:
+            raise ModelFileError(
+                f"Model file {path} is not a GGUF file (it starts with {magic!r}, not b'GGUF'). "
+                "llama.cpp needs a .gguf model; convert or download the GGUF version."
+            )
+        version = reader.scalar("<I")
+        if version not in (2, 3):
+            raise ModelFileError(f"Model file {path} has GGUF version {version}; only versions 2 and 3 are supported.")
+        n_tensors = reader.scalar("<Q")
+        n_kv = reader.scalar("<Q")
+        if n_tensors > 1 << 20 or n_kv > 1 << 20:
+            raise ModelFileError(f"Model file {path} is corrupt: its GGUF header claims {n_tensors} tensors.")
+        metadata: dict[str, Any] = {}
+        for _ in range(n_kv):
+            key = reader.string()
+            metadata[key] = reader.value(reader.scalar("<I"))
+        tensors = []
+        for _ in range(n_tensors):
+            name = reader.string()
+            n_dims = reader.scalar("<I")
+            if n_dims > 8:
+                raise ModelFileError(f"Model file {path} is corrupt: tensor {name!r} claims {n_dims} dimensions.")
+            shape = tuple(reader.scalar("<Q") for _ in range(n_dims))
+            tensors.append(TensorInfo(name, shape, reader.scalar("<I"), reader.scalar("<Q")))
+        alignment = int(metadata.get("general.alignment", DEFAULT_ALIGNMENT) or DEFAULT_ALIGNMENT)
+        data_offset = (reader.tell() + alignment - 1) // alignment * alignment
+    header = GGUFHeader(version, metadata, tensors, data_offset)
+    _check_length(path, header)
+    return header
+
+
+def _check_length(path: Path, header: GGUFHeader) -> None:
+    size = path.stat().st_size
+    needed = header.data_offset
+    for tensor in header.tensors:
+        n_bytes = tensor.n_bytes() or 0
+        needed = max(needed, header.data_offset + tensor.offset + n_bytes)
+    if needed > size:
+        raise ModelFileError(
+            f"Model file {path} is truncated: its tensors need {needed:,} bytes but the file has {size:,} "
+            "(an incomplete download?). Download the file again."
+        )
+
+
+def read_gguf_metadata(path: str | Path) -> dict[str, Any]:
+    """The GGUF key/value metadata (long arrays summarised as {"array_of", "length"})."""
+    return read_gguf_header(path).metadata
+
+
+@dataclass(frozen=True)
+class ModelFileInfo:
+    """What the model picker shows about one GGUF file."""
+
+    name: str
+    path: str
+    size_bytes: int
+    quantization: str
+    context_length: int | None
+    chat_template: str | None
+    architecture: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _quantization(header: GGUFHeader) -> str:
+    file_type = header.metadata.get("general.file_type")
+    if isinstance(file_type, int) and file_type in _FILE_TYPE_NAMES:
+        return _FILE_TYPE_NAMES[file_type]
+    # No file type recorded: name the most common tensor type among the 2-D weights.
+    counts = Counter(t.ggml_type for t in header.tensors if len(t.shape) >= 2)
+    if not counts:
+        return "unknown"
+    return _GGML_TYPE_NAMES.get(counts.most_common(1)[0][0], "unknown")
+
+
+def model_file_info(path: str | Path) -> ModelFileInfo:
+    """Name, size, quantisation, context length and chat template of a GGUF file."""
+    path = Path(path).expanduser()
+    header = read_gguf_header(path)
+    meta = header.metadata
+    arch = meta.get("general.architecture")
+    context_length = meta.get(f"{arch}.context_length") if arch else None
+    template = meta.get("tokenizer.chat_template")
+    name = meta.get("general.name")
+    return ModelFileInfo(
+        name=str(name) if isinstance(name, str) and name.strip() else path.stem,
+        path=str(path.resolve()),
+        size_bytes=path.stat().st_size,
+        quantization=_quantization(header),
+        context_length=int(context_length) if isinstance(context_length, int) else None,
+        chat_template=template if isinstance(template, str) else None,
+        architecture=str(arch) if arch else None,
+    )
+
+
+def scan_models(folder: str | Path) -> list[ModelFileInfo]:
+    """Every readable *.gguf under `folder` (recursively), sorted by name; broken files are logged and skipped."""
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        return []
+    found = []
+    for path in sorted(folder.rglob("*.gguf")):
+        try:
+            found.append(model_file_info(path))
+        except ModelFileError as exc:
+            log.warning("skipping model file: %s", exc)
+    return sorted(found, key=lambda info: (info.name.lower(), info.path))
+
+
+def content_fingerprint(path: str | Path, sample_bytes: int = 1 << 20) -> str:
+    """Short hash of a file's size, head and tail: identifies a model without reading all of it."""
+    path = Path(path)
+    size = path.stat().st_size
+    digest = hashlib.sha256(str(size).encode())
+    with open(path, "rb") as handle:
+        digest.update(handle.read(sample_bytes))
+        if size > sample_bytes:
+            handle.seek(max(sample_bytes, size - sample_bytes))
+            digest.update(handle.read(sample_bytes))
+    return digest.hexdigest()[:12]
