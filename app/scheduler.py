@@ -459,12 +459,12 @@ class Scheduler:
         stop_reason: str | None = None
         total = len(wf.nodes)
         finished = 0
+        by_id = {n.id: n for n in wf.nodes}
         input_sig = {k: hashlib.sha256(json.dumps(v, sort_keys=True, default=str).encode()).hexdigest()
                      for k, v in values.items()}
 
         def gather(node_id: str) -> tuple[dict[str, Any], dict[str, str]]:
-            node = wf.node(node_id)
-            assert node is not None
+            node = by_id[node_id]
             got: dict[str, Any] = {}
             sigs: dict[str, str] = {}
             for port, ref in node.inputs.items():
@@ -479,8 +479,7 @@ class Scheduler:
 
         def run_node(node_id: str, cls: type[NodeKind], params: dict[str, Any], got: dict[str, Any],
                      node_seed: int, signature: str) -> dict[str, Any]:
-            node = wf.node(node_id)
-            assert node is not None
+            node = by_id[node_id]
             ctx = RunNodeContext(state, node_id, cls.kind, node.model, node_seed, values, backend_for,
                                  default_model, self.allow_python)
             bus.emit(Event(ev.NODE_START, run_id, node_id, {
@@ -506,8 +505,7 @@ class Scheduler:
             while ready or running:
                 while ready and failure is None and not state.cancel.cancelled:
                     node_id = ready.pop(0)
-                    node = wf.node(node_id)
-                    assert node is not None
+                    node = by_id[node_id]
                     cls = self.registry.get(node.kind)
                     assert cls is not None
                     params = cls.resolve_params(node.params)
@@ -534,8 +532,7 @@ class Scheduler:
                 done, _ = wait(list(running), return_when=FIRST_COMPLETED)
                 for fut in sorted(done, key=lambda f: order[running[f]]):
                     node_id = running.pop(fut)
-                    node = wf.node(node_id)
-                    assert node is not None
+                    node = by_id[node_id]
                     exc = fut.exception()
                     if exc is None:
                         result = fut.result()

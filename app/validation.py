@@ -8,7 +8,7 @@ from typing import Any
 import networkx as nx
 
 from app.problems import Issue
-from app.workflow import INPUT_TYPES, Workflow
+from app.workflow import INPUT_TYPES, NodeSpec, Workflow
 from nodes.base import JSON, NUMBER, TEXT, port_compatible
 from nodes.registry import NodeRegistry
 
@@ -32,7 +32,8 @@ def split_ref(ref: str) -> tuple[str, str] | None:
     return head, tail
 
 
-def ref_type(wf: Workflow, registry: NodeRegistry, ref: str) -> str | None:
+def ref_type(wf: Workflow, registry: NodeRegistry, ref: str,
+             by_id: dict[str, NodeSpec] | None = None) -> str | None:
     """The port type a reference points at, or None when it cannot be resolved."""
     parts = split_ref(ref)
     if parts is None:
@@ -41,7 +42,7 @@ def ref_type(wf: Workflow, registry: NodeRegistry, ref: str) -> str | None:
     if head == "inputs":
         spec = wf.inputs.get(tail)
         return INPUT_TYPE_TO_PORT.get(spec.type) if spec else None
-    node = wf.node(head)
+    node = by_id.get(head) if by_id is not None else wf.node(head)
     cls = registry.get(node.kind) if node else None
     port = cls.output_port(tail) if cls else None
     return port.type if port else None
@@ -106,7 +107,7 @@ def check_input_value(type_: str, value: Any) -> str | None:
     return None
 
 
-def _check_node(wf: Workflow, registry: NodeRegistry, index: int, ids: set[str]) -> list[Issue]:
+def _check_node(wf: Workflow, registry: NodeRegistry, index: int, by_id: dict[str, NodeSpec]) -> list[Issue]:
     node = wf.nodes[index]
     issues: list[Issue] = []
     nid = node.id or None
@@ -186,19 +187,19 @@ def _check_node(wf: Workflow, registry: NodeRegistry, index: int, ids: set[str])
                                     f"declare `{tail}` under `inputs:` or " + _suggest(tail, list(wf.inputs)),
                                     node_id=nid, line=line("inputs", port_name)))
                 continue
-        elif head not in ids:
+        elif head not in by_id:
             issues.append(Issue("unknown_ref", f"input {port_name!r} refers to unknown node {head!r}",
-                                _suggest(head, sorted(ids)), node_id=nid, line=line("inputs", port_name)))
+                                _suggest(head, sorted(by_id)), node_id=nid, line=line("inputs", port_name)))
             continue
         else:
-            src = wf.node(head)
+            src = by_id[head]
             src_cls = registry.get(src.kind) if src else None
             if src_cls is not None and src_cls.output_port(tail) is None:
                 issues.append(Issue("unknown_ref", f"node {head!r} ({src.kind}) has no output {tail!r}",
                                     _suggest(tail, [p.name for p in src_cls.outputs]), node_id=nid,
                                     line=line("inputs", port_name)))
                 continue
-        source_type = ref_type(wf, registry, ref)
+        source_type = ref_type(wf, registry, ref, by_id)
         target_type = port.type if port else TEXT
         if port is None and source_type is not None:
             continue  # a template variable accepts any port type; it is rendered as text
@@ -226,9 +227,13 @@ def validate(wf: Workflow, registry: NodeRegistry) -> list[Issue]:
             issues.append(Issue("duplicate_id", f"node id {node.id!r} is used twice",
                                 "give each node a unique id", node_id=node.id, line=wf.line_of("nodes", i, "id")))
         seen.setdefault(node.id, i)
-    ids = {n.id for n in wf.nodes if n.id}
+    by_id: dict[str, NodeSpec] = {}
+    for node in wf.nodes:
+        if node.id:
+            by_id.setdefault(node.id, node)
+    ids = set(by_id)
     for i in range(len(wf.nodes)):
-        issues += _check_node(wf, registry, i, ids)
+        issues += _check_node(wf, registry, i, by_id)
 
     graph = build_graph(wf)
     try:

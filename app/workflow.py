@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,7 +110,8 @@ class Workflow:
         data = self.to_dict()
         for key in ("name", "description", "layout"):
             data.pop(key, None)
-        return hashlib.sha256(dump_yaml(data).encode()).hexdigest()[:16]
+        canonical = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
+        return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def _tidy_number(x: Any) -> Any:
@@ -324,7 +326,11 @@ def load_workflow(path: str | Path) -> Workflow:
 # ------------------------------------------------------------------ dumping
 
 
-class _CanonicalDumper(yaml.SafeDumper):
+_BaseDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+"""libyaml's emitter when available (same output, ~10x faster on big workflows)."""
+
+
+class _CanonicalDumper(_BaseDumper):  # type: ignore[misc,valid-type]
     """Block style for structure; flow style for short scalar lists/maps; literal blocks for
     multi-line strings. The output is the canonical form of a workflow file."""
 
@@ -334,7 +340,8 @@ def _is_scalar(x: Any) -> bool:
 
 
 def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    if "\n" in value and not any(line != line.rstrip() for line in value.splitlines()):
+    body = value.rstrip("\n")
+    if "\n" in body and body == body.strip() and not any(line != line.rstrip() for line in body.splitlines()):
         return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
     return dumper.represent_scalar("tag:yaml.org,2002:str", value)
 
