@@ -17,16 +17,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import networkx as nx  # noqa: E402
+import networkx as nx
 
-from app.events import Event  # noqa: E402
-from app.scheduler import Scheduler  # noqa: E402
-from app.validation import build_graph  # noqa: E402
-from app.workflow import InputSpec, NodeSpec, Workflow  # noqa: E402
-from backends.base import SamplingParams  # noqa: E402
-from backends.fake import FakeBackend  # noqa: E402
-from nodes.base import TEXT, NodeKind, Param, Port  # noqa: E402
-from nodes.registry import NodeRegistry  # noqa: E402
+from app.events import Event
+from app.scheduler import Scheduler
+from app.validation import build_graph
+from app.workflow import InputSpec, NodeSpec, Workflow
+from backends.base import SamplingParams
+from backends.fake import FakeBackend
+from nodes.base import TEXT, NodeKind, Param, Port
+from nodes.registry import NodeRegistry
 
 
 class Step(NodeKind):

@@ -10,7 +10,6 @@ import pytest
 
 from app import events as ev
 from app.events import EventRecorder
-from app.models import fake_provider
 from app.problems import WorkflowError
 from app.scheduler import Budget, Scheduler, derive_seed
 from app.workflow import load_workflow_text
@@ -202,7 +201,8 @@ def test_cancel_reaches_backend_requests() -> None:
 
 
 def test_budget_max_lm_calls_stops_run() -> None:
-    wf = load_workflow_text(TWO_BRANCHES.replace("params: {prompt: '{a} + {b}'}", "params: {prompt: '{a} + {b}', n: 8}"))
+    text = TWO_BRANCHES.replace("params: {prompt: '{a} + {b}'}", "params: {prompt: '{a} + {b}', n: 8}")
+    wf = load_workflow_text(text)
     sched, _ = scheduler()
     result = sched.run(wf, {}, budget=Budget(max_lm_calls=5))
     assert result.status == "budget_exceeded"
