@@ -1,0 +1,148 @@
+"""Generating kinds: `generator` (one completion: chain steps) and `sampler` (N completions, adaptive stop).
+
+Trace events: every completion is an LM call traced by the context. The sampler with
+`adaptive: majority` also emits "adaptive_stop":
+    {"n": planned samples, "drawn": samples drawn, "saved": n - drawn, "batches": [sizes],
+     "leader": answer, "leader_count": int, "runner_up_count": int, "no_answer_count": int}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backends.base import Completion, GenerateResult
+from nodes.adaptive import batch_plan, stop_decision
+from nodes.base import (
+    CANDIDATES,
+    TEXT,
+    Candidate,
+    CandidateSet,
+    NodeContext,
+    NodeKind,
+    Param,
+    Port,
+)
+from nodes.decoding import build_prompt, decoding_params, decoding_problems, prompt_params, sampling_params
+from nodes.extract import AnswerSpec, answer_params
+
+
+def candidate_from(c: Completion, index: int, source: str, spec: AnswerSpec | None = None) -> Candidate:
+    """A traced completion as a candidate (text stripped; answer extracted when a spec is given)."""
+    text = c.text.strip()
+    return Candidate(
+        text=text,
+        index=index,
+        source=source,
+        seed=c.seed,
+        answer=spec.answer(text) if spec is not None else None,
+        finish_reason=c.finish_reason,
+        completion_tokens=c.completion_tokens,
+        logprobs=[{"token": lp.token, "logprob": lp.logprob} for lp in c.logprobs] if c.logprobs else None,
+    )
+
+
+class Generator(NodeKind):
+    """One completion of a prompt template."""
+
+    kind = "generator"
+    title = "Generator"
+    category = "generate"
+    description = ("One completion of a prompt template with {variables} from its inputs (greedy by default). "
+                   "Chain generators for chain of thought or draft-then-answer.")
+    outputs = (
+        Port("text", TEXT, "The completion (whitespace stripped)"),
+        Port("candidates", CANDIDATES, "The same completion as a one-candidate set, for verifiers"),
+    )
+    params = (
+        *prompt_params("{question}"),
+        *decoding_params(temperature=0.0, max_tokens=128),
+    )
+    variadic_inputs = True
+    uses_model = True
+
+    @classmethod
+    def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        return decoding_problems(params)
+
+    def run(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
+        prompt = build_prompt(params, inputs)
+        result = ctx.generate(prompt, sampling_params(params, ctx.seed), n=1, seeds=[ctx.seed])
+        candidate = candidate_from(result.completions[0], 0, ctx.node_id)
+        return {"text": candidate.text,
+                "candidates": CandidateSet([candidate], prompt=result.prompt_text)}
+
+
+class Sampler(NodeKind):
+    """N completions of one prompt: the parallel step of best-of-N, voting and MBR."""
+
+    kind = "sampler"
+    title = "Sampler"
+    category = "generate"
+    description = ("N sampled completions of one prompt (sample i uses seed + i), as a candidate set. "
+                   "Optional adaptive stop: quit once the leading answer cannot be overtaken.")
+    outputs = (Port("candidates", CANDIDATES, "The N samples with their seeds and extracted answers"),)
+    params = (
+        *prompt_params("{question}"),
+        Param("n", "int", 8, "Number of samples to draw", min=1, max=256),
+        *decoding_params(temperature=0.7, max_tokens=128),
+        Param("adaptive", "choice", "off",
+              "majority: stop early once the majority answer is decided (needs an answer extractor)",
+              choices=("off", "majority")),
+        Param("batch_size", "int", 4, "Adaptive stop: samples drawn per round", min=1, max=64,
+              show_if=("adaptive", ("majority",))),
+        Param("min_samples", "int", 3, "Adaptive stop: never stop before this many samples", min=1, max=256,
+              show_if=("adaptive", ("majority",))),
+        *answer_params("auto"),
+    )
+    variadic_inputs = True
+    uses_model = True
+
+    @classmethod
+    def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        problems = decoding_problems(params) + AnswerSpec.from_params(params).problems()
+        if params.get("adaptive") == "majority" and params.get("extract") == "keep":
+            problems.append(("extract", "adaptive stop extracts answers itself: choose a method other than keep"))
+        return problems
+
+    def run(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
+        n = int(params["n"])
+        spec = AnswerSpec.from_params(params)
+        if spec.extract == "keep":
+            spec = AnswerSpec("auto", spec.pattern, spec.normalize)
+        prompt = build_prompt(params, inputs)
+        sp = sampling_params(params, ctx.seed)
+        if params.get("adaptive") != "majority":
+            result = ctx.generate(prompt, sp, n=n, seeds=[ctx.seed + i for i in range(n)])
+            candidates = [candidate_from(c, i, ctx.node_id, spec) for i, c in enumerate(result.completions)]
+            ctx.progress(n, n)
+            return {"candidates": CandidateSet(candidates, prompt=result.prompt_text)}
+        return {"candidates": self._adaptive(prompt, sp, n, spec, params, ctx)}
+
+    @staticmethod
+    def _adaptive(prompt: Any, sp: Any, n: int, spec: AnswerSpec, params: dict[str, Any],
+                  ctx: NodeContext) -> CandidateSet:
+        candidates: list[Candidate] = []
+        batches: list[int] = []
+        result: GenerateResult | None = None
+        decision = None
+        for size in batch_plan(n, int(params["batch_size"]), int(params["min_samples"])):
+            start = len(candidates)
+            result = ctx.generate(prompt, sp, n=size, seeds=[ctx.seed + start + i for i in range(size)],
+                                  tag={"adaptive_batch": len(batches)})
+            batches.append(size)
+            candidates += [candidate_from(c, start + i, ctx.node_id, spec)
+                           for i, c in enumerate(result.completions)]
+            ctx.progress(len(candidates), n)
+            decision = stop_decision([c.answer for c in candidates], n, int(params["min_samples"]))
+            if decision.stop:
+                break
+        drawn = len(candidates)
+        ctx.event("adaptive_stop", {
+            "n": n, "drawn": drawn, "saved": n - drawn, "batches": batches,
+            "leader": decision.leader if decision else None,
+            "leader_count": decision.leader_count if decision else 0,
+            "runner_up_count": decision.runner_up_count if decision else 0,
+            "no_answer_count": sum(1 for c in candidates if c.answer is None),
+        })
+        return CandidateSet(candidates, prompt=result.prompt_text if result else "",
+                            meta={"adaptive": {"n": n, "drawn": drawn, "saved": n - drawn}})
