@@ -1,0 +1,163 @@
+"""The trace database's tables (sqlmodel), kept in their own registry so no other model leaks in."""
+
+from __future__ import annotations
+
+from sqlalchemy import Index
+from sqlalchemy.orm import registry
+from sqlmodel import Field, SQLModel
+
+SCHEMA_VERSION = 1
+"""Bump with a migration in app/traces/db.py whenever a table or column changes."""
+
+TRACE_REGISTRY = registry()
+
+
+class TraceModel(SQLModel, registry=TRACE_REGISTRY):
+    """Base of the trace tables: their own metadata, apart from any other SQLModel tables."""
+
+
+class MetaRow(TraceModel, table=True):
+    """Key/value facts about the database itself (schema_version, created_by)."""
+
+    __tablename__ = "meta"
+    key: str = Field(primary_key=True)
+    value: str
+
+
+class RunRow(TraceModel, table=True):
+    """One workflow run: what was run (YAML snapshot, inputs, seed, models), how it ended, its totals."""
+
+    __tablename__ = "runs"
+    id: str = Field(primary_key=True)
+    workflow: str = Field(default="", index=True)
+    workflow_yaml: str = ""
+    workflow_hash: str = ""
+    inputs: str = "{}"
+    seed: int = 0
+    models: str = "{}"
+    """The workflow's model specs by alias (JSON)."""
+    model_ids: str = "[]"
+    """Identities of the engines that answered (file name + content hash + settings), JSON list."""
+    budget: str = "{}"
+    status: str = Field(default="running", index=True)
+    error: str | None = None
+    outputs: str = "{}"
+    stats: str = "{}"
+    started_at: float = Field(default=0.0, index=True)
+    ended_at: float | None = None
+    heartbeat_at: float | None = None
+    wall_s: float | None = None
+    lm_calls: int = 0
+    prompt_tokens: int = 0
+    prompt_tokens_evaluated: int = 0
+    prompt_tokens_cached: int = 0
+    completion_tokens: int = 0
+    nodes_run: int = 0
+    nodes_cached: int = 0
+    writer_pid: int | None = None
+    writer_host: str | None = None
+    writer_identity: str | None = None
+    """What tells this writer process apart from a later one that reuses its pid (its start time)."""
+    source: str = "live"
+    """"live" (observed while running) or "imported"."""
+    imported_from: str | None = None
+
+
+class NodeRunRow(TraceModel, table=True):
+    """One node's execution inside a run."""
+
+    __tablename__ = "node_runs"
+    run_id: str = Field(primary_key=True)
+    node_id: str = Field(primary_key=True)
+    kind: str = ""
+    status: str = "running"
+    """running | succeeded | cached | failed | cancelled | skipped | interrupted."""
+    cache_hit: bool = False
+    params: str = "{}"
+    inputs: str = "{}"
+    """A preview of the inputs (candidate sets summarised; the full values are upstream outputs)."""
+    outputs: str | None = None
+    model: str | None = None
+    seed: int | None = None
+    signature: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    duration_s: float | None = None
+    error: str | None = None
+    cause: str | None = None
+    seq: int = 0
+    """Order in which the store first saw the node."""
+
+
+class PromptRow(TraceModel, table=True):
+    """Prompt texts, stored once however many samples share them."""
+
+    __tablename__ = "prompts"
+    hash: str = Field(primary_key=True)
+    text: str
+
+
+class LmCallRow(TraceModel, table=True):
+    """One LM call (one sample of a generate request, one scored continuation, one choice query)."""
+
+    __tablename__ = "lm_calls"
+    __table_args__ = (Index("ix_lm_calls_run_node", "run_id", "node_id"),)
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(index=True)
+    node_id: str = ""
+    call_id: str = ""
+    purpose: str = ""
+    model: str = ""
+    sample_index: int = 0
+    n: int = 1
+    parent: str | None = None
+    tag: str = "{}"
+    prompt_hash: str = ""
+    completion: str = ""
+    prompt_tokens: int = 0
+    prompt_tokens_evaluated: int = 0
+    prompt_tokens_cached: int = 0
+    completion_tokens: int = 0
+    scored_tokens: int | None = None
+    logprob: float | None = None
+    logprobs: str | None = None
+    """Per-token log-probabilities as JSON [{token, logprob, top}], when recorded."""
+    seed: int | None = None
+    finish_reason: str = ""
+    start: float = 0.0
+    end: float = 0.0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+
+
+class NodeEventRow(TraceModel, table=True):
+    """A node's own trace event (score, vote, tree, refine, adaptive_stop, note ...) with its payload."""
+
+    __tablename__ = "node_events"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(index=True)
+    node_id: str | None = None
+    kind: str = ""
+    time: float = 0.0
+    data: str = "{}"
+
+
+class CandidateRow(TraceModel, table=True):
+    """One candidate of a candidate set a node produced: queryable without decoding node outputs."""
+
+    __tablename__ = "candidates"
+    run_id: str = Field(primary_key=True)
+    node_id: str = Field(primary_key=True)
+    port: str = Field(primary_key=True)
+    idx: int = Field(primary_key=True)
+    text: str = ""
+    answer: str | None = None
+    score: float | None = None
+    scores: str = "{}"
+    cluster: int | None = None
+    winner: bool = False
+    seed: int | None = None
+    source: str = ""
+    finish_reason: str = ""
+    completion_tokens: int = 0
+    meta: str = "{}"
