@@ -1,1 +1,352 @@
-"""Node kinds of this module are being written (issue 4); the registry imports it."""
+"""The `verifier` kind and the scoring methods it shares with the refiner and the search.
+
+Methods: `exact` / `contains` / `regex` against a reference; `python` (user code in a sandbox);
+`llm_judge` (P(yes) / (P(yes) + P(no)) from the next-token distribution, candidates scored
+concurrently so the engine can batch them); `likelihood` (mean or sum token log-probability of the
+candidate after the prompt, optionally as a probability); `length`; and `combine` (weighted sum,
+mean, min or product of scores earlier verifiers left on the candidates, by verifier node id).
+
+Each candidate gets `scores[<node id>]`, `score` (the latest verifier's), and in `meta`
+`reasons[<node id>]` and `passed[<node id>]` (score >= pass_threshold).
+
+Trace event "score":
+    {"method", "pass_threshold", "passed_count", "mean",
+     "scores": [{"index", "score", "passed", "reason", "answer"}]}
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from nodes.base import (
+    CANDIDATES,
+    JSON,
+    TEXT,
+    CandidateSet,
+    NodeContext,
+    NodeError,
+    NodeKind,
+    Param,
+    Port,
+    template_variables,
+    to_jsonable,
+)
+from nodes.decoding import as_text, render
+from nodes.extract import AnswerSpec, answer_params, normalize_answer, normalize_text
+from nodes.sandbox import run_python_verifier
+
+METHODS = ("exact", "contains", "regex", "python", "llm_judge", "likelihood", "length", "combine")
+COMBINE_OPS = ("weighted_sum", "mean", "min", "product")
+RESERVED_VARS = ("candidate", "answer", "reference", "partial", "draft", "problem")
+"""Variables the scoring methods fill in per candidate; never required as wired inputs."""
+
+DEFAULT_JUDGE_PROMPT = ("Question: {question}\nProposed answer: {candidate}\n"
+                        "Is the proposed answer correct? Reply Yes or No.")
+
+
+@dataclass
+class Verdict:
+    """One candidate's score under one method."""
+
+    score: float
+    reason: str = ""
+    answer: str | None = None
+    passed: bool = False
+
+
+def judge_params(prompt_default: str = DEFAULT_JUDGE_PROMPT, show_if: tuple[str, tuple[str, ...]] | None = None,
+                 ) -> tuple[Param, ...]:
+    """The llm_judge prompt and yes/no tokens (shared with the refiner's and the search's scorers)."""
+    return (
+        Param("judge_prompt", "text", prompt_default,
+              "Yes/no question about {candidate} (also {answer}, {reference} and wired inputs)", show_if=show_if),
+        Param("yes", "str", "Yes", "Token meaning yes (first token counts)", show_if=show_if),
+        Param("no", "str", "No", "Token meaning no (first token counts)", show_if=show_if),
+        Param("judge_mode", "choice", "chat", "Ask the judge through the chat template or as raw text",
+              choices=("chat", "raw"), show_if=show_if),
+    )
+
+
+def scoring_params(show_if_method: Callable[[tuple[str, ...]], tuple[str, tuple[str, ...]]]) -> tuple[Param, ...]:
+    """Params of every method but combine; `show_if_method(methods)` builds each show_if."""
+    return (
+        *answer_params("auto", show_if=show_if_method(("exact",))),
+        Param("regex", "str", "", "Regex the candidate must contain (empty: the reference, literally)",
+              show_if=show_if_method(("regex",))),
+        Param("code", "str", "answer == reference",
+              "Python expression over candidate, answer, reference, inputs — or define "
+              "verify(candidate, inputs) — returning a bool, a score, or (score, reason)",
+              show_if=show_if_method(("python",))),
+        Param("timeout_s", "float", 5.0, "Python verifier: time limit per candidate (seconds)", min=0.1, max=120,
+              show_if=show_if_method(("python",))),
+        Param("memory_mb", "int", 256, "Python verifier: memory limit per candidate (MB)", min=32, max=8192,
+              show_if=show_if_method(("python",))),
+        *judge_params(show_if=show_if_method(("llm_judge",))),
+        Param("prefix", "text", "", "Likelihood: text the candidate continues (empty: the candidates' prompt)",
+              show_if=show_if_method(("likelihood",))),
+        Param("aggregate", "choice", "mean", "Likelihood: mean or sum of token log-probabilities",
+              choices=("mean", "sum"), show_if=show_if_method(("likelihood",))),
+        Param("as_probability", "bool", True, "Likelihood: report exp(log-probability), in (0, 1]",
+              show_if=show_if_method(("likelihood",))),
+        Param("length_unit", "choice", "words", "Length: what to count", choices=("chars", "words", "tokens"),
+              show_if=show_if_method(("length",))),
+        Param("length_target", "int", 0, "Length: 0 = score is the length; > 0 = 1 - |length - target| / target",
+              min=0, show_if=show_if_method(("length",))),
+    )
+
+
+def _method_show(methods: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    if methods == ("exact",):
+        methods = ("exact", "python", "llm_judge")
+    return ("method", methods)
+
+
+def judge_probability(logprobs: dict[str, float], yes: str, no: str) -> float:
+    """P(yes) / (P(yes) + P(no)), computed stably from two log-probabilities."""
+    ly, ln = logprobs.get(yes, -math.inf), logprobs.get(no, -math.inf)
+    if ly == -math.inf and ln == -math.inf:
+        return 0.5
+    top = max(ly, ln)
+    py, pn = math.exp(ly - top), math.exp(ln - top)
+    return py / (py + pn)
+
+
+def _judge_prompt(params: dict[str, Any], values: dict[str, Any]) -> Any:
+    text = render(str(params["judge_prompt"]), values)
+    if params.get("judge_mode", "chat") == "raw":
+        return text
+    return [{"role": "user", "content": text}]
+
+
+def length_score(n: int, target: int) -> float:
+    return float(n) if target <= 0 else max(0.0, 1.0 - abs(n - target) / target)
+
+
+def _reference(inputs: dict[str, Any]) -> str | None:
+    ref = inputs.get("reference")
+    return None if ref is None else as_text(ref)
+
+
+def score_texts(method: str, texts: Sequence[str], params: dict[str, Any], inputs: dict[str, Any],
+                ctx: NodeContext, *, upstream_answers: Sequence[str | None] | None = None,
+                prompt: str = "", model: str | None = None, extra: Sequence[dict[str, Any]] | None = None,
+                ) -> list[Verdict]:
+    """Score each text with one method (not combine). `extra[i]` adds per-text template variables
+    (e.g. {partial} in the search); `prompt` is what the texts continue (likelihood's default prefix)."""
+    upstream = list(upstream_answers) if upstream_answers is not None else [None] * len(texts)
+    spec = AnswerSpec.from_params(params)
+    answers = [spec.answer(t, u) for t, u in zip(texts, upstream, strict=True)]
+    reference = _reference(inputs)
+    extras = list(extra) if extra is not None else [{} for _ in texts]
+    threshold = float(params.get("pass_threshold", 0.5))
+
+    def done(verdicts: list[Verdict]) -> list[Verdict]:
+        for v in verdicts:
+            v.passed = v.score >= threshold
+        return verdicts
+
+    if method in ("exact", "contains") and reference is None:
+        raise NodeError(f"method {method} compares with a reference: wire the `reference` input")
+    if method == "exact":
+        ref = normalize_answer(reference, spec.normalize)
+        out = []
+        for a in answers:
+            if a is None:
+                out.append(Verdict(0.0, f"no answer found (extract: {spec.extract})", a))
+            elif a == ref:
+                out.append(Verdict(1.0, f"answer {a!r} matches the reference", a))
+            else:
+                out.append(Verdict(0.0, f"answer {a!r} does not match the reference {ref!r}", a))
+        return done(out)
+    if method == "contains":
+        ref_norm = normalize_text(reference or "")
+        pairs = zip(texts, answers, strict=True)
+        return done([Verdict(1.0, f"contains {reference!r}", a) if ref_norm in normalize_text(t)
+                     else Verdict(0.0, f"does not contain {reference!r}", a) for t, a in pairs])
+    if method == "regex":
+        pattern = str(params.get("regex") or "")
+        if not pattern:
+            if reference is None:
+                raise NodeError("method regex needs the `regex` param or a wired `reference`")
+            pattern = re.escape(reference)
+        try:
+            compiled = re.compile(pattern, re.MULTILINE)
+        except re.error as exc:
+            raise NodeError(f"regex {pattern!r} is invalid: {exc}") from None
+        pairs = zip(texts, answers, strict=True)
+        return done([Verdict(1.0, f"matches /{pattern}/", a) if compiled.search(t)
+                     else Verdict(0.0, f"no match for /{pattern}/", a) for t, a in pairs])
+    if method == "python":
+        if not ctx.allow_python():
+            raise NodeError("the python verifier is disabled here (shared mode); the owner can allow it, "
+                            "or use another verifier method")
+        data_inputs = to_jsonable({k: v for k, v in inputs.items()})
+        timeout, memory = float(params["timeout_s"]), int(params["memory_mb"])
+
+        def run_one(i: int) -> Verdict:
+            ctx.cancel.raise_if_cancelled()
+            res = run_python_verifier(str(params["code"]), texts[i], answer=answers[i], reference=reference,
+                                      inputs=data_inputs, timeout_s=timeout, memory_mb=memory,
+                                      pass_threshold=threshold)
+            reason = res.reason or ("passed" if res.passed else "failed")
+            return Verdict(res.score, reason if res.ok else f"error: {reason}", answers[i])
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            return done(list(pool.map(run_one, range(len(texts)))))
+    if method == "llm_judge":
+        yes, no = str(params["yes"]), str(params["no"])
+
+        def judge_one(i: int) -> Verdict:
+            values = {**inputs, "candidate": texts[i], "answer": answers[i] or "", "reference": reference or "",
+                      **extras[i]}
+            result = ctx.choice_logprobs(_judge_prompt(params, values), [yes, no], model=model)
+            p = judge_probability(result.logprobs, yes, no)
+            return Verdict(p, f"P({yes}) = {p:.3f}", answers[i])
+
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(texts)))) as pool:
+            return done(list(pool.map(judge_one, range(len(texts)))))
+    if method == "likelihood":
+        prefix_tpl = str(params.get("prefix") or "")
+        prefix = render(prefix_tpl, {**inputs, "reference": reference or ""}) if prefix_tpl else prompt
+        if not texts:
+            return []
+        result = ctx.score(prefix, list(texts), model=model)
+        out = []
+        for sc, a in zip(result.scores, answers, strict=True):
+            value = sc.mean_logprob if params.get("aggregate", "mean") == "mean" else sc.logprob
+            score = math.exp(value) if params.get("as_probability", True) else value
+            out.append(Verdict(score, f"{params.get('aggregate', 'mean')} log-prob {value:.3f} over {sc.n_tokens} "
+                                      "tokens", a))
+        return done(out)
+    if method == "length":
+        unit, target = params.get("length_unit", "words"), int(params.get("length_target", 0))
+        out = []
+        for t, a in zip(texts, answers, strict=True):
+            n = len(t) if unit == "chars" else len(t.split()) if unit == "words" else len(
+                ctx.backend(model).tokenize(t))
+            out.append(Verdict(length_score(n, target), f"{n} {unit}", a))
+        return done(out)
+    raise NodeError(f"unknown verifier method {method!r}; use one of {', '.join(METHODS)}")
+
+
+def combine_scores(scores: dict[str, float], weights: dict[str, float], op: str) -> float:
+    """Combine named scores; with weights, only the weighted names take part."""
+    names = list(weights) if weights else sorted(scores)
+    missing = [n for n in names if n not in scores]
+    if missing:
+        raise NodeError(f"combine needs score {missing[0]!r} but the candidates carry "
+                        f"{', '.join(sorted(scores)) or 'no scores'}; name verifier node ids in `weights`")
+    values = [float(scores[n]) * (float(weights[n]) if weights and op == "weighted_sum" else 1.0) for n in names]
+    if not values:
+        raise NodeError("combine found no scores on the candidates; put verifiers before it")
+    if op == "weighted_sum":
+        return sum(values)
+    if op == "mean":
+        return sum(values) / len(values)
+    if op == "min":
+        return min(values)
+    return math.prod(values)
+
+
+class Verifier(NodeKind):
+    """Scores every candidate; the scored set feeds voters (weighted, best_of_n, threshold)."""
+
+    kind = "verifier"
+    title = "Verifier"
+    category = "score"
+    description = ("Score each candidate: exact/contains/regex against a reference, python code in a sandbox, "
+                   "an LLM judge (P(yes)), likelihood, length, or a combination of earlier scores.")
+    inputs = (
+        Port("candidates", CANDIDATES, "Candidates to score"),
+        Port("reference", TEXT, "Reference answer (exact, contains, regex, python)", required=False),
+    )
+    outputs = (
+        Port("candidates", CANDIDATES, "The candidates with this verifier's scores"),
+        Port("scores", JSON, "Scores in candidate order"),
+    )
+    params = (
+        Param("method", "choice", "llm_judge", "How to score", choices=METHODS),
+        Param("pass_threshold", "float", 0.5, "A score at least this counts as passed"),
+        *scoring_params(_method_show),
+        Param("weights", "json", {}, "Combine: {verifier node id: weight}; empty = every score, equal weight",
+              show_if=("method", ("combine",))),
+        Param("combine", "choice", "weighted_sum", "Combine: how to merge the scores", choices=COMBINE_OPS,
+              show_if=("method", ("combine",))),
+    )
+    variadic_inputs = True
+    uses_model = True
+
+    @classmethod
+    def required_inputs(cls, params: dict[str, Any]) -> list[str]:
+        names = [p.name for p in cls.inputs if p.required]
+        method = params.get("method")
+        if method in ("exact", "contains") or (method == "regex" and not params.get("regex")):
+            names.append("reference")
+        templates = {"llm_judge": "judge_prompt", "likelihood": "prefix"}
+        if method in templates:
+            for var in template_variables(str(params.get(templates[method]) or "")):
+                if var not in RESERVED_VARS and var not in names:
+                    names.append(var)
+        return names
+
+    @classmethod
+    def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        problems = AnswerSpec.from_params(params).problems() if params.get("method") == "exact" else []
+        if params.get("method") == "regex" and params.get("regex"):
+            try:
+                re.compile(str(params["regex"]))
+            except re.error as exc:
+                problems.append(("regex", f"is not a valid regular expression: {exc}"))
+        if params.get("method") == "python" and params.get("code"):
+            try:
+                compile(str(params["code"]), "<verifier>", "exec")
+            except SyntaxError as exc:
+                problems.append(("code", f"is not valid Python: {exc.msg} (line {exc.lineno})"))
+        weights = params.get("weights")
+        if params.get("method") == "combine" and weights not in (None, "", {}) and (
+                not isinstance(weights, dict) or not all(isinstance(v, int | float) for v in weights.values())):
+            problems.append(("weights", "must map verifier node ids to numbers, e.g. {judge: 0.7, check: 0.3}"))
+        return problems
+
+    def run(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
+        source = inputs["candidates"]
+        if not isinstance(source, CandidateSet):
+            raise NodeError(f"verifier needs a candidate set, got {type(source).__name__}")
+        cset = copy.deepcopy(source)
+        cands = cset.candidates
+        method = params["method"]
+        others = {k: v for k, v in inputs.items() if k != "candidates"}
+        if method == "combine":
+            weights = params.get("weights") or {}
+            op = str(params["combine"])
+            verdicts = []
+            for c in cands:
+                value = combine_scores(c.scores, weights, op)
+                verdicts.append(Verdict(value, f"{op} of {', '.join(weights or sorted(c.scores))}", c.answer,
+                                        value >= float(params["pass_threshold"])))
+        else:
+            verdicts = score_texts(method, [c.text for c in cands], params, others, ctx,
+                                   upstream_answers=[c.answer for c in cands], prompt=cset.prompt)
+        for c, v in zip(cands, verdicts, strict=True):
+            c.scores[ctx.node_id] = v.score
+            c.score = v.score
+            if v.answer is not None and method in ("exact",):
+                c.answer = v.answer
+            c.meta.setdefault("reasons", {})[ctx.node_id] = v.reason
+            c.meta.setdefault("passed", {})[ctx.node_id] = v.passed
+        scores = [v.score for v in verdicts]
+        ctx.event("score", {
+            "method": method, "pass_threshold": float(params["pass_threshold"]),
+            "passed_count": sum(v.passed for v in verdicts),
+            "mean": sum(scores) / len(scores) if scores else None,
+            "scores": [{"index": i, "score": v.score, "passed": v.passed, "reason": v.reason, "answer": v.answer}
+                       for i, v in enumerate(verdicts)],
+        })
+        ctx.progress(len(cands), len(cands))
+        return {"candidates": cset, "scores": scores}

@@ -1,0 +1,184 @@
+"""The python verifier's sandbox: user code scores one candidate in a child process with limits.
+
+The code is either an expression over `candidate` (text), `answer` (extracted answer or None),
+`reference` and `inputs` (the verifier's other inputs), e.g. `answer == "42"`, or statements that
+define `def verify(candidate, inputs): ...` (called with those two arguments) or assign `score`.
+The result may be a bool (1/0), a number, a (score, reason) pair or {"score": .., "reason": ..}.
+
+Limits, applied inside the child before any user code runs:
+- wall time: the parent kills the child after `timeout_s`; CPU time is capped with RLIMIT_CPU;
+- memory: RLIMIT_AS (address space) of `memory_mb`, so a hog gets MemoryError (or is killed);
+- no network and no escape hatches: an audit hook refuses socket creation/connection, new
+  processes (subprocess, os.system, exec, fork) and ctypes — a guard rail against accidents and
+  sloppy generated code, not a boundary against a determined attacker;
+- files written are capped at 1 MB (RLIMIT_FSIZE), the child runs isolated (`python -I`) in an
+  empty temporary directory with a minimal environment.
+Every failure (timeout, exception, blocked call, memory) becomes a clean `SandboxResult` with
+score 0, passed False and a one-line reason; nothing raises to the caller.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+RESULT_MARK = "\x00METAGEN_RESULT\x00"
+
+_CHILD = r'''
+import io, json, sys
+MARK = "\x00METAGEN_RESULT\x00"
+out = sys.stdout
+def report(**data):
+    out.write(MARK + json.dumps(data) + "\n")
+    out.flush()
+req = json.loads(sys.stdin.read())
+try:
+    import resource
+    mem = req["memory_mb"] * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    cpu = max(1, int(req["timeout_s"] + 0.999))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+except (ImportError, ValueError, OSError) as exc:  # no resource module (Windows) or limits refused
+    limits_note = f"limits not applied: {exc}"
+else:
+    limits_note = ""
+
+BLOCKED = {
+    "socket.__new__": "network access", "socket.connect": "network access", "socket.bind": "network access",
+    "socket.getaddrinfo": "network access", "socket.gethostbyname": "network access",
+    "subprocess.Popen": "starting processes", "os.system": "starting processes", "os.exec": "starting processes",
+    "os.posix_spawn": "starting processes", "os.spawn": "starting processes", "os.fork": "starting processes",
+    "os.forkpty": "starting processes", "pty.spawn": "starting processes",
+    "ctypes.dlopen": "loading native code", "ctypes.dlsym": "loading native code",
+}
+
+class Blocked(Exception):
+    pass
+
+def hook(event, args):
+    what = BLOCKED.get(event)
+    if what is not None:
+        raise Blocked(f"{what} is blocked in the python verifier ({event})")
+    if event == "import" and args and args[0] in ("socket", "_socket", "ctypes", "_ctypes"):
+        raise Blocked(f"importing {args[0]} is blocked in the python verifier (no network, no native code)")
+
+sys.addaudithook(hook)
+captured = io.StringIO()
+sys.stdout = captured
+env = {"candidate": req["candidate"], "answer": req["answer"], "reference": req["reference"],
+       "inputs": req["inputs"], "__name__": "__verifier__"}
+code = req["code"]
+try:
+    try:
+        compiled = compile(code, "<verifier>", "eval")
+        value = eval(compiled, env)
+    except SyntaxError:
+        exec(compile(code, "<verifier>", "exec"), env)
+        if callable(env.get("verify")):
+            value = env["verify"](req["candidate"], req["inputs"])
+        elif "score" in env:
+            value = env["score"]
+        else:
+            raise NameError("the code must be an expression, define verify(candidate, inputs), or set score")
+    reason = ""
+    if isinstance(value, dict):
+        value, reason = value.get("score"), str(value.get("reason", ""))
+    elif isinstance(value, (tuple, list)) and len(value) == 2:
+        value, reason = value[0], str(value[1])
+    if isinstance(value, bool) or value is None:
+        score = 1.0 if value else 0.0
+    elif isinstance(value, (int, float)):
+        score = float(value)
+        if score != score:
+            raise ValueError("the verifier returned NaN")
+    else:
+        raise TypeError(f"the verifier returned {type(value).__name__}; return a bool, a number, "
+                        "(score, reason) or {'score': ..., 'reason': ...}")
+    report(ok=True, score=score, reason=reason, stdout=captured.getvalue()[-2000:], note=limits_note)
+except MemoryError:
+    report(ok=False, reason=f"memory limit exceeded ({req['memory_mb']} MB)", stdout=captured.getvalue()[-2000:])
+except Blocked as exc:
+    report(ok=False, reason=str(exc), stdout=captured.getvalue()[-2000:])
+except BaseException as exc:
+    import traceback
+    tb = traceback.extract_tb(exc.__traceback__)
+    line = next((f.lineno for f in reversed(tb) if f.filename == "<verifier>"), None)
+    where = f" (line {line})" if line else ""
+    if isinstance(exc, Blocked) or type(exc).__name__ == "Blocked":
+        msg = str(exc)
+    else:
+        msg = f"{type(exc).__name__}: {exc}{where}"
+    report(ok=False, reason=msg[:500], stdout=captured.getvalue()[-2000:])
+'''
+
+
+@dataclass
+class SandboxResult:
+    """The verdict on one candidate; a failure has score 0, passed False and the reason."""
+
+    score: float
+    passed: bool
+    reason: str
+    ok: bool
+    """False when the code failed (timeout, exception, blocked call, memory) rather than scored."""
+    stdout: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"score": self.score, "passed": self.passed, "reason": self.reason, "ok": self.ok}
+
+
+def _failure(reason: str, stdout: str = "") -> SandboxResult:
+    return SandboxResult(0.0, False, reason, False, stdout)
+
+
+def run_python_verifier(code: str, candidate: str, *, answer: str | None = None, reference: Any = None,
+                        inputs: dict[str, Any] | None = None, timeout_s: float = 5.0, memory_mb: int = 256,
+                        pass_threshold: float = 0.5) -> SandboxResult:
+    """Score one candidate with user code in a limited child process (see the module docstring)."""
+    request = json.dumps({
+        "code": code, "candidate": candidate, "answer": answer, "reference": reference,
+        "inputs": inputs or {}, "timeout_s": timeout_s, "memory_mb": memory_mb,
+    }, default=str)
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONIOENCODING": "utf-8", "LANG": "C.UTF-8"}
+    with tempfile.TemporaryDirectory(prefix="metagen-verify-") as workdir:
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-I", "-c", _CHILD], input=request, capture_output=True, text=True,
+                timeout=timeout_s + 1.0, cwd=workdir, env=env, encoding="utf-8", errors="replace",
+            )
+        except subprocess.TimeoutExpired:
+            return _failure(f"timed out after {timeout_s:g} s")
+        except OSError as exc:
+            return _failure(f"could not start the python verifier: {exc}")
+    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(RESULT_MARK)), None)
+    if line is None:
+        return _failure(_death_reason(proc.returncode, proc.stderr, timeout_s, memory_mb))
+    data = json.loads(line[len(RESULT_MARK):])
+    if not data.get("ok"):
+        return _failure(str(data.get("reason") or "the verifier failed"), data.get("stdout", ""))
+    score = float(data["score"])
+    return SandboxResult(score, score >= pass_threshold, str(data.get("reason") or ""), True,
+                         data.get("stdout", ""))
+
+
+def _death_reason(returncode: int, stderr: str, timeout_s: float, memory_mb: int) -> str:
+    """Why the child died without reporting."""
+    import signal
+
+    if returncode < 0:
+        sig = -returncode
+        if sig in (signal.SIGXCPU, signal.SIGKILL):
+            return f"timed out after {timeout_s:g} s (CPU limit)"
+        if sig == signal.SIGSEGV:
+            return f"crashed (segmentation fault; memory limit {memory_mb} MB?)"
+        return f"killed by signal {signal.Signals(sig).name}"
+    tail = stderr.strip().splitlines()[-1] if stderr.strip() else ""
+    if "MemoryError" in stderr:
+        return f"memory limit exceeded ({memory_mb} MB)"
+    return f"the verifier exited with status {returncode}" + (f": {tail[:300]}" if tail else "")
