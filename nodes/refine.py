@@ -1,1 +1,197 @@
-"""Node kinds of this module are being written (issue 4); the registry imports it."""
+"""The `refiner` kind: draft -> feedback -> revise, up to max_iters (self-refine, Madaan et al. 2023).
+
+Feedback is the model's own critique (`self`), a verifier's verdict (`verifier`: a failing test, a
+regex miss, a judge's P(yes)), or both. The loop stops early when the check score reaches
+`pass_threshold`, when the critique says the stop phrase ("No issues"), or when a revision no
+longer changes the draft. Every iteration is kept in the outputs and the trace.
+
+Trace event "refine":
+    {"iterations": [{"iteration", "draft", "score", "reason", "feedback", "revision"}],
+     "stopped": "threshold" | "no_issues" | "unchanged" | "max_iters", "chosen": iteration index,
+     "check": method}
+`score`/`reason` are null without a check; `feedback`/`revision` are null on the last iteration.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nodes.base import (
+    CANDIDATES,
+    JSON,
+    TEXT,
+    Candidate,
+    CandidateSet,
+    NodeContext,
+    NodeKind,
+    Param,
+    Port,
+    template_variables,
+)
+from nodes.decoding import (
+    as_text,
+    build_prompt,
+    decoding_params,
+    decoding_problems,
+    prompt_params,
+    sampling_params,
+)
+from nodes.extract import normalize_text
+from nodes.verify import RESERVED_VARS, score_texts, scoring_params
+
+CHECKS = ("none", "exact", "contains", "regex", "python", "llm_judge", "likelihood")
+DEFAULT_FEEDBACK = ("Task: {task}\n\nDraft answer:\n{draft}\n\n"
+                    "Point out any mistake in the draft in one or two sentences. "
+                    "If it is correct and complete, reply exactly: No issues.")
+DEFAULT_REVISE = ("Task: {task}\n\nDraft answer:\n{draft}\n\nFeedback:\n{feedback}\n\n"
+                  "Write an improved answer to the task that fixes the problems. Reply with the answer only.")
+DEFAULT_CHECK_JUDGE = "Task: {task}\nProposed answer: {candidate}\nIs the proposed answer correct? Reply Yes or No."
+
+
+def _check_show(methods: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    if methods == ("exact",):
+        methods = ("exact", "python", "llm_judge")
+    return ("check", methods)
+
+
+class Refiner(NodeKind):
+    """Iterative refinement with intrinsic (self-critique) or extrinsic (verifier) feedback."""
+
+    kind = "refiner"
+    title = "Refiner"
+    category = "generate"
+    description = ("Self-refine: draft, get feedback (the model's critique or a verifier's verdict), revise; "
+                   "repeat up to max_iters, stopping early when a check passes or the draft stops changing.")
+    inputs = (
+        Port("draft", TEXT, "A first draft (optional: else the refiner writes one from the prompt)",
+             required=False),
+        Port("reference", TEXT, "Reference answer for exact/contains/regex/python checks", required=False),
+    )
+    outputs = (
+        Port("text", TEXT, "The final (or best-scoring) draft"),
+        Port("candidates", CANDIDATES, "Every iteration's draft with its check score; the chosen one wins"),
+        Port("iterations", JSON, "Per iteration: draft, score, reason, feedback, revision"),
+    )
+    params = (
+        *prompt_params("{question}", description="The task; {name} fills in the input wired as `name`"),
+        Param("max_iters", "int", 2, "Most revisions", min=1, max=10),
+        Param("feedback", "choice", "self", "self: the model critiques its draft; verifier: the check's verdict; "
+              "both", choices=("self", "verifier", "both")),
+        Param("feedback_prompt", "text", DEFAULT_FEEDBACK, "Critique prompt ({task}, {draft})",
+              show_if=("feedback", ("self", "both"))),
+        Param("revise_prompt", "text", DEFAULT_REVISE, "Revision prompt ({task}, {draft}, {feedback})"),
+        Param("stop_phrase", "str", "No issues", "Stop when the critique contains this ('' = never)",
+              show_if=("feedback", ("self", "both"))),
+        Param("stop_unchanged", "bool", True, "Stop when a revision equals its draft"),
+        Param("keep", "choice", "last", "Output the last draft, or the best-scoring one (needs a check)",
+              choices=("last", "best")),
+        Param("check", "choice", "none", "Verifier applied to each draft (stops at pass_threshold)", choices=CHECKS),
+        Param("pass_threshold", "float", 1.0, "Stop when the check score is at least this",
+              show_if=("check", CHECKS[1:])),
+        Param("judge_model", "str", "", "Model alias for an llm_judge/likelihood check ('' = this node's model)",
+              show_if=("check", ("llm_judge", "likelihood"))),
+        *scoring_params(_check_show, DEFAULT_CHECK_JUDGE),
+        *decoding_params(temperature=0.0, max_tokens=128),
+    )
+    variadic_inputs = True
+    uses_model = True
+
+    @classmethod
+    def required_inputs(cls, params: dict[str, Any]) -> list[str]:
+        keys = ["prompt", "system", "revise_prompt"]
+        if params.get("feedback") in ("self", "both"):
+            keys.append("feedback_prompt")
+        if params.get("check") == "llm_judge":
+            keys.append("judge_prompt")
+        names: list[str] = []
+        for key in keys:
+            for var in template_variables(str(params.get(key) or "")):
+                if var not in RESERVED_VARS and var not in names:
+                    names.append(var)
+        check = params.get("check")
+        if check in ("exact", "contains") or (check == "regex" and not params.get("regex")):
+            names.append("reference")
+        return names
+
+    @classmethod
+    def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        problems = decoding_problems(params)
+        if params.get("feedback") in ("verifier", "both") and params.get("check") == "none":
+            problems.append(("feedback", "verifier feedback needs a check: set `check` (e.g. regex or python)"))
+        if params.get("keep") == "best" and params.get("check") == "none":
+            problems.append(("keep", "keep: best needs a check to score the drafts"))
+        return problems
+
+    def run(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
+        values = {k: v for k, v in inputs.items() if k not in ("draft",)}
+        task_prompt = build_prompt(params, values)
+        task = task_prompt if isinstance(task_prompt, str) else task_prompt[-1]["content"]
+        calls = 0
+
+        def ask(prompt: Any, step: str, iteration: int) -> str:
+            nonlocal calls
+            seed = ctx.seed + calls
+            calls += 1
+            result = ctx.generate(prompt, sampling_params(params, seed), n=1, seeds=[seed], purpose=step,
+                                  tag={"iteration": iteration, "step": step})
+            return result.completions[0].text.strip()
+
+        def prompt_from(key: str, extra: dict[str, Any]) -> Any:
+            return build_prompt({**params, "prompt": params[key]}, {**values, **extra})
+
+        draft = as_text(inputs["draft"]).strip() if inputs.get("draft") is not None else ask(task_prompt, "draft", 0)
+        check = params["check"]
+        max_iters = int(params["max_iters"])
+        threshold = float(params["pass_threshold"])
+        iterations: list[dict[str, Any]] = []
+        stopped = "max_iters"
+        for it in range(max_iters + 1):
+            record: dict[str, Any] = {"iteration": it, "draft": draft, "score": None, "reason": None,
+                                      "feedback": None, "revision": None}
+            iterations.append(record)
+            verdict = None
+            if check != "none":
+                verdict = score_texts(check, [draft], params, values, ctx, prompt=task,
+                                      model=str(params.get("judge_model") or "") or None,
+                                      extra=[{"task": task, "draft": draft}])[0]
+                record["score"], record["reason"] = verdict.score, verdict.reason
+                if verdict.score >= threshold:
+                    stopped = "threshold"
+                    break
+            if it == max_iters:
+                break
+            ctx.progress(it, max_iters)
+            parts = []
+            critique = ""
+            if params["feedback"] in ("verifier", "both") and verdict is not None:
+                parts.append(verdict.reason)
+            if params["feedback"] in ("self", "both"):
+                critique = ask(prompt_from("feedback_prompt", {"task": task, "draft": draft}), "feedback", it)
+                parts.append(critique)
+            feedback = "\n".join(p for p in parts if p)
+            record["feedback"] = feedback
+            phrase = str(params.get("stop_phrase") or "")
+            if critique and phrase and phrase.casefold() in critique.casefold() and (
+                    verdict is None or params["feedback"] == "self"):
+                stopped = "no_issues"
+                break
+            revision = ask(prompt_from("revise_prompt", {"task": task, "draft": draft, "feedback": feedback}),
+                           "revise", it)
+            record["revision"] = revision
+            if params["stop_unchanged"] and normalize_text(revision) == normalize_text(draft):
+                stopped = "unchanged"
+                break
+            draft = revision
+        chosen = len(iterations) - 1
+        if params["keep"] == "best" and any(r["score"] is not None for r in iterations):
+            chosen = max(range(len(iterations)), key=lambda i: (iterations[i]["score"] or 0.0, -i))
+        candidates = [
+            Candidate(text=r["draft"], index=i, source=ctx.node_id, score=r["score"],
+                      scores={ctx.node_id: r["score"]} if r["score"] is not None else {},
+                      meta={"iteration": r["iteration"], "feedback": r["feedback"], "reason": r["reason"]})
+            for i, r in enumerate(iterations)
+        ]
+        ctx.event("refine", {"iterations": iterations, "stopped": stopped, "chosen": chosen, "check": check})
+        ctx.progress(max_iters, max_iters)
+        return {"text": iterations[chosen]["draft"], "iterations": iterations,
+                "candidates": CandidateSet(candidates, prompt=task, winner=chosen)}

@@ -1,1 +1,238 @@
-"""Node kinds of this module are being written (issue 4); the registry imports it."""
+"""The `search` kind: step-level tree search (beam or best-first) with a process scorer.
+
+Each expansion samples `expand_k` next steps of a partial solution (generation stops at the step
+delimiter), each new partial solution is scored (llm_judge on "is it correct so far", likelihood,
+regex, python, or none), and the best are kept. A step containing the end marker, or one after which
+the model ends generation, finishes its branch; `max_depth` bounds every branch. The prompt of
+every expansion is the rendered task followed by the partial solution, so the engine's prefix cache
+serves the shared part.
+
+Trace event "tree" (SearchTree.to_json() plus): {"strategy", "delimiter", "expansions",
+"answer": chosen solution text, "nodes": [{"id", "parent", "depth", "text", "score", "pruned",
+"chosen", "terminal", "finish"}], "chosen_path": [ids]}. Node 0 is the root (empty solution).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from backends.base import GenerateResult
+from nodes.base import (
+    CANDIDATES,
+    JSON,
+    TEXT,
+    Candidate,
+    CandidateSet,
+    NodeContext,
+    NodeKind,
+    Param,
+    Port,
+    template_variables,
+)
+from nodes.beam import Frontier, SearchTree, TreeNode
+from nodes.decoding import build_prompt, decoding_params, decoding_problems, prompt_params, sampling_params
+from nodes.verify import RESERVED_VARS, score_texts, scoring_params
+
+SCORERS = ("llm_judge", "likelihood", "regex", "python", "none")
+DEFAULT_STEP_JUDGE = ("Problem: {problem}\nPartial solution:\n{partial}\n"
+                      "Is every step so far correct? Reply Yes or No.")
+
+
+def _scorer_show(methods: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    if methods == ("exact",):
+        methods = ("python", "llm_judge")
+    return ("scorer", methods)
+
+
+class Search(NodeKind):
+    """Beam / best-first search over reasoning steps, scored step by step."""
+
+    kind = "search"
+    title = "Tree search"
+    category = "search"
+    description = ("Step-level tree search: expand partial solutions with k sampled next steps, score them "
+                   "with a process verifier, keep the best (beam or best-first) until an end marker or max depth.")
+    outputs = (
+        Port("text", TEXT, "The chosen solution (its steps joined by the delimiter)"),
+        Port("candidates", CANDIDATES, "Every finished solution with its score; the chosen one is the winner"),
+        Port("tree", JSON, "The whole search tree: nodes, scores, pruned branches, chosen path"),
+    )
+    params = (
+        *prompt_params("{question}", description="The problem; {name} fills in the input wired as `name`"),
+        Param("strategy", "choice", "beam", "beam: keep the best beam_width per depth; best_first: always "
+              "expand the best partial solution", choices=("beam", "best_first")),
+        Param("beam_width", "int", 2, "Partial solutions kept per depth (beam)", min=1, max=16,
+              show_if=("strategy", ("beam",))),
+        Param("expand_k", "int", 2, "Next steps sampled per expansion", min=1, max=16),
+        Param("max_depth", "int", 3, "Most steps in a solution", min=1, max=32),
+        Param("max_expansions", "int", 6, "Best-first: most expansions before stopping", min=1, max=256,
+              show_if=("strategy", ("best_first",))),
+        Param("step_delimiter", "str", "\n\n", "Text that ends a step (generation stops there)"),
+        Param("end_marker", "str", "Answer:", "A step containing this finishes its branch ('' = none)"),
+        Param("scorer", "choice", "llm_judge", "How partial solutions are scored", choices=SCORERS),
+        Param("pass_threshold", "float", 0.5, "Score at least this counts as passing (trace display)"),
+        Param("judge_model", "str", "", "Model alias for the scorer ('' = this node's model)",
+              show_if=("scorer", ("llm_judge", "likelihood"))),
+        *scoring_params(_scorer_show, DEFAULT_STEP_JUDGE),
+        *decoding_params(temperature=0.8, max_tokens=64),
+    )
+    variadic_inputs = True
+    uses_model = True
+
+    @classmethod
+    def required_inputs(cls, params: dict[str, Any]) -> list[str]:
+        keys = ["prompt", "system"] + (["judge_prompt"] if params.get("scorer") == "llm_judge" else [])
+        names: list[str] = []
+        for key in keys:
+            for var in template_variables(str(params.get(key) or "")):
+                if var not in RESERVED_VARS and var not in names:
+                    names.append(var)
+        return names
+
+    @classmethod
+    def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        problems = decoding_problems(params)
+        if not params.get("step_delimiter"):
+            problems.append(("step_delimiter", "must not be empty (a blank line '\\n\\n' or '\\n' work well)"))
+        return problems
+
+    def run(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
+        return _SearchRun(inputs, params, ctx).run()
+
+
+class _SearchRun:
+    """The state of one search: the tree, the base prompt, the counters."""
+
+    def __init__(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> None:
+        self.inputs, self.params, self.ctx = inputs, params, ctx
+        self.tree = SearchTree()
+        self.delimiter = str(params["step_delimiter"])
+        self.end_marker = str(params.get("end_marker") or "")
+        self.judge_model = str(params.get("judge_model") or "") or None
+        prompt = build_prompt(params, inputs)
+        self.problem = prompt if isinstance(prompt, str) else prompt[-1]["content"]
+        base = ctx.backend().render_prompt(prompt) if not isinstance(prompt, str) else prompt + "\n"
+        self.base_prompt = base
+        self.sp = sampling_params(params, ctx.seed, stop=[*params.get("stop", []), self.delimiter])
+        self.expansions = 0
+        self.calls = 0
+
+    # -- expansion and scoring
+    def _expand(self, nodes: list[TreeNode]) -> list[TreeNode]:
+        """Sample k next steps below each node (concurrently, so the engine can batch them)."""
+        k = int(self.params["expand_k"])
+        max_depth = int(self.params["max_depth"])
+        starts = [self.calls + i * k for i in range(len(nodes))]
+        self.calls += k * len(nodes)
+
+        def one(pair: tuple[TreeNode, int]) -> GenerateResult:
+            node, start = pair
+            partial = self.tree.solution(node.id, self.delimiter)
+            prompt = self.base_prompt + (partial + self.delimiter if partial else "")
+            return self.ctx.generate(prompt, self.sp, n=k, seeds=[self.ctx.seed + start + i for i in range(k)],
+                                     purpose="expand", parent=f"{self.ctx.node_id}:{node.id}",
+                                     tag={"depth": node.depth + 1, "tree_node": node.id})
+
+        with ThreadPoolExecutor(max_workers=max(1, min(4, len(nodes)))) as pool:
+            results = list(pool.map(one, zip(nodes, starts, strict=True)))
+        children: list[TreeNode] = []
+        for node, result in zip(nodes, results, strict=True):
+            self.expansions += 1
+            for c in result.completions:
+                text = c.text.strip()
+                if not text:
+                    child = self.tree.add(node.id, "", terminal=True, finish="empty")
+                    child.pruned = True
+                    continue
+                finish = ""
+                if self.end_marker and self.end_marker in text:
+                    finish = "end_marker"
+                elif c.finish_reason == "eog":
+                    finish = "eog"
+                elif node.depth + 1 >= max_depth:
+                    finish = "max_depth"
+                children.append(self.tree.add(node.id, text, terminal=bool(finish), finish=finish))
+        self._score(children)
+        return children
+
+    def _score(self, nodes: list[TreeNode]) -> None:
+        scorer = self.params["scorer"]
+        if not nodes:
+            return
+        if scorer == "none":
+            for n in nodes:
+                n.score = 0.0
+            return
+        partials = [self.tree.solution(n.id, self.delimiter) for n in nodes]
+        extra = [{"partial": p, "problem": self.problem} for p in partials]
+        verdicts = score_texts(scorer, partials, self.params, self.inputs, self.ctx,
+                               prompt=self.base_prompt, model=self.judge_model, extra=extra)
+        for n, v in zip(nodes, verdicts, strict=True):
+            n.score = v.score
+
+    # -- strategies
+    def _beam(self) -> TreeNode | None:
+        width, max_depth = int(self.params["beam_width"]), int(self.params["max_depth"])
+        beam = [self.tree.root]
+        finished: list[TreeNode] = []
+        for depth in range(1, max_depth + 1):
+            children = self._expand(beam)
+            finished += [c for c in children if c.terminal]
+            open_ = [c for c in children if not c.terminal]
+            for b in beam:
+                if b.id != 0 and not any(not c.pruned for c in self.tree.children(b.id)):
+                    b.terminal, b.finish = True, "exhausted"  # only empty steps came out: it is complete
+                    finished.append(b)
+            beam = self.tree.select(open_, width)
+            self.ctx.progress(depth, max_depth)
+            if not beam:
+                break
+        return self.tree.best(finished) or self.tree.best(beam)
+
+    def _best_first(self) -> TreeNode | None:
+        budget = int(self.params["max_expansions"])
+        frontier = Frontier()
+        frontier.push(self.tree.root)
+        chosen: TreeNode | None = None
+        while len(frontier) and self.expansions < budget:
+            node = frontier.pop()
+            if node.terminal:
+                chosen = node
+                break
+            children = self._expand([node])
+            if node.id != 0 and not any(not c.pruned for c in self.tree.children(node.id)):
+                node.terminal, node.finish = True, "exhausted"
+                frontier.push(node)
+            for c in children:
+                frontier.push(c)
+            self.ctx.progress(self.expansions, budget)
+        left = frontier.drain()
+        for n in left:
+            if n is not chosen and not n.terminal:
+                n.pruned = True
+        if chosen is None:
+            terminals = [n for n in self.tree.nodes if n.terminal and n.finish != "empty"]
+            chosen = self.tree.best(terminals) or self.tree.best(left)
+        return chosen
+
+    def run(self) -> dict[str, Any]:
+        strategy = self.params["strategy"]
+        chosen = self._beam() if strategy == "beam" else self._best_first()
+        chosen_path = self.tree.mark_chosen(chosen.id) if chosen is not None else [0]
+        answer = self.tree.solution(chosen.id, self.delimiter) if chosen is not None else ""
+        solutions = [n for n in self.tree.nodes if n.terminal and n.finish != "empty"]
+        if chosen is not None and chosen.id != 0 and chosen not in solutions:
+            solutions.append(chosen)
+        candidates = [
+            Candidate(text=self.tree.solution(n.id, self.delimiter), index=i, source=self.ctx.node_id,
+                      score=n.score, scores={self.ctx.node_id: n.score} if n.score is not None else {},
+                      finish_reason=n.finish, meta={"tree_node": n.id, "depth": n.depth})
+            for i, n in enumerate(solutions)
+        ]
+        winner = next((i for i, n in enumerate(solutions) if chosen is not None and n.id == chosen.id), None)
+        tree = {**self.tree.to_json(), "strategy": strategy, "delimiter": self.delimiter,
+                "expansions": self.expansions, "answer": answer, "chosen_path": chosen_path}
+        self.ctx.event("tree", tree)
+        return {"text": answer, "candidates": CandidateSet(candidates, prompt=self.base_prompt, winner=winner),
+                "tree": tree}

@@ -43,7 +43,7 @@ from nodes.sandbox import run_python_verifier
 
 METHODS = ("exact", "contains", "regex", "python", "llm_judge", "likelihood", "length", "combine")
 COMBINE_OPS = ("weighted_sum", "mean", "min", "product")
-RESERVED_VARS = ("candidate", "answer", "reference", "partial", "draft", "problem")
+RESERVED_VARS = ("candidate", "answer", "reference", "partial", "draft", "problem", "task", "feedback")
 """Variables the scoring methods fill in per candidate; never required as wired inputs."""
 
 DEFAULT_JUDGE_PROMPT = ("Question: {question}\nProposed answer: {candidate}\n"
@@ -73,7 +73,8 @@ def judge_params(prompt_default: str = DEFAULT_JUDGE_PROMPT, show_if: tuple[str,
     )
 
 
-def scoring_params(show_if_method: Callable[[tuple[str, ...]], tuple[str, tuple[str, ...]]]) -> tuple[Param, ...]:
+def scoring_params(show_if_method: Callable[[tuple[str, ...]], tuple[str, tuple[str, ...]]],
+                   judge_default: str = DEFAULT_JUDGE_PROMPT) -> tuple[Param, ...]:
     """Params of every method but combine; `show_if_method(methods)` builds each show_if."""
     return (
         *answer_params("auto", show_if=show_if_method(("exact",))),
@@ -87,7 +88,7 @@ def scoring_params(show_if_method: Callable[[tuple[str, ...]], tuple[str, tuple[
               show_if=show_if_method(("python",))),
         Param("memory_mb", "int", 256, "Python verifier: memory limit per candidate (MB)", min=32, max=8192,
               show_if=show_if_method(("python",))),
-        *judge_params(show_if=show_if_method(("llm_judge",))),
+        *judge_params(judge_default, show_if=show_if_method(("llm_judge",))),
         Param("prefix", "text", "", "Likelihood: text the candidate continues (empty: the candidates' prompt)",
               show_if=show_if_method(("likelihood",))),
         Param("aggregate", "choice", "mean", "Likelihood: mean or sum of token log-probabilities",
