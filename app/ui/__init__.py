@@ -1,0 +1,1 @@
+"""The Gradio browser UI of Metagen Studio (`metagen ui`)."""

@@ -1,0 +1,83 @@
+"""The Gradio app of `metagen ui`: editor page, Traces tab and Models tab around one StudioService."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+import gradio as gr
+
+from app.resources import static_dir
+from app.service import StudioService
+from app.share import SharePolicy
+from app.ui.editor_page import editor_page
+
+APP_TITLE = "Metagen Studio"
+STATIC_FILES = ("editor.css", "ui.css", "editor.js", "ui_bridge.js")
+"""Loaded in this order into the page head (the editor before the bridge that mounts it)."""
+
+EDITOR_TAB, TRACES_TAB, MODELS_TAB = "editor", "traces", "models"
+
+APP_CSS = """
+footer { display: none !important; }
+.gradio-container { max-width: 100% !important; }
+#mg-banner { font-size: 13px; }
+"""
+
+
+def static_url(path: Path) -> str:
+    """URL of a static file served by Gradio (relative, so a proxy prefix keeps working); the mtime
+    busts browser caches after an update."""
+    return f"gradio_api/file={path.as_posix()}?v={int(path.stat().st_mtime)}"
+
+
+def static_head() -> str:
+    """<link>/<script> tags for the editor page's JS and CSS (served from static/, never a CDN)."""
+    folder = static_dir()
+    tags = []
+    for name in STATIC_FILES:
+        path = folder / name
+        if not path.is_file():
+            continue
+        if name.endswith(".css"):
+            tags.append(f'<link rel="stylesheet" href="{static_url(path)}">')
+        else:
+            tags.append(f'<script src="{static_url(path)}"></script>')
+    return "\n".join(tags)
+
+
+def build_app(service: StudioService, policy: SharePolicy | None = None) -> gr.Blocks:
+    """The whole UI. `policy` overrides the service's (share mode); all requests go through `service`."""
+    if policy is not None:
+        service.policy = policy
+    from app.ui.models_tab import models_tab
+    from app.ui.traces_tab import traces_tab
+
+    gr.set_static_paths([static_dir()])
+    with gr.Blocks(title=APP_TITLE, analytics_enabled=False, fill_width=True) as demo:
+        banner = service.policy.describe() + (" · dry run (fake model)" if service.dry_run else "")
+        gr.Markdown(f"**{APP_TITLE}** · {banner}", elem_id="mg-banner")
+        with gr.Tabs(selected=EDITOR_TAB) as tabs:
+            with gr.Tab("Editor", id=EDITOR_TAB, elem_id="mg-tab-editor"):
+                editor_page(service, static_head())
+            with gr.Tab("Traces", id=TRACES_TAB, elem_id="mg-tab-traces") as traces:
+                traces_tab(service, tabs, traces)
+            with gr.Tab("Models", id=MODELS_TAB, elem_id="mg-tab-models") as models:
+                models_tab(service, models)
+    demo.queue(default_concurrency_limit=4)
+    return demo
+
+
+def launch_kwargs(service: StudioService) -> dict[str, Any]:
+    """Arguments for `Blocks.launch` that every launcher (CLI, desktop) must pass."""
+    return {
+        "theme": gr.themes.Default(),
+        "css": APP_CSS,
+        "allowed_paths": [str(static_dir())],
+        "auth": service.policy.gradio_auth(),
+        "footer_links": [],
+        "ssr_mode": False,
+    }

@@ -1,0 +1,178 @@
+"""The editor page: one gr.HTML hosting the node-graph editor, YAML pane, files and run panel (JS in static/)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import gradio as gr
+
+from app.service import StudioService, UserError
+
+log = logging.getLogger(__name__)
+
+EDITOR_ELEM_ID = "mg-editor-page"
+
+# Static markup; static/ui_bridge.js wires it up. No `$` or backticks: Gradio reads this as a JS template.
+PAGE_MARKUP = """
+<div class="mg-page" data-testid="editor-page">
+  <div class="mg-toolbar" role="toolbar" aria-label="Workflow files">
+    <span class="mg-title" data-testid="wf-title">untitled</span>
+    <span class="mg-dirty" data-testid="dirty-flag" hidden>● unsaved</span>
+    <select class="mg-open" data-testid="open-select" aria-label="Open a saved workflow">
+      <option value="">Open…</option>
+    </select>
+    <select class="mg-example" data-testid="example-select" aria-label="New from an example">
+      <option value="">New from example…</option>
+    </select>
+    <button class="mg-btn" data-action="new" data-testid="new-btn" title="New empty workflow">New</button>
+    <button class="mg-btn mg-primary" data-action="save" data-testid="save-btn" title="Save (Ctrl+S)">Save</button>
+    <button class="mg-btn" data-action="save-as" data-testid="save-as-btn">Save as…</button>
+    <label class="mg-btn mg-upload" title="Open a YAML file from your computer">Upload
+      <input type="file" accept=".yaml,.yml,text/yaml" data-testid="upload-input" hidden>
+    </label>
+    <button class="mg-btn" data-action="download" data-testid="download-btn">Download</button>
+    <span class="mg-spacer"></span>
+    <span class="mg-notice" data-testid="notice" role="status" aria-live="polite"></span>
+  </div>
+  <div class="mg-draft" data-testid="draft-banner" hidden>
+    <span class="mg-draft-text"></span>
+    <button class="mg-btn" data-action="discard-draft" data-testid="discard-draft">Discard draft</button>
+  </div>
+  <div class="mg-main">
+    <div class="mg-canvas-host" data-testid="canvas-host"></div>
+    <div class="mg-side">
+      <div class="mg-yaml-head">
+        <strong>YAML</strong>
+        <span class="mg-yaml-status" data-testid="yaml-status">in sync</span>
+      </div>
+      <div class="mg-yaml-error" data-testid="yaml-error" role="alert" hidden></div>
+      <div class="mg-yaml-wrap">
+        <pre class="mg-gutter" aria-hidden="true"></pre>
+        <textarea class="mg-yaml" data-testid="yaml-editor" spellcheck="false" wrap="off"
+                  aria-label="Workflow YAML"></textarea>
+      </div>
+      <div class="mg-issues-head"><strong>Problems</strong> <span class="mg-issue-count"
+           data-testid="issue-count">0</span></div>
+      <ul class="mg-issues" data-testid="issues"></ul>
+    </div>
+  </div>
+  <div class="mg-run">
+    <div class="mg-run-form">
+      <strong>Run</strong>
+      <div class="mg-inputs" data-testid="run-inputs"></div>
+      <label class="mg-field mg-seed">Seed <input type="number" step="1" value="0" data-testid="seed-input"></label>
+      <button class="mg-btn mg-primary" data-action="run" data-testid="run-btn">▶ Run</button>
+      <button class="mg-btn mg-danger" data-action="cancel" data-testid="cancel-btn" disabled>■ Cancel</button>
+    </div>
+    <div class="mg-run-status">
+      <div class="mg-progress" role="progressbar" aria-valuemin="0" aria-valuemax="100" data-testid="run-progress">
+        <div class="mg-progress-bar"></div>
+      </div>
+      <span class="mg-run-text" data-testid="run-status">No run yet.</span>
+    </div>
+    <div class="mg-runs" data-testid="run-list"></div>
+    <div class="mg-results">
+      <div class="mg-outputs" data-testid="run-outputs"></div>
+      <div class="mg-node-outputs" data-testid="node-outputs"></div>
+    </div>
+  </div>
+</div>
+"""
+
+JS_ON_LOAD = "window.MetagenUI.start(element, server);"
+
+
+def _endpoint(fn: Callable[[StudioService, dict[str, Any]], Any], service: StudioService) -> Callable[[Any], Any]:
+    """Wrap a service call for the browser: one JSON payload in; on failure {error: message}, no traceback."""
+
+    def call(payload: Any = None) -> Any:
+        try:
+            return fn(service, payload if isinstance(payload, dict) else {})
+        except UserError as exc:
+            return {"error": str(exc)}
+        except Exception as exc:
+            log.exception("%s failed", fn.__name__)
+            return {"error": f"something went wrong ({type(exc).__name__}: {exc}); see the app log for details"}
+
+    # the browser calls it by this name; no functools.wraps: Gradio would read the wrapped signature
+    call.__name__ = call.__qualname__ = fn.__name__
+    call.__doc__ = fn.__doc__
+    return call
+
+
+def mg_init(service: StudioService, _payload: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "schema": service.schema(),
+        "workflows": service.list_workflows(),
+        "examples": service.list_examples(),
+        "share_mode": service.policy.share_mode,
+        "policy": service.policy.describe(),
+        "dry_run": service.dry_run,
+        "active_runs": service.active_runs(),
+    }
+
+
+def mg_list(service: StudioService, _payload: dict[str, Any]) -> dict[str, Any]:
+    return {"workflows": service.list_workflows(), "examples": service.list_examples()}
+
+
+def mg_open(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
+    return service.open_workflow(str(payload.get("name", "")))
+
+
+def mg_example(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
+    return service.open_example(str(payload.get("name", "")))
+
+
+def mg_save(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
+    saved = service.save_workflow(str(payload.get("name", "")), payload.get("workflow"),
+                                  overwrite=bool(payload.get("overwrite", True)))
+    return {**saved, "workflows": service.list_workflows()}
+
+
+def mg_from_editor(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
+    return service.from_editor(payload.get("workflow"))
+
+
+def mg_parse_yaml(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
+    return service.parse_yaml(str(payload.get("text", "")))
+
+
+def mg_run(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
+    inputs = payload.get("inputs") or {}
+    if not isinstance(inputs, dict):
+        raise UserError("the run form sent bad inputs; reload the page")
+    return service.start_run(payload.get("workflow"), inputs, payload.get("seed", 0) or 0)
+
+
+def mg_status(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
+    return service.run_status(str(payload.get("run_id", "")))
+
+
+def mg_cancel(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
+    return service.cancel_run(str(payload.get("run_id", "")))
+
+
+def mg_node_outputs(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
+    return service.node_outputs(str(payload.get("run_id", "")), str(payload.get("node_id", "")))
+
+
+SERVER_FUNCTIONS = (mg_init, mg_list, mg_open, mg_example, mg_save, mg_from_editor, mg_parse_yaml, mg_run,
+                    mg_status, mg_cancel, mg_node_outputs)
+
+
+def editor_page(service: StudioService, head: str) -> gr.HTML:
+    """The editor page component; `head` loads the static JS/CSS before `js_on_load` runs."""
+    return gr.HTML(
+        value="",
+        html_template=PAGE_MARKUP,
+        js_on_load=JS_ON_LOAD,
+        head=head,
+        server_functions=[_endpoint(fn, service) for fn in SERVER_FUNCTIONS],
+        elem_id=EDITOR_ELEM_ID,
+        apply_default_css=False,
+        padding=False,
+        container=False,
+    )

@@ -1,0 +1,169 @@
+"""Live state of one run for the UI: an observer that folds scheduler events into per-node states."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from app import events as ev
+from app.events import Event
+
+QUEUED, RUNNING = "queued", "running"
+FINISHED_STATES = ("succeeded", "failed", "cancelled", "budget_exceeded", "invalid")
+TEXT_TAIL = 600
+"""Characters of streamed partial output kept per node (the tail)."""
+
+
+@dataclass
+class NodeLive:
+    """What the canvas shows on one node: state, token progress and the streamed partial output."""
+
+    state: str = QUEUED
+    """queued | running | cached | done | error | skipped"""
+    progress: float = 0.0
+    tokens: int = 0
+    text: str = ""
+    message: str = ""
+    expected_tokens: int = 0
+
+
+@dataclass
+class LiveRun:
+    """One run as the UI sees it; fed by scheduler events (thread-safe), read by polling snapshots."""
+
+    run_id: str
+    workflow: str
+    node_ids: list[str]
+    status: str = QUEUED
+    created: float = field(default_factory=time.time)
+    started: float | None = None
+    ended: float | None = None
+    done: int = 0
+    total: int = 0
+    outputs: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    stats: dict[str, Any] = field(default_factory=dict)
+    nodes: dict[str, NodeLive] = field(default_factory=dict)
+    node_outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    queue_position: int = 0
+    version: int = 0
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self.total = len(self.node_ids)
+        self.nodes = {node_id: NodeLive() for node_id in self.node_ids}
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED_STATES
+
+    # ---------------------------------------------------------------- updates
+
+    def mark_running(self) -> None:
+        with self._lock:
+            if self.status == QUEUED:
+                self.status = RUNNING
+                self.started = time.time()
+            self.version += 1
+
+    def finish(self, status: str, *, outputs: dict[str, Any] | None = None, error: str | None = None,
+               stats: dict[str, Any] | None = None) -> None:
+        with self._lock:
+            self.status = status
+            self.ended = time.time()
+            if outputs is not None:
+                self.outputs = outputs
+            self.error = error
+            if stats is not None:
+                self.stats = stats
+            for node in self.nodes.values():
+                if node.state in (QUEUED, RUNNING):
+                    node.state = "skipped" if status != "succeeded" else node.state
+                    if status == "cancelled" and not node.message:
+                        node.message = "cancelled"
+            self.version += 1
+
+    def on_event(self, event: Event) -> None:
+        with self._lock:
+            self._apply(event)
+            self.version += 1
+
+    def _node(self, node_id: str | None) -> NodeLive | None:
+        if node_id is None:
+            return None
+        return self.nodes.setdefault(node_id, NodeLive())
+
+    def _apply(self, event: Event) -> None:
+        data = event.data
+        node = self._node(event.node_id)
+        if event.type == ev.RUN_START:
+            self.status = RUNNING
+            self.started = self.started or event.time
+        elif event.type == ev.PROGRESS and node is None:
+            self.done = int(data.get("done", self.done))
+            self.total = int(data.get("total", self.total))
+        elif node is None:
+            return
+        elif event.type == ev.NODE_START:
+            node.state = RUNNING
+            params = data.get("params") or {}
+            n, max_tokens = params.get("n", 1), params.get("max_tokens")
+            if isinstance(n, int) and isinstance(max_tokens, int) and max_tokens > 0:
+                node.expected_tokens = max(1, n) * max_tokens
+        elif event.type == ev.TOKEN:
+            node.tokens += 1
+            node.text = (node.text + str(data.get("text", "")))[-TEXT_TAIL:]
+            if node.expected_tokens:
+                node.progress = max(node.progress, min(0.99, node.tokens / node.expected_tokens))
+        elif event.type == ev.PROGRESS:
+            total = float(data.get("total") or 0)
+            if total > 0:
+                node.progress = min(1.0, float(data.get("done", 0)) / total)
+            node.message = str(data.get("message") or node.message)
+        elif event.type == ev.NODE_END:
+            node.state, node.progress = "done", 1.0
+            self.node_outputs[event.node_id or ""] = data.get("outputs") or {}
+        elif event.type == ev.NODE_CACHED:
+            node.state, node.progress = "cached", 1.0
+            self.node_outputs[event.node_id or ""] = data.get("outputs") or {}
+        elif event.type == ev.NODE_ERROR:
+            node.state = "error"
+            node.message = str(data.get("error") or "failed")
+        elif event.type == ev.NODE_SKIPPED:
+            node.state = "skipped"
+            node.message = str(data.get("reason") or "skipped")
+
+    # ---------------------------------------------------------------- reading
+
+    def snapshot(self) -> dict[str, Any]:
+        """JSON for the browser: run status, progress and each node's state (without full outputs)."""
+        with self._lock:
+            running = [n for n in self.nodes.values() if n.state == RUNNING]
+            fraction = (self.done + sum(n.progress for n in running)) / self.total if self.total else 0.0
+            if self.status == "succeeded":
+                fraction = 1.0
+            return {
+                "run_id": self.run_id,
+                "workflow": self.workflow,
+                "status": self.status,
+                "finished": self.finished,
+                "queue_position": self.queue_position,
+                "done": self.done,
+                "total": self.total,
+                "progress": round(min(1.0, fraction), 4),
+                "elapsed_s": round((self.ended or time.time()) - (self.started or self.created), 2)
+                if self.started else 0.0,
+                "error": self.error,
+                "stats": dict(self.stats),
+                "outputs": self.outputs if self.finished else {},
+                "nodes": {node_id: {k: v for k, v in asdict(n).items() if k != "expected_tokens"}
+                          for node_id, n in self.nodes.items()},
+                "has_outputs": sorted(self.node_outputs),
+                "version": self.version,
+            }
+
+    def outputs_of(self, node_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self.node_outputs.get(node_id)

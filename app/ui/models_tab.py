@@ -1,0 +1,105 @@
+"""The Models tab: bundled and local GGUF models with size, quantisation, context, device; load/unload."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import gradio as gr
+
+from app.service import StudioService, UserError
+
+log = logging.getLogger(__name__)
+
+MODEL_COLUMNS = ["name", "source", "size", "quantisation", "context", "architecture", "device", "loaded", "path"]
+
+
+def human_size(n: int | None) -> str:
+    if not n:
+        return ""
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit in ("B", "KB") else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
+
+
+def model_rows(service: StudioService) -> tuple[list[list[Any]], list[tuple[str, str]]]:
+    entries = service.models.entries()
+    rows = [[e["name"], e["source"], human_size(e["size_bytes"]), e["quantization"], e["context_length"],
+             e["architecture"], e["device"], "yes" if e["loaded"] else "no", e["path"]] for e in entries]
+    choices = [(f"{e['name']} ({e['source']})", e["key"]) for e in entries]
+    return rows, choices
+
+
+def build_summary() -> str:
+    try:
+        from backends.devices import build_info
+
+        info = build_info()
+    except Exception as exc:
+        return f"llama.cpp is not available: {exc}"
+    gpus = [name for name in ("cuda", "vulkan", "metal") if info.get(name)]
+    devices = ", ".join(d.get("description") or d.get("name", "") for d in info.get("devices", [])) or "CPU"
+    return (f"llama-cpp-python {info.get('llama_cpp_python')} · GPU offload: "
+            f"{'yes (' + ', '.join(g.upper() for g in gpus) + ')' if info.get('gpu_offload') else 'no (CPU only)'}"
+            f" · devices: {devices}")
+
+
+def models_tab(service: StudioService, tab: gr.Tab) -> None:
+    gr.Markdown(build_summary(), elem_id="mg-models-build")
+    table = gr.Dataframe(headers=MODEL_COLUMNS, interactive=False, elem_id="mg-models-table", wrap=True)
+    with gr.Row():
+        pick = gr.Dropdown([], label="Model", elem_id="mg-models-pick", scale=3)
+        load_btn = gr.Button("Load", elem_id="mg-models-load", scale=0)
+        unload_btn = gr.Button("Unload", elem_id="mg-models-unload", scale=0)
+        refresh = gr.Button("Refresh", elem_id="mg-models-refresh", scale=0)
+    with gr.Row(visible=not service.policy.share_mode):
+        add_path = gr.Textbox(label="Add a GGUF file by path", placeholder="/path/to/model.gguf",
+                              elem_id="mg-models-path", scale=3)
+        add_btn = gr.Button("Add", elem_id="mg-models-add", scale=0)
+    message = gr.Markdown(elem_id="mg-models-message")
+    gr.Markdown(f"Models folder: `{service.models_dir}` — drop .gguf files there, then Refresh.")
+
+    def refresh_list(current: str | None = None, note: str = "") -> tuple[Any, Any, str]:
+        try:
+            rows, choices = model_rows(service)
+        except Exception as exc:
+            log.exception("listing models failed")
+            return gr.update(), gr.update(), f"Cannot list the models: {exc}"
+        keys = [k for _, k in choices]
+        value = current if current in keys else (keys[0] if keys else None)
+        return gr.update(value=rows), gr.update(choices=choices, value=value), note
+
+    outputs = [table, pick, message]
+    tab.select(lambda current: refresh_list(current), [pick], outputs)
+    refresh.click(lambda current: refresh_list(current), [pick], outputs)
+
+    def act(kind: str, key: str | None) -> tuple[Any, Any, str]:
+        if not key:
+            return refresh_list(None, "Pick a model first.")
+        try:
+            if kind == "load":
+                service.models.load(key)
+                note = "Loaded."
+            else:
+                note = "Unloaded." if service.models.unload(key) else "That model was not loaded."
+        except UserError as exc:
+            note = str(exc)
+        except Exception as exc:
+            log.exception("%s failed", kind)
+            note = f"Could not {kind} the model: {exc}"
+        return refresh_list(key, note)
+
+    load_btn.click(lambda key: act("load", key), [pick], outputs)
+    unload_btn.click(lambda key: act("unload", key), [pick], outputs)
+
+    def add(path: str) -> tuple[Any, Any, str]:
+        try:
+            added = service.models.add(path)
+        except UserError as exc:
+            return refresh_list(None, str(exc))
+        return refresh_list(added, f"Added {added}.")
+
+    add_btn.click(add, [add_path], outputs)

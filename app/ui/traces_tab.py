@@ -1,0 +1,233 @@
+"""The Traces tab: run history from the trace store, every visualisation of a run, open in editor, compare."""
+
+from __future__ import annotations
+
+import html
+import importlib
+import logging
+import time
+from typing import Any
+
+import gradio as gr
+
+from app.service import StudioService
+
+log = logging.getLogger(__name__)
+
+ALL = "(all)"
+STATUSES = (ALL, "succeeded", "failed", "cancelled", "budget_exceeded", "running", "interrupted")
+RUN_COLUMNS = ["run", "workflow", "status", "started", "seconds", "LM calls", "tokens", "cached prompt tokens"]
+EDITOR_TAB = "editor"
+
+
+def _viz(name: str) -> Any:
+    """A function of app.viz (the trace visualisations), or None while it is not available."""
+    try:
+        module = importlib.import_module("app.viz")
+    except ImportError as exc:
+        log.warning("app.viz unavailable: %s", exc)
+        return None
+    return getattr(module, name, None)
+
+
+def _message(text: str) -> str:
+    return f'<div class="mg-muted" style="padding:8px">{html.escape(text)}</div>'
+
+
+def _as_html(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return f"<pre>{html.escape(str(value))}</pre>"
+
+
+def _safe(fn_name: str, *args: Any, **kwargs: Any) -> Any:
+    """Call a viz function; a failure becomes a message instead of breaking the tab."""
+    fn = _viz(fn_name)
+    if fn is None:
+        return None
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        log.exception("viz %s failed", fn_name)
+        return _message(f"could not draw this view ({type(exc).__name__}: {exc})")
+
+
+def _split(value: Any) -> tuple[Any, str]:
+    """(plotly figure or None, html) from a viz result that may be either."""
+    if value is None or isinstance(value, str):
+        return None, _as_html(value)
+    return value, ""
+
+
+def run_rows(service: StudioService, workflow: str | None, status: str | None) -> tuple[list[list[Any]], list[str]]:
+    """Table rows (newest first) and the workflow names seen, from the trace store."""
+    store = service.trace_store
+    if store is None:
+        return [], []
+    runs = store.list_runs(workflow=None if workflow in (None, "", ALL) else workflow,
+                           status=None if status in (None, "", ALL) else status, limit=200)
+    rows = []
+    for r in runs:
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.get("started_at") or 0))
+        tokens = (r.get("prompt_tokens_evaluated") or 0) + (r.get("completion_tokens") or 0)
+        wall = r.get("wall_s")
+        rows.append([r["id"], r.get("workflow", ""), r.get("status", ""), started,
+                     round(wall, 2) if isinstance(wall, int | float) else None, r.get("lm_calls", 0), tokens,
+                     r.get("prompt_tokens_cached", 0)])
+    names = sorted({r.get("workflow", "") for r in store.list_runs(limit=500)} - {""})
+    return rows, names
+
+
+def run_choice(row: list[Any]) -> tuple[str, str]:
+    return f"{row[0]} · {row[1]} · {row[2]} · {row[3]}", str(row[0])
+
+
+def node_ids(record: dict[str, Any]) -> list[str]:
+    return [str(n.get("node_id") or n.get("id")) for n in record.get("nodes", []) if n.get("node_id") or n.get("id")]
+
+
+def call_choices(record: dict[str, Any]) -> list[str]:
+    return [str(c["call_id"]) for c in record.get("lm_calls", []) if c.get("call_id")][:500]
+
+
+def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> None:
+    """Build the tab's components and events inside the current Blocks context."""
+    if service.trace_store is None:
+        gr.Markdown(f"The trace store cannot be opened: {service.trace_error or 'unknown error'}. Runs still work; "
+                    "fix the database path (--db) to see their traces.")
+        return
+    with gr.Row():
+        wf_filter = gr.Dropdown([ALL], value=ALL, label="Workflow", elem_id="mg-traces-workflow", scale=2)
+        status_filter = gr.Dropdown(list(STATUSES), value=ALL, label="Status", elem_id="mg-traces-status", scale=1)
+        refresh = gr.Button("Refresh", elem_id="mg-traces-refresh", scale=0)
+    runs_df = gr.Dataframe(headers=RUN_COLUMNS, interactive=False, elem_id="mg-traces-runs", wrap=True,
+                           max_height=260)
+    with gr.Row():
+        run_pick = gr.Dropdown([], label="Run", elem_id="mg-traces-run", scale=3)
+        open_btn = gr.Button("Open this run's workflow in the editor", elem_id="mg-traces-open", scale=1)
+        export_btn = gr.DownloadButton("Export HTML report", elem_id="mg-traces-export", scale=1)
+    summary = gr.HTML(elem_id="mg-trace-summary")
+    with gr.Tabs():
+        with gr.Tab("Timeline", elem_id="mg-trace-timeline-tab"):
+            timeline = gr.Plot(label="Timeline", elem_id="mg-trace-timeline")
+        with gr.Tab("Samples", elem_id="mg-trace-samples-tab"):
+            sample_node = gr.Dropdown([], label="Node", elem_id="mg-trace-sample-node")
+            samples_plot = gr.Plot(label="Samples", elem_id="mg-trace-samples-plot", visible=False)
+            samples_html = gr.HTML(elem_id="mg-trace-samples")
+        with gr.Tab("Search tree", elem_id="mg-trace-tree-tab"):
+            tree_plot = gr.Plot(label="Search tree", elem_id="mg-trace-tree", visible=False)
+            tree_html = gr.HTML(elem_id="mg-trace-tree-html")
+        with gr.Tab("Refinement", elem_id="mg-trace-refine-tab"):
+            refine_html = gr.HTML(elem_id="mg-trace-refine")
+        with gr.Tab("Tokens", elem_id="mg-trace-tokens-tab"):
+            call_pick = gr.Dropdown([], label="LM call", elem_id="mg-trace-call")
+            tokens_html = gr.HTML(elem_id="mg-trace-tokens")
+        with gr.Tab("Compare", elem_id="mg-trace-compare-tab"):
+            with gr.Row():
+                compare_a = gr.Dropdown([], label="Run A", elem_id="mg-compare-a")
+                compare_b = gr.Dropdown([], label="Run B", elem_id="mg-compare-b")
+                compare_btn = gr.Button("Compare", elem_id="mg-compare-btn", scale=0)
+            compare_html = gr.HTML(elem_id="mg-compare")
+    yaml_box = gr.Textbox(visible="hidden", elem_id="mg-traces-yaml")
+    message = gr.Markdown(elem_id="mg-traces-message")
+
+    def load_list(workflow: str, status: str) -> tuple[Any, ...]:
+        rows, names = run_rows(service, workflow, status)
+        choices = [run_choice(r) for r in rows]
+        current = choices[0][1] if choices else None
+        return (gr.update(value=rows), gr.update(choices=[ALL, *names]), gr.update(choices=choices, value=current),
+                gr.update(choices=choices), gr.update(choices=choices))
+
+    list_outputs = [runs_df, wf_filter, run_pick, compare_a, compare_b]
+    for trigger in (refresh.click, tab.select, wf_filter.input, status_filter.input):
+        trigger(load_list, [wf_filter, status_filter], list_outputs)
+
+    def show_run(run_id: str | None) -> tuple[Any, ...]:
+        empty = (_message("Pick a run."), None, gr.update(choices=[], value=None), gr.update(visible=False), "",
+                 gr.update(visible=False), "", "", gr.update(choices=[], value=None), "", gr.update(value=None), "")
+        if not run_id:
+            return empty
+        try:
+            record = service.trace_store.get_run(run_id)
+        except Exception as exc:
+            return (_message(str(exc)), *empty[1:])
+        fig_s, html_s = _split(_safe("sample_view", record))
+        fig_t, html_t = _split(_safe("search_tree_figure", record))
+        report = _export_file(record)
+        calls = call_choices(record)
+        summary_value = _safe("summary_html", record)
+        if summary_value is None:
+            summary_value = _message(f"run {run_id}: {record['run'].get('status')}")
+        return (
+            _as_html(summary_value),
+            _safe("timeline_figure", record),
+            gr.update(choices=[("all nodes", ""), *[(n, n) for n in node_ids(record)]], value=""),
+            gr.update(value=fig_s, visible=fig_s is not None), html_s,
+            gr.update(value=fig_t, visible=fig_t is not None), html_t or ("" if fig_t is not None else _message(
+                "This run has no search tree.")),
+            _as_html(_safe("refinement_html", record)) or _message("This run has no refinement steps."),
+            gr.update(choices=calls, value=calls[0] if calls else None),
+            _as_html(_safe("token_view_html", record, calls[0])) if calls else _message("This run made no LM calls."),
+            gr.update(value=report),
+            "",
+        )
+
+    run_pick.change(show_run, [run_pick], [summary, timeline, sample_node, samples_plot, samples_html, tree_plot,
+                                           tree_html, refine_html, call_pick, tokens_html, export_btn, message])
+
+    def show_samples(run_id: str | None, node_id: str | None) -> tuple[Any, Any]:
+        if not run_id:
+            return gr.update(visible=False), ""
+        record = service.trace_store.get_run(run_id)
+        fig, text = _split(_safe("sample_view", record, node_id=node_id or None))
+        return gr.update(value=fig, visible=fig is not None), text
+
+    sample_node.input(show_samples, [run_pick, sample_node], [samples_plot, samples_html])
+
+    def show_tokens(run_id: str | None, call_id: str | None) -> str:
+        if not run_id or not call_id:
+            return ""
+        return _as_html(_safe("token_view_html", service.trace_store.get_run(run_id), call_id))
+
+    call_pick.input(show_tokens, [run_pick, call_pick], [tokens_html])
+
+    def compare(a: str | None, b: str | None) -> str:
+        if not a or not b:
+            return _message("Pick two runs to compare.")
+        store = service.trace_store
+        try:
+            return _as_html(_safe("compare_runs_html", store.get_run(a), store.get_run(b)))
+        except Exception as exc:
+            return _message(str(exc))
+
+    compare_btn.click(compare, [compare_a, compare_b], [compare_html])
+
+    def open_in_editor(run_id: str | None) -> tuple[Any, Any, str]:
+        if not run_id:
+            return gr.update(), gr.update(), "Pick a run first."
+        record = service.trace_store.get_run(run_id)
+        text = record["run"].get("workflow_yaml") or ""
+        if not text:
+            return gr.update(), gr.update(), "This run did not record its workflow."
+        return text, gr.Tabs(selected=EDITOR_TAB), ""
+
+    open_btn.click(open_in_editor, [run_pick], [yaml_box, tabs, message]).then(
+        None, [yaml_box, run_pick], None,
+        js="(text, run) => { if (text && window.MetagenUI) window.MetagenUI.openYaml(text, 'run ' + run); }")
+
+
+def _export_file(record: dict[str, Any]) -> str | None:
+    """Write the run's standalone HTML report to a temp file for the download button."""
+    text = _safe("export_html", record)
+    if not isinstance(text, str) or not text:
+        return None
+    import tempfile
+    from pathlib import Path
+
+    folder = Path(tempfile.gettempdir()) / "metagen-reports"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"run-{record['run']['id']}.html"
+    path.write_text(text, encoding="utf-8")
+    return str(path)

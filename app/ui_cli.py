@@ -1,0 +1,61 @@
+"""`metagen ui`: start the browser UI (Gradio) on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 7860
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("ui", help="open the browser UI: node-graph editor, runs, traces, models")
+    p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST}: this "
+                   "machine only)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    p.add_argument("--no-browser", action="store_true", help="do not open a browser window")
+    p.add_argument("--workflows", default=None, metavar="DIR", help="workflows folder (default: in the user "
+                   "data dir; $METAGEN_WORKFLOWS)")
+    p.add_argument("--db", default=None, metavar="PATH", help="trace database (default: $METAGEN_TRACE_DB or the "
+                   "user data dir)")
+    p.add_argument("--dry-run", action="store_true", help="answer with a scripted fake model instead of llama.cpp")
+    p.add_argument("--fake-latency", type=float, default=0.0, metavar="SECONDS",
+                   help="with --dry-run: delay each fake model request (to watch live progress)")
+    p.set_defaults(func=cmd_ui)
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    from app.service import StudioService
+    from app.share import SharePolicy
+    from app.ui.app import build_app, launch_kwargs
+
+    if not 0 < args.port < 65536:
+        print(f"error: --port must be between 1 and 65535, got {args.port}", file=sys.stderr)  # noqa: T201
+        return 2
+    policy = SharePolicy.for_serving(host=args.host)
+    service = StudioService(
+        policy=policy,
+        workflows_dir=Path(args.workflows) if args.workflows else None,
+        trace_db=Path(args.db) if args.db else None,
+        dry_run=args.dry_run,
+        fake_latency_s=max(0.0, args.fake_latency) if args.dry_run else 0.0,
+    )
+    demo = build_app(service)
+    banner = f"Metagen Studio on http://{args.host}:{args.port} ({policy.describe()}); Ctrl+C stops it"
+    print(banner, file=sys.stderr)  # noqa: T201
+    try:
+        demo.launch(server_name=args.host, server_port=args.port, inbrowser=not args.no_browser, quiet=True,
+                    show_error=False, **launch_kwargs(service))
+    except OSError as exc:
+        print(f"error: cannot listen on {args.host}:{args.port}: {exc}; pick another --port", file=sys.stderr)  # noqa: T201
+        return 1
+    finally:
+        service.close()
+    return 0

@@ -1,0 +1,735 @@
+/* Metagen Studio — editor page controller.
+ *
+ * Wires the page markup of app/ui/editor_page.py to the node-graph editor (static/editor.js,
+ * window.MetagenEditor) and to the Python service through Gradio's `server` functions
+ * (each takes one JSON payload and answers JSON, or {error: "..."}).
+ *
+ *   canvas edit  -> mg_from_editor -> canonical YAML in the pane + problems painted on nodes
+ *   YAML typing  -> mg_parse_yaml  -> canvas reloads, or the error with its line (nothing is lost)
+ *   Run          -> mg_run, then mg_status polled while runs are active -> live node states
+ *
+ * Public: window.MetagenUI.start(element, server), .openYaml(text, name), .state()
+ */
+(function () {
+  "use strict";
+
+  const DRAFT_KEY = "metagen.draft.v1";
+  const POLL_MS = 350;
+  const EMPTY = { version: 1, name: "untitled", nodes: [], outputs: {} };
+
+  const S = {
+    root: null, server: null, ed: null, el: {},
+    name: null,            // saved workflow name (null = never saved)
+    dirty: false,
+    yamlError: null,       // {message, line} while the YAML pane does not parse
+    loadedSig: null,       // JSON of what we last loaded into the canvas (to ignore echo onChange)
+    seq: { canvas: 0, yaml: 0 },
+    inputs: {},            // the workflow's declared inputs
+    runs: [],              // snapshots, newest last
+    currentRun: null,
+    pollTimer: null,
+    selectedNode: null,
+    timers: {},
+  };
+
+  // ------------------------------------------------------------------ helpers
+
+  function esc(value) {
+    return String(value === null || value === undefined ? "" : value)
+      .replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;");
+  }
+
+  function debounce(key, ms, fn) {
+    clearTimeout(S.timers[key]);
+    S.timers[key] = setTimeout(fn, ms);
+  }
+
+  async function call(fn, payload) {
+    try {
+      const result = await S.server[fn](payload || {});
+      return result || {};
+    } catch (err) {
+      return { error: "the app did not answer (" + (err && err.message ? err.message : err) + "); is it still running?" };
+    }
+  }
+
+  function notice(message, kind) {
+    const el = S.el.notice;
+    if (!el) return;
+    el.textContent = message || "";
+    el.className = "mg-notice" + (kind ? " mg-" + kind : "");
+    clearTimeout(S.timers.notice);
+    if (message && kind !== "error") {
+      S.timers.notice = setTimeout(() => { el.textContent = ""; el.className = "mg-notice"; }, 8000);
+    }
+  }
+
+  function currentWorkflow() {
+    if (!S.ed) return JSON.parse(JSON.stringify(EMPTY));
+    return S.ed.getWorkflow();
+  }
+
+  // ------------------------------------------------------------------ dirty state and drafts
+
+  function setDirty(dirty) {
+    S.dirty = dirty;
+    S.el.dirty.hidden = !dirty;
+    if (dirty) {
+      saveDraft();
+    } else {
+      try { localStorage.removeItem(DRAFT_KEY); } catch (e) { /* storage off: nothing to clear */ }
+    }
+  }
+
+  function saveDraft() {
+    try {
+      localStorage.setItem(DRAFT_KEY, JSON.stringify({
+        name: S.name, yaml: S.el.yaml.value, saved_at: new Date().toISOString(),
+      }));
+    } catch (e) { /* storage full or disabled: the beforeunload warning still protects the work */ }
+  }
+
+  function readDraft() {
+    try {
+      const raw = localStorage.getItem(DRAFT_KEY);
+      return raw ? JSON.parse(raw) : null;
+    } catch (e) {
+      return null;
+    }
+  }
+
+  function setName(name) {
+    S.name = name || null;
+    S.el.title.textContent = name || "untitled";
+    S.el.title.title = name ? "saved as " + name + ".yaml in the workflows folder" : "not saved yet";
+  }
+
+  // ------------------------------------------------------------------ YAML pane
+
+  function updateGutter() {
+    const lines = S.el.yaml.value.split("\n").length;
+    const errLine = S.yamlError && S.yamlError.line;
+    let html = "";
+    for (let i = 1; i <= lines; i++) {
+      html += i === errLine ? '<span class="mg-err-line">' + i + "</span>\n" : i + "\n";
+    }
+    S.el.gutter.innerHTML = html;
+    S.el.gutter.scrollTop = S.el.yaml.scrollTop;
+  }
+
+  function setYamlText(text) {
+    if (S.el.yaml.value !== text) {
+      const top = S.el.yaml.scrollTop;
+      S.el.yaml.value = text;
+      S.el.yaml.scrollTop = top;
+    }
+    updateGutter();
+  }
+
+  function showYamlError(error) {
+    S.yamlError = error;
+    const box = S.el.yamlError;
+    if (error) {
+      box.hidden = false;
+      box.innerHTML = (error.line ? '<a href="#" class="mg-goto-line" data-line="' + esc(error.line) +
+        '">Line ' + esc(error.line) + "</a>: " : "") + esc(error.message) +
+        '<div class="mg-hint">The canvas keeps the last valid version; your text is kept as typed.</div>';
+      S.el.yamlStatus.textContent = "error";
+      S.el.yamlStatus.className = "mg-yaml-status mg-bad";
+    } else {
+      box.hidden = true;
+      box.innerHTML = "";
+      S.el.yamlStatus.textContent = "in sync";
+      S.el.yamlStatus.className = "mg-yaml-status";
+    }
+    updateGutter();
+  }
+
+  function gotoLine(line) {
+    const lines = S.el.yaml.value.split("\n");
+    let start = 0;
+    for (let i = 0; i < Math.min(line - 1, lines.length); i++) start += lines[i].length + 1;
+    const end = start + (lines[line - 1] || "").length;
+    S.el.yaml.focus();
+    S.el.yaml.setSelectionRange(start, end);
+    const lineHeight = parseFloat(getComputedStyle(S.el.yaml).lineHeight) || 18;
+    S.el.yaml.scrollTop = Math.max(0, (line - 5) * lineHeight);
+    updateGutter();
+  }
+
+  async function onYamlInput() {
+    setDirty(true);
+    updateGutter();
+    S.el.yamlStatus.textContent = "…";
+    debounce("yaml", 350, async () => {
+      const seq = ++S.seq.yaml;
+      const text = S.el.yaml.value;
+      const result = await call("mg_parse_yaml", { text: text });
+      if (seq !== S.seq.yaml) return;  // a newer edit is on its way
+      if (result.error && typeof result.error === "object") {
+        showYamlError(result.error);
+        showIssues(result.issues || []);
+        return;
+      }
+      if (result.error) {
+        notice(result.error, "error");
+        return;
+      }
+      showYamlError(null);
+      loadCanvas(result.workflow, false);
+      applyChecks(result);
+      saveDraft();
+    });
+  }
+
+  // ------------------------------------------------------------------ canvas
+
+  function loadCanvas(workflow, fit) {
+    if (!S.ed) return;
+    S.loadedSig = null;
+    S.ed.load(workflow, { fit: !!fit });
+    S.loadedSig = JSON.stringify(S.ed.getWorkflow());
+  }
+
+  function onCanvasChange(arg) {
+    const wf = arg && typeof arg === "object" && Array.isArray(arg.nodes) ? arg : currentWorkflow();
+    if (S.loadedSig !== null && JSON.stringify(wf) === S.loadedSig) return;  // echo of our own load
+    S.loadedSig = null;
+    setDirty(true);
+    debounce("canvas", 120, async () => {
+      const seq = ++S.seq.canvas;
+      const result = await call("mg_from_editor", { workflow: currentWorkflow() });
+      if (seq !== S.seq.canvas) return;
+      if (result.error) {
+        notice(result.error, "error");
+        return;
+      }
+      S.seq.yaml++;  // a pending YAML parse is older than this canvas edit
+      showYamlError(null);
+      setYamlText(result.yaml);
+      applyChecks(result);
+      saveDraft();
+    });
+  }
+
+  function applyChecks(result) {
+    showIssues(result.issues || []);
+    renderInputs(result.inputs || {});
+  }
+
+  function showIssues(issues) {
+    const list = S.el.issues;
+    S.el.issueCount.textContent = String(issues.length);
+    S.el.issueCount.className = "mg-issue-count" + (issues.some((i) => i.severity === "error") ? " mg-bad" : "");
+    list.innerHTML = issues.map((i) =>
+      '<li class="mg-issue mg-' + esc(i.severity) + '" data-code="' + esc(i.code) + '"' +
+      (i.line ? ' data-line="' + esc(i.line) + '"' : "") + ">" +
+      '<span class="mg-issue-code">' + esc(i.code) + "</span> " +
+      (i.node_id ? '<span class="mg-issue-node">' + esc(i.node_id) + "</span> " : "") +
+      esc(i.message) + (i.hint ? '<div class="mg-hint">' + esc(i.hint) + "</div>" : "") +
+      (i.line ? '<span class="mg-issue-line">line ' + esc(i.line) + "</span>" : "") + "</li>").join("");
+    if (S.ed && S.ed.setIssues) S.ed.setIssues(issues);
+  }
+
+  // ------------------------------------------------------------------ opening and saving
+
+  function applyOpened(result, name, dirty) {
+    if (result.error && typeof result.error === "object") {
+      // the file does not parse: show its text and the error; the canvas is left as it was
+      setYamlText(result.yaml || "");
+      showYamlError(result.error);
+      showIssues(result.issues || []);
+    } else {
+      showYamlError(null);
+      loadCanvas(result.workflow, true);
+      setYamlText(result.yaml);
+      applyChecks(result);
+    }
+    setName(name);
+    setDirty(dirty);
+    clearRunView();
+  }
+
+  function confirmDiscard() {
+    return !S.dirty || window.confirm("Discard the unsaved changes to '" + (S.name || "untitled") + "'?");
+  }
+
+  async function openSaved(name) {
+    if (!name || !confirmDiscard()) return;
+    const result = await call("mg_open", { name: name });
+    if (typeof result.error === "string") return notice(result.error, "error");
+    applyOpened(result, result.name, false);
+    notice("Opened " + result.name + ".", "ok");
+  }
+
+  async function openExample(name) {
+    if (!name || !confirmDiscard()) return;
+    const result = await call("mg_example", { name: name });
+    if (typeof result.error === "string") return notice(result.error, "error");
+    applyOpened(result, null, true);
+    notice("New workflow from the example " + name + " (not saved yet).", "ok");
+  }
+
+  function newWorkflow() {
+    if (!confirmDiscard()) return;
+    loadCanvas(JSON.parse(JSON.stringify(EMPTY)), true);
+    setName(null);
+    onCanvasChange(null);
+    setDirty(false);
+    clearRunView();
+  }
+
+  function askName(initial) {
+    return new Promise((resolve) => {
+      const box = S.el.nameDialog;
+      const input = box.querySelector("input");
+      input.value = initial || "";
+      box.hidden = false;
+      input.focus();
+      input.select();
+      const finish = (value) => {
+        box.hidden = true;
+        box.onsubmit = null;
+        box.querySelector("[data-action=name-cancel]").onclick = null;
+        resolve(value);
+      };
+      box.onsubmit = (e) => { e.preventDefault(); finish(input.value.trim() || null); };
+      box.querySelector("[data-action=name-cancel]").onclick = () => finish(null);
+    });
+  }
+
+  async function save(asNew) {
+    if (S.yamlError) {
+      notice("Fix the YAML error" + (S.yamlError.line ? " on line " + S.yamlError.line : "") +
+        " before saving (your text is kept).", "error");
+      return;
+    }
+    let name = S.name;
+    const overwrite = !asNew && !!name;
+    if (asNew || !name) {
+      name = await askName(name || "");
+      if (!name) return;
+    }
+    const workflow = currentWorkflow();
+    if ((asNew || !S.name) && (!workflow.name || workflow.name === "untitled")) workflow.name = name;
+    const result = await call("mg_save", { name: name, workflow: workflow, overwrite: overwrite });
+    if (result.error) return notice(result.error, "error");
+    if (workflow.name === name) loadCanvas(workflow, false);
+    setYamlText(result.yaml);
+    setName(result.name);
+    setDirty(false);
+    fillSelect(S.el.openSelect, result.workflows, "Open…");
+    notice("Saved " + result.name + ".yaml", "ok");
+  }
+
+  function download() {
+    const blob = new Blob([S.el.yaml.value], { type: "text/yaml" });
+    const link = document.createElement("a");
+    link.href = URL.createObjectURL(blob);
+    link.download = (S.name || currentWorkflow().name || "workflow") + ".yaml";
+    document.body.appendChild(link);
+    link.click();
+    setTimeout(() => { URL.revokeObjectURL(link.href); link.remove(); }, 1000);
+  }
+
+  function upload(file) {
+    if (!file || !confirmDiscard()) return;
+    const reader = new FileReader();
+    reader.onload = async () => {
+      const text = String(reader.result || "");
+      const result = await call("mg_parse_yaml", { text: text });
+      if (typeof result.error === "string") return notice(result.error, "error");
+      result.yaml = text;
+      applyOpened(result, null, true);
+      notice("Loaded " + file.name + "; use Save as to keep it in the workflows folder.", "ok");
+    };
+    reader.onerror = () => notice("Could not read " + file.name + ".", "error");
+    reader.readAsText(file);
+  }
+
+  function fillSelect(select, names, placeholder) {
+    select.innerHTML = '<option value="">' + esc(placeholder) + "</option>" +
+      (names || []).map((n) => '<option value="' + esc(n) + '">' + esc(n) + "</option>").join("");
+  }
+
+  // ------------------------------------------------------------------ run form
+
+  function renderInputs(inputs) {
+    const box = S.el.inputs;
+    const names = Object.keys(inputs);
+    const sig = JSON.stringify(inputs);
+    if (box.dataset.sig === sig) return;
+    const old = {};
+    box.querySelectorAll("[data-input]").forEach((el) => { old[el.dataset.input] = el.value; });
+    box.dataset.sig = sig;
+    S.inputs = inputs;
+    if (!names.length) {
+      box.innerHTML = '<span class="mg-muted">This workflow declares no inputs.</span>';
+      return;
+    }
+    box.innerHTML = names.map((name) => {
+      const spec = inputs[name] || {};
+      const label = '<span class="mg-label">' + esc(name) + ' <em>' + esc(spec.type) + "</em></span>";
+      const title = spec.description ? ' title="' + esc(spec.description) + '"' : "";
+      if (spec.type === "number") {
+        return '<label class="mg-field"' + title + ">" + label + '<input type="number" step="any" data-input="' +
+          esc(name) + '" data-testid="input-' + esc(name) + '"></label>';
+      }
+      return '<label class="mg-field mg-wide"' + title + ">" + label + '<textarea rows="2" data-input="' +
+        esc(name) + '" data-testid="input-' + esc(name) + '"' + (spec.type === "json" ? ' class="mg-mono"' : "") +
+        "></textarea></label>";
+    }).join("");
+    box.querySelectorAll("[data-input]").forEach((el) => {
+      const name = el.dataset.input;
+      const spec = inputs[name] || {};
+      const def = spec.default === null || spec.default === undefined ? "" :
+        (spec.type === "json" ? JSON.stringify(spec.default) : String(spec.default));
+      el.value = name in old ? old[name] : def;
+    });
+  }
+
+  function readInputs() {
+    const values = {};
+    S.el.inputs.querySelectorAll("[data-input]").forEach((el) => {
+      const spec = S.inputs[el.dataset.input] || {};
+      if (spec.type === "number") {
+        values[el.dataset.input] = el.value === "" ? null : Number(el.value);
+      } else {
+        values[el.dataset.input] = el.value;
+      }
+    });
+    return values;
+  }
+
+  // ------------------------------------------------------------------ runs
+
+  async function run() {
+    if (S.yamlError) {
+      notice("Fix the YAML error" + (S.yamlError.line ? " on line " + S.yamlError.line : "") + " before running.",
+        "error");
+      return;
+    }
+    const seed = parseInt(S.el.seed.value || "0", 10);
+    S.el.runBtn.disabled = true;
+    const snap = await call("mg_run", { workflow: currentWorkflow(), inputs: readInputs(), seed: isNaN(seed) ? 0 : seed });
+    S.el.runBtn.disabled = false;
+    if (snap.error && !snap.run_id) {
+      S.el.runText.textContent = snap.error;
+      S.el.runText.className = "mg-run-text mg-bad";
+      return notice(snap.error, "error");
+    }
+    S.runs.push(snap);
+    S.currentRun = snap.run_id;
+    if (S.ed && S.ed.clearRunState) S.ed.clearRunState();
+    S.el.outputs.innerHTML = "";
+    S.el.nodeOutputs.innerHTML = "";
+    showRun(snap);
+    schedulePoll();
+  }
+
+  async function cancel() {
+    const target = S.runs.slice().reverse().find((r) => r.run_id === S.currentRun && !r.finished) ||
+      S.runs.slice().reverse().find((r) => !r.finished);
+    if (!target) return;
+    S.el.cancelBtn.disabled = true;
+    const snap = await call("mg_cancel", { run_id: target.run_id });
+    if (snap.error && !snap.run_id) return notice(snap.error, "error");
+    updateRun(snap);
+    notice("Cancelling run " + target.run_id + "…", "ok");
+  }
+
+  function schedulePoll() {
+    if (S.pollTimer) return;
+    S.pollTimer = setTimeout(poll, POLL_MS);
+  }
+
+  async function poll() {
+    S.pollTimer = null;
+    const active = S.runs.filter((r) => !r.finished);
+    for (const r of active) {
+      const snap = await call("mg_status", { run_id: r.run_id });
+      if (snap.error && !snap.run_id) {
+        r.finished = true;
+        r.status = "lost";
+        r.error = snap.error;
+        continue;
+      }
+      updateRun(snap);
+    }
+    if (S.runs.some((r) => !r.finished)) schedulePoll();
+  }
+
+  function updateRun(snap) {
+    const i = S.runs.findIndex((r) => r.run_id === snap.run_id);
+    if (i >= 0) S.runs[i] = snap; else S.runs.push(snap);
+    if (snap.run_id === S.currentRun) showRun(snap);
+    renderRunList();
+  }
+
+  const STATUS_TEXT = {
+    queued: "queued", running: "running", succeeded: "done", failed: "failed", cancelled: "cancelled",
+    budget_exceeded: "stopped: budget exceeded", invalid: "invalid", lost: "lost",
+  };
+
+  function showRun(snap) {
+    const pct = Math.round((snap.progress || 0) * 100);
+    S.el.progressBar.style.width = pct + "%";
+    S.el.progress.setAttribute("aria-valuenow", String(pct));
+    S.el.progress.className = "mg-progress mg-" + snap.status;
+    let text = "Run " + snap.run_id + ": " + (STATUS_TEXT[snap.status] || snap.status);
+    if (snap.status === "queued" && snap.queue_position) text += " (position " + snap.queue_position + " in the queue)";
+    if (!snap.finished && snap.status !== "queued") text += " · " + snap.done + "/" + snap.total + " nodes · " + pct + "%";
+    if (snap.finished && snap.elapsed_s) text += " in " + Number(snap.elapsed_s).toFixed(1) + " s";
+    if (snap.error) text += " — " + snap.error;
+    S.el.runText.textContent = text;
+    S.el.runText.className = "mg-run-text" + (["failed", "invalid", "lost"].includes(snap.status) ? " mg-bad" : "");
+    S.el.runText.dataset.status = snap.status;
+    S.el.cancelBtn.disabled = !S.runs.some((r) => !r.finished);
+    if (S.ed && S.ed.setRunState && snap.nodes) S.ed.setRunState(snap.nodes);
+    if (snap.finished) {
+      renderOutputs(S.el.outputs, snap.output_views || [], "Outputs");
+      if (S.selectedNode) showNodeOutputs(S.selectedNode);
+    } else {
+      const running = Object.entries(snap.nodes || {}).filter(([, n]) => n.state === "running");
+      S.el.outputs.innerHTML = running.map(([id, n]) =>
+        '<div class="mg-partial" data-testid="partial-output"><strong>' + esc(id) + "</strong> · " +
+        esc(n.tokens) + " tokens" + (n.message ? " · " + esc(n.message) : "") +
+        "<pre>" + esc(n.text) + "</pre></div>").join("");
+    }
+    renderRunList();
+  }
+
+  function renderRunList() {
+    if (S.runs.length < 2) { S.el.runList.innerHTML = ""; return; }
+    S.el.runList.innerHTML = S.runs.slice(-8).reverse().map((r) =>
+      '<button class="mg-run-chip mg-' + esc(r.status) + (r.run_id === S.currentRun ? " mg-current" : "") +
+      '" data-run="' + esc(r.run_id) + '">' + esc(r.run_id) + " · " + esc(STATUS_TEXT[r.status] || r.status) +
+      "</button>").join("");
+  }
+
+  function clearRunView() {
+    S.currentRun = null;
+    if (S.ed && S.ed.clearRunState) S.ed.clearRunState();
+    S.el.outputs.innerHTML = "";
+    S.el.nodeOutputs.innerHTML = "";
+    S.el.progressBar.style.width = "0%";
+    S.el.runText.textContent = S.runs.some((r) => !r.finished) ? "A run is still going (see the list)." : "No run yet.";
+    S.el.runText.dataset.status = "";
+  }
+
+  function renderOutputs(box, views, title) {
+    if (!views.length) { box.innerHTML = ""; return; }
+    box.innerHTML = "<h4>" + esc(title) + "</h4>" + views.map((v) => {
+      if (v.type === "candidates") {
+        return '<div class="mg-output" data-port="' + esc(v.port) + '"><div class="mg-port">' + esc(v.port) +
+          " <em>candidates</em></div>" + candidateTable(v.rows) + "</div>";
+      }
+      return '<div class="mg-output" data-port="' + esc(v.port) + '"><div class="mg-port">' + esc(v.port) +
+        '</div><pre class="mg-value" data-testid="output-' + esc(v.port) + '">' + esc(v.text) + "</pre></div>";
+    }).join("");
+  }
+
+  function candidateTable(rows) {
+    return '<table class="mg-cands" data-testid="candidates-table"><thead><tr><th>#</th><th>text</th>' +
+      "<th>answer</th><th>score</th><th>cluster</th><th>winner</th></tr></thead><tbody>" +
+      rows.map((r) => '<tr class="' + (r.winner ? "mg-winner" : "") + '"><td>' + esc(r.index) +
+        '</td><td class="mg-cand-text">' + esc(r.text) + "</td><td>" + esc(r.answer) + "</td><td>" +
+        esc(r.score) + "</td><td>" + esc(r.cluster) + "</td><td>" + (r.winner ? "★" : "") + "</td></tr>").join("") +
+      "</tbody></table>";
+  }
+
+  async function showNodeOutputs(nodeId) {
+    const box = S.el.nodeOutputs;
+    if (!nodeId) { box.innerHTML = ""; return; }
+    const snap = S.runs.find((r) => r.run_id === S.currentRun);
+    if (!snap) {
+      box.innerHTML = '<span class="mg-muted">Run the workflow to see what ' + esc(nodeId) + " produces.</span>";
+      return;
+    }
+    if (!(snap.has_outputs || []).includes(nodeId)) {
+      box.innerHTML = '<span class="mg-muted">' + esc(nodeId) + " has no outputs in run " + esc(snap.run_id) +
+        (snap.finished ? "." : " yet.") + "</span>";
+      return;
+    }
+    const result = await call("mg_node_outputs", { run_id: snap.run_id, node_id: nodeId });
+    if (result.error) { box.textContent = result.error; return; }
+    if (S.selectedNode !== nodeId) return;
+    renderOutputs(box, result.views || [], "Outputs of " + nodeId);
+  }
+
+  function onSelect(arg) {
+    let nodeId = arg;
+    if (Array.isArray(arg)) nodeId = arg.length === 1 ? arg[0] : null;
+    else if (arg && typeof arg === "object") nodeId = arg.id || arg.node_id || null;
+    S.selectedNode = nodeId || null;
+    showNodeOutputs(S.selectedNode);
+  }
+
+  // ------------------------------------------------------------------ start-up
+
+  function bind(root) {
+    const q = (sel) => root.querySelector(sel);
+    S.el = {
+      title: q("[data-testid=wf-title]"), dirty: q("[data-testid=dirty-flag]"), notice: q("[data-testid=notice]"),
+      openSelect: q("[data-testid=open-select]"), exampleSelect: q("[data-testid=example-select]"),
+      upload: q("[data-testid=upload-input]"), draft: q("[data-testid=draft-banner]"),
+      canvas: q("[data-testid=canvas-host]"), yaml: q("[data-testid=yaml-editor]"), gutter: q(".mg-gutter"),
+      yamlError: q("[data-testid=yaml-error]"), yamlStatus: q("[data-testid=yaml-status]"),
+      issues: q("[data-testid=issues]"), issueCount: q("[data-testid=issue-count]"),
+      inputs: q("[data-testid=run-inputs]"), seed: q("[data-testid=seed-input]"),
+      runBtn: q("[data-testid=run-btn]"), cancelBtn: q("[data-testid=cancel-btn]"),
+      progress: q("[data-testid=run-progress]"), progressBar: q(".mg-progress-bar"),
+      runText: q("[data-testid=run-status]"), runList: q("[data-testid=run-list]"),
+      outputs: q("[data-testid=run-outputs]"), nodeOutputs: q("[data-testid=node-outputs]"),
+    };
+    const dialog = document.createElement("form");
+    dialog.className = "mg-name-dialog";
+    dialog.hidden = true;
+    dialog.setAttribute("data-testid", "name-dialog");
+    dialog.innerHTML = '<label>Workflow name <input type="text" data-testid="name-input" ' +
+      'placeholder="my_workflow" autocomplete="off"></label>' +
+      '<button class="mg-btn mg-primary" type="submit" data-testid="name-ok">Save</button>' +
+      '<button class="mg-btn" type="button" data-action="name-cancel">Cancel</button>';
+    q(".mg-toolbar").after(dialog);
+    S.el.nameDialog = dialog;
+
+    root.addEventListener("click", (e) => {
+      const target = e.target.closest("[data-action], .mg-goto-line, .mg-issue[data-line], [data-run]");
+      if (!target || !root.contains(target)) return;
+      if (target.matches(".mg-goto-line, .mg-issue[data-line]")) {
+        e.preventDefault();
+        gotoLine(parseInt(target.dataset.line, 10));
+        return;
+      }
+      if (target.dataset.run) {
+        S.currentRun = target.dataset.run;
+        const snap = S.runs.find((r) => r.run_id === S.currentRun);
+        if (snap) showRun(snap);
+        return;
+      }
+      const actions = {
+        new: newWorkflow, save: () => save(false), "save-as": () => save(true), download: download,
+        run: run, cancel: cancel,
+        "discard-draft": () => {
+          S.el.draft.hidden = true;
+          setDirty(false);
+          notice("Draft discarded.", "ok");
+        },
+      };
+      const action = actions[target.dataset.action];
+      if (action) { e.preventDefault(); action(); }
+    });
+    S.el.openSelect.addEventListener("change", () => {
+      const name = S.el.openSelect.value;
+      S.el.openSelect.value = "";
+      openSaved(name);
+    });
+    S.el.exampleSelect.addEventListener("change", () => {
+      const name = S.el.exampleSelect.value;
+      S.el.exampleSelect.value = "";
+      openExample(name);
+    });
+    S.el.upload.addEventListener("change", () => {
+      upload(S.el.upload.files && S.el.upload.files[0]);
+      S.el.upload.value = "";
+    });
+    S.el.yaml.addEventListener("input", onYamlInput);
+    S.el.yaml.addEventListener("scroll", () => { S.el.gutter.scrollTop = S.el.yaml.scrollTop; });
+    S.el.yaml.addEventListener("keydown", (e) => {
+      if (e.key === "Tab") {  // indent with spaces instead of leaving the pane
+        e.preventDefault();
+        const el = S.el.yaml;
+        const at = el.selectionStart;
+        el.setRangeText("  ", at, el.selectionEnd, "end");
+        onYamlInput();
+      }
+    });
+    root.addEventListener("keydown", (e) => {
+      if ((e.ctrlKey || e.metaKey) && e.key.toLowerCase() === "s") {
+        e.preventDefault();
+        save(false);
+      }
+    });
+    window.addEventListener("beforeunload", (e) => {
+      if (S.dirty) {
+        saveDraft();
+        e.preventDefault();
+        e.returnValue = "";
+      }
+    });
+  }
+
+  const LEVELS = { info: "ok", warning: "warn", error: "error" };
+
+  function mountEditor(schema) {
+    if (!window.MetagenEditor || !window.MetagenEditor.mount) {
+      S.el.canvas.innerHTML = '<div class="mg-canvas-missing">The node-graph editor (static/editor.js) did not load. ' +
+        "You can still edit the workflow as YAML on the right.</div>";
+      return null;
+    }
+    return window.MetagenEditor.mount(S.el.canvas, {
+      schema: schema,
+      models: ["main"],
+      onChange: onCanvasChange,
+      onSelect: onSelect,
+      onMessage: (text, level) => notice(String(text || ""), LEVELS[level] || "warn"),
+    });
+  }
+
+  async function start(element, server) {
+    S.root = element;
+    S.server = server;
+    bind(element);
+    const init = await call("mg_init", {});
+    if (init.error) {
+      notice(init.error, "error");
+      return;
+    }
+    S.schema = init.schema;
+    S.ed = mountEditor(init.schema);
+    fillSelect(S.el.openSelect, init.workflows, "Open…");
+    fillSelect(S.el.exampleSelect, init.examples, "New from example…");
+    if (init.dry_run) notice("Dry run: a scripted fake model answers instead of llama.cpp.", "warn");
+
+    const draft = readDraft();
+    let restored = false;
+    if (draft && typeof draft.yaml === "string" && draft.yaml.trim()) {
+      const result = await call("mg_parse_yaml", { text: draft.yaml });
+      if (typeof result.error !== "string") {
+        result.yaml = draft.yaml;
+        applyOpened(result, draft.name, true);
+        S.el.draft.hidden = false;
+        S.el.draft.querySelector(".mg-draft-text").textContent = "Restored your unsaved draft" +
+          (draft.name ? " of '" + draft.name + "'" : "") +
+          (draft.saved_at ? " from " + new Date(draft.saved_at).toLocaleString() : "") + ".";
+        restored = true;
+      }
+    }
+    if (!restored) {
+      const result = await call("mg_from_editor", { workflow: EMPTY });
+      if (!result.error) applyOpened(result, null, false);
+    }
+    for (const snap of init.active_runs || []) S.runs.push(snap);
+    if (S.runs.length) schedulePoll();
+    if (document.readyState !== "loading") element.dataset.ready = "1";
+    element.setAttribute("data-ready", "1");
+    window.dispatchEvent(new CustomEvent("metagen:ready"));
+  }
+
+  async function openYaml(text, name) {
+    const result = await call("mg_parse_yaml", { text: text });
+    if (typeof result.error === "string") return notice(result.error, "error");
+    result.yaml = text;
+    applyOpened(result, null, true);
+    notice("Opened " + (name || "the workflow") + " in the editor (not saved yet).", "ok");
+  }
+
+  window.MetagenUI = {
+    start: start,
+    openYaml: openYaml,
+    state: () => ({
+      name: S.name, dirty: S.dirty, yamlError: S.yamlError, currentRun: S.currentRun,
+      runs: S.runs.map((r) => ({ run_id: r.run_id, status: r.status })),
+    }),
+  };
+})();
