@@ -267,8 +267,9 @@ def _handle_second_start(lock: InstanceLock, err: AlreadyRunningError, opts: Des
     return 0
 
 
-def run_desktop(build: Callable[[], Studio], opts: DesktopOptions, say: Say) -> int:
-    """`metagen desktop`: returns the exit status."""
+def run_desktop(build: Callable[[], Studio], opts: DesktopOptions, say: Say,
+                stop: threading.Event | None = None) -> int:
+    """`metagen desktop`: returns the exit status. Setting `stop` (or SIGINT/SIGTERM) shuts it down."""
     report = prepare_user_data()
     if report.first_time:
         say(f"first start: created {', '.join(str(p) for p in report.created)}")
@@ -279,7 +280,7 @@ def run_desktop(build: Callable[[], Studio], opts: DesktopOptions, say: Say) -> 
         lock.acquire()
     except AlreadyRunningError as err:
         return _handle_second_start(lock, err, opts, say)
-    stop = threading.Event()
+    stop = stop or threading.Event()
     server: Server | None = None
     previous = _install_stop_handlers(stop)
     try:
