@@ -1028,16 +1028,26 @@
       return node;
     }
 
+    /** A spot near the middle of the view where a new node overlaps no other node. */
     _freeSpot() {
-      const w = this.viewport.clientWidth || 600;
-      const hh = this.viewport.clientHeight || 400;
-      const c = this.toWorld(this.viewport.getBoundingClientRect().left + w / 2,
-        this.viewport.getBoundingClientRect().top + hh / 2);
-      let p = { x: c.x - 100, y: c.y - 50 };
-      for (let i = 0; i < 50 && this.doc.nodes.some((n) => Math.abs(n.x - p.x) < 30 && Math.abs(n.y - p.y) < 30); i++) {
-        p = { x: p.x + 36, y: p.y + 36 };
+      const r = this.viewport.getBoundingClientRect();
+      const c = this.toWorld(r.left + (r.width || 600) / 2, r.top + (r.height || 400) / 2);
+      const boxes = this.doc.nodes.map((n) => {
+        const g = this.geom.get(n.id) || {};
+        return [n.x - 20, n.y - 20, n.x + (g.w || 220) + 20, n.y + (g.h || 110) + 20];
+      });
+      const free = (x, y) => !boxes.some((b) => x < b[2] && x + 220 > b[0] && y < b[3] && y + 120 > b[1]);
+      const x0 = c.x - 110;
+      const y0 = c.y - 60;
+      for (let ring = 0; ring < 40; ring++) {
+        const step = 40;
+        for (let i = -ring; i <= ring; i++) {
+          for (const [dx, dy] of [[i, ring], [i, -ring], [ring, i], [-ring, i]]) {
+            if (free(x0 + dx * step, y0 + dy * step)) return { x: x0 + dx * step, y: y0 + dy * step };
+          }
+        }
       }
-      return p;
+      return { x: x0, y: y0 };
     }
 
     addNode(kind, at) {
@@ -1219,7 +1229,15 @@
         n.params = n.params || {};
         if (value === undefined || (param && !n.section && equal(value, param.default))) delete n.params[name];
         else n.params[name] = value;
-        if (n.section === "inputs" && name === "type") this._dropIncompatibleFrom(n.id);
+        if (n.section === "inputs" && name === "type") {
+          const d = n.params.default;
+          if (value === "number" && d !== undefined && typeof d !== "number") {
+            const num = Number(d);
+            if (typeof d === "string" && d.trim() !== "" && Number.isFinite(num)) n.params.default = num;
+            else delete n.params.default;
+          }
+          this._dropIncompatibleFrom(n.id);
+        }
       }, coalesce);
       return null;
     }
@@ -1249,8 +1267,47 @@
 
     // ---------------------------------------------------------------- layout
 
-    /** Layered (Sugiyama-style) layout: longest-path layers, barycentre ordering, measured sizes. */
+    /** Positions for `nodes`: each connected component laid out in layers, components packed in rows. */
     _layeredPositions(nodes) {
+      const ids = new Set(nodes.map((n) => n.id));
+      const parent = new Map(nodes.map((n) => [n.id, n.id]));
+      const find = (x) => { while (parent.get(x) !== x) { parent.set(x, parent.get(parent.get(x))); x = parent.get(x); } return x; };
+      for (const e of this.doc.edges) if (ids.has(e.from) && ids.has(e.to)) parent.set(find(e.from), find(e.to));
+      const comps = new Map();
+      for (const n of nodes) {
+        const r = find(n.id);
+        if (!comps.has(r)) comps.set(r, []);
+        comps.get(r).push(n);
+      }
+      if (comps.size === 1) return this._layeredComponent(nodes);
+      const laid = [...comps.values()].map((members) => {
+        const pos = this._layeredComponent(members);
+        let w = 0; let hh = 0;
+        for (const n of members) {
+          const g = this.geom.get(n.id) || {};
+          const p = pos.get(n.id);
+          w = Math.max(w, p.x + (g.w || 220));
+          hh = Math.max(hh, p.y + (g.h || 110));
+        }
+        return { pos, w, h: hh, size: members.length };
+      });
+      const area = laid.reduce((s, c) => s + (c.w + 80) * (c.h + 60), 0);
+      const rowWidth = Math.max(Math.max(...laid.map((c) => c.w)), Math.sqrt(area) * 1.6);
+      const out = new Map();
+      let x = 0; let y = 0; let rowH = 0;
+      // the biggest component first (the workflow), stray pieces after it
+      laid.sort((a, b) => b.size - a.size);
+      for (const c of laid) {
+        if (x > 0 && x + c.w > rowWidth) { x = 0; y += rowH + 60; rowH = 0; }
+        for (const [id, p] of c.pos) out.set(id, { x: p.x + x, y: p.y + y });
+        x += c.w + 80;
+        rowH = Math.max(rowH, c.h);
+      }
+      return out;
+    }
+
+    /** Layered (Sugiyama-style) layout: longest-path layers, barycentre ordering, measured sizes. */
+    _layeredComponent(nodes) {
       const ids = nodes.map((n) => n.id);
       const idSet = new Set(ids);
       const preds = new Map(ids.map((id) => [id, []]));
@@ -1770,7 +1827,7 @@
       // id
       const idInput = h("input", { type: "text", class: "mge-input", value: n.id, "data-testid": "inspector-id",
         spellcheck: "false", "aria-label": "Node id" });
-      const idErr = h("div", { class: "mge-field-error" });
+      const idErr = h("div", { class: "mge-field-error", "data-error-for": "id" });
       const applyId = () => {
         const cur = [...this.selection][0];
         const problem = this.renameNode(cur, idInput.value.trim());
@@ -1933,7 +1990,7 @@
       const id = n.id;
       const nameInput = h("input", { type: "text", class: "mge-input", value: n.params.name, "data-param": "name",
         "data-testid": "inspector-id", spellcheck: "false" });
-      const nameErr = h("div", { class: "mge-field-error" });
+      const nameErr = h("div", { class: "mge-field-error", "data-error-for": "name" });
       const applyName = () => {
         const cur = [...this.selection][0] || id;
         const problem = this.setParam(cur, "name", nameInput.value.trim());
@@ -1963,7 +2020,7 @@
       });
       box.appendChild(this._field("type", "text, number or json", typeSel));
       const type = n.params.type || "text";
-      const err = h("div", { class: "mge-field-error" });
+      const err = h("div", { class: "mge-field-error", "data-error-for": "default" });
       const dv = n.params.default;
       let control;
       const key = `default:${id}`;
