@@ -8,6 +8,8 @@ import os
 import sys
 from pathlib import Path
 
+from app.share_cli import add_share_arguments, launch_with_share, policy_from_args
+
 log = logging.getLogger(__name__)
 
 DEFAULT_HOST = "127.0.0.1"
@@ -27,19 +29,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--dry-run", action="store_true", help="answer with a scripted fake model instead of llama.cpp")
     p.add_argument("--fake-latency", type=float, default=0.0, metavar="SECONDS",
                    help="with --dry-run: delay each fake model request (to watch live progress)")
+    add_share_arguments(p)
     p.set_defaults(func=cmd_ui)
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from app.service import StudioService
-    from app.share import SharePolicy
     from app.ui.app import build_app, launch_kwargs
 
     if not 0 < args.port < 65536:
         print(f"error: --port must be between 1 and 65535, got {args.port}", file=sys.stderr)  # noqa: T201
         return 2
-    policy = SharePolicy.for_serving(host=args.host)
+    try:
+        policy = policy_from_args(args, args.host)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)  # noqa: T201
+        return 2
     service = StudioService(
         policy=policy,
         workflows_dir=Path(args.workflows) if args.workflows else None,
@@ -48,11 +54,13 @@ def cmd_ui(args: argparse.Namespace) -> int:
         fake_latency_s=max(0.0, args.fake_latency) if args.dry_run else 0.0,
     )
     demo = build_app(service)
-    banner = f"Metagen Studio on http://{args.host}:{args.port} ({policy.describe()}); Ctrl+C stops it"
-    print(banner, file=sys.stderr)  # noqa: T201
     try:
-        demo.launch(server_name=args.host, server_port=args.port, inbrowser=not args.no_browser, quiet=True,
-                    show_error=False, **launch_kwargs(service))
+        launched = launch_with_share(demo, host=args.host, port=args.port, share=args.share,
+                                     inbrowser=not args.no_browser, quiet=True, show_error=False,
+                                     **launch_kwargs(service))
+        for line in [*launched.lines(policy), "Ctrl+C stops it."]:
+            print(line, file=sys.stderr, flush=True)  # noqa: T201
+        demo.block_thread()
     except OSError as exc:
         print(f"error: cannot listen on {args.host}:{args.port}: {exc}; pick another --port", file=sys.stderr)  # noqa: T201
         return 1

@@ -1,0 +1,83 @@
+"""Share options of `metagen ui` (--share, --auth, --auth-file, --allow-python, --share-mode) and the launch
+that prints both the local and the public URL, explaining a share link that could not be made."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.share import SHARE_MODE_ENV, SharePolicy, env_share_mode, load_auth_file, parse_auth
+
+log = logging.getLogger(__name__)
+
+
+def add_share_arguments(p: argparse.ArgumentParser) -> None:
+    """The share flags; `--host` stays with the caller (share mode turns on for a non-loopback host)."""
+    g = p.add_argument_group("sharing (share mode turns on with --share or a non-loopback --host)")
+    g.add_argument("--share", action="store_true", help="create a public Gradio share link (needs internet)")
+    g.add_argument("--auth", action="append", default=[], metavar="USER:PASSWORD",
+                   help="ask visitors to log in (repeatable)")
+    g.add_argument("--auth-file", default=None, metavar="FILE", help="USER:PASSWORD lines, # comments")
+    g.add_argument("--allow-python", action="store_true",
+                   help="allow the python verifier in share mode (it runs visitors' code on this machine)")
+    g.add_argument("--share-mode", action="store_true",
+                   help=f"force share mode on this machine's address too (for trying it out; also ${SHARE_MODE_ENV}=1)")
+
+
+def policy_from_args(args: argparse.Namespace, host: str) -> SharePolicy:
+    """The policy for these flags; ValueError (with what to fix) for bad --auth / --auth-file."""
+    pairs: list[tuple[str, str]] = [parse_auth(value) for value in getattr(args, "auth", None) or []]
+    if getattr(args, "auth_file", None):
+        pairs += load_auth_file(Path(args.auth_file))
+    forced = bool(getattr(args, "share_mode", False)) or env_share_mode()
+    return SharePolicy.for_serving(host=host, share=bool(getattr(args, "share", False)),
+                                   allow_python=bool(getattr(args, "allow_python", False)),
+                                   force_share_mode=forced, auth=pairs)
+
+
+@dataclass
+class Launched:
+    local_url: str
+    share_url: str | None
+    share_problem: str | None
+    """Why the public link could not be made (None when not asked for, or made)."""
+
+    def lines(self, policy: SharePolicy) -> list[str]:
+        out = [f"Local URL:  {self.local_url}"]
+        if self.share_url:
+            out.append(f"Public URL: {self.share_url}")
+        elif self.share_problem:
+            out.append(f"Public URL: none — {self.share_problem}. The app still runs locally, in share mode.")
+        out.append(policy.describe())
+        if policy.auth:
+            out.append(f"Login required ({len(policy.auth)} user(s)).")
+        elif policy.share_mode:
+            out.append("No login is asked: anyone with the link can use the app (add --auth USER:PASSWORD).")
+        return out
+
+
+def _share_failure(captured: str) -> str:
+    for line in captured.splitlines():
+        line = line.strip()
+        if line.startswith("Could not create share link"):
+            first = line.split(". ")[0].rstrip(".")
+            return first[0].lower() + first[1:] + " (no internet access, or the Gradio tunnel is blocked)"
+    return "the Gradio share tunnel could not be reached (no internet access, or it is blocked)"
+
+
+def launch_with_share(blocks: Any, *, host: str, port: int, share: bool, **kwargs: Any) -> Launched:
+    """`blocks.launch` without blocking; Gradio's long share-failure text is replaced by one clear line."""
+    captured = io.StringIO()
+    with contextlib.redirect_stdout(captured):
+        _app, local_url, share_url = blocks.launch(server_name=host, server_port=port, share=share,
+                                                   prevent_thread_lock=True, **kwargs)
+    text = captured.getvalue()
+    if text.strip():
+        log.debug("gradio said: %s", text.strip())
+    problem = _share_failure(text) if share and not share_url else None
+    return Launched(local_url=str(local_url), share_url=share_url, share_problem=problem)
