@@ -1,0 +1,182 @@
+"""Sample view: a candidate set's texts, answers, scores, clusters and winner, and the votes per answer."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from app.viz.common import MUTED, WINNER_COLOR, esc, events_of, fmt_num, node_by_id, shorten, wrap_section
+
+MAX_BARS = 40
+"""Answers drawn in the histogram; the rest are summed into one 'other' bar."""
+NO_ANSWER = "(no answer)"
+
+
+def candidate_sets(record: dict[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """(node id, output port, candidate set) of every candidate set nodes produced, in run order."""
+    found = []
+    for node in record.get("nodes", []):
+        for port, value in (node.get("outputs") or {}).items():
+            if isinstance(value, dict) and value.get("__type__") == "candidates":
+                found.append((node["node_id"], port, value))
+    return found
+
+
+def candidate_nodes(record: dict[str, Any]) -> list[str]:
+    """Ids of nodes with a candidate set, for a picker."""
+    return list(dict.fromkeys(node for node, _, _ in candidate_sets(record)))
+
+
+def pick_set(record: dict[str, Any], node_id: str | None = None) -> tuple[str, dict[str, Any]] | None:
+    """The node's candidate set (its `candidates` port first); without a node, the last set with a winner,
+    else the last set."""
+    sets = candidate_sets(record)
+    if node_id:
+        mine = [s for s in sets if s[0] == node_id]
+        mine.sort(key=lambda s: s[1] != "candidates")
+        return (mine[0][0], mine[0][2]) if mine else None
+    decided = [s for s in sets if s[2].get("winner") is not None]
+    chosen = (decided or sets)[-1:]
+    return (chosen[0][0], chosen[0][2]) if chosen else None
+
+
+def sample_rows(record: dict[str, Any], node_id: str | None = None) -> list[dict[str, Any]]:
+    """One row per candidate: index, text, answer, score, cluster, winner, seed, finish reason, tokens."""
+    picked = pick_set(record, node_id)
+    if picked is None:
+        return []
+    _, cset = picked
+    winner = cset.get("winner")
+    return [{
+        "index": i, "text": c.get("text", ""), "answer": c.get("answer"), "score": c.get("score"),
+        "scores": c.get("scores") or {}, "cluster": c.get("cluster"), "winner": winner == i,
+        "seed": c.get("seed"), "finish_reason": c.get("finish_reason", ""),
+        "completion_tokens": c.get("completion_tokens", 0), "source": c.get("source", ""),
+    } for i, c in enumerate(cset.get("candidates") or [])]
+
+
+def vote_counts(record: dict[str, Any], node_id: str | None = None) -> list[tuple[str, int, float | None]]:
+    """(answer, votes, weight) strongest first: from the node's vote event when it has one, else counted
+    from the candidates' answers."""
+    picked = pick_set(record, node_id)
+    if picked is None:
+        return []
+    node, cset = picked
+    votes = events_of(record, "vote", node)
+    if votes:
+        data = votes[-1]["data"]
+        out: list[tuple[str, int, float | None]] = [
+            (str(cl.get("answer")), int(cl.get("count") or 0), cl.get("weight")) for cl in data.get("clusters") or []]
+        if data.get("no_answer_count"):
+            out.append((NO_ANSWER, int(data["no_answer_count"]), None))
+        return out
+    counts = Counter(NO_ANSWER if c.get("answer") is None else str(c.get("answer"))
+                     for c in cset.get("candidates") or [])
+    return [(a, n, None) for a, n in counts.most_common()]
+
+
+def _winner_answer(rows: list[dict[str, Any]]) -> str | None:
+    won = next((r for r in rows if r["winner"]), None)
+    if won is None:
+        return None
+    return NO_ANSWER if won["answer"] is None else str(won["answer"])
+
+
+def vote_histogram(record: dict[str, Any], node_id: str | None = None) -> go.Figure:
+    counts = vote_counts(record, node_id)
+    rows = sample_rows(record, node_id)
+    fig = go.Figure()
+    _add_histogram(fig, counts, _winner_answer(rows), row=None)
+    fig.update_layout(title={"text": "Votes per answer", "font": {"size": 14}}, height=320,
+                      template="plotly_white", margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    fig.update_xaxes(type="category")  # answers like "42" are labels, not positions on a number line
+    return fig
+
+
+def _add_histogram(fig: go.Figure, counts: list[tuple[str, int, float | None]], winner: str | None,
+                   row: int | None) -> None:
+    shown = counts[:MAX_BARS]
+    rest = counts[MAX_BARS:]
+    labels = [shorten(a, 40) for a, _, _ in shown]
+    values = [n for _, n, _ in shown]
+    colors = [WINNER_COLOR if a == winner else (MUTED if a == NO_ANSWER else "#2f7ed8") for a, _, _ in shown]
+    hover = [f"<b>{esc(shorten(a, 200))}</b><br>{n} vote(s)" + (f" · weight {w:.3g}" if w is not None else "")
+             for a, n, w in shown]
+    if rest:
+        labels.append(f"(other {len(rest)} answers)")
+        values.append(sum(n for _, n, _ in rest))
+        colors.append(MUTED)
+        hover.append(f"{len(rest)} answers with fewer votes")
+    trace = go.Bar(x=labels, y=values, marker={"color": colors}, hovertext=hover, hoverinfo="text", name="votes",
+                   showlegend=False)
+    if row is None:
+        fig.add_trace(trace)
+    else:
+        fig.add_trace(trace, row=row, col=1)
+
+
+def sample_view(record: dict[str, Any], node_id: str | None = None, page: int = 0,
+                page_size: int = 200) -> go.Figure | str:
+    """One figure: the vote histogram on top, a page of the candidate table below (winner highlighted).
+    An HTML message when the run has no candidate set."""
+    picked = pick_set(record, node_id)
+    if picked is None:
+        return wrap_section('<p class="mg-muted">This run produced no candidate set'
+                            + (f" at node {esc(node_id)}" if node_id else "") + ".</p>")
+    node = picked[0]
+    rows = sample_rows(record, node)
+    counts = vote_counts(record, node)
+    winner = _winner_answer(rows)
+    first = max(0, page) * page_size
+    shown = rows[first:first + page_size]
+    chart_px, table_px = 280, 40 + 26 * max(len(shown), 1)
+    height = min(chart_px + table_px + 90, 1300)
+    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.06, specs=[[{"type": "xy"}], [{"type": "table"}]],
+                        row_heights=[chart_px / (chart_px + table_px), table_px / (chart_px + table_px)])
+    _add_histogram(fig, counts, winner, row=1)
+    fill = ["rgba(230,167,0,.25)" if r["winner"] else "rgba(0,0,0,0)" for r in shown]
+    fig.add_trace(go.Table(
+        columnwidth=[30, 360, 70, 50, 45, 60, 60],
+        header={"values": ["#", "text", "answer", "score", "cluster", "winner", "tokens"], "align": "left"},
+        cells={"values": [
+            [r["index"] for r in shown], [shorten(r["text"], 240) for r in shown],
+            [("—" if r["answer"] is None else shorten(str(r["answer"]), 40)) for r in shown],
+            [fmt_num(r["score"], 3) for r in shown], [fmt_num(r["cluster"]) for r in shown],
+            ["★ winner" if r["winner"] else "" for r in shown], [r["completion_tokens"] for r in shown]],
+            "align": "left", "fill": {"color": [fill]}, "height": 24},
+    ), row=2, col=1)
+    paging = f" · rows {first + 1}–{first + len(shown)} of {len(rows)}" if len(rows) > len(shown) else ""
+    fig.update_layout(
+        title={"text": f"Samples of {node} · {len(rows)} candidates · winner: {shorten(winner or '—', 40)}"
+                       + paging, "font": {"size": 14}},
+        height=height, template="plotly_white", margin={"l": 10, "r": 10, "t": 40, "b": 10}, showlegend=False)
+    fig.update_xaxes(type="category", row=1, col=1)
+    return fig
+
+
+def samples_html(record: dict[str, Any], node_id: str | None = None, limit: int = 300) -> str:
+    """The candidate table as HTML: full texts behind <details>, the winner highlighted."""
+    picked = pick_set(record, node_id)
+    if picked is None:
+        return ""
+    node = picked[0]
+    rows = sample_rows(record, node)
+    body = []
+    for r in rows[:limit]:
+        text = r["text"]
+        cell = (f"<details><summary>{esc(shorten(text, 140))}</summary><div class=mg-text>{esc(text)}</div></details>"
+                if len(text) > 140 else f"<span class=mg-text>{esc(text)}</span>")
+        body.append(f"<tr class=\"{'mg-winner' if r['winner'] else ''}\"><td class=num>{r['index']}</td><td>{cell}</td>"
+                    f"<td>{esc('—' if r['answer'] is None else r['answer'])}</td>"
+                    f"<td class=num>{fmt_num(r['score'], 3)}</td><td class=num>{fmt_num(r['cluster'])}</td>"
+                    f"<td>{'★' if r['winner'] else ''}</td><td class=num>{r['completion_tokens']}</td></tr>")
+    more = (f'<p class="mg-muted">{len(rows) - limit} more candidates not shown; export the run as JSON for all '
+            "of them.</p>" if len(rows) > limit else "")
+    node_kind = (node_by_id(record, node) or {}).get("kind", "")
+    return (f"<h3>Candidates of {esc(node)} ({esc(node_kind)}) · {len(rows)}</h3><table class=mg-samples>"
+            "<thead><tr><th class=num>#</th><th>text</th><th>answer</th><th class=num>score</th>"
+            "<th class=num>cluster</th><th>winner</th><th class=num>tokens</th></tr></thead><tbody>"
+            + "".join(body) + "</tbody></table>" + more)

@@ -1,0 +1,159 @@
+"""Timeline: node runs and the LM calls inside them on one time axis (a Gantt chart), aggregated when big."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import plotly.graph_objects as go
+
+from app.viz.common import MUTED, STATUS_COLORS, esc, run_start, shorten
+from app.viz.summary import request_key
+
+MAX_CALL_BARS = 800
+"""Above this many calls, each bar is a request (its samples together) instead of a call."""
+MAX_REQUEST_BARS = 1500
+"""Above this many requests, calls are counted in time bins per node."""
+MAX_LANES = 12
+"""Parallel lanes drawn per node; calls beyond share the last lane."""
+TIME_BINS = 120
+
+
+def _lanes(spans: list[tuple[float, float]]) -> list[int]:
+    """Greedy interval partitioning: the lane of each span, so overlapping spans never share one."""
+    order = sorted(range(len(spans)), key=lambda i: spans[i][0])
+    lane_end: list[float] = []
+    lanes = [0] * len(spans)
+    for i in order:
+        start, end = spans[i]
+        for k, last in enumerate(lane_end):
+            if last <= start + 1e-9:
+                lane_end[k] = end
+                lanes[i] = k
+                break
+        else:
+            lanes[i] = len(lane_end)
+            lane_end.append(end)
+    return [min(lane, MAX_LANES - 1) for lane in lanes]
+
+
+def _call_bars(calls: list[dict[str, Any]], t0: float, by_request: bool) -> list[dict[str, Any]]:
+    """One bar per call, or per request: start, end, tokens and hover text."""
+    if not by_request:
+        return [{
+            "node": c.get("node_id") or "?", "start": c["start"] - t0, "end": max(c["end"], c["start"]) - t0,
+            "tokens": c.get("completion_tokens", 0),
+            "hover": (f"<b>{esc(c.get('call_id'))}</b> · {esc(c.get('purpose'))} · sample {c.get('sample_index')}/"
+                      f"{c.get('n')}<br>prompt {c.get('prompt_tokens')} tok ({c.get('prompt_tokens_evaluated')} "
+                      f"evaluated, {c.get('prompt_tokens_cached')} cached) · completion "
+                      f"{c.get('completion_tokens')} tok<br>{(c['end'] - c['start']):.3f}s · "
+                      f"{esc(c.get('finish_reason'))}<br>{esc(shorten(c.get('completion'), 120))}"),
+        } for c in calls]
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for c in calls:
+        groups[request_key(c)].append(c)
+    bars = []
+    for members in groups.values():
+        first = members[0]
+        start = min(c["start"] for c in members)
+        end = max(max(c["end"], c["start"]) for c in members)
+        tokens = sum(c.get("completion_tokens", 0) for c in members)
+        bars.append({
+            "node": first.get("node_id") or "?", "start": start - t0, "end": end - t0, "tokens": tokens,
+            "hover": (f"<b>request of {len(members)} sample(s)</b> · {esc(first.get('purpose'))}<br>prompt "
+                      f"{first.get('prompt_tokens')} tok · completion {tokens} tok in total<br>{end - start:.3f}s"),
+        })
+    return bars
+
+
+def _binned_bars(calls: list[dict[str, Any]], t0: float, span: float) -> list[dict[str, Any]]:
+    width = max(span, 1e-6) / TIME_BINS
+    bins: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for c in calls:
+        bins[(c.get("node_id") or "?", int((c["start"] - t0) / width))].append(c)
+    bars = []
+    for (node, k), members in bins.items():
+        tokens = sum(c.get("completion_tokens", 0) for c in members)
+        bars.append({"node": node, "start": k * width, "end": (k + 1) * width, "tokens": tokens, "lane": 0,
+                     "hover": f"<b>{len(members)} calls</b> started here · {tokens} completion tok"})
+    return bars
+
+
+def timeline_figure(record: dict[str, Any]) -> go.Figure:
+    """Gantt chart: a row per node (coloured by status; cache hits as diamonds) and rows of its LM calls
+    below it (coloured by completion tokens). Parallel calls sit in separate lanes."""
+    t0 = run_start(record)
+    nodes = record.get("nodes", [])
+    calls = [c for c in record.get("lm_calls", []) if isinstance(c.get("start"), int | float)]
+    ends = [c["end"] for c in calls] + [n.get("ended_at") or 0 for n in nodes]
+    span = max([e - t0 for e in ends if e] + [record["run"].get("wall_s") or 0, 1e-3])
+    n_requests = len({request_key(c) for c in calls})
+    if len(calls) <= MAX_CALL_BARS:
+        mode, bars = "one bar per LM call", _call_bars(calls, t0, by_request=False)
+    elif n_requests <= MAX_REQUEST_BARS:
+        mode, bars = "one bar per request (its samples together)", _call_bars(calls, t0, by_request=True)
+    else:
+        mode, bars = f"LM calls counted in {TIME_BINS} time bins", _binned_bars(calls, t0, span)
+    per_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for bar in bars:
+        per_node[bar["node"]].append(bar)
+    for node_bars in per_node.values():
+        if "lane" not in node_bars[0]:
+            for bar, lane in zip(node_bars, _lanes([(b["start"], b["end"]) for b in node_bars]), strict=True):
+                bar["lane"] = lane
+
+    rows: list[str] = []
+    row_of_lane: dict[tuple[str, int], str] = {}
+    known = [n["node_id"] for n in nodes] + [k for k in per_node if k not in {n["node_id"] for n in nodes}]
+    for node_id in known:
+        rows.append(node_id)
+        lanes = sorted({b["lane"] for b in per_node.get(node_id, [])})
+        for lane in lanes:
+            label = f"{node_id} · calls" + (f" {lane + 1}" if len(lanes) > 1 else "")
+            row_of_lane[(node_id, lane)] = label
+            rows.append(label)
+
+    fig = go.Figure()
+    for status in sorted({n.get("status") or "?" for n in nodes}):
+        group = [n for n in nodes if (n.get("status") or "?") == status and n.get("status") != "cached"]
+        if not group:
+            continue
+        starts = [((n.get("started_at") or t0) - t0) for n in group]
+        ends_ = [((n.get("ended_at") or n.get("started_at") or t0) - t0) for n in group]
+        fig.add_trace(go.Bar(
+            orientation="h", y=[n["node_id"] for n in group], base=starts,
+            x=[max(e - s, span / 500) for s, e in zip(starts, ends_, strict=True)],
+            marker={"color": STATUS_COLORS.get(status, MUTED)}, name=f"node {status}",
+            customdata=[[n.get("kind"), n.get("duration_s"), shorten(n.get("error"), 200)] for n in group],
+            hovertemplate="<b>%{y}</b> (%{customdata[0]})<br>" + status
+            + "<br>start %{base:.3f}s · %{customdata[1]:.3f}s<br>%{customdata[2]}<extra></extra>",
+        ))
+    cached = [n for n in nodes if n.get("status") == "cached"]
+    if cached:
+        fig.add_trace(go.Scatter(
+            x=[(n.get("started_at") or t0) - t0 for n in cached], y=[n["node_id"] for n in cached],
+            mode="markers+text", text=["cache hit"] * len(cached), textposition="middle right",
+            marker={"symbol": "diamond", "size": 12, "color": STATUS_COLORS["cached"]}, name="node from cache",
+            hovertemplate="<b>%{y}</b><br>cache hit: outputs reused, no LM calls<extra></extra>"))
+    if bars:
+        tokens = [b["tokens"] for b in bars]
+        fig.add_trace(go.Bar(
+            orientation="h", y=[row_of_lane[(b["node"], b["lane"])] for b in bars],
+            base=[b["start"] for b in bars], x=[max(b["end"] - b["start"], span / 1000) for b in bars],
+            marker={"color": tokens, "colorscale": "Viridis", "cmin": 0, "cmax": max(max(tokens), 1),
+                    "colorbar": {"title": {"text": "completion<br>tokens"}, "thickness": 12},
+                    "line": {"width": 0}},
+            name="LM calls", hovertext=[b["hover"] for b in bars], hoverinfo="text", showlegend=True,
+        ))
+    fig.update_layout(
+        title={"text": f"Timeline · {len(nodes)} nodes · {len(calls)} LM calls · {mode}", "font": {"size": 14}},
+        barmode="overlay", bargap=0.25, height=min(140 + 26 * max(len(rows), 1), 1600),
+        xaxis={"title": {"text": "seconds since run start"}, "rangemode": "tozero"},
+        yaxis={"categoryorder": "array", "categoryarray": rows, "autorange": "reversed", "automargin": True},
+        legend={"orientation": "h", "y": -0.12 if len(rows) > 6 else -0.3},
+        margin={"l": 10, "r": 10, "t": 40, "b": 40},
+        template="plotly_white",
+    )
+    if not rows:
+        fig.add_annotation(text="nothing ran", showarrow=False)
+    return fig

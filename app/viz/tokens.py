@@ -1,0 +1,68 @@
+"""Token view: a completion coloured by each token's probability, the value (and alternatives) on hover."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from app.viz.common import esc, fmt_num, shorten, wrap_section
+
+
+def find_call(record: dict[str, Any], call_id: str) -> dict[str, Any] | None:
+    return next((c for c in record.get("lm_calls", []) if c.get("call_id") == call_id), None)
+
+
+def calls_with_logprobs(record: dict[str, Any]) -> list[str]:
+    return [c["call_id"] for c in record.get("lm_calls", []) if c.get("logprobs")]
+
+
+def prob_color(p: float) -> str:
+    """Red (unlikely) through yellow to green (likely), translucent so text stays readable."""
+    hue = 120.0 * max(0.0, min(1.0, p))
+    return f"hsla({hue:.0f},75%,50%,0.38)"
+
+
+def _token_span(item: dict[str, Any]) -> str:
+    token = str(item.get("token", ""))
+    logprob = item.get("logprob")
+    if not isinstance(logprob, int | float) or math.isnan(logprob):
+        return f'<span class="mg-tok" title="no log-probability">{esc(token)}</span>'
+    p = math.exp(logprob) if logprob > -700 else 0.0
+    title = f"p = {p:.4f} · logprob {logprob:.4f}"
+    top = item.get("top") or []
+    if top:
+        alts = ", ".join(f"{alt[0]!r} {math.exp(alt[1]):.3f}" for alt in top[:5]
+                         if isinstance(alt, list | tuple) and len(alt) == 2 and isinstance(alt[1], int | float))
+        title += f"\ntop: {alts}"
+    return (f'<span class="mg-tok" style="background:{prob_color(p)}" title="{esc(title)}" '
+            f'data-p="{p:.4f}">{esc(token)}</span>')
+
+
+def token_view_body(record: dict[str, Any], call_id: str) -> str:
+    call = find_call(record, call_id)
+    if call is None:
+        return f'<p class="mg-muted">No LM call {esc(call_id)} in this run.</p>'
+    head = (f"<h3>{esc(call_id)} · {esc(call.get('purpose'))} · sample {esc(call.get('sample_index'))} · "
+            f"{fmt_num(call.get('completion_tokens'))} tokens · {esc(call.get('finish_reason'))}</h3>")
+    prompt = (f"<details><summary>prompt ({fmt_num(call.get('prompt_tokens'))} tokens): "
+              f"{esc(shorten(call.get('prompt'), 80))}</summary><div class=mg-text>{esc(call.get('prompt'))}</div>"
+              "</details>")
+    logprobs = call.get("logprobs")
+    if not logprobs:
+        return (head + prompt + '<p class="mg-muted">No per-token log-probabilities were recorded for this call '
+                "(turn on the node's logprobs param to record them).</p>"
+                f"<div class=mg-text>{esc(call.get('completion'))}</div>")
+    spans = "".join(_token_span(item) for item in logprobs)
+    probs = [math.exp(i["logprob"]) for i in logprobs if isinstance(i.get("logprob"), int | float)
+             and i["logprob"] > -700]
+    stats = (f'<p class="mg-muted">mean p {sum(probs) / len(probs):.3f} · min p {min(probs):.3f} · '
+             f"hover a token for its probability</p>") if probs else ""
+    legend = ('<div style="display:flex;align-items:center;gap:6px;font-size:12px">p=0'
+              '<div style="width:160px;height:10px;background:linear-gradient(90deg,hsla(0,75%,50%,.6),'
+              'hsla(60,75%,50%,.6),hsla(120,75%,50%,.6))"></div>p=1</div>')
+    return f'{head}{prompt}{legend}<div class="mg-text mg-tokens">{spans}</div>{stats}'
+
+
+def token_view_html(record: dict[str, Any], call_id: str) -> str:
+    return wrap_section(f'<div class="mg-token-view" data-call="{esc(call_id)}">'
+                        f"{token_view_body(record, call_id)}</div>")

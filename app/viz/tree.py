@@ -1,0 +1,195 @@
+"""Search tree: partial solutions with their step scores, pruned branches greyed, the chosen path
+highlighted, full text on hover (figure) or behind expandable rows (HTML outline)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import plotly.graph_objects as go
+
+from app.viz.common import MUTED, WINNER_COLOR, esc, events_of, fmt_num, shorten, wrap_for_hover
+
+MAX_OUTLINE_NODES = 600
+
+
+def tree_nodes(record: dict[str, Any], node_id: str | None = None) -> tuple[str, list[dict[str, Any]]] | None:
+    """(workflow node id, tree nodes) from the node's "tree" events (later events update earlier ones by
+    id), or else from LM calls linked by `parent`. None when the run has no tree."""
+    events = events_of(record, "tree", node_id)
+    if events:
+        owner = node_id or events[0].get("node_id") or "?"
+        merged: dict[str, dict[str, Any]] = {}
+        for event in events:
+            if event.get("node_id") != owner:
+                continue
+            for item in event["data"].get("nodes") or []:
+                key = str(item.get("id"))
+                merged[key] = {**merged.get(key, {}), **item, "id": key}
+        return owner, list(merged.values())
+    calls = [c for c in record.get("lm_calls", [])
+             if (node_id is None or c.get("node_id") == node_id)
+             and (c.get("parent") or "depth" in (c.get("tag") or {}))]
+    if not calls:
+        return None
+    owner = node_id or calls[0].get("node_id") or "?"
+    nodes = []
+    for c in calls:
+        if c.get("node_id") != owner:
+            continue
+        tag = c.get("tag") or {}
+        nodes.append({"id": c["call_id"], "parent": c.get("parent"), "depth": tag.get("depth"),
+                      "text": c.get("completion", ""), "score": tag.get("score"), "pruned": bool(tag.get("pruned")),
+                      "chosen": bool(tag.get("chosen"))})
+    return owner, nodes
+
+
+def tree_nodes_ids(record: dict[str, Any]) -> list[str]:
+    """Workflow nodes that drew a search tree."""
+    return list(dict.fromkeys(str(e.get("node_id")) for e in events_of(record, "tree")))
+
+
+def layout_tree(nodes: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """(x = depth, y = row) of each node: leaves on consecutive rows, a parent centred on its children."""
+    ids = {n["id"] for n in nodes}
+    children: dict[str | None, list[str]] = defaultdict(list)
+    for n in nodes:
+        parent = n.get("parent")
+        children[str(parent) if parent is not None and str(parent) in ids else None].append(n["id"])
+    pos: dict[str, tuple[float, float]] = {}
+    next_row = 0.0
+    roots = children.get(None, []) + [n["id"] for n in nodes]  # leftovers (cycles) become roots
+    for root in roots:
+        if root in pos:
+            continue
+        # iterative post-order walk: deep chains must not hit the recursion limit
+        stack: list[tuple[str, int, bool]] = [(root, 0, False)]
+        entered: set[str] = set()
+        while stack:
+            node, depth, expanded = stack.pop()
+            if expanded:
+                kid_ys = [pos[k][1] for k in children.get(node, []) if k in pos and k not in entered]
+                if kid_ys:
+                    y = sum(kid_ys) / len(kid_ys)
+                else:
+                    y = next_row
+                    next_row += 1
+                pos[node] = (float(depth), y)
+                entered.discard(node)
+                continue
+            if node in pos or node in entered:
+                continue
+            entered.add(node)
+            stack.append((node, depth, True))
+            for kid in reversed(children.get(node, [])):
+                if kid not in pos and kid not in entered:
+                    stack.append((kid, depth + 1, False))
+    by_id = {n["id"]: n for n in nodes}
+    return {k: (float(by_id[k].get("depth")) if isinstance(by_id[k].get("depth"), int | float) else x, y)
+            for k, (x, y) in pos.items()}
+
+
+def search_tree_figure(record: dict[str, Any], node_id: str | None = None) -> go.Figure | None:
+    """The search tree as a figure, or None when the run has none."""
+    found = tree_nodes(record, node_id)
+    if found is None or not found[1]:
+        return None
+    owner, nodes = found
+    pos = layout_tree(nodes)
+    by_id = {n["id"]: n for n in nodes}
+    edge_sets: dict[str, tuple[list[float | None], list[float | None]]] = {
+        "normal": ([], []), "pruned": ([], []), "chosen": ([], [])}
+    for n in nodes:
+        parent = n.get("parent")
+        if parent is None or str(parent) not in pos:
+            continue
+        parent = str(parent)
+        kind = ("chosen" if n.get("chosen") and by_id[parent].get("chosen")
+                else "pruned" if n.get("pruned") else "normal")
+        xs, ys = edge_sets[kind]
+        (x0, y0), (x1, y1) = pos[parent], pos[n["id"]]
+        xs.extend([x0, x1, None])
+        ys.extend([y0, y1, None])
+    big = len(nodes) > 1500
+    scatter = go.Scattergl if big else go.Scatter
+    fig = go.Figure()
+    styles = {"normal": {"color": "#8fa9c9", "width": 1}, "pruned": {"color": "#d0d0d0", "width": 1, "dash": "dot"},
+              "chosen": {"color": WINNER_COLOR, "width": 4}}
+    for kind, (xs, ys) in edge_sets.items():
+        if xs:
+            fig.add_trace(scatter(x=xs, y=ys, mode="lines", line=styles[kind], hoverinfo="skip",
+                                  name=f"{kind} branch", showlegend=kind != "normal"))
+
+    def hover(n: dict[str, Any]) -> str:
+        flags = " · pruned" if n.get("pruned") else ""
+        flags += " · chosen" if n.get("chosen") else ""
+        return (f"<b>{esc(n['id'])}</b> · depth {fmt_num(n.get('depth'))} · score {fmt_num(n.get('score'), 3)}"
+                f"{flags}<br>{wrap_for_hover(n.get('text'))}")
+
+    live = [n for n in nodes if not n.get("pruned")]
+    pruned = [n for n in nodes if n.get("pruned")]
+    scores = [n.get("score") for n in live if isinstance(n.get("score"), int | float)]
+    if live:
+        fig.add_trace(scatter(
+            x=[pos[n["id"]][0] for n in live], y=[pos[n["id"]][1] for n in live], mode="markers", name="kept",
+            marker={"size": [14 if n.get("chosen") else 9 for n in live],
+                    "color": [n.get("score") if isinstance(n.get("score"), int | float) else 0.0 for n in live],
+                    "colorscale": "RdYlGn", "cmin": min(scores, default=0.0), "cmax": max(scores, default=1.0),
+                    "colorbar": {"title": {"text": "step score"}, "thickness": 12},
+                    "line": {"color": [WINNER_COLOR if n.get("chosen") else "#555" for n in live],
+                             "width": [3 if n.get("chosen") else 0.5 for n in live]}},
+            hovertext=[hover(n) for n in live], hoverinfo="text"))
+    if pruned:
+        fig.add_trace(scatter(
+            x=[pos[n["id"]][0] for n in pruned], y=[pos[n["id"]][1] for n in pruned], mode="markers",
+            name="pruned", marker={"size": 7, "color": MUTED, "opacity": 0.6},
+            hovertext=[hover(n) for n in pruned], hoverinfo="text"))
+    depth = int(max((x for x, _ in pos.values()), default=0))
+    fig.update_layout(
+        title={"text": f"Search tree of {owner} · {len(nodes)} states · {len(pruned)} pruned · "
+                       f"{sum(1 for n in nodes if n.get('chosen'))} on the chosen path", "font": {"size": 14}},
+        height=min(max(360, 18 * (max((y for _, y in pos.values()), default=0) + 2)), 1400),
+        xaxis={"title": {"text": "depth (step)"}, "dtick": 1, "range": [-0.5, depth + 0.5]},
+        yaxis={"visible": False, "autorange": "reversed"}, template="plotly_white", hovermode="closest",
+        legend={"orientation": "h", "y": -0.15}, margin={"l": 10, "r": 10, "t": 40, "b": 40})
+    return fig
+
+
+def tree_html(record: dict[str, Any], node_id: str | None = None) -> str:
+    """The tree as nested expandable rows (full texts), chosen path marked ★, pruned ones greyed."""
+    found = tree_nodes(record, node_id)
+    if found is None or not found[1]:
+        return ""
+    owner, nodes = found
+    ids = {n["id"] for n in nodes}
+    children: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
+    for n in nodes[:MAX_OUTLINE_NODES]:
+        parent = n.get("parent")
+        children[str(parent) if parent is not None and str(parent) in ids else None].append(n)
+
+    def head(n: dict[str, Any]) -> str:
+        style = ' style="opacity:.55"' if n.get("pruned") else ""
+        mark = "★ " if n.get("chosen") else ""
+        summary = (f"{mark}<b>{esc(n['id'])}</b> · score {fmt_num(n.get('score'), 3)}"
+                   f"{' · pruned' if n.get('pruned') else ''} — {esc(shorten(n.get('text'), 100))}")
+        return (f"<details{' open' if n.get('chosen') else ''}{style}><summary>{summary}</summary>"
+                f"<div style=\"margin-left:1.2em\"><div class=mg-text>{esc(n.get('text'))}</div>")
+
+    parts: list[str] = []
+    seen: set[str] = set()
+    stack: list[dict[str, Any] | None] = list(reversed(children.get(None, [])))
+    while stack:  # iterative pre-order; None closes the element opened before its children
+        item = stack.pop()
+        if item is None:
+            parts.append("</div></details>")
+            continue
+        if item["id"] in seen:
+            continue
+        seen.add(item["id"])
+        parts.append(head(item))
+        stack.append(None)
+        stack.extend(reversed(children.get(item["id"], [])))
+    body = "".join(parts)
+    more = (f'<p class="mg-muted">{len(nodes) - MAX_OUTLINE_NODES} more states in the figure only.</p>'
+            if len(nodes) > MAX_OUTLINE_NODES else "")
+    return f"<h3>Search tree of {esc(owner)} (outline)</h3><div class=mg-tree-outline>{body}</div>{more}"
