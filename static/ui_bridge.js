@@ -711,8 +711,7 @@
     }
     for (const snap of init.active_runs || []) S.runs.push(snap);
     if (S.runs.length) schedulePoll();
-    if (document.readyState !== "loading") element.dataset.ready = "1";
-    element.setAttribute("data-ready", "1");
+    (element.querySelector(".mg-page") || element).setAttribute("data-ready", "1");
     window.dispatchEvent(new CustomEvent("metagen:ready"));
   }
 
