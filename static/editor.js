@@ -12,7 +12,9 @@
  *     onSelect(nodeId) {},         // selection changed: the single selected node id, or null
  *     onMessage(text, level) {},   // user-facing messages ("info" | "warning" | "error"); also toasted
  *   });
- *   ed.load(workflow, {fit: true, keepHistory: false});  // replace contents (no onChange echo)
+ *   ed.load(workflow, {fit: true, keepHistory: false});  // replace contents (no onChange echo); keeps the
+ *                                  // selection where ids survive; a no-op (returns false) when `workflow`
+ *                                  // equals getWorkflow(), so echoing the YAML round trip back is safe
  *   ed.getWorkflow();              // workflow JSON = app.workflow.Workflow.to_dict() shape (layout included)
  *   ed.setIssues([{node_id, code, message, hint, line, severity}]);  // node_id null/unknown -> global list
  *   ed.setRunState({node_id: {state, progress, tokens, text, message}}); // merged into the current run state
@@ -31,7 +33,8 @@
  * editor-toast, editor-global-issues.
  * Mouse: drag background = pan (also middle button, Space+drag); Shift/Ctrl+drag background = rubber band;
  * wheel = zoom at cursor; double-click background, "/" or Space = quick-add; drag output -> input = connect;
- * drag from a connected input = move/detach that wire; click a wire + Delete = disconnect.
+ * drag from a connected input = move/detach that wire; click a wire + Delete = disconnect; drop a new wire
+ * on empty canvas = quick-add limited to kinds that can take it, wired on Enter (one undo step).
  */
 (function (global) {
   "use strict";
@@ -97,6 +100,15 @@
     const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
     for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
     return el;
+  }
+
+  function stableStringify(x) {
+    if (Array.isArray(x)) return `[${x.map(stableStringify).join(",")}]`;
+    if (x && typeof x === "object") {
+      return `{${Object.keys(x).filter((k) => x[k] !== undefined).sort()
+        .map((k) => `${JSON.stringify(k)}:${stableStringify(x[k])}`).join(",")}}`;
+    }
+    return JSON.stringify(x === undefined ? null : x);
   }
 
   function clone(x) { return x === undefined ? undefined : JSON.parse(JSON.stringify(x)); }
@@ -454,10 +466,12 @@
 
     load(workflow, options) {
       options = Object.assign({ fit: true, keepHistory: false }, options || {});
+      if (this.loaded && stableStringify(workflow) === stableStringify(this.getWorkflow())) return false;
+      this.loaded = true;
       const before = this._snapshot();
       this.doc = this._docFromWorkflow(workflow);
       this._placeMissing();
-      this.selection.clear();
+      for (const id of [...this.selection]) if (!this.node(id)) this.selection.delete(id);
       this.selectedWire = null;
       this.coalesceKey = null;
       if (options.keepHistory) this._pushUndo(before, "load");
@@ -468,6 +482,7 @@
       this._updateToolbar();
       this._emitSelect();
       if (options.fit) this.fitView();
+      return true;
     }
 
     getWorkflow() { return this._workflowFromDoc(); }
@@ -808,7 +823,7 @@
         }
         if (run.text && run.state === "running") {
           const text = String(run.text);
-          el.appendChild(h("pre", { class: "mge-preview", "data-testid": "node-preview" },
+          el.appendChild(h("div", { class: "mge-preview", "data-testid": "node-preview" },
             text.length > 400 ? "\u2026" + text.slice(-400) : text));
         }
         if (run.state === "error" && run.message) {
@@ -937,6 +952,20 @@
       return q.toLowerCase().split(/\s+/).filter(Boolean).every((w) => hay.includes(w));
     }
 
+    /** Search rank of a kind for `q` (lower is better; Infinity = no match). */
+    _rank(def, q) {
+      if (!this._matches(def, q)) return Infinity;
+      q = q.toLowerCase().trim();
+      if (!q) return 0;
+      const kind = def.kind.toLowerCase();
+      const title = (def.title || "").toLowerCase();
+      if (kind === q || title === q) return 0;
+      if (kind.startsWith(q) || title.startsWith(q)) return 1;
+      if (kind.includes(q) || title.includes(q)) return 2;
+      if ((def.category || "").toLowerCase().includes(q)) return 3;
+      return 4;
+    }
+
     _groups(defs) {
       const groups = new Map();
       for (const def of defs) {
@@ -1050,10 +1079,12 @@
       return { x: x0, y: y0 };
     }
 
-    addNode(kind, at) {
+    /** Add a node of `kind` at world position `at` (null: a free spot in view); returns its id. */
+    addNode(kind, at, setup, coalesce) {
       const node = this._newNode(kind, at);
       if (!node) { this.message(`unknown node kind ${kind}`, "error"); return null; }
-      this.mutate(`add ${kind}`, () => { this.doc.nodes.push(node); });
+      if (setup) setup(node);
+      this.mutate(`add ${kind}`, () => { this.doc.nodes.push(node); }, coalesce);
       this.selection = new Set([node.id]);
       this.selectedWire = null;
       this._applySelectionClasses();
@@ -1090,7 +1121,7 @@
       return null;
     }
 
-    connect(from, out, to, inp) {
+    connect(from, out, to, inp, coalesce) {
       const problem = this.checkConnection(from, out, to, inp);
       if (problem) { this.message(problem, "error"); return false; }
       this.mutate("connect", () => {
@@ -1100,8 +1131,44 @@
         else this.doc.edges.push(edge);
         const dst = this.node(to);
         if (dst.raw) delete dst.raw[inp];
-      });
+      }, coalesce);
       return true;
+    }
+
+    /** How a new node of kind `def` would take the pending wire: {port, setup} or null. */
+    _wirePlan(def, pending) {
+      if (pending.from) {
+        if (def.section === "inputs") return null;
+        if (def.section === "outputs") return { port: "value" };
+        const port = (def.inputs || []).find((p) => portCompatible(pending.type, p.type));
+        if (port) return { port: port.name };
+        const textParam = def.variadic_inputs && this._paramsOf(def).find((p) => p.type === "text");
+        if (!textParam) return null;
+        const src = this.node(pending.from);
+        const variable = src && src.section === "inputs" ? src.params.name : pending.out;
+        return { port: variable, setup: (n) => { n.params[textParam.name] = `{${variable}}`; } };
+      }
+      if (def.section === "outputs") return null;
+      if (def.section === "inputs") {
+        const type = pending.type === "any" ? "text" : pending.type;
+        if (!INPUT_TYPES.includes(type)) return null;
+        return { port: "value", setup: (n) => { n.params.type = type; } };
+      }
+      const port = (def.outputs || []).find((p) => portCompatible(p.type, pending.type));
+      return port ? { port: port.name } : null;
+    }
+
+    /** Add a node of `kind` and wire it to the pending connection, as one undo step. */
+    _addWired(kind, at, pending) {
+      const def = this.kindDef(kind);
+      const plan = def && this._wirePlan(def, pending);
+      if (!plan) return this.addNode(kind, at);
+      const key = `wire-add:${Date.now()}:${Math.random()}`;
+      const id = this.addNode(kind, pending.from ? at : { x: at.x - 230, y: at.y }, plan.setup, key);
+      if (id && pending.from) this.connect(pending.from, pending.out, id, plan.port, key);
+      else if (id) this.connect(id, plan.port, pending.to, pending.in, key);
+      this.coalesceKey = null;
+      return id;
     }
 
     disconnect(key) {
@@ -1619,6 +1686,14 @@
         if (d.detached) { this.doc = JSON.parse(d.before); this.render(); }
       };
       if (!portEl || !nodeEl || !this.root.contains(nodeEl)) {
+        const onCanvas = hit && this.viewport.contains(hit) && !hit.closest(".mge-node, .mge-global-issues, .mge-toast");
+        if (!d.detached && onCanvas) {
+          const type = d.reverse ? (this.inputPorts(this.node(d.to)).find((p) => p.name === d.in) || {}).type
+            : (this.outputPorts(this.node(d.from)).find((p) => p.name === d.out) || {}).type;
+          this.openQuickAdd(e.clientX, e.clientY, d.reverse ? { to: d.to, in: d.in, type: type || "any" }
+            : { from: d.from, out: d.out, type: type || "any" });
+          return;
+        }
         if (d.detached) {
           // dropped on nothing: the wire is removed (one undoable step)
           const now = this._snapshot();
@@ -1726,7 +1801,8 @@
 
     // ---------------------------------------------------------------- quick add
 
-    openQuickAdd(clientX, clientY) {
+    /** The quick-add search at a client point (default: the mouse); `pending` = a dropped wire to attach. */
+    openQuickAdd(clientX, clientY, pending) {
       const r = this.viewport.getBoundingClientRect();
       if (clientX === undefined) {
         const inside = this.mouse.inside;
@@ -1743,12 +1819,20 @@
       const input = h("input", { type: "text", class: "mge-input", placeholder: "Add node: type to search\u2026",
         "data-testid": "quickadd-input", "aria-label": "Search node kinds" });
       const list = h("div", { class: "mge-quick-list", role: "listbox" });
+      if (pending) {
+        const what = pending.from ? `${pending.from}.${pending.out}` : `${pending.to}.${pending.in}`;
+        this.quick.append(h("div", { class: "mge-muted mge-quick-head" },
+          `${pending.from ? "Connect from" : "Connect to"} ${what} (${pending.type})`));
+      }
       this.quick.append(input, list);
       this.quick.hidden = false;
       let active = 0;
       let items = [];
       const refresh = () => {
-        items = [...this.kinds.values()].filter((d) => this._matches(d, input.value.trim()));
+        const q = input.value.trim();
+        items = [...this.kinds.values()]
+          .filter((d) => this._matches(d, q) && (!pending || this._wirePlan(d, pending)))
+          .map((d, i) => [this._rank(d, q), i, d]).sort((a, b) => a[0] - b[0] || a[1] - b[1]).map((x) => x[2]);
         active = clamp(active, 0, Math.max(0, items.length - 1));
         list.textContent = "";
         items.forEach((def, i) => {
@@ -1767,7 +1851,8 @@
       const choose = (kind) => {
         const at = this.quickAt;
         this.closeQuickAdd();
-        this.addNode(kind, { x: at.x, y: at.y });
+        if (pending) this._addWired(kind, { x: at.x, y: at.y - 30 }, pending);
+        else this.addNode(kind, { x: at.x, y: at.y });
         this.root.focus({ preventScroll: true });
       };
       input.addEventListener("input", () => { active = 0; refresh(); });
@@ -1802,7 +1887,7 @@
       box.textContent = "";
       if (this.selection.size > 1) {
         box.appendChild(h("div", { class: "mge-panel-title" }, `${this.selection.size} nodes selected`));
-        box.appendChild(h("p", { class: "mge-muted" },
+        box.appendChild(h("div", { class: "mge-muted" },
           "Drag to move them together; Ctrl+C / Ctrl+V copies, Delete removes."));
         return;
       }
@@ -1814,8 +1899,8 @@
       box.appendChild(h("div", { class: "mge-panel-title" },
         n.section === "inputs" ? "Workflow input" : n.section === "outputs" ? "Workflow output"
           : `${def ? def.title || def.kind : n.kind}`));
-      if (def && def.description) box.appendChild(h("p", { class: "mge-desc" }, def.description));
-      if (!def) box.appendChild(h("p", { class: "mge-field-error" }, `Unknown node kind "${n.kind}".`));
+      if (def && def.description) box.appendChild(h("div", { class: "mge-desc" }, def.description));
+      if (!def) box.appendChild(h("div", { class: "mge-field-error" }, `Unknown node kind "${n.kind}".`));
       const issues = this.issues.filter((i) => i && i.node_id === id);
       if (issues.length) {
         box.appendChild(h("div", { class: "mge-inspector-issues" }, issues.map((i) =>
@@ -2075,7 +2160,7 @@
       box.appendChild(this._field("description", "", desc));
       const counts = this.doc.nodes.reduce((acc, n) => { acc[n.section || "nodes"] += 1; return acc; },
         { inputs: 0, nodes: 0, outputs: 0 });
-      box.appendChild(h("p", { class: "mge-muted" },
+      box.appendChild(h("div", { class: "mge-muted" },
         `${counts.nodes} nodes, ${counts.inputs} inputs, ${counts.outputs} outputs, ${this.doc.edges.length} wires.`));
       box.appendChild(h("div", { class: "mge-help-box" }, [
         h("div", {}, "Click a node to edit it. Drag from an output (right) to an input (left) to connect."),

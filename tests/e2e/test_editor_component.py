@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import itertools
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +27,7 @@ CHROMIUM_ARGS = [
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (stdlib signature)
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
 
@@ -444,6 +445,54 @@ def test_quick_add_search(editor: EditorPage, static_url: str) -> None:
     assert "generator" in editor.node_ids()
 
 
+def test_dropping_a_wire_on_the_canvas_offers_compatible_kinds(editor: EditorPage, static_url: str) -> None:
+    editor.open(static_url)
+    before = editor.workflow()
+    editor.drag(editor.center(editor.port("think", "out:candidates")), editor.canvas_point(0.5, 0.88))
+    search = editor.page.locator('[data-testid="quickadd-input"]')
+    search.wait_for()
+    assert "think.candidates" in editor.page.locator('[data-testid="quickadd"]').inner_text()
+    kinds = editor.page.eval_on_selector_all(".mge-quick-item", "els => els.map(e => e.dataset.kind)")
+    assert {"verifier", "voter", "output"} <= set(kinds)
+    assert "input" not in kinds and "refiner" not in kinds  # refiner takes text only
+    search.type("verif")
+    search.press("Enter")
+    wf = editor.workflow()
+    assert _port_refs(wf)["verifier"] == {"candidates": "think.candidates"}
+    # dragging backwards from an empty input: kinds with a matching output; a workflow input gets its type
+    editor.drag(editor.center(editor.port("verifier", "in:question")), editor.canvas_point(0.2, 0.88))
+    search.wait_for()
+    kinds = editor.page.eval_on_selector_all(".mge-quick-item", "els => els.map(e => e.dataset.kind)")
+    assert "input" in kinds and "verifier" not in kinds
+    search.type("input")
+    search.press("Enter")
+    wf = editor.workflow()
+    assert _port_refs(wf)["verifier"] == {"candidates": "think.candidates", "question": "inputs.input"}
+    assert wf["inputs"]["input"] == {"type": "text"}
+    editor.page.keyboard.press("Control+z")
+    editor.page.keyboard.press("Control+z")
+    assert editor.workflow() == before
+    editor.screenshot("wire-dropped")
+
+
+def test_host_page_styles_do_not_leak_in(editor: EditorPage, static_url: str) -> None:
+    editor.open(static_url, "?hostile")
+    editor.page.evaluate("""
+        ed.setIssues([{node_id: "vote", code: "x", message: "bad", hint: "fix", severity: "error"}]);
+        ed.setRunState({think: {state: "running"}})""")
+    editor.connect("vote", "answer", "think", "question")  # a cycle: refused, toasted
+
+    def color(selector: str) -> str:
+        return editor.page.locator(selector).first.evaluate("e => getComputedStyle(e).color")
+
+    assert color(".mge-toast-item") == "rgb(249, 250, 251)"
+    assert color('[data-testid="state-badge"]') == "rgb(255, 255, 255)"
+    assert color(".mge-issue-badge") == "rgb(255, 255, 255)"
+    assert color(".mge-node-title") == "rgb(31, 41, 55)"
+    assert color(".mge-palette-item .mge-item-title") == "rgb(31, 41, 55)"
+    assert editor.page.locator(".mge-btn").first.evaluate("e => getComputedStyle(e).marginBottom") == "0px"
+
+
 def test_palette_search_filters(editor: EditorPage, static_url: str) -> None:
     editor.open(static_url)
     editor.page.fill('[data-testid="palette-search"]', "vote")
@@ -470,7 +519,7 @@ def test_auto_layout_and_fit(editor: EditorPage, static_url: str) -> None:
     layout = editor.workflow()["layout"]
     assert [layout[i][0] for i in order] == sorted(layout[i][0] for i in order)
     boxes = [editor.page.locator(f'[data-node-id="{i}"]').bounding_box() for i in order]
-    for a, b in zip(boxes, boxes[1:], strict=False):
+    for a, b in itertools.pairwise(boxes):
         assert a["x"] + a["width"] <= b["x"], "nodes overlap after auto-layout"
     editor.page.keyboard.press("Control+z")
     assert editor.workflow()["layout"]["vote"] != layout["vote"]
@@ -543,7 +592,8 @@ def test_run_state_and_issues_are_painted(editor: EditorPage, static_url: str) -
     pop = vote.locator(".mge-issue-pop")
     assert pop.is_visible()
     assert "must be one of" in pop.inner_text() and "choose majority" in pop.inner_text()
-    assert "the workflow declares no outputs" in editor.page.locator('[data-testid="editor-global-issues"]').inner_text()
+    global_issues = editor.page.locator('[data-testid="editor-global-issues"]')
+    assert "the workflow declares no outputs" in global_issues.inner_text()
     editor.screenshot("issues")
 
     editor.page.evaluate("ed.clearRunState(); ed.setIssues([])")
