@@ -84,12 +84,18 @@ def run_choice(row: list[Any]) -> tuple[str, str]:
     return f"{row[0]} · {row[1]} · {row[2]} · {row[3]}", str(row[0])
 
 
-def node_ids(record: dict[str, Any]) -> list[str]:
-    return [str(n.get("node_id") or n.get("id")) for n in record.get("nodes", []) if n.get("node_id") or n.get("id")]
-
-
 def call_choices(record: dict[str, Any]) -> list[str]:
-    return [str(c["call_id"]) for c in record.get("lm_calls", []) if c.get("call_id")][:500]
+    """LM calls for the token view: those with logprobs first (they colour by probability), then the rest."""
+    with_logprobs = [str(c) for c in (_safe("calls_with_logprobs", record) or [])]
+    rest = [str(c["call_id"]) for c in record.get("lm_calls", []) if c.get("call_id")]
+    return list(dict.fromkeys(with_logprobs + rest))[:500]
+
+
+def _sample_views(record: dict[str, Any], node_id: str | None) -> tuple[Any, str]:
+    """(plot update, html) of the sample view: the vote histogram + table figure, and the full texts below."""
+    fig, text = _split(_safe("sample_view", record, node_id=node_id))
+    full = _safe("samples_html", record, node_id=node_id)
+    return gr.update(value=fig, visible=fig is not None), text + _as_html(full)
 
 
 def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> None:
@@ -153,9 +159,10 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> None:
             record = service.trace_store.get_run(run_id)
         except Exception as exc:
             return (_message(str(exc)), *empty[1:])
-        fig_s, html_s = _split(_safe("sample_view", record))
+        samples = _sample_views(record, None)
+        candidates = _safe("candidate_nodes", record) or []
         fig_t, html_t = _split(_safe("search_tree_figure", record))
-        report = _export_file(record)
+        tree_text = _safe("tree_html", record)
         calls = call_choices(record)
         summary_value = _safe("summary_html", record)
         if summary_value is None:
@@ -163,14 +170,14 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> None:
         return (
             _as_html(summary_value),
             _safe("timeline_figure", record),
-            gr.update(choices=[("all nodes", ""), *[(n, n) for n in node_ids(record)]], value=""),
-            gr.update(value=fig_s, visible=fig_s is not None), html_s,
-            gr.update(value=fig_t, visible=fig_t is not None), html_t or ("" if fig_t is not None else _message(
-                "This run has no search tree.")),
+            gr.update(choices=list(candidates), value=candidates[0] if candidates else None),
+            *samples,
+            gr.update(value=fig_t, visible=fig_t is not None),
+            (html_t + _as_html(tree_text)) or _message("This run has no search tree."),
             _as_html(_safe("refinement_html", record)) or _message("This run has no refinement steps."),
             gr.update(choices=calls, value=calls[0] if calls else None),
             _as_html(_safe("token_view_html", record, calls[0])) if calls else _message("This run made no LM calls."),
-            gr.update(value=report),
+            gr.update(value=_export_file(record)),
             "",
         )
 
@@ -180,9 +187,7 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> None:
     def show_samples(run_id: str | None, node_id: str | None) -> tuple[Any, Any]:
         if not run_id:
             return gr.update(visible=False), ""
-        record = service.trace_store.get_run(run_id)
-        fig, text = _split(_safe("sample_view", record, node_id=node_id or None))
-        return gr.update(value=fig, visible=fig is not None), text
+        return _sample_views(service.trace_store.get_run(run_id), node_id or None)
 
     sample_node.input(show_samples, [run_pick, sample_node], [samples_plot, samples_html])
 
