@@ -1,0 +1,365 @@
+"""The batched multi-sequence llama.cpp engine: one thread owns the context and runs a continuous-batching
+decode loop (one llama_decode per step over every live sequence of every request); request threads submit
+jobs and wait on their events."""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from backends.base import BackendError, CancelledError
+from backends.engine_jobs import Job
+from backends.llama_model import LlamaModel
+from backends.prefix_cache import SequenceTable, common_prefix_len
+
+log = logging.getLogger(__name__)
+
+DECODE_ERRORS = {
+    -1: "invalid input batch",
+    2: "aborted",
+}
+
+
+class BatchBuilder:
+    """A reusable llama_batch: filled token by token each step, never reallocated."""
+
+    def __init__(self, lib: Any, capacity: int, n_seq_max: int, max_outputs: int) -> None:
+        self._lib = lib
+        self.capacity = capacity
+        self.max_outputs = max_outputs
+        self.batch = lib.llama_batch_init(capacity, 0, n_seq_max)
+        self._token = self.batch.token
+        self._pos = self.batch.pos
+        self._n_seq_id = self.batch.n_seq_id
+        self._seq_id = self.batch.seq_id
+        self._logits = self.batch.logits
+        self.n = 0
+        self.n_outputs = 0
+
+    def clear(self) -> None:
+        self.n = 0
+        self.n_outputs = 0
+
+    def room(self) -> int:
+        return self.capacity - self.n
+
+    def outputs_left(self) -> int:
+        return self.max_outputs - self.n_outputs
+
+    def add(self, token: int, pos: int, seq_ids: Any, logits: bool) -> int:
+        i = self.n
+        self._token[i] = token
+        self._pos[i] = pos
+        self._n_seq_id[i] = len(seq_ids)
+        row = self._seq_id[i]
+        for k, seq_id in enumerate(seq_ids):
+            row[k] = seq_id
+        self._logits[i] = 1 if logits else 0
+        self.n = i + 1
+        if logits:
+            self.n_outputs += 1
+        return i
+
+    def free(self) -> None:
+        if self.batch is not None:
+            self.batch.n_tokens = 0
+            self._lib.llama_batch_free(self.batch)
+            self.batch = None
+
+
+class Engine:
+    """Owns one llama_context with a unified KV cache shared by up to `n_seq_max` sequences."""
+
+    def __init__(
+        self,
+        model: LlamaModel,
+        kv_size: int,
+        n_ctx_seq: int,
+        threads: int,
+        flash_attn: bool,
+        n_batch: int = 512,
+        n_seq_max: int = 64,
+        prefix_cache_tokens: int = 2048,
+    ) -> None:
+        self.model = model
+        self.lib = model._lib
+        self.n_ctx_seq = n_ctx_seq
+        self.n_batch = max(n_batch, n_seq_max)
+        self.n_seq_max = n_seq_max
+        params = self.lib.llama_context_default_params()
+        params.n_ctx = kv_size
+        params.n_batch = self.n_batch
+        params.n_ubatch = self.n_batch
+        params.n_seq_max = n_seq_max
+        params.kv_unified = True  # one cell may belong to many sequences: the shared-prompt KV
+        params.n_threads = threads
+        params.n_threads_batch = threads
+        params.flash_attn_type = 1 if flash_attn else 0
+        params.no_perf = True
+        self.ctx = self.lib.llama_init_from_model(model.ptr, params)
+        if not self.ctx:
+            raise BackendError(
+                f"llama.cpp could not create a context of {kv_size} KV cells for {model.path.name} "
+                "(out of memory?). Lower n_ctx or the kv_size option."
+            )
+        self.kv_size = int(self.lib.llama_n_ctx(self.ctx))
+        self.mem = self.lib.llama_get_memory(self.ctx)
+        self.batch = BatchBuilder(self.lib, self.n_batch, n_seq_max, max_outputs=max(n_seq_max, 256))
+        self.table = SequenceTable(n_seq_max, prefix_cache_tokens, self.remove_seq_cells)
+        self.stats: collections.Counter[str] = collections.Counter()
+        self._logits_views: dict[int, np.ndarray] = {}
+        self._cond = threading.Condition()
+        self._incoming: collections.deque[Job] = collections.deque()
+        self._waiting: collections.deque[Job] = collections.deque()
+        self._active: list[Job] = []
+        self._closing = False
+        self._prefill_cap = self.n_batch
+        self._thread = threading.Thread(target=self._run, name=f"llama-engine[{model.path.name}]", daemon=True)
+        self._thread.start()
+
+    # -- API for request threads -----------------------------------------------------------------------
+
+    def submit(self, job: Job) -> None:
+        with self._cond:
+            if self._closing:
+                raise BackendError("This model was unloaded; get it again from the model pool.")
+            self._incoming.append(job)
+            self._cond.notify()
+
+    @property
+    def busy(self) -> bool:
+        with self._cond:
+            return bool(self._incoming or self._waiting or self._active)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Engine counters for info(): work done, prefix-cache use, current load."""
+        with self._cond:
+            waiting, active = len(self._incoming) + len(self._waiting), len(self._active)
+        return {
+            **dict(self.stats),
+            "kv_size": self.kv_size,
+            "n_ctx_seq": self.n_ctx_seq,
+            "n_seq_max": self.n_seq_max,
+            "n_batch": self.n_batch,
+            "active_requests": active,
+            "waiting_requests": waiting,
+            "parked_prompts": self.table.n_parked,
+            "parked_tokens": self.table.parked_tokens,
+            "prefix_evictions": self.table.evictions,
+        }
+
+    def close(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join()
+        self.batch.free()
+        if self.ctx:
+            self.lib.llama_free(self.ctx)
+            self.ctx = None
+
+    # -- API for jobs (engine thread only) ---------------------------------------------------------------
+
+    def copy_prefix(self, src: int, dst: int, length: int) -> None:
+        self.lib.llama_memory_seq_cp(self.mem, src, dst, 0, length)
+
+    def remove_seq_cells(self, seq_id: int) -> None:
+        self.lib.llama_memory_seq_rm(self.mem, seq_id, -1, -1)
+
+    def logits_row(self, row: int) -> np.ndarray:
+        ptr = self.lib.llama_get_logits_ith(self.ctx, row)
+        if not ptr:
+            raise BackendError(f"llama.cpp returned no logits for batch row {row}")
+        return np.ctypeslib.as_array(ptr, shape=(self.model.n_vocab,))
+
+    def reserved_free_ids(self) -> int:
+        """Free ids a job may not take opportunistically: those the next waiting request needs."""
+        return self._waiting[0].needed_ids() if self._waiting else 0
+
+    # -- the loop ------------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    while not (self._incoming or self._waiting or self._active or self._closing):
+                        self._cond.wait()
+                    if self._closing:
+                        break
+                    self._waiting.extend(self._incoming)
+                    self._incoming.clear()
+                self._step()
+        except BaseException as exc:  # a bug in the loop must not leave request threads waiting forever
+            log.exception("llama engine loop crashed")
+            self._fail_everything(BackendError(f"The llama.cpp engine stopped after an internal error: {exc}"))
+            with self._cond:
+                self._closing = True
+        self._fail_everything(BackendError("This model was unloaded while the request was running; retry it."))
+
+    def _fail_everything(self, error: BaseException) -> None:
+        with self._cond:
+            pending = list(self._incoming) + list(self._waiting)
+            self._incoming.clear()
+            self._waiting.clear()
+        for job in pending:
+            job.reject(error)
+        for job in list(self._active):
+            self._drop(job, error, park=False)
+
+    def _step(self) -> None:
+        self._drop_cancelled()
+        self._admit()
+        if not self._active:
+            return
+        batch = self.batch
+        batch.clear()
+        in_batch: list[Job] = []
+        prefill_jobs: set[int] = set()
+        for job in self._active:
+            before = batch.n
+            job.add_decode_tokens(batch)
+            if batch.n > before:
+                in_batch.append(job)
+        prompt_budget = min(batch.room(), self._prefill_cap)
+        for job in self._active:
+            if prompt_budget <= 0 or batch.outputs_left() <= 0:
+                break
+            added = job.add_prompt_tokens(batch, prompt_budget)
+            if added:
+                prompt_budget -= added
+                prefill_jobs.add(id(job))
+                if job not in in_batch:
+                    in_batch.append(job)
+        if batch.n == 0:  # every active job is waiting for sequence ids; let others finish first
+            with self._cond:
+                self._cond.wait(timeout=0.005)
+            return
+        batch.batch.n_tokens = batch.n
+        started = time.perf_counter()
+        rc = self.lib.llama_decode(self.ctx, batch.batch)
+        elapsed = time.perf_counter() - started
+        self.stats["decode_calls"] += 1
+        self.stats["decode_s_total"] += elapsed  # type: ignore[assignment]
+        if rc != 0:
+            self._decode_failed(rc, in_batch)
+            return
+        self.stats["tokens_decoded"] += batch.n
+        self.stats["max_batch_tokens"] = max(self.stats["max_batch_tokens"], batch.n)
+        for job in in_batch:
+            if id(job) in prefill_jobs:
+                job.usage.prefill_s += elapsed
+            else:
+                job.usage.decode_s += elapsed
+            try:
+                job.commit(self)
+            except Exception as exc:
+                log.exception("request failed while reading its results")
+                self._drop(job, BackendError(f"The request failed: {exc}"), park=False)
+                continue
+            if job.done:
+                self._complete(job)
+
+    def _admit(self) -> None:
+        """Start waiting jobs, in arrival order, while sequence ids and KV cells allow."""
+        while self._waiting:
+            job = self._waiting[0]
+            if job.cancelled:
+                self._waiting.popleft()
+                job.reject(CancelledError(job.cancel.reason if job.cancel else "cancelled"))
+                continue
+            if self._should_wait_for_shared_prefix(job):
+                return
+            reserved = sum(j.reserve_cells for j in self._active)
+            fits_cells = reserved + job.reserve_cells <= self.kv_size
+            if self._active and (not fits_cells or not self.table.can_acquire(job.needed_ids())):
+                return
+            if not self.table.can_acquire(job.needed_ids()):
+                self._waiting.popleft()
+                job.reject(BackendError(
+                    f"The request needs {job.needed_ids()} parallel sequences but the engine has "
+                    f"{self.n_seq_max}; lower n or raise the n_seq_max option."
+                ))
+                continue
+            self._waiting.popleft()
+            try:
+                self._make_room(reserved + job.reserve_cells, job)
+                job.start(self)
+            except BackendError as exc:
+                self._drop(job, exc, park=False)
+                continue
+            self._active.append(job)
+            self.stats["requests"] += 1
+
+    def _should_wait_for_shared_prefix(self, job: Job) -> bool:
+        """A request whose prompt shares a longer prefix with a prompt still being evaluated waits for it,
+        so the shared part is evaluated once (e.g. N verifier prompts behind one question)."""
+        tokens = job.prefix_tokens()
+        cached = self.table.longest_prefix(tokens)
+        have = cached.length if cached else 0
+        for other in self._active:
+            other_prompt = other.prefix_tokens()
+            fed = getattr(other, "fed", len(other_prompt))
+            if fed < len(other_prompt) and common_prefix_len(other_prompt, tokens) > have + 8:
+                return True
+        return False
+
+    def _make_room(self, cells_needed: int, job: Job) -> None:
+        """Evict parked prompts (least recently used first, never the new job's prefix source) until the
+        reservation fits beside them."""
+        source = self.table.longest_prefix(job.prefix_tokens())
+        keep = source.seq_id if source else None
+        while cells_needed + self.table.parked_tokens > self.kv_size and self.table.evict_lru(keep):
+            pass
+
+    def _decode_failed(self, rc: int, in_batch: list[Job]) -> None:
+        for job in in_batch:
+            job.rollback()
+        if rc == 1:  # no KV slot: free parked prompts, then smaller prompt chunks, then drop the newest job
+            self.stats["kv_full_retries"] += 1
+            if self.table.evict_all_parked():
+                return
+            if self._prefill_cap > 1 and any(getattr(j, "fed", 0) < len(j.prefix_tokens()) for j in in_batch):
+                self._prefill_cap = max(1, self._prefill_cap // 2)
+                return
+            victim = in_batch[-1]
+            self._drop(victim, BackendError(
+                f"The KV cache is full ({self.kv_size} cells shared by all running requests). Lower n or "
+                "max_tokens, run fewer requests at once, or raise n_ctx / the kv_size option."
+            ), park=False)
+            return
+        reason = DECODE_ERRORS.get(rc, "compute error")
+        self.stats["decode_failures"] += 1
+        for job in in_batch:
+            self._drop(job, BackendError(f"llama.cpp failed to decode this request's batch ({reason}, code {rc})."),
+                       park=False)
+
+    def _drop_cancelled(self) -> None:
+        for job in list(self._active):
+            if job.cancelled:
+                self.stats["cancelled"] += 1
+                self._drop(job, CancelledError(job.cancel.reason if job.cancel else "cancelled"), park=True)
+
+    def _drop(self, job: Job, error: BaseException, park: bool) -> None:
+        if job in self._active:
+            self._active.remove(job)
+        try:
+            job.release(self, park=park)
+        except Exception:  # releasing must never take the engine down
+            log.exception("releasing a failed request's sequences")
+        self._after_job()
+        job.reject(error)
+
+    def _complete(self, job: Job) -> None:
+        self._active.remove(job)
+        job.release(self, park=True)
+        self._after_job()
+        job.resolve(job.result())  # type: ignore[attr-defined]
+
+    def _after_job(self) -> None:
+        if not self._active:
+            self._prefill_cap = self.n_batch

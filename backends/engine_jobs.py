@@ -1,0 +1,497 @@
+"""Request state inside the batched engine: a generate request (N samples sharing one prompt) and a scoring
+request (continuations sharing one prefix). The engine thread owns them; request threads only read events."""
+
+from __future__ import annotations
+
+import codecs
+import math
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from backends.base import (
+    BackendError,
+    CancelToken,
+    ChoiceResult,
+    Completion,
+    ContinuationScore,
+    GenerateResult,
+    SamplingParams,
+    ScoreResult,
+    TokenLogprob,
+    Usage,
+)
+from backends.sampling_chain import SequenceSampler
+
+if TYPE_CHECKING:
+    from backends.engine import BatchBuilder, Engine
+
+
+def log_softmax_at(logits: np.ndarray, token: int) -> float:
+    """log p(token) under the untempered distribution of one logits row."""
+    peak = float(logits.max())
+    lse = peak + math.log(float(np.exp(logits - peak, dtype=np.float64).sum()))
+    return float(logits[token]) - lse
+
+
+def top_logprobs(logits: np.ndarray, k: int) -> list[tuple[int, float]]:
+    peak = float(logits.max())
+    lse = peak + math.log(float(np.exp(logits - peak, dtype=np.float64).sum()))
+    top = np.argpartition(logits, -k)[-k:]
+    top = top[np.argsort(-logits[top])]
+    return [(int(t), float(logits[t]) - lse) for t in top]
+
+
+class Job:
+    """Common state: events for the waiting request thread, counters, cancel, the sequence ids held."""
+
+    kind = "job"
+
+    def __init__(self, cancel: CancelToken | None) -> None:
+        self.cancel = cancel
+        self.events: queue.SimpleQueue[tuple[str, Any, Any]] = queue.SimpleQueue()
+        self.usage = Usage()
+        self.submitted = time.perf_counter()
+        self.seq_ids: list[int] = []
+        self.reserve_cells = 0
+        self.done = False
+        self._aborted = threading.Event()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._aborted.is_set() or (self.cancel is not None and self.cancel.cancelled)
+
+    def abort(self) -> None:
+        """Stop the request at the next step (its caller gave up, e.g. its token callback failed)."""
+        self._aborted.set()
+
+    def resolve(self, result: Any) -> None:
+        self.done = True
+        self.events.put(("done", result, None))
+
+    def reject(self, error: BaseException) -> None:
+        self.done = True
+        self.events.put(("error", error, None))
+
+    # The engine drives a job through these; batch additions are only committed after a successful decode.
+    def needed_ids(self) -> int:
+        raise NotImplementedError
+
+    def prefix_tokens(self) -> list[int]:
+        raise NotImplementedError
+
+    def start(self, core: Engine) -> None:
+        raise NotImplementedError
+
+    def add_decode_tokens(self, batch: BatchBuilder) -> None:
+        """Tokens that must go into every step (one per live sample)."""
+
+    def add_prompt_tokens(self, batch: BatchBuilder, budget: int) -> int:
+        """Up to `budget` prompt/continuation tokens; returns how many were added."""
+        return 0
+
+    def rollback(self) -> None:
+        """Forget what was added to a batch that failed to decode."""
+
+    def commit(self, core: Engine) -> None:
+        """The batch decoded: advance state and read the logits rows this job asked for."""
+        raise NotImplementedError
+
+    def release(self, core: Engine, park: bool) -> None:
+        raise NotImplementedError
+
+    def result(self) -> Any:
+        raise NotImplementedError
+
+
+@dataclass
+class Sample:
+    """One sequence of a generate request."""
+
+    index: int
+    seed: int
+    seq_id: int
+    sampler: SequenceSampler
+    tokens: list[int] = field(default_factory=list)
+    text: str = ""
+    emitted: int = 0
+    logprobs: list[TokenLogprob] | None = None
+    finish: str | None = None
+    pending: int = -1
+    row: int = -1
+    time_s: float = 0.0
+    decoder: Any = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace"))
+
+
+class PrefillMixin:
+    """Feeding a prompt once for a set of sequences, starting after the part found in the prefix cache."""
+
+    prompt: list[int]
+    fed: int
+    prompt_row: int
+    kv0: list[int]
+    _chunk: int
+    usage: Usage
+
+    def _start_prefill(self, core: Engine, seq_ids: list[int], source: Any) -> None:
+        reuse = min(source.length, len(self.prompt) - 1) if source is not None else 0
+        if reuse > 0:
+            for seq_id in seq_ids:
+                core.copy_prefix(source.seq_id, seq_id, reuse)
+            core.table.touch(source.seq_id)
+        self.fed = reuse
+        self.kv0 = list(self.prompt[:reuse])
+        core.table.track(seq_ids[0], self.kv0)
+        self.usage.prompt_tokens_cached += reuse
+        core.stats["prompt_tokens_cached"] += reuse
+
+    def _add_prefill(self, batch: BatchBuilder, budget: int, seq_ids: list[int]) -> int:
+        n_prompt = len(self.prompt)
+        take = min(budget, n_prompt - self.fed)
+        for pos in range(self.fed, self.fed + take):
+            row = batch.add(self.prompt[pos], pos, seq_ids, pos == n_prompt - 1)
+            if pos == n_prompt - 1:
+                self.prompt_row = row
+        self._chunk = take
+        return take
+
+    def _commit_prefill(self, core: Engine) -> bool:
+        """Returns True when this commit completed the prompt."""
+        if not self._chunk:
+            return False
+        self.kv0.extend(self.prompt[self.fed : self.fed + self._chunk])
+        self.fed += self._chunk
+        self.usage.prompt_tokens_evaluated += self._chunk
+        core.stats["prompt_tokens_evaluated"] += self._chunk
+        self._chunk = 0
+        return self.fed == len(self.prompt)
+
+
+class GenerateJob(PrefillMixin, Job):
+    """N samples of one prompt: the prompt's KV cells are shared; each sample has its own sampler chain."""
+
+    kind = "generate"
+
+    def __init__(
+        self,
+        prompt_text: str,
+        prompt: list[int],
+        params: SamplingParams,
+        seeds: Sequence[int],
+        grammar: str | None,
+        n_ctx_seq: int,
+        stream_tokens: bool,
+        cancel: CancelToken | None,
+    ) -> None:
+        super().__init__(cancel)
+        self.prompt_text = prompt_text
+        self.prompt = prompt
+        self.params = params
+        self.seeds = list(seeds)
+        self.grammar = grammar
+        self.n_ctx_seq = n_ctx_seq
+        self.stream_tokens = stream_tokens
+        self.samples: list[Sample] = []
+        self.fed = 0
+        self.prompt_row = -1
+        self.kv0: list[int] = []
+        self._chunk = 0
+        self._max_stop = max((len(s) for s in params.stop if s), default=0)
+        self.usage.prompt_tokens = len(prompt)
+        gen_room = max(0, min(params.max_tokens, n_ctx_seq - len(prompt)))
+        self.reserve_cells = len(prompt) + len(seeds) * gen_room
+
+    def needed_ids(self) -> int:
+        return len(self.seeds)
+
+    def prefix_tokens(self) -> list[int]:
+        return self.prompt
+
+    def start(self, core: Engine) -> None:
+        source = core.table.longest_prefix(self.prompt)
+        self.seq_ids = core.table.acquire(len(self.seeds), keep=source.seq_id if source else None)
+        history = self.prompt if self.params.repeat_penalty != 1.0 else ()
+        for i, (seed, seq_id) in enumerate(zip(self.seeds, self.seq_ids, strict=True)):
+            sampler = SequenceSampler(core.lib, core.model.vocab, self.params, seed, self.grammar, history)
+            self.samples.append(
+                Sample(i, seed, seq_id, sampler, logprobs=[] if self.params.logprobs is not None else None)
+            )
+        self._start_prefill(core, self.seq_ids, source)
+        self.reserve_cells -= self.fed
+
+    def add_decode_tokens(self, batch: BatchBuilder) -> None:
+        n_prompt = len(self.prompt)
+        for sample in self.samples:
+            if sample.pending >= 0:
+                sample.row = batch.add(sample.pending, n_prompt + len(sample.tokens) - 1, (sample.seq_id,), True)
+
+    def add_prompt_tokens(self, batch: BatchBuilder, budget: int) -> int:
+        if self.fed >= len(self.prompt) or budget <= 0:
+            return 0
+        return self._add_prefill(batch, budget, self.seq_ids)
+
+    def rollback(self) -> None:
+        self._chunk = 0
+
+    def commit(self, core: Engine) -> None:
+        started = time.perf_counter()
+        if self._commit_prefill(core):
+            if self.params.max_tokens == 0:
+                for sample in self.samples:
+                    self._finish(core, sample, "length")
+            else:
+                for sample in self.samples:
+                    self._sample_next(core, sample, self.prompt_row)
+        else:
+            for sample in self.samples:
+                if sample.pending >= 0:
+                    if sample.index == 0:
+                        self.kv0.append(sample.pending)
+                    sample.pending = -1
+                    self._sample_next(core, sample, sample.row)
+        if self.fed == len(self.prompt) and all(s.finish for s in self.samples):
+            self.done = True
+        self.usage.decode_s += time.perf_counter() - started
+
+    def _sample_next(self, core: Engine, sample: Sample, row: int) -> None:
+        token = sample.sampler.sample(core.ctx, row)
+        if core.model.is_eog(token):
+            self._finish(core, sample, "eog")
+            return
+        if sample.logprobs is not None:
+            logits = core.logits_row(row)
+            entry = TokenLogprob(core.model.piece_text(token), log_softmax_at(logits, token))
+            if self.params.logprobs:
+                entry.top = [(core.model.piece_text(t), lp) for t, lp in top_logprobs(logits, self.params.logprobs)]
+            sample.logprobs.append(entry)
+        sample.tokens.append(token)
+        self.usage.completion_tokens += 1
+        core.stats["completion_tokens"] += 1
+        sample.text += sample.decoder.decode(core.model.piece(token))
+        if self._max_stop and self._check_stop(sample):
+            self._finish(core, sample, "stop")
+            return
+        if len(sample.tokens) >= self.params.max_tokens or len(self.prompt) + len(sample.tokens) >= self.n_ctx_seq:
+            sample.text += sample.decoder.decode(b"", final=True)
+            self._finish(core, sample, "length")
+            return
+        sample.pending = token
+        self._emit(sample, final=False)
+
+    def _check_stop(self, sample: Sample) -> bool:
+        window_start = max(0, len(sample.text) - self._max_stop - 8)
+        window = sample.text[window_start:]
+        cut = -1
+        for stop in self.params.stop:
+            if stop:
+                at = window.find(stop)
+                if at >= 0 and (cut < 0 or at < cut):
+                    cut = at
+        if cut < 0:
+            return False
+        sample.text = sample.text[: window_start + cut]
+        return True
+
+    def _emit(self, sample: Sample, final: bool) -> None:
+        """Stream text that can no longer turn into a stop string."""
+        if not self.stream_tokens:
+            return
+        safe = len(sample.text)
+        if not final and self._max_stop:
+            for stop in self.params.stop:
+                for k in range(min(len(stop) - 1, len(sample.text)), 0, -1):
+                    if sample.text.endswith(stop[:k]):
+                        safe = min(safe, len(sample.text) - k)
+                        break
+        if safe > sample.emitted:
+            self.events.put(("token", sample.index, sample.text[sample.emitted : safe]))
+            sample.emitted = safe
+
+    def _finish(self, core: Engine, sample: Sample, reason: str) -> None:
+        sample.finish = reason
+        sample.pending = -1
+        sample.time_s = time.perf_counter() - self.submitted
+        self._emit(sample, final=True)
+        sample.sampler.free()
+        if sample.index != 0:  # free the sample's own cells now; sample 0 keeps the prompt for parking
+            core.table.release(sample.seq_id)
+            self.seq_ids = [s for s in self.seq_ids if s != sample.seq_id]
+
+    def result(self) -> GenerateResult:
+        completions = [
+            Completion(
+                text=s.text,
+                finish_reason=s.finish or "cancelled",
+                seed=s.seed,
+                tokens=list(s.tokens),
+                logprobs=s.logprobs,
+                completion_tokens=len(s.tokens),
+                prompt_tokens=len(self.prompt),
+                time_s=s.time_s,
+            )
+            for s in self.samples
+        ]
+        return GenerateResult(prompt_text=self.prompt_text, completions=completions, usage=self.usage)
+
+    def release(self, core: Engine, park: bool) -> None:
+        for sample in self.samples:
+            sample.sampler.free()
+        for seq_id in self.seq_ids:
+            if park and seq_id == self.samples[0].seq_id:
+                core.table.park(seq_id, self.kv0)
+            else:
+                core.table.release(seq_id)
+        self.seq_ids = []
+
+
+class ScoreJob(PrefillMixin, Job):
+    """Log-likelihoods of continuations after one prefix, or the next-token distribution over choices.
+    The prefix is evaluated once; each continuation runs on its own sequence that shares the prefix cells."""
+
+    kind = "score"
+
+    def __init__(
+        self, prefix: list[int], continuations: list[list[int]], first_token_only: bool, labels: Sequence[str],
+        cancel: CancelToken | None,
+    ) -> None:
+        super().__init__(cancel)
+        self.prompt = prefix
+        self.conts = continuations
+        self.first_token_only = first_token_only
+        self.labels = list(labels)
+        self.fed = 0
+        self.prompt_row = -1
+        self.kv0: list[int] = []
+        self._chunk = 0
+        self.token_lps: list[list[float]] = [[] for _ in continuations]
+        self._next_cont = 0
+        self._running: dict[int, list[int]] = {}  # continuation index -> [seq_id, fed]
+        self._rows: list[tuple[int, int, int]] = []  # (cont index, position in continuation, batch row)
+        self._spare_id = -1
+        self._own_free: list[int] = []
+        self.usage.prompt_tokens = len(prefix) + sum(len(c) for c in continuations)
+        self.reserve_cells = len(prefix) + (0 if first_token_only else sum(max(0, len(c) - 1) for c in continuations))
+
+    def needed_ids(self) -> int:
+        return 1 if self.first_token_only else 2
+
+    def prefix_tokens(self) -> list[int]:
+        return self.prompt
+
+    def start(self, core: Engine) -> None:
+        source = core.table.longest_prefix(self.prompt)
+        self.seq_ids = core.table.acquire(self.needed_ids(), keep=source.seq_id if source else None)
+        if not self.first_token_only:
+            self._spare_id = self.seq_ids[1]
+            self._own_free = [self._spare_id]
+        self._start_prefill(core, self.seq_ids[:1], source)
+        self.reserve_cells -= self.fed
+
+    def add_prompt_tokens(self, batch: BatchBuilder, budget: int) -> int:
+        if budget <= 0:
+            return 0
+        if self.fed < len(self.prompt):
+            return self._add_prefill(batch, budget, self.seq_ids[:1])
+        return self._add_continuations(batch, budget)
+
+    def _add_continuations(self, batch: BatchBuilder, budget: int) -> int:
+        added = 0
+        self._rows = []
+        n_prefix = len(self.prompt)
+        for index, (seq_id, fed) in list(self._running.items()):
+            cont = self.conts[index]
+            take = min(budget - added, len(cont) - 1 - fed, batch.outputs_left())
+            for j in range(fed, fed + take):
+                self._rows.append((index, j + 1, batch.add(cont[j], n_prefix + j, (seq_id,), True)))
+            added += max(take, 0)
+            if added >= budget or batch.outputs_left() <= 0:
+                break
+        return added
+
+    def rollback(self) -> None:
+        self._chunk = 0
+        self._rows = []
+
+    def commit(self, core: Engine) -> None:
+        if self._commit_prefill(core):
+            logits = core.logits_row(self.prompt_row)
+            for i, cont in enumerate(self.conts):
+                if cont:
+                    self.token_lps[i].append(log_softmax_at(logits, cont[0]))
+            if not self.first_token_only:
+                self._launch(core)
+        elif self._rows:
+            for index, position, row in self._rows:
+                self.token_lps[index].append(log_softmax_at(core.logits_row(row), self.conts[index][position]))
+                self._running[index][1] += 1
+                self.usage.prompt_tokens_evaluated += 1
+                core.stats["prompt_tokens_evaluated"] += 1
+            self._rows = []
+            for index, (seq_id, fed) in list(self._running.items()):
+                if fed >= len(self.conts[index]) - 1:
+                    del self._running[index]
+                    self._recycle(core, seq_id)
+            self._launch(core)
+        if self.fed == len(self.prompt) and (self.first_token_only or self._all_scored()):
+            self.done = True
+
+    def _all_scored(self) -> bool:
+        return self._next_cont >= len(self.conts) and not self._running
+
+    def _recycle(self, core: Engine, seq_id: int) -> None:
+        core.remove_seq_cells(seq_id)
+        if seq_id == self._spare_id:
+            self._own_free.append(seq_id)
+        else:
+            core.table.release(seq_id)
+            self.seq_ids.remove(seq_id)
+
+    def _launch(self, core: Engine) -> None:
+        """Start continuations on free sequences (the job's spare, plus any the table can spare now)."""
+        n_prefix = len(self.prompt)
+        while self._next_cont < len(self.conts):
+            index = self._next_cont
+            if len(self.conts[index]) <= 1:  # nothing to feed: its only token was scored from the prefix row
+                self._next_cont += 1
+                continue
+            if self._own_free:
+                seq_id = self._own_free.pop()
+            elif core.table.n_free > core.reserved_free_ids():
+                seq_id = core.table.acquire(1)[0]
+                self.seq_ids.append(seq_id)
+            else:
+                break
+            core.copy_prefix(self.seq_ids[0], seq_id, n_prefix)
+            self._running[index] = [seq_id, 0]
+            self._next_cont += 1
+
+    def result(self) -> ScoreResult | ChoiceResult:
+        if self.first_token_only:
+            return ChoiceResult(
+                logprobs={label: lps[0] for label, lps in zip(self.labels, self.token_lps, strict=True)},
+                usage=self.usage,
+            )
+        scores = [ContinuationScore(logprob=float(sum(lps)), n_tokens=len(lps), token_logprobs=lps)
+                  for lps in self.token_lps]
+        return ScoreResult(scores=scores, usage=self.usage)
+
+    def release(self, core: Engine, park: bool) -> None:
+        for seq_id in self.seq_ids:
+            if park and seq_id == self.seq_ids[0]:
+                core.table.park(seq_id, self.kv0)
+            else:
+                core.table.release(seq_id)
+        self.seq_ids = []
+
+
+def check_fits(n_tokens: int, n_ctx_seq: int, what: str) -> None:
+    if n_tokens >= n_ctx_seq:
+        raise BackendError(
+            f"Context overflow: the {what} is {n_tokens} tokens but the model's context holds {n_ctx_seq} "
+            "(prompt plus at least one generated token). Shorten the input, or raise n_ctx in the model settings."
+        )

@@ -1,0 +1,224 @@
+"""The llama.cpp implementation of LLMBackend: renders and tokenizes on the caller's thread, then hands each
+request to the model's batched engine and waits for it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from backends.base import (
+    BackendError,
+    CancelledError,
+    CancelToken,
+    ChoiceResult,
+    GenerateResult,
+    ModelSpec,
+    Prompt,
+    SamplingParams,
+    ScoreResult,
+    TokenCallback,
+    default_seeds,
+)
+from backends.devices import build_info, resolve_device
+from backends.engine import Engine
+from backends.engine_jobs import GenerateJob, Job, ScoreJob, check_fits
+from backends.gguf import content_fingerprint, model_file_info
+from backends.llama_model import LlamaModel
+from backends.sampling_chain import SequenceSampler, grammar_for, validate_params
+
+log = logging.getLogger(__name__)
+
+DEFAULT_N_SEQ_MAX = 64
+DEFAULT_N_BATCH = 512
+MAX_KV_CELLS_DEFAULT = 16384
+
+
+class LlamaBackend:
+    """One GGUF model on llama.cpp, shared by every node and run that asks for it (via the ModelPool).
+    Options (ModelSpec.options): kv_size (KV cells shared by all sequences; default 2 × n_ctx, at most
+    16384), n_seq_max (parallel sequences, default 64), n_batch (tokens per decode step, default 512),
+    prefix_cache_tokens (tokens of finished prompts kept for reuse, default kv_size / 4)."""
+
+    def __init__(self, path: str | Path, spec: ModelSpec | None = None, device: dict[str, Any] | None = None) -> None:
+        self.path = Path(path).expanduser().resolve()
+        self.spec = spec or ModelSpec(source="path", path=str(self.path))
+        self.device = dict(device or resolve_device(self.spec))
+        self.file_info = model_file_info(self.path)  # a clear ModelFileError for missing/corrupt files
+        self.fingerprint = content_fingerprint(self.path)
+        self.model = LlamaModel(self.path, n_gpu_layers=self.device["n_gpu_layers"])
+        try:
+            self.n_ctx = int(self.device["n_ctx"] or self.model.n_ctx_train)
+            kv_default = max(self.n_ctx, min(2 * self.n_ctx, MAX_KV_CELLS_DEFAULT))
+            kv_size = int(self.spec.option("kv_size", kv_default))
+            self.engine = Engine(
+                self.model,
+                kv_size=kv_size,
+                n_ctx_seq=min(self.n_ctx, kv_size),
+                threads=self.device["threads"],
+                flash_attn=self.device["flash_attn"],
+                n_batch=int(self.spec.option("n_batch", DEFAULT_N_BATCH)),
+                n_seq_max=int(self.spec.option("n_seq_max", DEFAULT_N_SEQ_MAX)),
+                prefix_cache_tokens=int(self.spec.option("prefix_cache_tokens", kv_size // 4)),
+            )
+        except BaseException:
+            self.model.close()
+            raise
+        self.device["n_ctx"] = self.engine.n_ctx_seq
+        self._closed = False
+
+    # -- identity ----------------------------------------------------------------------------------------
+
+    @property
+    def model_id(self) -> str:
+        d = self.device
+        return f"{self.path.name}#{self.fingerprint}@{d['device']}-ngl{d['n_gpu_layers']}-ctx{d['n_ctx']}"
+
+    def memory_bytes(self) -> int:
+        """Weights plus the KV cache: what unloading this model frees."""
+        meta = self.model.header.metadata
+        arch = meta.get("general.architecture", "")
+        n_layer = int(meta.get(f"{arch}.block_count", 0) or 0)
+        n_head = int(meta.get(f"{arch}.attention.head_count", 1) or 1)
+        n_head_kv = int(meta.get(f"{arch}.attention.head_count_kv", n_head) or n_head)
+        n_embd = int(meta.get(f"{arch}.embedding_length", 0) or 0)
+        head_k = int(meta.get(f"{arch}.attention.key_length", n_embd // n_head) or 0)
+        head_v = int(meta.get(f"{arch}.attention.value_length", n_embd // n_head) or 0)
+        kv_bytes = self.engine.kv_size * n_layer * n_head_kv * (head_k + head_v) * 2  # f16 K and V
+        return self.model.size_bytes + kv_bytes
+
+    def info(self) -> dict[str, Any]:
+        file_info = self.file_info.to_json()
+        file_info["chat_template"] = (file_info["chat_template"] or "")[:200] or None
+        return {
+            "backend": "llama.cpp",
+            "model_id": self.model_id,
+            "model": file_info,
+            "architecture": self.model.metadata_summary(),
+            "device": dict(self.device),
+            "memory_bytes": self.memory_bytes(),
+            "build": build_info(),
+            "engine": self.engine.snapshot(),
+        }
+
+    # -- text --------------------------------------------------------------------------------------------
+
+    def render_prompt(self, prompt: Prompt, add_generation_prompt: bool = True) -> str:
+        return self.model.render(prompt, add_generation_prompt)
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.model.tokenize(text)
+
+    def _prompt_tokens(self, text: str, what: str) -> list[int]:
+        tokens = self.model.tokenize(text)
+        if not tokens:
+            if self.model.bos_id < 0:
+                raise BackendError(f"The {what} is empty; give the model some text.")
+            tokens = [self.model.bos_id]
+        return tokens
+
+    def _continuation_tokens(self, prefix_text: str, prefix: list[int], continuation: str) -> list[int]:
+        """Tokens of `continuation` as the model would see them after the prefix (tokenized jointly when
+        the prefix's tokens survive, so word boundaries merge as in generation)."""
+        joint = self.model.tokenize(prefix_text + continuation)
+        if joint[: len(prefix)] == prefix:
+            return joint[len(prefix) :]
+        return self.model.tokenize(continuation, add_special=False)
+
+    # -- requests ----------------------------------------------------------------------------------------
+
+    def generate(
+        self,
+        prompt: Prompt,
+        params: SamplingParams,
+        n: int = 1,
+        seeds: Sequence[int] | None = None,
+        on_token: TokenCallback | None = None,
+        cancel: CancelToken | None = None,
+    ) -> GenerateResult:
+        validate_params(params)
+        if n < 1:
+            raise BackendError(f"n (samples per prompt) must be at least 1, got {n}.")
+        if n > self.engine.n_seq_max:
+            raise BackendError(
+                f"n={n} samples exceed the engine's {self.engine.n_seq_max} parallel sequences; lower n or "
+                "raise the n_seq_max model option."
+            )
+        sample_seeds = default_seeds(params, n, seeds)
+        text = self.render_prompt(prompt)
+        tokens = self._prompt_tokens(text, "prompt")
+        check_fits(len(tokens), self.engine.n_ctx_seq, "prompt")
+        grammar = grammar_for(params)
+        if grammar:  # parse once here so a bad grammar is the caller's error, not the engine's
+            SequenceSampler(self.model._lib, self.model.vocab, SamplingParams(), 0, grammar).free()
+        job = GenerateJob(text, tokens, params, sample_seeds, grammar, self.engine.n_ctx_seq,
+                          stream_tokens=on_token is not None, cancel=cancel)
+        return self._run(job, on_token)
+
+    def score(
+        self, prefix: Prompt, continuations: Sequence[str], cancel: CancelToken | None = None
+    ) -> ScoreResult:
+        text = self.render_prompt(prefix)
+        tokens = self._prompt_tokens(text, "prefix")
+        conts = [self._continuation_tokens(text, tokens, str(c)) for c in continuations]
+        longest = max((len(c) for c in conts), default=0)
+        check_fits(len(tokens) + longest - 1, self.engine.n_ctx_seq, "prefix plus the longest continuation")
+        if not conts:
+            return ScoreResult(scores=[])
+        job = ScoreJob(tokens, conts, first_token_only=False, labels=[str(c) for c in continuations], cancel=cancel)
+        return self._run(job, None)
+
+    def choice_logprobs(
+        self, prompt: Prompt, choices: Sequence[str], cancel: CancelToken | None = None
+    ) -> ChoiceResult:
+        text = self.render_prompt(prompt)
+        tokens = self._prompt_tokens(text, "prompt")
+        check_fits(len(tokens), self.engine.n_ctx_seq, "prompt")
+        firsts = []
+        for choice in choices:
+            cont = self._continuation_tokens(text, tokens, str(choice))
+            if not cont:
+                raise BackendError(f"Choice {choice!r} has no tokens; give non-empty choices such as ' yes'.")
+            firsts.append(cont[:1])
+        if not firsts:
+            return ChoiceResult(logprobs={})
+        job = ScoreJob(tokens, firsts, first_token_only=True, labels=[str(c) for c in choices], cancel=cancel)
+        return self._run(job, None)
+
+    def _run(self, job: Job, on_token: TokenCallback | None) -> Any:
+        if self._closed:
+            raise BackendError("This model was unloaded; get it again from the model pool.")
+        if job.cancelled:
+            raise CancelledError(job.cancel.reason if job.cancel else "cancelled")
+        self.engine.submit(job)
+        callback_error: BaseException | None = None
+        while True:
+            kind, value, extra = job.events.get()
+            if kind == "token":
+                if on_token is not None and callback_error is None:
+                    try:
+                        on_token(value, extra)
+                    except BaseException as exc:  # stop the request, report the callback's error
+                        callback_error = exc
+                        job.abort()
+                continue
+            if callback_error is not None:
+                raise callback_error
+            if kind == "error":
+                raise value
+            return value
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return not self._closed and self.engine.busy
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.engine.close()
+        self.model.close()
+

@@ -1,0 +1,120 @@
+"""Per-sequence llama.cpp sampler chains built from SamplingParams (penalties, truncation, temperature, seed,
+grammar), and the JSON-schema → GBNF conversion."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from backends.base import BackendError, SamplingParams
+
+PENALTY_LAST_N = 64
+"""Tokens the repetition penalty looks back over (llama.cpp's default)."""
+_SEED_MASK = 0xFFFFFFFF
+_RANDOM_SEED = 0xFFFFFFFF  # llama.cpp reads this seed as "pick one at random": never pass it through
+
+
+def validate_params(params: SamplingParams) -> None:
+    """Reject settings llama.cpp would silently misread, with a hint for each."""
+    problems = []
+    if params.max_tokens < 0:
+        problems.append(f"max_tokens must be >= 0, got {params.max_tokens}")
+    if params.temperature < 0:
+        problems.append(f"temperature must be >= 0 (0 = greedy), got {params.temperature}")
+    if not 0.0 < params.top_p <= 1.0:
+        problems.append(f"top_p must be in (0, 1], got {params.top_p}")
+    if not 0.0 <= params.min_p < 1.0:
+        problems.append(f"min_p must be in [0, 1), got {params.min_p}")
+    if not 0.0 < params.typical_p <= 1.0:
+        problems.append(f"typical_p must be in (0, 1], got {params.typical_p}")
+    if params.repeat_penalty <= 0:
+        problems.append(f"repeat_penalty must be > 0 (1 = off), got {params.repeat_penalty}")
+    if params.logprobs is not None and not 0 <= params.logprobs <= 20:
+        problems.append(f"logprobs must be between 0 and 20 alternatives, got {params.logprobs}")
+    if params.grammar and params.json_schema:
+        problems.append("give either grammar or json_schema, not both")
+    if problems:
+        raise BackendError("Bad sampling settings: " + "; ".join(problems) + ".")
+
+
+@functools.lru_cache(maxsize=64)
+def schema_to_grammar(json_schema: str) -> str:
+    """GBNF text constraining output to a JSON schema (given as JSON text)."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    try:
+        json.loads(json_schema)
+    except json.JSONDecodeError as exc:
+        raise BackendError(f"json_schema is not valid JSON: {exc}. Give the schema as JSON text.") from exc
+    try:
+        return str(json_schema_to_gbnf(json_schema))
+    except Exception as exc:  # the converter raises bare Exceptions/ValueErrors on unsupported schemas
+        raise BackendError(f"json_schema cannot be turned into a grammar: {exc}") from exc
+
+
+def grammar_for(params: SamplingParams) -> str | None:
+    if params.grammar:
+        return params.grammar
+    if params.json_schema:
+        return schema_to_grammar(params.json_schema)
+    return None
+
+
+def seed32(seed: int) -> int:
+    value = seed & _SEED_MASK
+    return value - 1 if value == _RANDOM_SEED else value
+
+
+class SequenceSampler:
+    """One llama.cpp sampler chain for one sequence: grammar → penalties → top-k → typical → top-p → min-p →
+    temperature → seeded draw (or greedy). Owned by the engine thread; free() releases the C objects."""
+
+    def __init__(
+        self,
+        lib: Any,
+        vocab: Any,
+        params: SamplingParams,
+        seed: int,
+        grammar: str | None = None,
+        history: Sequence[int] = (),
+    ) -> None:
+        self._lib = lib
+        self.chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
+        if grammar:
+            grammar_sampler = lib.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), b"root")
+            if not grammar_sampler:
+                lib.llama_sampler_free(self.chain)
+                raise BackendError(
+                    "The grammar does not parse (GBNF syntax error, or no 'root' rule). Check it against "
+                    "llama.cpp's GBNF guide: rules look like  root ::= \"yes\" | \"no\"."
+                )
+            lib.llama_sampler_chain_add(self.chain, grammar_sampler)
+        if params.repeat_penalty != 1.0:
+            penalties = lib.llama_sampler_init_penalties(PENALTY_LAST_N, params.repeat_penalty, 0.0, 0.0)
+            for token in history[-PENALTY_LAST_N:]:  # the prompt's tail counts as "already said"
+                lib.llama_sampler_accept(penalties, token)
+            lib.llama_sampler_chain_add(self.chain, penalties)
+        if params.greedy:
+            lib.llama_sampler_chain_add(self.chain, lib.llama_sampler_init_greedy())
+            return
+        if params.top_k > 0:
+            lib.llama_sampler_chain_add(self.chain, lib.llama_sampler_init_top_k(params.top_k))
+        if params.typical_p < 1.0:
+            lib.llama_sampler_chain_add(self.chain, lib.llama_sampler_init_typical(params.typical_p, 1))
+        if params.top_p < 1.0:
+            lib.llama_sampler_chain_add(self.chain, lib.llama_sampler_init_top_p(params.top_p, 1))
+        if params.min_p > 0.0:
+            lib.llama_sampler_chain_add(self.chain, lib.llama_sampler_init_min_p(params.min_p, 1))
+        lib.llama_sampler_chain_add(self.chain, lib.llama_sampler_init_temp(params.temperature))
+        lib.llama_sampler_chain_add(self.chain, lib.llama_sampler_init_dist(seed32(seed)))
+
+    def sample(self, ctx: Any, row: int) -> int:
+        """Draw from the logits of batch row `row` and advance the chain's state (grammar, penalties)."""
+        return int(self._lib.llama_sampler_sample(self.chain, ctx, row))
+
+    def free(self) -> None:
+        if self.chain:
+            self._lib.llama_sampler_free(self.chain)
+            self.chain = None
