@@ -172,7 +172,8 @@ def tree_html(record: dict[str, Any], node_id: str | None = None) -> str:
         mark = "★ " if n.get("chosen") else ""
         summary = (f"{mark}<b>{esc(n['id'])}</b> · score {fmt_num(n.get('score'), 3)}"
                    f"{' · pruned' if n.get('pruned') else ''} — {esc(shorten(n.get('text'), 100))}")
-        return (f"<details{' open' if n.get('chosen') else ''}{style}><summary>{summary}</summary>"
+        return (f"<details data-state=\"{esc(n['id'])}\"{' open' if n.get('chosen') else ''}{style}>"
+                f"<summary>{summary}</summary>"
                 f"<div style=\"margin-left:1.2em\"><div class=mg-text>{esc(n.get('text'))}</div>")
 
     parts: list[str] = []
