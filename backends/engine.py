@@ -294,6 +294,7 @@ class Engine:
                 continue
             self._active.append(job)
             self.stats["requests"] += 1
+            self.stats["max_active_requests"] = max(self.stats["max_active_requests"], len(self._active))
 
     def _should_wait_for_shared_prefix(self, job: Job) -> bool:
         """A request whose prompt shares a longer prefix with a prompt still being evaluated waits for it,

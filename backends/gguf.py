@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import io
 import logging
 import struct
 from collections import Counter
@@ -75,23 +74,50 @@ class GGUFHeader:
 
 
 class _Reader:
-    """Little-endian reads from a buffered file that fail with ModelFileError at end of file."""
+    """Little-endian reads from a file through a refilled in-memory window; ModelFileError at end of file."""
+
+    _CHUNK = 1 << 20
 
     def __init__(self, handle: BinaryIO, path: Path) -> None:
         self._handle = handle
         self._path = path
+        self._buf = b""
+        self._pos = 0
+        self._base = handle.tell()  # file offset of self._buf[0]
 
-    def read(self, n: int) -> bytes:
-        data = self._handle.read(n)
-        if len(data) != n:
+    def _ensure(self, n: int) -> None:
+        if self._pos + n <= len(self._buf):
+            return
+        rest = self._buf[self._pos :]
+        self._base += self._pos
+        self._buf = rest + self._handle.read(max(n - len(rest), self._CHUNK))
+        self._pos = 0
+        if len(self._buf) < n:
             raise ModelFileError(
                 f"Model file {self._path} is truncated: its GGUF header ends early (an incomplete "
                 "download?). Download the file again."
             )
+
+    def read(self, n: int) -> bytes:
+        self._ensure(n)
+        data = self._buf[self._pos : self._pos + n]
+        self._pos += n
         return data
 
     def scalar(self, fmt: str) -> Any:
-        return struct.unpack(fmt, self.read(struct.calcsize(fmt)))[0]
+        size = struct.calcsize(fmt)
+        self._ensure(size)
+        value = struct.unpack_from(fmt, self._buf, self._pos)[0]
+        self._pos += size
+        return value
+
+    def skip(self, n: int) -> None:
+        if self._pos + n <= len(self._buf):
+            self._pos += n
+        else:
+            self._ensure(0)
+            self._handle.seek(self._base + self._pos + n)
+            self._base, self._buf, self._pos = self._base + self._pos + n, b"", 0
 
     def string(self) -> str:
         length = self.scalar("<Q")
@@ -100,8 +126,7 @@ class _Reader:
         return self.read(length).decode("utf-8", errors="replace")
 
     def skip_string(self) -> None:
-        length = self.scalar("<Q")
-        self._handle.seek(length, io.SEEK_CUR)
+        self.skip(self.scalar("<Q"))
 
     def value(self, value_type: int) -> Any:
         if value_type == _STRING:
@@ -125,13 +150,13 @@ class _Reader:
             for _ in range(count):
                 self.skip_string()
         elif item_type in _SCALAR_FORMATS:
-            self._handle.seek(count * struct.calcsize(_SCALAR_FORMATS[item_type]), io.SEEK_CUR)
+            self.skip(count * struct.calcsize(_SCALAR_FORMATS[item_type]))
         else:
             for _ in range(count):
                 self.value(item_type)
 
     def tell(self) -> int:
-        return self._handle.tell()
+        return self._base + self._pos
 
 
 def _value_type_name(value_type: int) -> str:
@@ -156,7 +181,7 @@ def read_gguf_header(path: str | Path) -> GGUFHeader:
     path = Path(path).expanduser()
     with _open_checked(path) as handle:
         reader = _Reader(handle, path)
-        magic = handle.read(4)
+        magic = reader.read(4) if path.stat().st_size >= 4 else b""
         if magic != GGUF_MAGIC:
             raise ModelFileError(
                 f"Model file {path} is not a GGUF file (it starts with {magic!r}, not b'GGUF'). "
