@@ -7,11 +7,14 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from app import events as ev
 from app.events import EventRecorder
 from app.scheduler import Scheduler
 from app.traces import TraceStore
 from app.workflow import Workflow, load_workflow_text
+from nodes.registry import default_registry
 
 MakeScheduler = Callable[..., Scheduler]
 
@@ -144,3 +147,57 @@ def test_parallel_runs_share_one_store(store: TraceStore, sc_workflow: Workflow,
         assert record["run"]["status"] == "succeeded"
         assert len(record["lm_calls"]) == 6
         assert {c["node_id"] for c in record["lm_calls"]} == {"think"}
+
+
+REAL_MODEL_WORKFLOW = """\
+version: 1
+name: sc-real
+models:
+  main: {source: bundled, n_ctx: 1024}
+inputs:
+  question: {type: text, default: "What is 2 + 3?"}
+nodes:
+  - id: think
+    kind: sampler
+    params: {n: 3, temperature: 0.8, max_tokens: 12, logprobs: true,
+             prompt: "{question} Answer with a number."}
+    inputs: {question: inputs.question}
+  - id: vote
+    kind: voter
+    params: {method: majority, extract: last_number}
+    inputs: {candidates: think.candidates}
+  - id: check
+    kind: generator
+    params: {max_tokens: 8, prompt: "{question} The answer is {answer}. Is that right?"}
+    inputs: {question: inputs.question, answer: vote.answer}
+outputs:
+  answer: vote.answer
+"""
+
+
+@pytest.mark.model
+def test_real_model_run_round_trip(store: TraceStore) -> None:
+    from app.models import llama_provider
+    from app.viz import run_summary, token_view_html
+
+    recorder = EventRecorder(skip=(ev.TOKEN,))
+    scheduler = Scheduler(default_registry(), llama_provider())
+    result = scheduler.run(load_workflow_text(REAL_MODEL_WORKFLOW), seed=1, observers=[recorder, store])
+    assert result.status == "succeeded", result.error
+    record = store.get_run(result.run_id)
+    check_record_matches_events(record, recorder, result)
+    assert len(record["lm_calls"]) == 4
+    model_ids = record["run"]["model_ids"]
+    assert len(model_ids) == 1 and model_ids[0] != "fake:fake"
+    samples = [c for c in record["lm_calls"] if c["node_id"] == "think"]
+    # three samples of one request: the prompt is evaluated once, on the first sample
+    assert [c["sample_index"] for c in samples] == [0, 1, 2]
+    assert samples[0]["prompt_tokens"] > 0 and all(c["prompt_tokens_evaluated"] == 0 for c in samples[1:])
+    for call in samples:
+        assert call["logprobs"] and len(call["logprobs"]) == call["completion_tokens"]
+        assert all(lp["logprob"] <= 0 for lp in call["logprobs"])
+        assert token_view_html(record, call["call_id"]).count('class="mg-tok"') == len(call["logprobs"])
+    summary = run_summary(record)
+    assert summary["completion_tokens"] == result.stats.completion_tokens
+    assert summary["prompt_tokens_evaluated"] == result.stats.prompt_tokens_evaluated
+    assert summary["tokens_saved_by_prefix_sharing"] >= 2 * samples[0]["prompt_tokens"]
