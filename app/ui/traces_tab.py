@@ -119,7 +119,8 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> None:
         with gr.Tab("Timeline", elem_id="mg-trace-timeline-tab"):
             timeline = gr.Plot(label="Timeline", elem_id="mg-trace-timeline")
         with gr.Tab("Samples", elem_id="mg-trace-samples-tab"):
-            sample_node = gr.Dropdown([], label="Node", elem_id="mg-trace-sample-node")
+            sample_node = gr.Dropdown([], label="Node (empty: the last candidate set of the run)",
+                                      elem_id="mg-trace-sample-node")
             samples_plot = gr.Plot(label="Samples", elem_id="mg-trace-samples-plot", visible=False)
             samples_html = gr.HTML(elem_id="mg-trace-samples")
         with gr.Tab("Search tree", elem_id="mg-trace-tree-tab"):
@@ -170,7 +171,7 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> None:
         return (
             _as_html(summary_value),
             _safe("timeline_figure", record),
-            gr.update(choices=list(candidates), value=candidates[0] if candidates else None),
+            gr.update(choices=list(candidates), value=None),
             *samples,
             gr.update(value=fig_t, visible=fig_t is not None),
             (html_t + _as_html(tree_text)) or _message("This run has no search tree."),

@@ -291,6 +291,14 @@ class Studio:
                                     ".includes('from the example')")
 
     # ---------------------------------------------------------------- runs
+    def click_run(self) -> str:
+        """Press Run and wait until the page follows the new run; returns its id."""
+        before = self.page.evaluate("window.MetagenUI.state().currentRun")
+        self.page.locator("[data-testid=run-btn]").click()
+        self.page.wait_for_function("(b) => { const r = window.MetagenUI.state().currentRun; return r && r !== b; }",
+                                    arg=before)
+        return str(self.page.evaluate("window.MetagenUI.state().currentRun"))
+
     def run_status(self) -> str:
         return self.page.locator("[data-testid=run-status]").get_attribute("data-status") or ""
 
@@ -302,7 +310,7 @@ class Studio:
 
     def node_state(self, node_id: str) -> str:
         badge = self.page.locator(f"[data-node-id='{node_id}'] [data-testid=state-badge]")
-        return badge.inner_text().strip() if badge.count() else ""
+        return (badge.text_content() or "").strip() if badge.count() else ""
 
 
 @pytest.fixture
