@@ -144,7 +144,8 @@ def _check_node(wf: Workflow, registry: NodeRegistry, index: int, by_id: dict[st
             continue
         problem = param.check(value)
         if problem:
-            hint = f"{param.description}" if param.description else "fix the value"
+            default = f"; the default is {param.default!r}" if param.default not in (None, "") else ""
+            hint = f"{param.name}: {param.description}{default}" if param.description else "fix the value"
             issues.append(Issue("bad_param", f"param {name!r} {problem}", hint, node_id=nid,
                                 line=line("params", name)))
     resolved = cls.resolve_params(node.params)
