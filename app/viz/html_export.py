@@ -8,11 +8,11 @@ import plotly.graph_objects as go
 
 from app.viz.common import CSS, esc, fmt_num, shorten
 from app.viz.refine import refinement_body
-from app.viz.samples import candidate_nodes, pick_set, sample_view, samples_html
+from app.viz.samples import candidate_nodes, pick_set, sample_view, samples_table_body
 from app.viz.summary import summary_body
 from app.viz.timeline import timeline_figure
 from app.viz.tokens import calls_with_logprobs, token_view_body
-from app.viz.tree import search_tree_figure, tree_html, tree_nodes_ids
+from app.viz.tree import search_tree_figure, tree_nodes_ids, tree_outline_body
 
 MAX_CALL_ROWS = 500
 MAX_TOKEN_VIEWS = 20
@@ -65,7 +65,7 @@ def _samples_section(record: dict[str, Any], figures: _Figures) -> str:
     view = sample_view(record, default)
     parts = [figures.div(view, "mg-samples-plot")] if isinstance(view, go.Figure) else []
     for node in candidate_nodes(record):
-        table = samples_html(record, node)
+        table = samples_table_body(record, node)
         parts.append(f"<details{' open' if node == default else ''}><summary>candidates of {esc(node)}</summary>"
                      f"{table}</details>")
     return "".join(parts)
@@ -79,7 +79,7 @@ def _tree_section(record: dict[str, Any], figures: _Figures) -> str:
         if fig is None:
             continue
         parts.append(figures.div(fig, f"mg-tree-plot-{k}"))
-        parts.append(tree_html(record, owner))
+        parts.append(tree_outline_body(record, owner))
     return "".join(parts) or _muted("This run has no search tree.")
 
 

@@ -158,7 +158,13 @@ def sample_view(record: dict[str, Any], node_id: str | None = None, page: int = 
 
 
 def samples_html(record: dict[str, Any], node_id: str | None = None, limit: int = 300) -> str:
-    """The candidate table as HTML: full texts behind <details>, the winner highlighted."""
+    """The candidate table as a styled HTML fragment ('' without a candidate set)."""
+    body = samples_table_body(record, node_id, limit)
+    return wrap_section(body) if body else ""
+
+
+def samples_table_body(record: dict[str, Any], node_id: str | None = None, limit: int = 300) -> str:
+    """The candidate table: full texts behind <details>, the winner highlighted."""
     picked = pick_set(record, node_id)
     if picked is None:
         return ""

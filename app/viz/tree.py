@@ -8,7 +8,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from app.viz.common import MUTED, WINNER_COLOR, esc, events_of, fmt_num, shorten, wrap_for_hover
+from app.viz.common import MUTED, WINNER_COLOR, esc, events_of, fmt_num, shorten, wrap_for_hover, wrap_section
 
 MAX_OUTLINE_NODES = 600
 
@@ -156,6 +156,12 @@ def search_tree_figure(record: dict[str, Any], node_id: str | None = None) -> go
 
 
 def tree_html(record: dict[str, Any], node_id: str | None = None) -> str:
+    """The tree outline as a styled HTML fragment ('' when the run has no tree)."""
+    body = tree_outline_body(record, node_id)
+    return wrap_section(body) if body else ""
+
+
+def tree_outline_body(record: dict[str, Any], node_id: str | None = None) -> str:
     """The tree as nested expandable rows (full texts), chosen path marked ★, pruned ones greyed."""
     found = tree_nodes(record, node_id)
     if found is None or not found[1]:
