@@ -31,6 +31,8 @@
  * inspector-id, inspector-model, wf-name, wf-description, palette-search, quickadd-input, toolbar buttons
  * editor-undo / editor-redo / editor-fit / editor-layout / editor-delete / editor-add / editor-zoom-in / -out,
  * editor-toast, editor-global-issues.
+ * ed.togglePanel("palette" | "inspector", show?) hides/shows a side panel (toolbar: editor-toggle-palette /
+ * editor-toggle-inspector); below 1100 px wide the panels get narrower, below 760 px the toolbar labels shorten.
  * Mouse: drag background = pan (also middle button, Space+drag); Shift/Ctrl+drag background = rubber band;
  * wheel = zoom at cursor; double-click background, "/" or Space = quick-add; drag output -> input = connect;
  * drag from a connected input = move/detach that wire; click a wire + Delete = disconnect; drop a new wire
@@ -276,7 +278,18 @@
       return { meta: { version: 1, name: "untitled", description: "", models: {} }, nodes: [], edges: [] };
     }
 
-    node(id) { return this.doc.nodes.find((n) => n.id === id) || null; }
+    /** The node with this id, via an index rebuilt whenever it is found stale. */
+    node(id) {
+      const hit = this._index && this._indexOf === this.doc.nodes ? this._index.get(id) : undefined;
+      if (hit && hit.id === id && this.doc.nodes[hit._pos] === hit) return hit;
+      this._index = new Map();
+      this._indexOf = this.doc.nodes;
+      this.doc.nodes.forEach((n, i) => {
+        Object.defineProperty(n, "_pos", { value: i, writable: true, configurable: true, enumerable: false });
+        this._index.set(n.id, n);
+      });
+      return this._index.get(id) || null;
+    }
 
     _docFromWorkflow(wf) {
       wf = wf || {};
@@ -553,6 +566,9 @@
         tb("zoom-out", "\u2212", "Zoom out", () => this._zoomBy(1 / 1.2)),
         h("span", { class: "mge-zoom", "data-testid": "editor-zoom" }, "100%"),
         tb("zoom-in", "+", "Zoom in", () => this._zoomBy(1.2)),
+        h("span", { class: "mge-grow" }),
+        tb("toggle-palette", "\u25e7 Nodes", "Show or hide the node palette", () => this.togglePanel("palette")),
+        tb("toggle-inspector", "\u25e8 Inspector", "Show or hide the inspector", () => this.togglePanel("inspector")),
       ]);
       this.zoomLabel = this.toolbar.querySelector(".mge-zoom");
 
@@ -600,12 +616,25 @@
       if (global.ResizeObserver) {
         this.resizeObserver = new ResizeObserver(() => this._onResize());
         this.resizeObserver.observe(this.viewport);
+        this.resizeObserver.observe(this.root);
       }
       this._applyView();
       this._updateToolbar();
     }
 
+    /** Show/hide the palette or the inspector (`show` undefined = toggle). */
+    togglePanel(which, show) {
+      const cls = `mge-hide-${which}`;
+      const hide = show === undefined ? !this.root.classList.contains(cls) : !show;
+      this.root.classList.toggle(cls, hide);
+      const b = this.toolbar.querySelector(`[data-testid="editor-toggle-${which}"]`);
+      if (b) b.setAttribute("aria-pressed", String(!hide));
+    }
+
     _onResize() {
+      const width = this.root.clientWidth;
+      this.root.classList.toggle("mge-narrow", width > 0 && width < 1100);
+      this.root.classList.toggle("mge-tiny", width > 0 && width < 760);
       if (this.viewport.clientWidth === 0) return;
       let stale = false;
       for (const g of this.geom.values()) if (!g.w) { stale = true; break; }
@@ -686,7 +715,16 @@
 
     render() {
       const present = new Set();
+      const changed = [];
       const issuesByNode = this._issuesByNode();
+      const wiredIn = new Map();
+      const wiredOut = new Map();
+      for (const e of this.doc.edges) {
+        if (!wiredIn.has(e.to)) wiredIn.set(e.to, []);
+        wiredIn.get(e.to).push(e.in);
+        if (!wiredOut.has(e.from)) wiredOut.set(e.from, []);
+        wiredOut.get(e.from).push(e.out);
+      }
       for (const n of this.doc.nodes) {
         present.add(n.id);
         let el = this.nodeEls.get(n.id);
@@ -697,16 +735,18 @@
           this.nodeLayer.appendChild(el);
         }
         const sig = JSON.stringify([n.id, n.kind, n.model, n.params, n.raw, n.section,
-          this._wiredInputs(n.id), this._wiredOutputs(n.id), issuesByNode.get(n.id) || null, this.runState[n.id] || null]);
+          (wiredIn.get(n.id) || []).sort(), [...new Set(wiredOut.get(n.id) || [])].sort(),
+          issuesByNode.get(n.id) || null, this.runState[n.id] || null]);
         if (el._sig !== sig) {
           el._sig = sig;
           this._renderNode(el, n, issuesByNode.get(n.id) || []);
-          el.style.transform = `translate(${n.x}px, ${n.y}px)`;
-          this._measure(el);
-        } else {
-          el.style.transform = `translate(${n.x}px, ${n.y}px)`;
+          changed.push(el);
         }
+        const transform = `translate(${n.x}px, ${n.y}px)`;
+        if (el._transform !== transform) { el.style.transform = transform; el._transform = transform; }
       }
+      // measure after all DOM writes: one layout for the whole batch
+      for (const el of changed) this._measure(el);
       for (const [id, el] of [...this.nodeEls]) {
         if (!present.has(id)) { el.remove(); this.nodeEls.delete(id); this.geom.delete(id); }
       }
@@ -749,9 +789,9 @@
       } else el.removeAttribute("data-state");
       el.textContent = "";
 
-      const title = n.section === "inputs" ? `Input \u00b7 ${n.params.name}`
-        : n.section === "outputs" ? `Output \u00b7 ${n.params.name}` : (def ? def.title || def.kind : n.kind);
+      const title = n.section ? n.params.name : (def ? def.title || def.kind : n.kind);
       const header = h("div", { class: "mge-node-header", title: def ? def.description || "" : `unknown kind ${n.kind}` }, [
+        n.section ? h("span", { class: "mge-io-tag" }, n.section === "inputs" ? "input" : "output") : null,
         h("span", { class: "mge-node-title" }, title),
         n.section ? null : h("span", { class: "mge-node-id" }, n.id),
       ]);
@@ -887,6 +927,14 @@
 
     _renderWires(onlyNodes) {
       const present = new Set();
+      const outTypes = new Map();
+      const outType = (id, port) => {
+        if (!outTypes.has(id)) {
+          const src = this.node(id);
+          outTypes.set(id, new Map(src ? this.outputPorts(src).map((p) => [p.name, p.type]) : []));
+        }
+        return outTypes.get(id).get(port) || "any";
+      };
       for (const e of this.doc.edges) {
         const key = this._edgeKey(e);
         present.add(key);
@@ -906,11 +954,9 @@
         const b = this._portPos(e.to, `in:${e.in}`);
         if (!a || !b) continue;
         const d = this._wirePath(a, b);
-        w.firstChild.setAttribute("d", d);
-        w.lastChild.setAttribute("d", d);
-        const src = this.node(e.from);
-        const type = src ? (this.outputPorts(src).find((p) => p.name === e.out) || {}).type : "any";
-        w.lastChild.style.stroke = TYPE_COLORS[type] || TYPE_COLORS.any;
+        if (w._d !== d) { w.firstChild.setAttribute("d", d); w.lastChild.setAttribute("d", d); w._d = d; }
+        const stroke = TYPE_COLORS[outType(e.from, e.out)] || TYPE_COLORS.any;
+        if (w._stroke !== stroke) { w.lastChild.style.stroke = stroke; w._stroke = stroke; }
         const runFrom = this.runState[e.from];
         w.classList.toggle("mge-flowing", Boolean(runFrom && runFrom.state === "done" &&
           this.runState[e.to] && this.runState[e.to].state === "running"));
@@ -1615,7 +1661,7 @@
           n.x = Math.round(s.x + dx);
           n.y = Math.round(s.y + dy);
           const el = this.nodeEls.get(id);
-          if (el) el.style.transform = `translate(${n.x}px, ${n.y}px)`;
+          if (el) { el._transform = `translate(${n.x}px, ${n.y}px)`; el.style.transform = el._transform; }
         }
         this._renderWires(new Set(d.start.keys()));
       } else if (d.type === "wire") {
@@ -2160,8 +2206,9 @@
       box.appendChild(this._field("description", "", desc));
       const counts = this.doc.nodes.reduce((acc, n) => { acc[n.section || "nodes"] += 1; return acc; },
         { inputs: 0, nodes: 0, outputs: 0 });
-      box.appendChild(h("div", { class: "mge-muted" },
-        `${counts.nodes} nodes, ${counts.inputs} inputs, ${counts.outputs} outputs, ${this.doc.edges.length} wires.`));
+      const plural = (k, word) => `${k} ${word}${k === 1 ? "" : "s"}`;
+      box.appendChild(h("div", { class: "mge-muted" }, `${plural(counts.nodes, "node")}, ${plural(counts.inputs, "input")}, ` +
+        `${plural(counts.outputs, "output")}, ${plural(this.doc.edges.length, "wire")}.`));
       box.appendChild(h("div", { class: "mge-help-box" }, [
         h("div", {}, "Click a node to edit it. Drag from an output (right) to an input (left) to connect."),
         h("div", {}, "Double-click the canvas or press / to add a node. Shift+drag selects an area."),
