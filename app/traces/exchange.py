@@ -10,19 +10,20 @@ from sqlalchemy.engine import Connection
 
 from app.traces.db import TraceStoreError
 from app.traces.jsonutil import dumps
-from app.traces.records import (
+from app.traces.records import RUN_JSON_FIELDS, TOTAL_FIELDS, load_run, run_exists
+from app.traces.tables import (
     CALLS,
     CANDIDATES,
     NODE_EVENTS,
     NODES,
     PROMPTS,
-    RUN_JSON_FIELDS,
     RUNS,
-    TOTAL_FIELDS,
-    load_run,
-    run_exists,
+    SCHEMA_VERSION,
+    LmCallRow,
+    NodeRunRow,
+    RunRow,
+    TraceModel,
 )
-from app.traces.tables import SCHEMA_VERSION, LmCallRow, NodeRunRow, RunRow, TraceModel
 from app.traces.writer import candidate_rows, prompt_hash
 
 EXPORT_FORMAT = "metagen-trace"

@@ -8,14 +8,7 @@ from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
 from app.traces.jsonutil import loads
-from app.traces.tables import CandidateRow, LmCallRow, NodeEventRow, NodeRunRow, PromptRow, RunRow
-
-RUNS = RunRow.__table__  # type: ignore[attr-defined]
-NODES = NodeRunRow.__table__  # type: ignore[attr-defined]
-CALLS = LmCallRow.__table__  # type: ignore[attr-defined]
-PROMPTS = PromptRow.__table__  # type: ignore[attr-defined]
-NODE_EVENTS = NodeEventRow.__table__  # type: ignore[attr-defined]
-CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
+from app.traces.tables import CALLS, CANDIDATES, NODE_EVENTS, NODES, PROMPTS, RUNS
 
 PROVENANCE_FIELDS = ("writer_pid", "writer_host", "writer_identity", "heartbeat_at", "source", "imported_from")
 """Where a record came from, kept apart from what it says (an imported copy says the same)."""

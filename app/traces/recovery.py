@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sqlalchemy import Engine, func, select, update
 
-from app.traces.tables import LmCallRow, NodeRunRow, RunRow
+from app.traces.tables import RUNS, LmCallRow, NodeRunRow, RunRow
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +92,9 @@ def mark_interrupted(engine: Engine, run_ids: list[str] | None = None, reason: s
     this_host = host_name()
     marked: list[str] = []
     with engine.begin() as conn:
-        runs = RunRow.__table__  # type: ignore[attr-defined]
-        query = select(runs).where(runs.c.status == "running")
+        query = select(RUNS).where(RUNS.c.status == "running")
         if run_ids is not None:
-            query = query.where(runs.c.id.in_(run_ids))
+            query = query.where(RUNS.c.id.in_(run_ids))
         for run in [RunRow.model_validate(dict(m)) for m in conn.execute(query).mappings()]:
             if run_ids is None and not writer_is_gone(run, now, this_host):
                 continue

@@ -19,6 +19,7 @@ from app.traces import records
 from app.traces.db import TraceStoreError, create_trace_engine, ensure_schema
 from app.traces.exchange import export_record, import_document
 from app.traces.recovery import INTERRUPTED, mark_interrupted
+from app.traces.tables import CALLS, CANDIDATES, NODE_EVENTS, NODES, RUNS
 from app.traces.writer import PERSISTED, EventWriter
 
 log = logging.getLogger(__name__)
@@ -187,8 +188,7 @@ class TraceStore:
             return import_document(conn, data)
 
     def delete_run(self, run_id: str) -> None:
-        from app.traces.records import CALLS, CANDIDATES, NODE_EVENTS, NODES, RUNS
-
+        """Remove a run and everything recorded under it (prompts other runs share stay)."""
         run_id = self.resolve_run_id(run_id)
         with self._engine.begin() as conn:
             for table in (CALLS, CANDIDATES, NODE_EVENTS, NODES):

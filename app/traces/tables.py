@@ -161,3 +161,12 @@ class CandidateRow(TraceModel, table=True):
     finish_reason: str = ""
     completion_tokens: int = 0
     meta: str = "{}"
+
+
+# Core table handles, for bulk statements (the ORM classes above describe them).
+RUNS = RunRow.__table__  # type: ignore[attr-defined]
+NODES = NodeRunRow.__table__  # type: ignore[attr-defined]
+CALLS = LmCallRow.__table__  # type: ignore[attr-defined]
+PROMPTS = PromptRow.__table__  # type: ignore[attr-defined]
+NODE_EVENTS = NodeEventRow.__table__  # type: ignore[attr-defined]
+CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]

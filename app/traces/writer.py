@@ -16,7 +16,7 @@ from app import events as ev
 from app.events import Event
 from app.traces.jsonutil import dumps, preview
 from app.traces.recovery import host_name, process_identity
-from app.traces.tables import CandidateRow, LmCallRow, NodeEventRow, NodeRunRow, PromptRow, RunRow
+from app.traces.tables import CALLS, CANDIDATES, NODE_EVENTS, NODES, PROMPTS, RUNS
 
 log = logging.getLogger(__name__)
 
@@ -26,12 +26,6 @@ PERSISTED = frozenset({ev.RUN_START, ev.RUN_END, ev.NODE_START, ev.NODE_END, ev.
 
 CANCEL_CAUSES = frozenset({"CancelledError", "BudgetExceededError"})
 
-RUNS = RunRow.__table__  # type: ignore[attr-defined]
-NODES = NodeRunRow.__table__  # type: ignore[attr-defined]
-CALLS = LmCallRow.__table__  # type: ignore[attr-defined]
-PROMPTS = PromptRow.__table__  # type: ignore[attr-defined]
-NODE_EVENTS = NodeEventRow.__table__  # type: ignore[attr-defined]
-CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
 
 LM_CALL_FIELDS = ("call_id", "purpose", "model", "sample_index", "n", "parent", "tag", "prompt", "completion",
                   "prompt_tokens", "prompt_tokens_evaluated", "prompt_tokens_cached", "completion_tokens",
