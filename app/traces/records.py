@@ -92,6 +92,8 @@ def load_run(conn: Connection, run_id: str, inline_prompts: bool = True) -> dict
         for m in conn.execute(select(NODE_EVENTS).where(NODE_EVENTS.c.run_id == run_id)
                               .order_by(NODE_EVENTS.c.id)).mappings()
     ]
+    if not run["model_ids"] and calls:  # a run that never ended: the engines seen so far
+        run["model_ids"] = sorted({c["model"] for c in calls})
     record: dict[str, Any] = {"run": run, "provenance": provenance, "nodes": nodes, "lm_calls": calls,
                               "events": events}
     if not inline_prompts:

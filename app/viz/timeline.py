@@ -113,13 +113,18 @@ def timeline_figure(record: dict[str, Any]) -> go.Figure:
             row_of_lane[(node_id, lane)] = label
             rows.append(label)
 
+    last_seen: dict[str, float] = {}  # nodes still running (or cut off): up to their last call
+    for c in calls:
+        node_id = c.get("node_id") or "?"
+        last_seen[node_id] = max(last_seen.get(node_id, 0.0), c["end"])
     fig = go.Figure()
     for status in sorted({n.get("status") or "?" for n in nodes}):
         group = [n for n in nodes if (n.get("status") or "?") == status and n.get("status") != "cached"]
         if not group:
             continue
         starts = [((n.get("started_at") or t0) - t0) for n in group]
-        ends_ = [((n.get("ended_at") or n.get("started_at") or t0) - t0) for n in group]
+        ends_ = [((n.get("ended_at") or last_seen.get(n["node_id"]) or n.get("started_at") or t0) - t0)
+                 for n in group]
         fig.add_trace(go.Bar(
             orientation="h", y=[n["node_id"] for n in group], base=starts,
             x=[max(e - s, span / 500) for s, e in zip(starts, ends_, strict=True)],

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from app.traces import TraceStore
+from app.viz import export_html, timeline_figure
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -61,6 +62,13 @@ def test_sigkill_mid_run_marks_the_run_interrupted(tmp_path: Path) -> None:
         assert statuses["draft"] == "succeeded"
         assert statuses["critique"] == "interrupted"
         assert [c["node_id"] for c in doomed["lm_calls"]][:1] == ["draft"]
+
+        assert doomed["run"]["model_ids"] == ["fake:fake"]
+        # the cut-off run is still drawn: its critique bar runs to the end of what was recorded
+        timeline = timeline_figure(doomed)
+        interrupted = next(t for t in timeline.data if t.name == "node interrupted")
+        assert list(interrupted.y) == ["critique"]
+        assert "interrupted" in export_html(doomed)
 
         first = store.get_run(first_id)
         assert first["run"]["status"] == "succeeded"
