@@ -53,6 +53,7 @@ def build_app(service: StudioService, policy: SharePolicy | None = None) -> gr.B
     """The whole UI. `policy` overrides the service's (share mode); all requests go through `service`."""
     if policy is not None:
         service.policy = policy
+    from app.share_ui import share_links_component, wire_run_links
     from app.ui.models_tab import models_tab
     from app.ui.traces_tab import traces_tab
 
@@ -63,10 +64,12 @@ def build_app(service: StudioService, policy: SharePolicy | None = None) -> gr.B
         with gr.Tabs(selected=EDITOR_TAB) as tabs:
             with gr.Tab("Editor", id=EDITOR_TAB, elem_id="mg-tab-editor"):
                 editor_page(service, static_head())
+                share_links_component(service)
             with gr.Tab("Traces", id=TRACES_TAB, elem_id="mg-tab-traces") as traces:
                 traces_tab(service, tabs, traces)
             with gr.Tab("Models", id=MODELS_TAB, elem_id="mg-tab-models") as models:
                 models_tab(service, models)
+        wire_run_links(demo, service, tabs)
     demo.queue(default_concurrency_limit=4)
     return demo
 

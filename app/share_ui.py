@@ -1,0 +1,191 @@
+"""Deep links and share links in the UI: the "Copy share link" control and server functions of the editor
+page (static/share_links.js), and opening `?run=ID` in the Traces tab on page load."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import gradio as gr
+
+from app.deeplink import (
+    PAYLOAD,
+    RUN,
+    WORKFLOW,
+    DeepLinkError,
+    check_run_id,
+    payload_link,
+    read_deep_link,
+    run_link,
+    workflow_link,
+)
+from app.service import StudioService, UserError
+
+log = logging.getLogger(__name__)
+
+SHARE_ELEM_ID = "mg-share-links"
+TRACES_TAB = "traces"
+RUN_PICK_ELEM_ID = "mg-traces-run"
+TRACES_MESSAGE_ELEM_ID = "mg-traces-message"
+
+# Static markup; static/share_links.js moves the button into the editor toolbar. No `$` or backticks.
+SHARE_MARKUP = """
+<div class="mg-share" data-testid="share-links">
+  <button class="mg-btn" type="button" data-testid="share-link-btn" title="Copy a link to this workflow">
+    Copy share link</button>
+  <div class="mg-share-box" data-testid="share-box" hidden>
+    <div class="mg-share-row"><span class="mg-share-label" data-testid="share-kind"></span>
+      <input class="mg-share-url" data-testid="share-url" readonly aria-label="Share link">
+      <button class="mg-btn" type="button" data-share="copy" data-testid="share-copy">Copy</button></div>
+    <div class="mg-share-row" data-testid="share-run-row" hidden><span class="mg-share-label">This run's trace</span>
+      <input class="mg-share-url" data-testid="share-run-url" readonly aria-label="Link to the run">
+      <button class="mg-btn" type="button" data-share="copy-run" data-testid="share-run-copy">Copy</button></div>
+    <div class="mg-share-note" data-testid="share-note"></div>
+    <button class="mg-btn" type="button" data-share="close" data-testid="share-close">Close</button>
+  </div>
+</div>
+"""
+
+JS_ON_LOAD = "window.MetagenShare && window.MetagenShare.start(element, server);"
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def sl_open_link(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
+    """What the page's query asks to open: {kind: null} when nothing, else the workflow to show
+    (never run) or the run id, or {error}. Everything in the query is checked here before use."""
+    query = payload.get("query") if isinstance(payload.get("query"), dict) else {}
+    link = read_deep_link({str(k): _text(v) for k, v in query.items()})
+    if link is None:
+        return {"kind": None}
+    if link.error:
+        return {"kind": link.kind, "error": link.error}
+    if link.kind == WORKFLOW:
+        assert link.name is not None
+        if link.name in service.list_workflows():
+            return {"kind": WORKFLOW, "name": link.name, "source": "saved"}
+        if link.name in service.list_examples():
+            return {"kind": WORKFLOW, "name": link.name, "source": "example"}
+        return {"kind": WORKFLOW, "error": f"the link opens the workflow {link.name!r}, which is not in this app's "
+                                           "workflows folder or examples (it may have been renamed or deleted)"}
+    if link.kind == PAYLOAD:
+        assert link.yaml_text is not None
+        checked = service.parse_yaml(link.yaml_text)
+        if checked.get("error"):
+            return {"kind": PAYLOAD, "error": "the workflow in the link does not load: "
+                                              f"{checked['error'].get('message')}"}
+        return {"kind": PAYLOAD, "yaml": link.yaml_text, "name": link.workflow.name if link.workflow else None}
+    return {"kind": RUN, "run_id": link.run_id}
+
+
+def sl_make_links(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
+    """Links for the editor's workflow: by name when it is saved and unchanged, else carried in the link;
+    plus a link to the current run's trace when there is one."""
+    base = _text(payload.get("base")) or "/"
+    name = _text(payload.get("name")) or None
+    dirty = bool(payload.get("dirty"))
+    yaml_text = _text(payload.get("yaml"))
+    result: dict[str, Any] = {}
+    if name and not dirty and name in service.list_workflows():
+        result.update(kind=WORKFLOW, url=workflow_link(base, name),
+                      note=f"Opens the saved workflow '{name}' from this app's workflows folder.")
+    else:
+        if not yaml_text.strip():
+            raise UserError("there is no workflow to share yet")
+        parsed = service.parse_yaml(yaml_text)  # must load; validation problems show after opening
+        if parsed.get("error"):
+            raise UserError(f"fix the YAML first: {parsed['error'].get('message')}")
+        try:
+            result.update(kind=PAYLOAD, url=payload_link(base, yaml_text),
+                          note="The whole workflow is inside the link (it opens in the editor and is not run).")
+        except DeepLinkError as exc:
+            raise UserError(str(exc)) from None
+    run_id = _text(payload.get("run_id"))
+    if run_id:
+        try:
+            result["run_url"] = run_link(base, run_id)
+        except DeepLinkError:
+            log.debug("no run link for %r", run_id)
+    return result
+
+
+def _endpoint(fn: Callable[[StudioService, dict[str, Any]], Any], service: StudioService) -> Callable[[Any], Any]:
+    """One JSON payload in; {error} out on failure. No functools.wraps: Gradio would read fn's signature."""
+
+    def call(payload: Any = None) -> Any:
+        try:
+            return fn(service, payload if isinstance(payload, dict) else {})
+        except (UserError, ValueError) as exc:
+            return {"error": str(exc)}
+        except Exception as exc:
+            log.exception("%s failed", fn.__name__)
+            return {"error": f"something went wrong ({type(exc).__name__}); see the app log for details"}
+
+    call.__name__ = call.__qualname__ = fn.__name__
+    return call
+
+
+def share_links_component(service: StudioService) -> gr.HTML:
+    """The "Copy share link" control and the deep-link opener of the editor page."""
+    from app.resources import static_dir
+    from app.ui.app import static_url
+
+    folder = static_dir()
+    tags = []
+    if (folder / "share_links.css").is_file():
+        tags.append(f'<link rel="stylesheet" href="{static_url(folder / "share_links.css")}">')
+    if (folder / "share_links.js").is_file():
+        tags.append(f'<script src="{static_url(folder / "share_links.js")}"></script>')
+    head = "\n".join(tags)
+    return gr.HTML(value="", html_template=SHARE_MARKUP, js_on_load=JS_ON_LOAD, head=head,
+                   server_functions=[_endpoint(sl_open_link, service), _endpoint(sl_make_links, service)],
+                   elem_id=SHARE_ELEM_ID, apply_default_css=False, padding=False, container=False)
+
+
+# ------------------------------------------------------------------ ?run=ID on page load
+
+
+def open_run_from_query(service: StudioService, query: dict[str, str]) -> tuple[Any, Any, str]:
+    """(tabs update, run picker update, message) for a `?run=ID` page query."""
+    raw = query.get(RUN)
+    if not raw:
+        return gr.update(), gr.update(), ""
+    try:
+        run_id = check_run_id(raw)
+    except DeepLinkError as exc:
+        return gr.Tabs(selected=TRACES_TAB), gr.update(), f"**Cannot open the linked run:** {exc}"
+    store = service.trace_store
+    if store is None:
+        return gr.Tabs(selected=TRACES_TAB), gr.update(), "**Cannot open the linked run:** the trace store is " \
+                                                          f"unavailable ({service.trace_error})"
+    try:
+        record = store.get_run(run_id)
+    except Exception:
+        record = None
+    if not record:
+        return (gr.Tabs(selected=TRACES_TAB), gr.update(),
+                f"**Cannot open the linked run:** there is no run `{run_id}` in this app's trace history")
+    run = record.get("run", {})
+    label = f"{run_id} · {run.get('workflow', '')} · {run.get('status', '')}"
+    return gr.Tabs(selected=TRACES_TAB), gr.update(choices=[(label, run_id)], value=run_id), ""
+
+
+def wire_run_links(demo: gr.Blocks, service: StudioService, tabs: gr.Tabs) -> None:
+    """On page load, a `?run=ID` query opens that run in the Traces tab (call inside the Blocks context)."""
+    run_pick = _find(demo, RUN_PICK_ELEM_ID)
+    message = _find(demo, TRACES_MESSAGE_ELEM_ID)
+    if run_pick is None or message is None:
+        log.warning("the Traces tab has no run picker; ?run= links will not open runs")
+        return
+
+    def on_load(request: gr.Request) -> tuple[Any, Any, str]:
+        return open_run_from_query(service, dict(request.query_params) if request else {})
+
+    demo.load(on_load, None, [tabs, run_pick, message])
+
+
+def _find(demo: gr.Blocks, elem_id: str) -> Any:
+    return next((b for b in demo.blocks.values() if getattr(b, "elem_id", None) == elem_id), None)

@@ -1,0 +1,148 @@
+"""Deep links in Chromium: ?workflow=NAME, ?wf=<payload> and ?run=ID open the right thing; tampered,
+oversized and unknown links show a clear error; the "Copy share link" button makes links that work."""
+
+from __future__ import annotations
+
+import base64
+import os
+import zlib
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+from app.deeplink import MAX_PAYLOAD_CHARS, encode_workflow
+
+pytestmark = pytest.mark.e2e
+
+SERVER_ARGS = ["--dry-run"]
+
+LINKED = """version: 1
+name: linked_demo
+description: carried in a link
+inputs:
+  question: {type: text, default: "What is 6 * 7?"}
+nodes:
+  - id: think
+    kind: sampler
+    params: {n: 3, prompt: "{question}"}
+    inputs: {question: inputs.question}
+  - id: vote
+    kind: voter
+    params: {method: majority}
+    inputs: {candidates: think.candidates}
+outputs:
+  answer: vote.answer
+"""
+
+
+def _goto(ui: Any, query: str) -> None:
+    ui.page.goto(ui.server.url + query)
+    ui.page.wait_for_selector(".mg-page[data-ready='1']", timeout=60_000)
+
+
+def _wait_notice(ui: Any, text: str) -> str:
+    ui.page.wait_for_function("(t) => document.querySelector('[data-testid=notice]').textContent.includes(t)",
+                              arg=text, timeout=20_000)
+    return ui.notice()
+
+
+def test_workflow_link_opens_a_saved_workflow(ui: Any, shot: Any, studio: Any) -> None:
+    saved = (studio.home / "workflows" / "self_consistency.yaml").read_text(encoding="utf-8")
+    _goto(ui, "?workflow=self_consistency")
+    ui.page.wait_for_function("document.querySelector('[data-testid=wf-title]').textContent === 'self_consistency'")
+    assert ui.yaml() == saved
+    assert ui.page.locator("[data-testid=dirty-flag]").is_hidden()
+    assert ui.run_status() in ("", "idle") or "No run" in ui.page.locator("[data-testid=run-status]").inner_text()
+    shot(ui.page, "workflow-link")
+
+
+def test_payload_link_opens_the_workflow_without_running_it(ui: Any, shot: Any) -> None:
+    _goto(ui, "?wf=" + encode_workflow(LINKED))
+    notice = _wait_notice(ui, "from the link")
+    assert "not been run" in notice
+    assert ui.wait_yaml(lambda t: "linked_demo" in t) == LINKED
+    assert sorted(ui.node_ids()) == sorted(["inputs.question", "think", "vote", "outputs.answer"])
+    assert "No run" in ui.page.locator("[data-testid=run-status]").inner_text()
+    assert ui.page.evaluate("window.MetagenUI.state().runs.length") == 0
+    assert "wf=" not in ui.page.url  # a reload restores the draft instead of re-opening the link
+    shot(ui.page, "payload-link")
+
+
+@pytest.mark.parametrize(("query", "message"), [
+    ("?wf=" + (lambda p: p[:20] + ("A" if p[20] != "A" else "B") + p[21:])(encode_workflow(LINKED)),
+     "damaged"),
+    ("?wf=1." + "A" * (MAX_PAYLOAD_CHARS + 100), "too large"),
+    ("?wf=1." + base64.urlsafe_b64encode(zlib.compress(b"x" * 3_000_000, 9)).decode().rstrip("="),
+     "unpacks to more than"),
+    ("?workflow=" + quote("../../etc/passwd"), "names are not paths"),
+    ("?workflow=no_such_workflow", "not in this app's workflows folder"),
+])
+def test_bad_links_show_a_clear_error(ui: Any, shot: Any, page_watch: Any, query: str, message: str) -> None:
+    page_watch.allow("414|URI Too Long")
+    before = ui.yaml()
+    _goto(ui, query)
+    notice = _wait_notice(ui, "Cannot open this link")
+    assert message in notice
+    assert ui.yaml() == before  # nothing was replaced
+    shot(ui.page, "bad-link")
+
+
+def test_copy_share_link_and_run_link_round_trip(ui: Any, shot: Any, browser: Any) -> None:
+    ui.open_example("self_consistency")
+    ui.page.locator("[data-testid=run-btn]").click()
+    assert ui.wait_run_finished() == "succeeded"
+    run_id = ui.page.evaluate("window.MetagenUI.state().currentRun")
+    assert run_id
+
+    ui.page.locator("[data-testid=share-link-btn]").click()
+    ui.page.wait_for_function("document.querySelector('[data-testid=share-url]').value.length > 0")
+    link = ui.page.locator("[data-testid=share-url]").input_value()
+    run_url = ui.page.locator("[data-testid=share-run-url]").input_value()
+    assert "?wf=" in link  # the example is not saved under a name: the workflow travels in the link
+    assert run_url.endswith(f"?run={run_id}")
+    shot(ui.page, "share-box")
+    yaml_here = ui.yaml()
+
+    other = browser.new_context(viewport={"width": 1600, "height": 1000})  # a visitor with a fresh browser
+    try:
+        visitor = other.new_page()
+        visitor.goto(link)
+        visitor.wait_for_selector(".mg-page[data-ready='1']", timeout=60_000)
+        visitor.wait_for_function("(y) => document.querySelector('[data-testid=yaml-editor]').value === y",
+                                  arg=yaml_here, timeout=20_000)
+        visitor.goto(run_url)
+        visitor.wait_for_selector("#mg-trace-summary", state="visible", timeout=60_000)
+        visitor.wait_for_function("(r) => document.querySelector('#mg-trace-summary').innerText.includes(r)",
+                                  arg=run_id, timeout=30_000)
+        visitor.screenshot(path=str(ui_artifact("run-link.png")))
+    finally:
+        other.close()
+
+
+def test_unknown_run_link_says_so(ui: Any) -> None:
+    ui.page.goto(ui.server.url + "?run=doesnotexist123")
+    ui.page.wait_for_function("document.querySelector('#mg-traces-message') &&"
+                              " document.querySelector('#mg-traces-message').innerText.includes('no run')",
+                              timeout=30_000)
+
+
+def test_saved_workflow_share_link_is_by_name(ui: Any) -> None:
+    ui.open_saved("best_of_n")
+    ui.page.locator("[data-testid=share-link-btn]").click()
+    ui.page.wait_for_function("document.querySelector('[data-testid=share-url]').value.length > 0")
+    assert ui.page.locator("[data-testid=share-url]").input_value().endswith("?workflow=best_of_n")
+
+
+def ui_artifact(name: str) -> Any:
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / name
+
+
+def test_payload_is_not_trusted_to_be_small(ui: Any) -> None:
+    noise = base64.b64encode(os.urandom(14_000)).decode()
+    with pytest.raises(ValueError):
+        encode_workflow(LINKED.replace("carried in a link", noise))
