@@ -32,7 +32,8 @@
  * editor-undo / editor-redo / editor-fit / editor-layout / editor-delete / editor-add / editor-zoom-in / -out,
  * editor-toast, editor-global-issues.
  * ed.togglePanel("palette" | "inspector", show?) hides/shows a side panel (toolbar: editor-toggle-palette /
- * editor-toggle-inspector); below 1100 px wide the panels get narrower, below 760 px the toolbar labels shorten.
+ * editor-toggle-inspector); below 1100 px wide the palette narrows and the inspector floats over the canvas,
+ * shown only while something is selected.
  * Mouse: drag background = pan (also middle button, Space+drag); Shift/Ctrl+drag background = rubber band;
  * wheel = zoom at cursor; double-click background, "/" or Space = quick-add; drag output -> input = connect;
  * drag from a connected input = move/detach that wire; click a wire + Delete = disconnect; drop a new wire
@@ -618,8 +619,53 @@
         this.resizeObserver.observe(this.viewport);
         this.resizeObserver.observe(this.root);
       }
+      this.tip = h("div", { class: "mge-tip", "data-testid": "issue-tip", hidden: true });
+      this.viewport.appendChild(this.tip);
+      this.viewport.addEventListener("pointerover", (e) => this._onTipOver(e));
+      this.viewport.addEventListener("pointerout", (e) => {
+        const badge = e.target.closest && e.target.closest(".mge-issue-badge");
+        if (badge && !badge.contains(e.relatedTarget)) this.tip.hidden = true;
+      });
       this._applyView();
       this._updateToolbar();
+      this._applyWidthClasses();
+    }
+
+    /** Issue details at screen size (readable at any zoom) while the pointer is on a node's badge. */
+    _onTipOver(e) {
+      const badge = e.target.closest && e.target.closest(".mge-issue-badge");
+      if (!badge || this.drag) return;
+      const pop = badge.querySelector(".mge-issue-pop");
+      this.tip.textContent = "";
+      for (const child of pop.children) this.tip.appendChild(child.cloneNode(true));
+      const vr = this.viewport.getBoundingClientRect();
+      const br = badge.getBoundingClientRect();
+      this.tip.hidden = false;
+      const left = clamp(br.left + br.width / 2 - vr.left - 140, 4, Math.max(4, vr.width - 284));
+      const below = br.bottom - vr.top + 6;
+      const top = below + this.tip.offsetHeight > vr.height ? Math.max(4, br.top - vr.top - this.tip.offsetHeight - 6) : below;
+      this.tip.style.left = `${left}px`;
+      this.tip.style.top = `${top}px`;
+    }
+
+    /** Pan so that node `id` is not hidden under the floating inspector (narrow hosts). */
+    _reveal(id) {
+      const el = this.nodeEls.get(id);
+      if (!el || !this.root.classList.contains("mge-narrow") || getComputedStyle(this.inspector).display === "none") return;
+      const nr = el.getBoundingClientRect();
+      const ir = this.inspector.getBoundingClientRect();
+      const vr = this.viewport.getBoundingClientRect();
+      if (nr.right + 12 <= ir.left || nr.bottom < ir.top || nr.top > ir.bottom) return;
+      const dx = Math.min(nr.right + 16 - ir.left, Math.max(0, nr.left - vr.left - 16));
+      if (dx <= 0) return;
+      this.view.x -= dx;
+      this._applyView();
+    }
+
+    _applyWidthClasses() {
+      const width = this.root.clientWidth;
+      this.root.classList.toggle("mge-narrow", width > 0 && width < 1100);
+      this.root.classList.toggle("mge-tiny", width > 0 && width < 760);
     }
 
     /** Show/hide the palette or the inspector (`show` undefined = toggle). */
@@ -632,9 +678,7 @@
     }
 
     _onResize() {
-      const width = this.root.clientWidth;
-      this.root.classList.toggle("mge-narrow", width > 0 && width < 1100);
-      this.root.classList.toggle("mge-tiny", width > 0 && width < 760);
+      this._applyWidthClasses();
       if (this.viewport.clientWidth === 0) return;
       let stale = false;
       for (const g of this.geom.values()) if (!g.w) { stale = true; break; }
@@ -1136,6 +1180,7 @@
       this._applySelectionClasses();
       this._renderInspector();
       this._emitSelect();
+      this._reveal(node.id);
       return node.id;
     }
 
@@ -1707,11 +1752,14 @@
         if (d.moved) {
           if (d.before !== this._snapshot()) { this._pushUndo(d.before, "move"); this.coalesceKey = null; this._notifyChange(); }
           this.render();
-        } else if (!d.additive && this.selection.size > 1) {
-          this.selection = new Set([d.clickId]);
-          this._applySelectionClasses();
-          this._renderInspector();
-          this._emitSelect();
+        } else {
+          if (!d.additive && this.selection.size > 1) {
+            this.selection = new Set([d.clickId]);
+            this._applySelectionClasses();
+            this._renderInspector();
+            this._emitSelect();
+          }
+          if (this.selection.size === 1) this._reveal(d.clickId);
         }
       } else if (d.type === "wire") {
         this.tempWire.setAttribute("d", "");
@@ -1928,6 +1976,7 @@
     }
 
     _renderInspector(onlyIfIssues) {
+      this.root.classList.toggle("mge-nothing-selected", this.selection.size === 0);
       if (onlyIfIssues && this.inspector.contains(document.activeElement)) return;
       const box = this.inspector;
       box.textContent = "";

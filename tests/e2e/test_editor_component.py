@@ -488,6 +488,8 @@ def test_host_page_styles_do_not_leak_in(editor: EditorPage, static_url: str) ->
     assert color(".mge-toast-item") == "rgb(249, 250, 251)"
     assert color('[data-testid="state-badge"]') == "rgb(255, 255, 255)"
     assert color(".mge-issue-badge") == "rgb(255, 255, 255)"
+    editor.page.hover(".mge-issue-badge")
+    assert color('[data-testid="issue-tip"]') == "rgb(249, 250, 251)"
     assert color(".mge-node-title") == "rgb(31, 41, 55)"
     assert color(".mge-palette-item .mge-item-title") == "rgb(31, 41, 55)"
     assert editor.page.locator(".mge-btn").first.evaluate("e => getComputedStyle(e).marginBottom") == "0px"
@@ -589,7 +591,7 @@ def test_run_state_and_issues_are_painted(editor: EditorPage, static_url: str) -
     assert "mge-has-warning" in think.get_attribute("class")
     badge = vote.locator('[data-testid="issue-badge"]')
     badge.hover()
-    pop = vote.locator(".mge-issue-pop")
+    pop = editor.page.locator('[data-testid="issue-tip"]')
     assert pop.is_visible()
     assert "must be one of" in pop.inner_text() and "choose majority" in pop.inner_text()
     global_issues = editor.page.locator('[data-testid="editor-global-issues"]')
