@@ -134,6 +134,8 @@ class StudioService:
             handle.cancel.cancel("the app is shutting down")
         if self._trace_store is not None and hasattr(self._trace_store, "close"):
             self._trace_store.close()
+        if self._pool is not None and hasattr(self._pool, "close"):
+            self._pool.close()
 
     # ------------------------------------------------------------------ workflow files
 
@@ -549,12 +551,7 @@ class ModelCatalog:
         entry = next((e for e in self.entries() if e["key"] == key), None)
         if entry is None:
             raise UserError(f"no model {key!r} in the list")
-        done = False
-        for item in list(pool.loaded()):
-            if _loaded_path(item) == entry["path"]:
-                pool.unload(_loaded_key(item))
-                done = True
-        return done
+        return bool(pool.unload(entry["path"]))
 
 
 def _loaded_path(item: Any) -> str | None:
@@ -564,9 +561,3 @@ def _loaded_path(item: Any) -> str | None:
     else:
         value = getattr(item, "path", None)
     return str(Path(value).resolve()) if value else None
-
-
-def _loaded_key(item: Any) -> Any:
-    if isinstance(item, dict):
-        return item.get("key", item)
-    return getattr(item, "key", item)

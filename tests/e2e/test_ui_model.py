@@ -1,0 +1,60 @@
+"""Running an example workflow on the real bundled model (SmolLM2 via llama.cpp) from the browser: node states
+change live with token progress, the answer appears, and the run is in the Traces tab with its sample view and
+timeline (`metagen ui`, no dry run)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.model]
+
+SERVER_ARGS: list[str] = []
+
+
+def test_run_the_self_consistency_example_on_the_bundled_model(ui: Any, shot: Any) -> None:
+    ui.open_example("self_consistency")
+    assert sorted(ui.node_ids()) == ["inputs.question", "outputs.answer", "outputs.votes", "think", "vote"]
+    # keep it small for a 2-core test machine, as a user trying things out would
+    ui.select("think")
+    ui.set_param("adaptive", "off")
+    ui.set_param("n", "3")
+    ui.set_param("max_tokens", "32")
+    ui.wait_yaml(lambda t: "n: 3" in t and "max_tokens: 32" in t)
+    ui.page.wait_for_function("document.querySelector('[data-testid=issue-count]').textContent === '0'")
+    assert ui.page.locator("[data-testid=input-question]").input_value() == "What is 3 + 4?"
+
+    ui.click_run()
+    ui.page.wait_for_function("document.querySelector(\"[data-node-id='think'] [data-testid=state-badge]\")"
+                              "?.textContent.trim() === 'running'", timeout=120_000)
+    assert ui.node_state("vote") == "queued"
+    partial = ui.page.locator("[data-testid=partial-output]").first
+    partial.wait_for(timeout=120_000)
+    ui.page.wait_for_function(  # tokens stream in while the sampler runs
+        "() => { const p = document.querySelector('[data-testid=partial-output]');"
+        " const m = p && p.textContent.match(/(\\d+) tokens/); return m && Number(m[1]) > 0; }", timeout=120_000)
+    shot(ui.page, "running")
+    assert ui.wait_run_finished(600) == "succeeded", ui.page.locator("[data-testid=run-status]").inner_text()
+    assert ui.node_state("think") == "done" and ui.node_state("vote") == "done"
+    answer = ui.page.locator("[data-testid=output-answer]").inner_text().strip()
+    assert answer, "the run finished without an answer"
+    ui.select("think")
+    table = ui.page.locator("[data-testid=node-outputs] [data-testid=candidates-table]")
+    table.wait_for()
+    assert table.locator("tbody tr").count() == 3
+    shot(ui.page, "answered")
+
+    run_id = ui.page.evaluate("window.MetagenUI.state().currentRun")
+    ui.tab("Traces")
+    ui.page.wait_for_function("(id) => document.querySelector('#mg-traces-runs').innerText.includes(id)", arg=run_id)
+    ui.page.locator("#mg-trace-summary").get_by_text(run_id).first.wait_for()
+    ui.page.locator("#mg-trace-timeline .js-plotly-plot").wait_for()
+    timeline = ui.page.locator("#mg-trace-timeline").inner_text()
+    assert "think" in timeline
+    ui.page.get_by_role("tab", name="Samples").click()
+    ui.page.locator("#mg-trace-samples-plot .js-plotly-plot").wait_for()
+    samples = ui.page.locator("#mg-trace-samples-plot").inner_text()
+    assert re.search(r"3 candidates", samples), samples
+    shot(ui.page, "traces")
