@@ -140,16 +140,18 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> None:
     yaml_box = gr.Textbox(visible="hidden", elem_id="mg-traces-yaml")
     message = gr.Markdown(elem_id="mg-traces-message")
 
-    def load_list(workflow: str, status: str) -> tuple[Any, ...]:
+    def load_list(workflow: str, status: str, picked: str | None = None) -> tuple[Any, ...]:
         rows, names = run_rows(service, workflow, status)
         choices = [run_choice(r) for r in rows]
-        current = choices[0][1] if choices else None
+        keys = [key for _, key in choices]
+        # keep the run already picked (e.g. opened by a ?run= link), else show the newest
+        current = picked if picked in keys else (keys[0] if keys else None)
         return (gr.update(value=rows), gr.update(choices=[ALL, *names]), gr.update(choices=choices, value=current),
                 gr.update(choices=choices), gr.update(choices=choices))
 
     list_outputs = [runs_df, wf_filter, run_pick, compare_a, compare_b]
     for trigger in (refresh.click, tab.select, wf_filter.input, status_filter.input):
-        trigger(load_list, [wf_filter, status_filter], list_outputs)
+        trigger(load_list, [wf_filter, status_filter, run_pick], list_outputs)
 
     def show_run(run_id: str | None) -> tuple[Any, ...]:
         empty = (_message("Pick a run."), None, gr.update(choices=[], value=None), gr.update(visible=False), "",

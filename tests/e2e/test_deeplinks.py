@@ -92,17 +92,25 @@ def test_copy_share_link_and_run_link_round_trip(ui: Any, shot: Any, browser: An
     ui.open_example("self_consistency")
     ui.page.locator("[data-testid=run-btn]").click()
     assert ui.wait_run_finished() == "succeeded"
-    run_id = ui.page.evaluate("window.MetagenUI.state().currentRun")
-    assert run_id
+    first_run = ui.page.evaluate("window.MetagenUI.state().currentRun")
+    assert first_run
 
     ui.page.locator("[data-testid=share-link-btn]").click()
     ui.page.wait_for_function("document.querySelector('[data-testid=share-url]').value.length > 0")
     link = ui.page.locator("[data-testid=share-url]").input_value()
     run_url = ui.page.locator("[data-testid=share-run-url]").input_value()
     assert "?wf=" in link  # the example is not saved under a name: the workflow travels in the link
-    assert run_url.endswith(f"?run={run_id}")
+    assert run_url.endswith(f"?run={first_run}")
+    assert "Copied to the clipboard" in ui.page.locator("[data-testid=share-note]").inner_text()
     shot(ui.page, "share-box")
+    ui.page.locator("[data-testid=share-close]").click()
     yaml_here = ui.yaml()
+
+    # a newer run, so that the linked (older) run is not simply the newest one in the list
+    ui.page.locator("[data-testid=seed-input]").fill("7")
+    ui.page.locator("[data-testid=run-btn]").click()
+    ui.page.wait_for_function("(r) => window.MetagenUI.state().currentRun !== r", arg=first_run)
+    assert ui.wait_run_finished() == "succeeded"
 
     other = browser.new_context(viewport={"width": 1600, "height": 1000})  # a visitor with a fresh browser
     try:
@@ -114,7 +122,9 @@ def test_copy_share_link_and_run_link_round_trip(ui: Any, shot: Any, browser: An
         visitor.goto(run_url)
         visitor.wait_for_selector("#mg-trace-summary", state="visible", timeout=60_000)
         visitor.wait_for_function("(r) => document.querySelector('#mg-trace-summary').innerText.includes(r)",
-                                  arg=run_id, timeout=30_000)
+                                  arg=first_run, timeout=30_000)
+        visitor.wait_for_timeout(1500)  # nothing may switch the view to another run afterwards
+        assert first_run in visitor.locator("#mg-trace-summary").inner_text()
         visitor.screenshot(path=str(ui_artifact("run-link.png")))
     finally:
         other.close()
