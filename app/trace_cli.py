@@ -128,9 +128,11 @@ def _describe(record: dict[str, Any]) -> str:
     lines = [
         f"run {run['id']} · {run['workflow']} · {run['status']}",
         f"started {_when(run['started_at'])} · wall {_secs(s['wall_s'])}s · seed {run['seed']}",
-        f"LM calls {s['lm_calls']} · prompt tokens {s['prompt_tokens']} (evaluated {s['prompt_tokens_evaluated']}, "
-        f"saved by prefix sharing {s['tokens_saved_by_prefix_sharing']}) · completion tokens "
-        f"{s['completion_tokens']} · saved by adaptive stopping ~{s['tokens_saved_by_adaptive_stop']}",
+        f"LM calls {s['lm_calls']} in {s['requests']} requests · prompt tokens {s['prompt_tokens_all_samples']} over "
+        f"all samples, {s['prompt_tokens_evaluated']} evaluated ({s['tokens_saved_by_prefix_sharing']} saved by "
+        f"prefix sharing, {s['prompt_tokens_cached']} of them from the KV cache)",
+        f"completion tokens {s['completion_tokens']} · saved by adaptive stopping "
+        f"~{s['tokens_saved_by_adaptive_stop']} ({s['samples_saved_by_adaptive_stop']} samples not drawn)",
     ]
     if run.get("error"):
         lines.append(f"error: {run['error']}")
@@ -144,7 +146,8 @@ def _describe(record: dict[str, Any]) -> str:
         lines.append("")
         for name, value in run["outputs"].items():
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-            lines.append(f"{name}: {text[:2000]}")
+            limit = 2000 if isinstance(value, str) else 300
+            lines.append(f"{name}: {text if len(text) <= limit else text[:limit] + '… (--json shows all)'}")
     return "\n".join(lines)
 
 

@@ -94,9 +94,10 @@ def node_stats(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 CARDS = (("wall_s", "wall time (s)"), ("lm_calls", "LM calls"), ("requests", "requests"),
-         ("prompt_tokens", "prompt tokens"), ("prompt_tokens_evaluated", "prompt tokens evaluated"),
+         ("prompt_tokens_all_samples", "prompt tokens, all samples"),
+         ("prompt_tokens_evaluated", "prompt tokens evaluated"),
+         ("tokens_saved_by_prefix_sharing", "prompt tokens saved by prefix sharing"),
          ("completion_tokens", "completion tokens"),
-         ("tokens_saved_by_prefix_sharing", "tokens saved by prefix sharing"),
          ("tokens_saved_by_adaptive_stop", "tokens saved by adaptive stop (est.)"),
          ("nodes_cached", "nodes from cache"))
 
