@@ -512,10 +512,10 @@ class ModelCatalog:
         clean = str(path or "").strip().strip('"')
         if not clean:
             raise UserError("type the path of a .gguf file first")
+        if not Path(clean).expanduser().is_file():
+            raise UserError(f"no file at {clean}; check the path")
         try:
             info = model_file_info(clean)
-        except FileNotFoundError:
-            raise UserError(f"no file at {clean}; check the path") from None
         except (BackendError, OSError, ValueError) as exc:
             raise UserError(f"{clean} is not a usable GGUF model: {exc}") from None
         with self._lock:

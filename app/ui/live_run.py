@@ -27,6 +27,8 @@ class NodeLive:
     text: str = ""
     message: str = ""
     expected_tokens: int = 0
+    samples: dict[int, str] = field(default_factory=dict)
+    """Streamed text per sample (the node shows the one that moved last)."""
 
 
 @dataclass
@@ -114,7 +116,10 @@ class LiveRun:
                 node.expected_tokens = max(1, n) * max_tokens
         elif event.type == ev.TOKEN:
             node.tokens += 1
-            node.text = (node.text + str(data.get("text", "")))[-TEXT_TAIL:]
+            sample = int(data.get("sample") or 0)
+            stream = (node.samples.get(sample, "") + str(data.get("text", "")))[-TEXT_TAIL:]
+            node.samples[sample] = stream
+            node.text = f"[sample {sample + 1}] {stream}" if len(node.samples) > 1 or sample else stream
             if node.expected_tokens:
                 node.progress = max(node.progress, min(0.99, node.tokens / node.expected_tokens))
         elif event.type == ev.PROGRESS:
@@ -158,7 +163,7 @@ class LiveRun:
                 "error": self.error,
                 "stats": dict(self.stats),
                 "outputs": self.outputs if self.finished else {},
-                "nodes": {node_id: {k: v for k, v in asdict(n).items() if k != "expected_tokens"}
+                "nodes": {node_id: {k: v for k, v in asdict(n).items() if k not in ("expected_tokens", "samples")}
                           for node_id, n in self.nodes.items()},
                 "has_outputs": sorted(self.node_outputs),
                 "version": self.version,

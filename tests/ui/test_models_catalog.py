@@ -1,0 +1,63 @@
+"""The Models tab's catalogue: bundled model and GGUFs by folder or path, device, load and unload (real llama.cpp)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from app.service import StudioService, UserError
+from app.share import SharePolicy
+from app.ui.models_tab import human_size, model_rows
+from backends.bundled import bundled_model_path
+
+pytestmark = pytest.mark.model
+
+
+def make(tmp_path: Path, **kwargs: object) -> StudioService:
+    return StudioService(workflows_dir=tmp_path / "wf", examples_dir=None, models_dir=tmp_path / "models",
+                         trace_db=tmp_path / "t.db", **kwargs)  # type: ignore[arg-type]
+
+
+def test_lists_the_bundled_model_with_its_facts_and_loads_and_unloads_it(tmp_path: Path) -> None:
+    service = make(tmp_path)
+    entries = service.models.entries()
+    bundled = next(e for e in entries if e["key"] == "bundled")
+    assert bundled["path"] == str(bundled_model_path().resolve())
+    assert bundled["quantization"] == "Q4_1"
+    assert bundled["context_length"] == 8192
+    assert bundled["size_bytes"] > 50_000_000
+    assert bundled["device"].startswith(("CPU", "GPU", "METAL"))
+    assert bundled["loaded"] is False
+    service.models.load("bundled")
+    assert next(e for e in service.models.entries() if e["key"] == "bundled")["loaded"] is True
+    rows, choices = model_rows(service)
+    assert rows[0][7] == "yes" and ("SmolLM2" in rows[0][8] or rows[0][8].endswith(".gguf"))
+    assert choices[0][1] == "bundled"
+    assert service.models.unload("bundled") is True
+    assert next(e for e in service.models.entries() if e["key"] == "bundled")["loaded"] is False
+    service.close()
+
+
+def test_models_folder_and_added_paths(tmp_path: Path) -> None:
+    folder = tmp_path / "models"
+    folder.mkdir()
+    shutil.copyfile(bundled_model_path(), folder / "copy.gguf")
+    (tmp_path / "broken.gguf").write_bytes(b"GGUF not really")
+    service = make(tmp_path)
+    sources = [e["source"] for e in service.models.entries()]
+    assert sources == ["bundled", "models folder"]
+    with pytest.raises(UserError, match="not a usable GGUF"):
+        service.models.add(str(tmp_path / "broken.gguf"))
+    with pytest.raises(UserError, match="no file"):
+        service.models.add(str(tmp_path / "missing.gguf"))
+    shared = make(tmp_path, policy=SharePolicy(share_mode=True))
+    with pytest.raises(UserError, match="disabled"):
+        shared.models.add(str(folder / "copy.gguf"))
+
+
+def test_human_sizes() -> None:
+    assert human_size(98_362_432) == "93.8 MB"
+    assert human_size(512) == "512 B"
+    assert human_size(3 * 1024**3) == "3.0 GB"
