@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from app import events as ev
 from app.events import EventRecorder
+from app.models import fake_provider
 from app.scheduler import Scheduler
 from app.traces import TraceStore
 from app.workflow import Workflow, load_workflow_text
@@ -100,23 +102,31 @@ def test_cache_hits_and_failures_are_recorded(store: TraceStore, sc_workflow: Wo
     assert vote["status"] == "failed" and vote["cause"] == "NodeError" and vote["duration_s"] >= 0
 
 
-def test_wal_mode_and_a_reader_during_a_run(tmp_path: Path, sc_workflow: Workflow,
-                                            make_scheduler: MakeScheduler) -> None:
+def test_wal_mode_and_a_reader_during_a_run(tmp_path: Path, sc_workflow: Workflow) -> None:
     db = tmp_path / "t.db"
     writer = TraceStore(db)
     reader = TraceStore(db)
-    scheduler = make_scheduler(latency_s=0.3)
-    seen_running = threading.Event()
+    reader_saw_it = threading.Event()
+
+    def reply_once_the_reader_looked(prompt: str, seed: int) -> str:
+        reader_saw_it.wait(60)  # the run stays in flight until the reader has seen it
+        return "Answer: 42"
+
+    scheduler = Scheduler(default_registry(), fake_provider(reply_fn=reply_once_the_reader_looked))
     results = []
     thread = threading.Thread(target=lambda: results.append(scheduler.run(sc_workflow, observers=[writer])))
     thread.start()
-    for _ in range(200):
-        if any(r["status"] == "running" for r in reader.list_runs()):
-            seen_running.set()
-            break
-        thread.join(0.02)
-    thread.join()
-    assert seen_running.is_set(), "the reader never saw the run while it was going"
+    try:
+        deadline = time.monotonic() + 60
+        while not (reader.list_runs() and reader.get_run(reader.list_runs()[0]["id"])["nodes"]):
+            assert time.monotonic() < deadline, "the reader never saw the run while it was going"
+            time.sleep(0.02)
+        live = reader.get_run(reader.list_runs()[0]["id"])
+        assert live["run"]["status"] == "running" and live["nodes"][0]["status"] == "running"
+        assert reader.list_runs()[0]["status"] == "running"
+    finally:
+        reader_saw_it.set()
+        thread.join()
     assert reader.get_run(results[0].run_id)["run"]["status"] == "succeeded"
     writer.close()
     reader.close()
