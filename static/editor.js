@@ -38,6 +38,9 @@
  * wheel = zoom at cursor; double-click background, "/" or Space = quick-add; drag output -> input = connect;
  * drag from a connected input = move/detach that wire; click a wire + Delete = disconnect; drop a new wire
  * on empty canvas = quick-add limited to kinds that can take it, wired on Enter (one undo step).
+ * Variadic kinds show an input port per {variable} of their visible text params (except the names the node
+ * fills itself: RESERVED_VARS, or the schema entry's `reserved_vars`), any extra wired input, and a
+ * "+ input" port (data-port="in:+"): a wire dropped there becomes an input named after its source.
  */
 (function (global) {
   "use strict";
@@ -58,6 +61,10 @@
   const HISTORY_LIMIT = 200;
   const CHANGE_DEBOUNCE_MS = 150;
   const RUN_STATES = ["queued", "running", "cached", "done", "error", "skipped"];
+  const ADD_PORT = "+";
+  /** Template variables that scoring / refining kinds fill in themselves (nodes/verify.py RESERVED_VARS);
+   * a schema entry may override them with `reserved_vars: [...]`. */
+  const RESERVED_VARS = ["candidate", "answer", "reference", "partial", "draft", "problem", "task", "feedback"];
 
   const BUILTIN_INPUT = {
     kind: "input", title: "Workflow input", category: "io", section: "inputs",
@@ -199,8 +206,12 @@
       this.kinds = new Map();
       this.inputKind = BUILTIN_INPUT;
       this.outputKind = BUILTIN_OUTPUT;
-      for (const entry of schema || []) {
+      for (let entry of schema || []) {
         if (!entry || !entry.kind) continue;
+        if (!entry.section && entry.category === "io" && (entry.kind === "input" || entry.kind === "output")) {
+          // registries that do not export `section` yet: the io kinds are known by name
+          entry = Object.assign({}, entry, { section: entry.kind === "input" ? "inputs" : "outputs" });
+        }
         if (entry.section === "inputs") this.inputKind = entry;
         else if (entry.section === "outputs") this.outputKind = entry;
         this.kinds.set(entry.kind, entry);
@@ -238,23 +249,36 @@
         return ports;
       }
       if (def) for (const p of def.inputs || []) add(Object.assign({}, p));
-      if (def && def.variadic_inputs) {
+      const variadic = Boolean(def && def.variadic_inputs);
+      if (variadic) {
+        // {variables} of the text params in use (show_if honoured), minus those the node fills itself
         const resolved = this.resolvedParams(node);
+        const reserved = new Set(def.reserved_vars || RESERVED_VARS);
         for (const p of this._paramsOf(def)) {
-          if (p.type !== "text") continue;
+          if (p.type !== "text" || !this._paramVisible(p, resolved)) continue;
           for (const v of templateVariables(resolved[p.name])) {
+            if (reserved.has(v)) continue;
             add({ name: v, type: "any", description: `{${v}} in ${p.name}`, required: true, variable: true });
           }
         }
       }
-      for (const e of this.doc.edges) {
-        if (e.to === node.id && !seen.has(e.in)) add({ name: e.in, type: "any", stale: true, required: false,
-          description: def ? "not used by this node any more: delete the wire" : "" });
-      }
-      for (const port of Object.keys(node.raw || {})) {
-        if (!seen.has(port)) add({ name: port, type: "any", stale: true, required: false });
-      }
+      // wired names beyond those: extra inputs of a variadic kind, or stale wires of any other kind
+      const extra = variadic ? { type: "any", required: false, extra: true, description: "an extra input" }
+        : { type: "any", required: false, stale: true, description: def ? "this node has no such input: delete the wire" : "" };
+      for (const e of this.doc.edges) if (e.to === node.id && !seen.has(e.in)) add(Object.assign({ name: e.in }, extra));
+      for (const port of Object.keys(node.raw || {})) if (!seen.has(port)) add(Object.assign({ name: port }, extra));
       return ports;
+    }
+
+    /** The name a wire dropped on a variadic node's "+ input" port gets: the source's name, made unique. */
+    _newPortName(from, out, to) {
+      const src = this.node(from);
+      const dst = this.node(to);
+      const base = src && src.section === "inputs" ? src.params.name : out;
+      const taken = new Set(dst ? this.inputPorts(dst).map((p) => p.name) : []);
+      let name = String(base).replace(/[^A-Za-z0-9_]/g, "_").replace(/^([^A-Za-z_])/, "_$1") || "input";
+      if (!taken.has(name)) return name;
+      for (let i = 2; ; i++) if (!taken.has(`${name}_${i}`)) return `${name}_${i}`;
     }
 
     outputPorts(node) {
@@ -857,6 +881,9 @@
       const ports = h("div", { class: "mge-ports" });
       const ins = this.inputPorts(n);
       const outs = this.outputPorts(n);
+      if (def && def.variadic_inputs && !n.section) {
+        ins.push({ name: ADD_PORT, type: "any", add: true, description: "drop a wire here to add an input" });
+      }
       const wiredIn = new Set(this._wiredInputs(n.id));
       const wiredOut = new Set(this._wiredOutputs(n.id));
       const rows = Math.max(ins.length, outs.length);
@@ -867,12 +894,13 @@
           const raw = n.raw && n.raw[pin.name];
           row.appendChild(h("div", {
             class: `mge-port mge-in${wiredIn.has(pin.name) ? " mge-wired" : ""}${pin.stale ? " mge-stale" : ""}` +
+              `${pin.add ? " mge-add-port" : ""}${pin.extra ? " mge-extra" : ""}` +
               `${raw ? " mge-dangling" : ""}${pin.required && !wiredIn.has(pin.name) && !raw ? " mge-required" : ""}`,
             "data-port": `in:${pin.name}`, "data-type": pin.type,
             title: `${pin.name}: ${pin.type}${pin.description ? ` \u2014 ${pin.description}` : ""}` +
               `${raw ? `\nwired to ${raw}, which does not exist` : ""}`,
           }, [h("span", { class: "mge-dot", style: `--c:${TYPE_COLORS[pin.type] || TYPE_COLORS.any}` }),
-            h("span", { class: "mge-port-label" }, pin.variable ? `{${pin.name}}` : pin.name)]));
+            h("span", { class: "mge-port-label" }, pin.add ? "+ input" : pin.variable ? `{${pin.name}}` : pin.name)]));
         } else row.appendChild(h("div", { class: "mge-port-spacer" }));
         const pout = outs[i];
         if (pout) {
@@ -1202,7 +1230,9 @@
       const dst = this.node(to);
       if (!src || !dst) return "unknown node";
       const sp = this.outputPorts(src).find((p) => p.name === out);
-      const dp = this.inputPorts(dst).find((p) => p.name === inp);
+      const dstDef = this.kindDef(dst.kind);
+      const dp = inp === ADD_PORT && dstDef && dstDef.variadic_inputs && !dst.section ? { name: ADD_PORT, type: "any" }
+        : this.inputPorts(dst).find((p) => p.name === inp);
       if (!sp || !dp) return `no such port ${!sp ? out : inp}`;
       if (from === to) return `cannot connect ${from} to itself`;
       if (!portCompatible(sp.type, dp.type)) {
@@ -1215,6 +1245,7 @@
     connect(from, out, to, inp, coalesce) {
       const problem = this.checkConnection(from, out, to, inp);
       if (problem) { this.message(problem, "error"); return false; }
+      if (inp === ADD_PORT) inp = this._newPortName(from, out, to);
       this.mutate("connect", () => {
         const edge = { from, out, to, in: inp };
         const i = this.doc.edges.findIndex((e) => e.to === to && e.in === inp);
@@ -1799,7 +1830,7 @@
       }
       const key = portEl.getAttribute("data-port");
       const dir = key.slice(0, key.indexOf(":"));
-      const port = key.slice(key.indexOf(":") + 1);
+      let port = key.slice(key.indexOf(":") + 1);
       const id = nodeEl._nodeId;
       if (!d.reverse && dir === "in") {
         if (d.detached) restore();
@@ -1808,6 +1839,7 @@
           const problem = this.checkConnection(d.from, d.out, id, port);
           if (problem) { this.message(problem, "error"); return; }
           const detached = d.detached;
+          if (port === ADD_PORT) port = this._newPortName(d.from, d.out, id);
           this.mutate("reconnect", () => {
             this.doc.edges = this.doc.edges.filter((x) => this._edgeKey(x) !== detached);
             const i = this.doc.edges.findIndex((x) => x.to === id && x.in === port);

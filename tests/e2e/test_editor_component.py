@@ -378,11 +378,28 @@ def test_inspector_edits_change_workflow_and_validate_as_you_type(editor: Editor
     prompt.type("{topic} and {question}")
     ports = editor.page.eval_on_selector_all('[data-node-id="think"] [data-port^="in:"]',
                                              "els => els.map(e => e.dataset.port)")
-    assert ports == ["in:topic", "in:question"]
+    assert ports == ["in:topic", "in:question", "in:+"]
     editor.page.locator('[data-testid="editor-canvas"]').click(position={"x": 5, "y": 5})
     editor.page.keyboard.press("Control+z")
     assert editor.node("think")["params"]["prompt"].startswith("{question}\nThink step by step")
     editor.screenshot("inspector")
+
+
+def test_variadic_node_takes_extra_inputs_on_its_plus_port(editor: EditorPage, static_url: str) -> None:
+    editor.open(static_url)
+    editor.page.click('.mge-palette [data-kind="template"]')
+    editor.connect("inputs.question", "value", "template", "+")
+    editor.connect("vote", "answer", "template", "+")
+    editor.connect("vote", "confidence", "template", "+")
+    assert _port_refs(editor.workflow())["template"] == {
+        "question": "inputs.question", "answer": "vote.answer", "confidence": "vote.confidence"}
+    ports = editor.page.eval_on_selector_all('[data-node-id="template"] [data-port^="in:"]',
+                                             "els => els.map(e => e.dataset.port)")
+    assert ports == ["in:x", "in:question", "in:answer", "in:confidence", "in:+"]
+    # a {variable} that the node fills itself (verifier's {candidate}) is not an input port
+    editor.page.click('.mge-palette [data-kind="verifier"]')
+    editor.page.select_option('[data-param="method"]', "llm_judge")
+    assert editor.page.locator('[data-node-id="verifier"] [data-port="in:candidate"]').count() == 0
 
 
 def test_show_if_hides_irrelevant_params(editor: EditorPage, static_url: str) -> None:
@@ -624,6 +641,32 @@ def test_workflow_input_inspector_and_builtin_io_fallback(editor: EditorPage, st
     editor.page.click('.mge-palette [data-kind="output"]')
     editor.connect("vote", "confidence", "outputs.output", "value")
     assert editor.workflow()["outputs"] == {"answer": "vote.answer", "output": "vote.confidence"}
+
+
+def _example_workflows() -> list[Path]:
+    return sorted((REPO / "workflows").glob("*.yaml"))
+
+
+def test_real_registry_and_every_example_workflow_round_trip(editor: EditorPage, static_url: str) -> None:
+    """The editor draws each example with the real node schema: no unknown kinds, no orphan ports, and
+    getWorkflow() gives back exactly what was loaded (layout included)."""
+    registry = pytest.importorskip("nodes.registry")
+    workflow_mod = pytest.importorskip("app.workflow")
+    examples = _example_workflows()
+    assert examples, "workflows/ has no examples"
+    editor.open(static_url, "?empty")
+    schema = registry.default_registry().schema()
+    editor.page.evaluate("schema => ed.setSchema(schema)", schema)
+    palette = editor.page.eval_on_selector_all(".mge-palette [data-kind]", "els => els.map(e => e.dataset.kind)")
+    assert sorted(palette) == sorted(entry["kind"] for entry in schema)
+    for path in examples:
+        data = workflow_mod.load_workflow(path).to_dict()
+        editor.page.evaluate("wf => ed.load(wf, {fit: true})", data)
+        assert editor.workflow() == data, f"{path.name} does not round-trip through the editor"
+        wires = sum(len(n.get("inputs", {})) for n in data["nodes"]) + len(data["outputs"])
+        assert editor.page.locator("[data-wire]").count() == wires, path.name
+        assert editor.page.locator(".mge-unknown, .mge-stale, .mge-dangling").count() == 0, path.name
+        editor.screenshot(path.stem)
 
 
 def test_two_hundred_nodes_render_and_drag(editor: EditorPage, static_url: str) -> None:
