@@ -1,8 +1,9 @@
-"""Subprocess of the crash test: one quick run, then a slow chain that the test kills with SIGKILL."""
+"""Subprocess of the crash test: one quick run, then a chain that hangs at its second node and is killed."""
 
 from __future__ import annotations
 
 import sys
+import time
 
 from app.models import fake_provider
 from app.scheduler import Scheduler
@@ -33,13 +34,20 @@ outputs:
 """
 
 
+def hang_at_critique(prompt: str, seed: int) -> str:
+    """The draft answers at once; the critique never returns (the test kills the process meanwhile)."""
+    if prompt.startswith("Critique"):
+        time.sleep(600)
+    return f"reply to: {prompt[:40]}"
+
+
 def main(db_path: str) -> None:
     store = TraceStore(db_path)
     workflow = load_workflow_text(CHAIN)
     quick = Scheduler(default_registry(), fake_provider()).run(workflow, observers=[store])
     sys.stdout.write(f"first {quick.run_id}\n")
     sys.stdout.flush()
-    slow = Scheduler(default_registry(), fake_provider(latency_s=1.0))
+    slow = Scheduler(default_registry(), fake_provider(reply_fn=hang_at_critique))
     slow.run(workflow, seed=1, observers=[store], run_id="doomed")
     sys.stdout.write("finished (the test should have killed this process)\n")
 
