@@ -87,7 +87,12 @@ class StudioService:
         if provider is None:
             from app.models import fake_provider, llama_provider
 
-            provider = fake_provider(latency_s=fake_latency_s) if dry_run else llama_provider(self.pool)
+            if dry_run:
+                provider = fake_provider(latency_s=fake_latency_s)
+            else:
+                from app.settings import with_device_settings
+
+                provider = with_device_settings(llama_provider(self.pool))
         self.scheduler = Scheduler(self.registry, provider, allow_python=self.policy.allow_python)
         self._trace_db = Path(trace_db).expanduser() if trace_db else None
         self._trace_store = trace_store
@@ -448,9 +453,31 @@ class ModelCatalog:
         self._lock = threading.Lock()
 
     def _spec(self, path: str | None) -> Any:
+        """The spec a workflow would use for this file, with the remembered device settings applied."""
+        from app.settings import load_settings
         from backends.base import ModelSpec
 
-        return ModelSpec() if path in (None, "", "bundled") else ModelSpec(source="path", path=path)
+        spec = ModelSpec() if path in (None, "", "bundled") else ModelSpec(source="path", path=path)
+        return load_settings().device.apply(spec)
+
+    def device_settings(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        from app.settings import load_settings
+
+        return asdict(load_settings().device)
+
+    def save_device_settings(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Remember device / threads / GPU layers for models whose workflow leaves them open."""
+        if self._service.policy.share_mode:
+            raise UserError("device settings can only be changed by the owner, not on a shared app")
+        from app.settings import update_device_settings
+
+        try:
+            update_device_settings(values)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+        return self.device_settings()
 
     def entries(self) -> list[dict[str, Any]]:
         from backends.gguf import model_file_info, scan_models

@@ -59,6 +59,15 @@ def models_tab(service: StudioService, tab: gr.Tab) -> None:
         add_path = gr.Textbox(label="Add a GGUF file by path", placeholder="/path/to/model.gguf",
                               elem_id="mg-models-path", scale=3)
         add_btn = gr.Button("Add", elem_id="mg-models-add", scale=0)
+    current = service.models.device_settings()
+    with gr.Row(visible=not service.policy.share_mode):
+        device = gr.Dropdown(["auto", "cpu", "gpu", "metal"], value=current["device"], label="Device",
+                             info="auto: offload to the GPU when this llama.cpp build can", elem_id="mg-models-device")
+        threads = gr.Number(value=current["threads"], precision=0, label="CPU threads (empty: automatic)",
+                            elem_id="mg-models-threads")
+        layers = gr.Number(value=current["n_gpu_layers"], precision=0,
+                           label="GPU layers (-1 all, 0 none, empty: the device's default)", elem_id="mg-models-layers")
+        save_device = gr.Button("Save device settings", elem_id="mg-models-save-device", scale=0)
     message = gr.Markdown(elem_id="mg-models-message")
     gr.Markdown(f"Models folder: `{service.models_dir}` — drop .gguf files there, then Refresh.")
 
@@ -103,3 +112,14 @@ def models_tab(service: StudioService, tab: gr.Tab) -> None:
         return refresh_list(added, f"Added {added}.")
 
     add_btn.click(add, [add_path], outputs)
+
+    def save_settings(device_value: str, threads_value: float | None, layers_value: float | None) -> tuple[Any, ...]:
+        try:
+            service.models.save_device_settings({"device": device_value, "threads": threads_value,
+                                                 "n_gpu_layers": layers_value})
+        except UserError as exc:
+            return refresh_list(None, str(exc))
+        return refresh_list(None, "Saved; models load with these settings from now on (unload a loaded model "
+                                  "to apply them to it).")
+
+    save_device.click(save_settings, [device, threads, layers], outputs)

@@ -61,3 +61,16 @@ def test_human_sizes() -> None:
     assert human_size(98_362_432) == "93.8 MB"
     assert human_size(512) == "512 B"
     assert human_size(3 * 1024**3) == "3.0 GB"
+
+
+def test_device_settings_are_checked_saved_and_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("METAGEN_HOME", str(tmp_path / "home"))
+    service = make(tmp_path)
+    with pytest.raises(UserError, match="threads"):
+        service.models.save_device_settings({"device": "cpu", "threads": 0, "n_gpu_layers": None})
+    saved = service.models.save_device_settings({"device": "cpu", "threads": 1, "n_gpu_layers": None})
+    assert saved == {"device": "cpu", "threads": 1, "n_gpu_layers": None}
+    assert make(tmp_path).models.device_settings() == saved  # remembered in settings.json
+    assert service.models.device_for("bundled") == "CPU · no layers offloaded · 1 threads"
+    with pytest.raises(UserError, match="owner"):
+        make(tmp_path, policy=SharePolicy(share_mode=True)).models.save_device_settings({"device": "cpu"})
