@@ -636,6 +636,8 @@
       this.palette.addEventListener("pointerdown", (e) => this._onPalettePointerDown(e));
       this.root.addEventListener("keydown", (e) => this._onKeyDown(e));
       this.root.addEventListener("keyup", (e) => this._onKeyUp(e));
+      this.root.addEventListener("copy", (e) => this._onCopyEvent(e));
+      this.root.addEventListener("paste", (e) => this._onPasteEvent(e));
       this._onDocKey = (e) => { if (e.key === "Escape" && !this.quick.hidden) this.closeQuickAdd(); };
       document.addEventListener("keydown", this._onDocKey, true);
       if (global.ResizeObserver) {
@@ -1327,9 +1329,41 @@
       return true;
     }
 
+    _pastePoint() { return this.mouse.inside ? this.toWorld(this.mouse.x, this.mouse.y) : null; }
+
+    _onCopyEvent(e) {
+      if (isTyping(e.target) || !this.selection.size || !e.clipboardData) return;
+      const sel = global.getSelection && global.getSelection();
+      if (sel && String(sel).length) return;
+      const ids = new Set(this.selection);
+      const data = { metagen_editor_clipboard: 1, nodes: this.doc.nodes.filter((n) => ids.has(n.id)),
+        edges: this.doc.edges.filter((x) => ids.has(x.from) && ids.has(x.to)) };
+      e.clipboardData.setData("text/plain", JSON.stringify(data));
+      e.preventDefault();
+    }
+
+    _onPasteEvent(e) {
+      if (isTyping(e.target) || !e.clipboardData) return;
+      let data = null;
+      try { data = JSON.parse(e.clipboardData.getData("text/plain")); } catch (_err) { return; }
+      if (!data || data.metagen_editor_clipboard !== 1 || !Array.isArray(data.nodes)) return;
+      e.preventDefault();
+      clipboard = { nodes: data.nodes.filter((n) => n && typeof n.id === "string" && typeof n.kind === "string"),
+        edges: Array.isArray(data.edges) ? data.edges : [] };
+      this.paste(this._pastePoint());
+    }
+
     paste(at) {
       if (!clipboard || !clipboard.nodes.length) return [];
       const nodes = clone(clipboard.nodes);
+      for (const n of nodes) {
+        n.x = Number.isFinite(n.x) ? n.x : 0;
+        n.y = Number.isFinite(n.y) ? n.y : 0;
+        n.params = n.params && typeof n.params === "object" ? n.params : {};
+        n.model = n.model || null;
+        if (n.section !== "inputs" && n.section !== "outputs") delete n.section;
+        if (n.section && !NAME_RE.test(String(n.params.name || ""))) n.params.name = n.section === "inputs" ? "input" : "output";
+      }
       const b = { x: Math.min(...nodes.map((n) => n.x)), y: Math.min(...nodes.map((n) => n.y)) };
       const target = at || { x: b.x + 40, y: b.y + 40 };
       const rename = new Map();
@@ -1354,7 +1388,7 @@
         if (n.section === "outputs") n.kind = this.outputKind.kind;
         if (n.section === "inputs") n.kind = this.inputKind.kind;
       }
-      const edges = clipboard.edges.map((e) => ({ from: rename.get(e.from), out: e.out, to: rename.get(e.to), in: e.in }));
+      const edges = clipboard.edges.filter((e) => e && rename.has(e.from) && rename.has(e.to)).map((e) => ({ from: rename.get(e.from), out: e.out, to: rename.get(e.to), in: e.in }));
       this.mutate("paste", () => {
         this.doc.nodes.push(...nodes);
         this.doc.edges.push(...edges);
@@ -1888,14 +1922,16 @@
       if (mod && ((key === "z" || key === "Z") && e.shiftKey || key === "y" || key === "Y")) {
         e.preventDefault(); this.redo(); return;
       }
-      if (mod && (key === "c" || key === "C")) { if (this.copySelection()) e.preventDefault(); return; }
+      // copy: the internal clipboard, and (via the copy event that follows) the system one for other tabs
+      if (mod && (key === "c" || key === "C")) { this.copySelection(); return; }
       if (mod && (key === "x" || key === "X")) {
         if (this.copySelection()) { e.preventDefault(); this.deleteSelection(); }
         return;
       }
       if (mod && (key === "v" || key === "V")) {
+        if (!clipboard) return; // let the paste event bring nodes copied in another tab
         e.preventDefault();
-        this.paste(this.mouse.inside ? (() => { const p = this.toWorld(this.mouse.x, this.mouse.y); return p; })() : null);
+        this.paste(this._pastePoint());
         return;
       }
       if (mod && (key === "a" || key === "A")) {

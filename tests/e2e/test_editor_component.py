@@ -292,6 +292,35 @@ def test_multiselect_copy_paste_gives_fresh_ids(editor: EditorPage, static_url: 
     assert sorted(editor.page.evaluate("ed.getSelection()")) == ["think_2", "vote_2"]
     assert wf["nodes"][2]["params"] == wf["nodes"][0]["params"]
     editor.screenshot("pasted")
+    editor.page.keyboard.press("Control+z")
+    assert [n["id"] for n in editor.workflow()["nodes"]] == ["think", "vote"]
+    # Ctrl+X cuts; pasting twice gives fresh ids each time; a pasted workflow input gets a fresh name
+    editor.page.click(editor.header("inputs.question"))
+    editor.page.keyboard.press("Control+x")
+    assert "question" not in editor.workflow().get("inputs", {})
+    editor.page.keyboard.press("Control+v")
+    editor.page.keyboard.press("Control+v")
+    assert list(editor.workflow()["inputs"]) == ["question", "question_2"]
+
+
+def test_copy_goes_to_the_system_clipboard_for_other_tabs(editor: EditorPage, static_url: str) -> None:
+    editor.open(static_url)
+    editor.page.click(editor.header("vote"))
+    copied = editor.page.evaluate("""() => {
+        const dt = new DataTransfer();
+        document.querySelector('.mge').dispatchEvent(new ClipboardEvent('copy', {clipboardData: dt, bubbles: true}));
+        return dt.getData('text/plain');
+    }""")
+    assert '"metagen_editor_clipboard":1' in copied
+    other = EditorPage(editor.page.context.new_page(), editor.name + "-other").open(static_url, "?empty")
+    other.page.evaluate("""(text) => {
+        const dt = new DataTransfer();
+        dt.setData('text/plain', text);
+        document.querySelector('.mge').dispatchEvent(new ClipboardEvent('paste', {clipboardData: dt, bubbles: true}));
+    }""", copied)
+    assert other.node_ids() == ["vote"]
+    assert other.node("vote")["params"] == editor.node("vote")["params"]
+    assert other.errors == []
 
 
 def test_rubber_band_selection_then_delete(editor: EditorPage, static_url: str) -> None:
@@ -400,6 +429,16 @@ def test_variadic_node_takes_extra_inputs_on_its_plus_port(editor: EditorPage, s
     editor.page.click('.mge-palette [data-kind="verifier"]')
     editor.page.select_option('[data-param="method"]', "llm_judge")
     assert editor.page.locator('[data-node-id="verifier"] [data-port="in:candidate"]').count() == 0
+
+
+def test_list_param_is_one_item_per_line(editor: EditorPage, static_url: str) -> None:
+    editor.open(static_url)
+    editor.page.click('.mge-palette [data-kind="generator"]')
+    stop = editor.page.locator('[data-param="stop"]')
+    stop.fill("Answer:\n\n###\n")
+    assert editor.node("generator")["params"]["stop"] == ["Answer:", "###"]
+    stop.fill("")
+    assert "stop" not in editor.node("generator").get("params", {})
 
 
 def test_show_if_hides_irrelevant_params(editor: EditorPage, static_url: str) -> None:
