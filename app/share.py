@@ -266,14 +266,26 @@ def list_workflow_names(folder: Path) -> list[str]:
 # ------------------------------------------------------------------ workflow checks
 
 
+PYTHON_SELECTOR_KEYS = ("method", "methods", "scorer", "check")
+"""Params that choose a scoring method (verifier `method`, search `scorer`, refiner `check`)."""
+
+
+def _is_python(value: Any) -> bool:
+    return isinstance(value, str) and value.strip().lower() == "python"
+
+
 def _uses_python(value: Any) -> bool:
-    """Whether a node's params ask for the python verifier (method: python, also inside combinations)."""
+    """Whether params ask for the python verifier, also inside nested settings and method lists."""
     if isinstance(value, dict):
-        if str(value.get("method", "")).strip().lower() == "python":
-            return True
-        return any(_uses_python(v) for v in value.values())
+        for key, item in value.items():
+            if key in PYTHON_SELECTOR_KEYS and (_is_python(item) or (
+                    isinstance(item, list | tuple) and any(_is_python(m) for m in item))):
+                return True
+            if _uses_python(item):
+                return True
+        return False
     if isinstance(value, list | tuple):
-        return any(_uses_python(v) or (isinstance(v, str) and v.strip().lower() == "python") for v in value)
+        return any(_uses_python(v) for v in value)
     return False
 
 
@@ -282,9 +294,7 @@ def check_workflow_allowed(wf: Workflow, policy: SharePolicy) -> list[Issue]:
     issues: list[Issue] = []
     if not policy.allow_python:
         for node in wf.nodes:
-            methods = node.params.get("methods")
-            if node.kind == "python" or _uses_python(node.params) or (
-                    isinstance(methods, list) and any(str(m).lower() == "python" for m in methods)):
+            if node.kind == "python" or _uses_python(node.params):
                 issues.append(Issue(
                     "python_disabled",
                     "the python verifier is disabled on this shared app",

@@ -11,7 +11,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.share import SHARE_MODE_ENV, SharePolicy, env_share_mode, load_auth_file, parse_auth
+from app.share import (
+    SHARE_MAX_CONCURRENT_RUNS,
+    SHARE_MAX_LM_CALLS,
+    SHARE_MAX_SECONDS,
+    SHARE_MAX_TOKENS,
+    SHARE_MODE_ENV,
+    SharePolicy,
+    env_share_mode,
+    load_auth_file,
+    parse_auth,
+)
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +35,14 @@ def add_share_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--auth-file", default=None, metavar="FILE", help="USER:PASSWORD lines, # comments")
     g.add_argument("--allow-python", action="store_true",
                    help="allow the python verifier in share mode (it runs visitors' code on this machine)")
+    g.add_argument("--cap-lm-calls", type=int, default=SHARE_MAX_LM_CALLS, metavar="N",
+                   help=f"share mode: most LM calls per run (default {SHARE_MAX_LM_CALLS})")
+    g.add_argument("--cap-tokens", type=int, default=SHARE_MAX_TOKENS, metavar="N",
+                   help=f"share mode: most tokens per run (default {SHARE_MAX_TOKENS})")
+    g.add_argument("--cap-seconds", type=float, default=SHARE_MAX_SECONDS, metavar="S",
+                   help=f"share mode: longest run in seconds (default {SHARE_MAX_SECONDS:g})")
+    g.add_argument("--max-concurrent-runs", type=int, default=SHARE_MAX_CONCURRENT_RUNS, metavar="N",
+                   help=f"share mode: runs at once; more wait in a queue (default {SHARE_MAX_CONCURRENT_RUNS})")
     g.add_argument("--share-mode", action="store_true",
                    help=f"force share mode on this machine's address too (for trying it out; also ${SHARE_MODE_ENV}=1)")
 
@@ -35,9 +53,18 @@ def policy_from_args(args: argparse.Namespace, host: str) -> SharePolicy:
     if getattr(args, "auth_file", None):
         pairs += load_auth_file(Path(args.auth_file))
     forced = bool(getattr(args, "share_mode", False)) or env_share_mode()
+    caps = {"max_lm_calls": getattr(args, "cap_lm_calls", SHARE_MAX_LM_CALLS),
+            "max_tokens": getattr(args, "cap_tokens", SHARE_MAX_TOKENS),
+            "max_seconds": getattr(args, "cap_seconds", SHARE_MAX_SECONDS),
+            "max_concurrent_runs": getattr(args, "max_concurrent_runs", SHARE_MAX_CONCURRENT_RUNS)}
+    for name, value in caps.items():
+        if value is None or value <= 0:
+            flag = {"max_lm_calls": "--cap-lm-calls", "max_tokens": "--cap-tokens", "max_seconds": "--cap-seconds",
+                    "max_concurrent_runs": "--max-concurrent-runs"}[name]
+            raise ValueError(f"{flag} must be a positive number, got {value}")
     return SharePolicy.for_serving(host=host, share=bool(getattr(args, "share", False)),
                                    allow_python=bool(getattr(args, "allow_python", False)),
-                                   force_share_mode=forced, auth=pairs)
+                                   force_share_mode=forced, auth=pairs, **caps)
 
 
 @dataclass

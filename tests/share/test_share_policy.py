@@ -93,11 +93,15 @@ def _wf(models: dict | None = None, params: dict | None = None, kind: str = "ver
     return Workflow(name="t", models=models or {}, nodes=[NodeSpec(id="check", kind=kind, params=params or {})])
 
 
-@pytest.mark.parametrize("params", [{"method": "python", "code": "score = 1"},
-                                    {"method": "combine", "parts": [{"method": "python", "code": "1"}]},
-                                    {"methods": ["regex", "python"]}])
-def test_python_verifier_refused_unless_allowed(params: dict, tmp_path: Path) -> None:
-    wf = _wf(params=params)
+@pytest.mark.parametrize(("kind", "params"), [
+    ("verifier", {"method": "python", "code": "score = 1"}),
+    ("verifier", {"method": "combine", "parts": [{"method": "python", "code": "1"}]}),
+    ("verifier", {"methods": ["regex", "python"]}),
+    ("search", {"scorer": "python", "code": "1"}),
+    ("refiner", {"check": "Python", "code": "1"}),
+])
+def test_python_verifier_refused_unless_allowed(kind: str, params: dict, tmp_path: Path) -> None:
+    wf = _wf(params=params, kind=kind)
     shared = SharePolicy.for_serving("0.0.0.0", models_folder=tmp_path)
     assert [i.code for i in check_workflow_allowed(wf, shared)] == ["python_disabled"]
     allowed = SharePolicy.for_serving("0.0.0.0", allow_python=True, models_folder=tmp_path)
@@ -106,7 +110,7 @@ def test_python_verifier_refused_unless_allowed(params: dict, tmp_path: Path) ->
 
 
 def test_other_verifiers_pass(tmp_path: Path) -> None:
-    wf = _wf(params={"method": "regex", "pattern": "python"})
+    wf = _wf(params={"method": "regex", "pattern": "python", "prompt": "python"})
     assert check_workflow_allowed(wf, SharePolicy.for_serving("0.0.0.0", models_folder=tmp_path)) == []
 
 
