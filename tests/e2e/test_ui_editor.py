@@ -190,3 +190,28 @@ def test_undo_redo_of_add_move_connect_delete(ui: Any, shot: Any) -> None:
     redo.click()
     ui.wait_yaml(lambda t: "kind: generator" not in t)
     shot(ui.page, "deleted-again")
+
+
+def test_upload_a_yaml_file_and_download_it_again(ui: Any, shot: Any, tmp_path: Any) -> None:
+    source = tmp_path / "from_disk.yaml"
+    source.write_text(VALID, encoding="utf-8")
+    ui.page.locator("[data-testid=upload-input]").set_input_files(str(source))
+    ui.page.wait_for_function("document.querySelectorAll('[data-node-id]').length === 3")
+    assert ui.yaml() == VALID
+    assert "from_disk.yaml" in ui.notice()
+    assert ui.page.locator("[data-testid=dirty-flag]").is_visible()  # not in the workflows folder yet
+    with ui.page.expect_download() as download:
+        ui.page.locator("[data-testid=download-btn]").click()
+    saved = tmp_path / "downloaded.yaml"
+    download.value.save_as(str(saved))
+    assert saved.read_text(encoding="utf-8") == VALID
+    assert download.value.suggested_filename.endswith(".yaml")
+    shot(ui.page, "uploaded")
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("version: 1\nnodes: [\n", encoding="utf-8")
+    ui.page.once("dialog", lambda dialog: dialog.accept())  # discard the unsaved upload
+    ui.page.locator("[data-testid=upload-input]").set_input_files(str(bad))
+    ui.page.locator("[data-testid=yaml-error]").wait_for(state="visible")
+    assert ui.yaml() == "version: 1\nnodes: [\n"
+    assert sorted(ui.node_ids()) == ["answer_it", "inputs.question", "outputs.answer"]  # canvas kept

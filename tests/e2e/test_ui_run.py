@@ -122,6 +122,17 @@ def test_a_run_shows_live_states_outputs_candidate_table_and_its_trace(ui: Any, 
     ui.page.locator("#mg-trace-samples-plot .js-plotly-plot").wait_for()
     shot(ui.page, "traces")
 
+    ui.page.get_by_role("tab", name="Compare").click()  # this run against the cancelled one of the first test
+    for box, nth in (("#mg-compare-a", 0), ("#mg-compare-b", -1)):
+        ui.page.locator(f"{box} input").click()
+        options = ui.page.get_by_role("option")
+        (options.last if nth < 0 else options.nth(nth)).click()
+    ui.page.locator("#mg-compare-btn").click()
+    compare = ui.page.locator("#mg-compare")
+    compare.locator("#mg-compare-totals").wait_for()
+    assert "fake-vote" in compare.inner_text() and "slow-chain" in compare.inner_text()
+    shot(ui.page, "compare")
+
     ui.page.locator("#mg-traces-open").click()  # back to the editor with this run's workflow
     ui.page.locator(".mg-page").wait_for(state="visible")
     ui.page.wait_for_function("document.querySelector('[data-testid=notice]').textContent.includes('Opened run')")
