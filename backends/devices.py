@@ -88,7 +88,10 @@ def default_threads() -> int:
 
 
 def resolve_device(spec: ModelSpec) -> dict[str, Any]:
-    """The llama.cpp settings a spec asks for: device, n_gpu_layers, threads, n_ctx, flash_attn."""
+    """The llama.cpp settings a spec asks for: device, n_gpu_layers, threads, n_ctx, and flash_attn: "on"
+    (spec.flash_attn), "off" (option flash_attn: off) or "auto" (llama.cpp enables it where the device
+    supports it; flash attention also makes repeated requests bit-for-bit reproducible). The backend's info()
+    reports what llama.cpp actually chose."""
     device = (spec.device or "auto").lower()
     if device not in DEVICES:
         raise BackendError(f"Unknown device {spec.device!r}; use one of: {', '.join(DEVICES)}.")
@@ -113,11 +116,13 @@ def resolve_device(spec: ModelSpec) -> dict[str, Any]:
     if spec.n_ctx < 0:
         raise BackendError(f"n_ctx must be positive (or 0 for the model's own length), got {spec.n_ctx}.")
     used = "cpu" if n_gpu_layers == 0 else ("metal" if info["metal"] else "gpu")
+    flash_option = str(spec.option("flash_attn", "auto")).lower()
+    flash_attn = "on" if spec.flash_attn else ("off" if flash_option in ("off", "false", "0") else "auto")
     return {
         "device": used,
         "requested": device,
         "n_gpu_layers": n_gpu_layers,
         "threads": int(spec.threads or default_threads()),
         "n_ctx": int(spec.n_ctx),
-        "flash_attn": bool(spec.flash_attn),
+        "flash_attn": flash_attn,
     }

@@ -14,7 +14,7 @@ import numpy as np
 
 from backends.base import BackendError, CancelledError
 from backends.engine_jobs import Job
-from backends.llama_model import LlamaModel
+from backends.llama_model import LlamaModel, capture_native_log
 from backends.prefix_cache import SequenceTable, common_prefix_len
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class Engine:
         kv_size: int,
         n_ctx_seq: int,
         threads: int,
-        flash_attn: bool,
+        flash_attn: str,
         n_batch: int = 512,
         n_seq_max: int = 64,
         prefix_cache_tokens: int = 2048,
@@ -99,9 +99,13 @@ class Engine:
         params.kv_unified = True  # one cell may belong to many sequences: the shared-prompt KV
         params.n_threads = threads
         params.n_threads_batch = threads
-        params.flash_attn_type = 1 if flash_attn else 0
+        params.flash_attn_type = {"on": 1, "off": 0}.get(flash_attn, -1)  # else llama.cpp decides (auto)
         params.no_perf = True
-        self.ctx = self.lib.llama_init_from_model(model.ptr, params)
+        with capture_native_log() as lines:
+            self.ctx = self.lib.llama_init_from_model(model.ptr, params)
+        self.flash_attn = flash_attn == "on" or (
+            flash_attn == "auto" and any("Flash Attention enabled" in line for line in lines)
+        )
         if not self.ctx:
             raise BackendError(
                 f"llama.cpp could not create a context of {kv_size} KV cells for {model.path.name} "
@@ -146,6 +150,7 @@ class Engine:
             "n_ctx_seq": self.n_ctx_seq,
             "n_seq_max": self.n_seq_max,
             "n_batch": self.n_batch,
+            "flash_attn": self.flash_attn,
             "active_requests": active,
             "waiting_requests": waiting,
             "parked_prompts": self.table.n_parked,
@@ -295,6 +300,8 @@ class Engine:
             self._active.append(job)
             self.stats["requests"] += 1
             self.stats["max_active_requests"] = max(self.stats["max_active_requests"], len(self._active))
+            if job.done:  # answered from the prefix cache alone
+                self._complete(job)
 
     def _should_wait_for_shared_prefix(self, job: Job) -> bool:
         """A request whose prompt shares a longer prefix with a prompt still being evaluated waits for it,

@@ -134,12 +134,21 @@ class PrefillMixin:
     prompt: list[int]
     fed: int
     prompt_row: int
+    prompt_logits: np.ndarray | None
     kv0: list[int]
     _chunk: int
     usage: Usage
 
-    def _start_prefill(self, core: Engine, seq_ids: list[int], source: Any) -> None:
-        reuse = min(source.length, len(self.prompt) - 1) if source is not None else 0
+    def _start_prefill(self, core: Engine, seq_ids: list[int], source: Any) -> bool:
+        """Share the cached part of the prompt with `seq_ids`; True when the whole prompt was cached together
+        with its last logits, so sampling can start without evaluating anything."""
+        n_prompt = len(self.prompt)
+        self.prompt_logits = None
+        reuse = 0
+        if source is not None:
+            if source.length >= n_prompt:
+                self.prompt_logits = core.table.end_logits(source.seq_id, n_prompt - 1)
+            reuse = n_prompt if self.prompt_logits is not None else min(source.length, n_prompt - 1)
         if reuse > 0:
             for seq_id in seq_ids:
                 core.copy_prefix(source.seq_id, seq_id, reuse)
@@ -149,6 +158,7 @@ class PrefillMixin:
         core.table.track(seq_ids[0], self.kv0)
         self.usage.prompt_tokens_cached += reuse
         core.stats["prompt_tokens_cached"] += reuse
+        return self.prompt_logits is not None
 
     def _add_prefill(self, batch: BatchBuilder, budget: int, seq_ids: list[int]) -> int:
         n_prompt = len(self.prompt)
@@ -161,7 +171,7 @@ class PrefillMixin:
         return take
 
     def _commit_prefill(self, core: Engine) -> bool:
-        """Returns True when this commit completed the prompt."""
+        """Returns True when this commit completed the prompt (its last logits are then kept)."""
         if not self._chunk:
             return False
         self.kv0.extend(self.prompt[self.fed : self.fed + self._chunk])
@@ -169,7 +179,15 @@ class PrefillMixin:
         self.usage.prompt_tokens_evaluated += self._chunk
         core.stats["prompt_tokens_evaluated"] += self._chunk
         self._chunk = 0
-        return self.fed == len(self.prompt)
+        if self.fed < len(self.prompt):
+            return False
+        self.prompt_logits = core.logits_row(self.prompt_row).copy()
+        return True
+
+    def _park_entry(self) -> tuple[int, np.ndarray] | None:
+        if self.prompt_logits is None:
+            return None
+        return (len(self.prompt) - 1, self.prompt_logits)
 
 
 class GenerateJob(PrefillMixin, Job):
@@ -199,6 +217,7 @@ class GenerateJob(PrefillMixin, Job):
         self.samples: list[Sample] = []
         self.fed = 0
         self.prompt_row = -1
+        self.prompt_logits: np.ndarray | None = None
         self.kv0: list[int] = []
         self._chunk = 0
         self._max_stop = max((len(s) for s in params.stop if s), default=0)
@@ -221,8 +240,10 @@ class GenerateJob(PrefillMixin, Job):
             self.samples.append(
                 Sample(i, seed, seq_id, sampler, logprobs=[] if self.params.logprobs is not None else None)
             )
-        self._start_prefill(core, self.seq_ids, source)
+        cached_whole = self._start_prefill(core, self.seq_ids, source)
         self.reserve_cells -= self.fed
+        if cached_whole:
+            self._prompt_done(core)
 
     def add_decode_tokens(self, batch: BatchBuilder) -> None:
         n_prompt = len(self.prompt)
@@ -241,12 +262,7 @@ class GenerateJob(PrefillMixin, Job):
     def commit(self, core: Engine) -> None:
         started = time.perf_counter()
         if self._commit_prefill(core):
-            if self.params.max_tokens == 0:
-                for sample in self.samples:
-                    self._finish(core, sample, "length")
-            else:
-                for sample in self.samples:
-                    self._sample_next(core, sample, self.prompt_row)
+            self._prompt_done(core)
         else:
             for sample in self.samples:
                 if sample.pending >= 0:
@@ -254,17 +270,32 @@ class GenerateJob(PrefillMixin, Job):
                         self.kv0.append(sample.pending)
                     sample.pending = -1
                     self._sample_next(core, sample, sample.row)
-        if self.fed == len(self.prompt) and all(s.finish for s in self.samples):
-            self.done = True
         self.usage.decode_s += time.perf_counter() - started
 
+    def _prompt_done(self, core: Engine) -> None:
+        """Every sample draws its first token from the prompt's last logits (kept as a copy)."""
+        for sample in self.samples:
+            if self.params.max_tokens == 0:
+                self._finish(core, sample, "length")
+            else:
+                self._sample_next(core, sample, -1)
+
+    def _check_done(self) -> None:
+        if self.fed == len(self.prompt) and all(s.finish for s in self.samples):
+            self.done = True
+
     def _sample_next(self, core: Engine, sample: Sample, row: int) -> None:
-        token = sample.sampler.sample(core.ctx, row)
+        """Sample from batch row `row`, or from the saved prompt logits when row is -1."""
+        if row < 0:
+            assert self.prompt_logits is not None
+            token = sample.sampler.sample_logits(self.prompt_logits)
+        else:
+            token = sample.sampler.sample(core.ctx, row)
         if core.model.is_eog(token):
             self._finish(core, sample, "eog")
             return
         if sample.logprobs is not None:
-            logits = core.logits_row(row)
+            logits = self.prompt_logits if row < 0 else core.logits_row(row)
             entry = TokenLogprob(core.model.piece_text(token), log_softmax_at(logits, token))
             if self.params.logprobs:
                 entry.top = [(core.model.piece_text(t), lp) for t, lp in top_logprobs(logits, self.params.logprobs)]
@@ -313,6 +344,10 @@ class GenerateJob(PrefillMixin, Job):
             sample.emitted = safe
 
     def _finish(self, core: Engine, sample: Sample, reason: str) -> None:
+        self._finish_sample(core, sample, reason)
+        self._check_done()
+
+    def _finish_sample(self, core: Engine, sample: Sample, reason: str) -> None:
         sample.finish = reason
         sample.pending = -1
         sample.time_s = time.perf_counter() - self.submitted
@@ -343,7 +378,7 @@ class GenerateJob(PrefillMixin, Job):
             sample.sampler.free()
         for seq_id in self.seq_ids:
             if park and seq_id == self.samples[0].seq_id:
-                core.table.park(seq_id, self.kv0)
+                core.table.park(seq_id, self.kv0, self._park_entry())
             else:
                 core.table.release(seq_id)
         self.seq_ids = []
@@ -366,6 +401,7 @@ class ScoreJob(PrefillMixin, Job):
         self.labels = list(labels)
         self.fed = 0
         self.prompt_row = -1
+        self.prompt_logits: np.ndarray | None = None
         self.kv0: list[int] = []
         self._chunk = 0
         self.token_lps: list[list[float]] = [[] for _ in continuations]
@@ -389,8 +425,10 @@ class ScoreJob(PrefillMixin, Job):
         if not self.first_token_only:
             self._spare_id = self.seq_ids[1]
             self._own_free = [self._spare_id]
-        self._start_prefill(core, self.seq_ids[:1], source)
+        cached_whole = self._start_prefill(core, self.seq_ids[:1], source)
         self.reserve_cells -= self.fed
+        if cached_whole:
+            self._prefix_done(core)
 
     def add_prompt_tokens(self, batch: BatchBuilder, budget: int) -> int:
         if budget <= 0:
@@ -419,12 +457,7 @@ class ScoreJob(PrefillMixin, Job):
 
     def commit(self, core: Engine) -> None:
         if self._commit_prefill(core):
-            logits = core.logits_row(self.prompt_row)
-            for i, cont in enumerate(self.conts):
-                if cont:
-                    self.token_lps[i].append(log_softmax_at(logits, cont[0]))
-            if not self.first_token_only:
-                self._launch(core)
+            self._prefix_done(core)
         elif self._rows:
             for index, position, row in self._rows:
                 self.token_lps[index].append(log_softmax_at(core.logits_row(row), self.conts[index][position]))
@@ -437,6 +470,18 @@ class ScoreJob(PrefillMixin, Job):
                     del self._running[index]
                     self._recycle(core, seq_id)
             self._launch(core)
+            self._check_done()
+
+    def _prefix_done(self, core: Engine) -> None:
+        assert self.prompt_logits is not None
+        for i, cont in enumerate(self.conts):
+            if cont:
+                self.token_lps[i].append(log_softmax_at(self.prompt_logits, cont[0]))
+        if not self.first_token_only:
+            self._launch(core)
+        self._check_done()
+
+    def _check_done(self) -> None:
         if self.fed == len(self.prompt) and (self.first_token_only or self._all_scored()):
             self.done = True
 
@@ -483,7 +528,7 @@ class ScoreJob(PrefillMixin, Job):
     def release(self, core: Engine, park: bool) -> None:
         for seq_id in self.seq_ids:
             if park and seq_id == self.seq_ids[0]:
-                core.table.park(seq_id, self.kv0)
+                core.table.park(seq_id, self.kv0, self._park_entry())
             else:
                 core.table.release(seq_id)
         self.seq_ids = []

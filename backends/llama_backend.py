@@ -66,6 +66,7 @@ class LlamaBackend:
             self.model.close()
             raise
         self.device["n_ctx"] = self.engine.n_ctx_seq
+        self.device["flash_attn"] = self.engine.flash_attn
         self._closed = False
 
     # -- identity ----------------------------------------------------------------------------------------
@@ -73,7 +74,8 @@ class LlamaBackend:
     @property
     def model_id(self) -> str:
         d = self.device
-        return f"{self.path.name}#{self.fingerprint}@{d['device']}-ngl{d['n_gpu_layers']}-ctx{d['n_ctx']}"
+        fa = "-fa" if d.get("flash_attn") else ""
+        return f"{self.path.name}#{self.fingerprint}@{d['device']}-ngl{d['n_gpu_layers']}-ctx{d['n_ctx']}{fa}"
 
     def memory_bytes(self) -> int:
         """Weights plus the KV cache: what unloading this model frees."""

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,18 @@ def llama_lib() -> Any:
 
 
 _LOG_CALLBACK: Any = None  # keeps the ctypes callback alive for the process lifetime
+_CAPTURE = threading.local()
+
+
+@contextlib.contextmanager
+def capture_native_log() -> Iterator[list[str]]:
+    """Collect llama.cpp's log lines emitted on this thread (to learn what it decided, e.g. flash attention)."""
+    llama_lib()
+    _CAPTURE.lines = []
+    try:
+        yield _CAPTURE.lines
+    finally:
+        _CAPTURE.lines = None
 
 
 def _quiet_llama_log(llama_cpp: Any) -> None:
@@ -42,6 +55,9 @@ def _quiet_llama_log(llama_cpp: Any) -> None:
     native = logging.getLogger("llama_cpp.native")
 
     def forward(level: int, text: bytes, _user: Any) -> None:
+        sink = getattr(_CAPTURE, "lines", None)
+        if sink is not None and text:
+            sink.append(text.decode(errors="replace"))
         py_level = levels.get(level)
         if py_level is not None and text:
             native.log(py_level, "%s", text.decode(errors="replace").rstrip())

@@ -7,6 +7,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from backends.base import BackendError
 
@@ -46,6 +47,9 @@ class SequenceTable:
         self.sources: dict[int, list[int]] = {}
         """seq id -> tokens in its KV: parked prompts and the first sequence of each running request."""
         self._parked: OrderedDict[int, float] = OrderedDict()  # seq id -> last use, oldest first
+        self._end_logits: dict[int, tuple[int, Any]] = {}
+        """Parked seq id -> (position, logits row) of its prompt's last token: a request with exactly that
+        prompt starts sampling at once, from the very numbers the first request saw."""
         self.evictions = 0
 
     # -- ids ------------------------------------------------------------------------------------------
@@ -77,6 +81,7 @@ class SequenceTable:
         self._remove_seq(seq_id)
         self.sources.pop(seq_id, None)
         self._parked.pop(seq_id, None)
+        self._end_logits.pop(seq_id, None)
         self._free.append(seq_id)
 
     # -- prefix sources -------------------------------------------------------------------------------
@@ -85,16 +90,24 @@ class SequenceTable:
         """Offer a live sequence's KV (its token list, extended as tokens are committed) as a prefix source."""
         self.sources[seq_id] = tokens
 
-    def park(self, seq_id: int, tokens: list[int]) -> None:
-        """Keep a finished sequence's KV for later requests; evict LRU parked prompts over the token budget."""
+    def park(self, seq_id: int, tokens: list[int], end_logits: tuple[int, Any] | None = None) -> None:
+        """Keep a finished sequence's KV for later requests (with its prompt's last logits, if given); evict
+        LRU parked prompts over the token budget."""
         if not tokens or self.budget_tokens <= 0:
             self.release(seq_id)
             return
         self.sources[seq_id] = tokens
+        if end_logits is not None and end_logits[0] < len(tokens):
+            self._end_logits[seq_id] = end_logits
         self._parked[seq_id] = time.monotonic()
         self._parked.move_to_end(seq_id)
         while self._parked and self.parked_tokens > self.budget_tokens:
             self.evict(next(iter(self._parked)))
+
+    def end_logits(self, seq_id: int, position: int) -> Any:
+        """The saved logits of `seq_id` at `position`, if it was parked with exactly those."""
+        saved = self._end_logits.get(seq_id)
+        return saved[1] if saved is not None and saved[0] == position else None
 
     def is_parked(self, seq_id: int) -> bool:
         return seq_id in self._parked

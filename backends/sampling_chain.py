@@ -3,10 +3,13 @@ grammar), and the JSON-schema → GBNF conversion."""
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import json
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from backends.base import BackendError, SamplingParams
 
@@ -14,6 +17,7 @@ PENALTY_LAST_N = 64
 """Tokens the repetition penalty looks back over (llama.cpp's default)."""
 _SEED_MASK = 0xFFFFFFFF
 _RANDOM_SEED = 0xFFFFFFFF  # llama.cpp reads this seed as "pick one at random": never pass it through
+_TOKEN_DATA = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])  # struct llama_token_data
 
 
 def validate_params(params: SamplingParams) -> None:
@@ -113,6 +117,24 @@ class SequenceSampler:
     def sample(self, ctx: Any, row: int) -> int:
         """Draw from the logits of batch row `row` and advance the chain's state (grammar, penalties)."""
         return int(self._lib.llama_sampler_sample(self.chain, ctx, row))
+
+    def sample_logits(self, logits: np.ndarray) -> int:
+        """Draw from a saved logits row (a cached prompt's last logits) exactly as sample() would."""
+        n_vocab = logits.shape[0]
+        data = np.empty(n_vocab, dtype=_TOKEN_DATA)
+        data["id"] = np.arange(n_vocab, dtype=np.int32)
+        data["logit"] = logits
+        data["p"] = 0.0
+        lib = self._lib
+        candidates = lib.llama_token_data_array(
+            data=data.ctypes.data_as(lib.llama_token_data_p), size=n_vocab, selected=-1, sorted=False
+        )
+        lib.llama_sampler_apply(self.chain, ctypes.byref(candidates))
+        if not 0 <= candidates.selected < candidates.size:
+            raise BackendError("The sampler chain selected no token (a grammar with no way forward?).")
+        token = int(candidates.data[candidates.selected].id)
+        lib.llama_sampler_accept(self.chain, token)
+        return token
 
     def free(self) -> None:
         if self.chain:
