@@ -633,6 +633,7 @@
       this.viewport.addEventListener("pointerenter", () => { this.mouse.inside = true; });
       this.viewport.addEventListener("pointerleave", () => { this.mouse.inside = false; });
       this.viewport.addEventListener("contextmenu", (e) => e.preventDefault());
+      this.viewport.addEventListener("mousedown", (e) => { if (e.button === 1) e.preventDefault(); }); // no autoscroll
       this.palette.addEventListener("pointerdown", (e) => this._onPalettePointerDown(e));
       this.root.addEventListener("keydown", (e) => this._onKeyDown(e));
       this.root.addEventListener("keyup", (e) => this._onKeyUp(e));
@@ -1329,6 +1330,22 @@
       return true;
     }
 
+    /** Move `nodes` (not yet in the document) down until they overlap no existing node. */
+    _shiftClear(nodes, originalIds) {
+      const boxOf = (n, origId) => {
+        const g = this.geom.get(origId || n.id) || {};
+        return [n.x, n.y, n.x + (g.w || 220), n.y + (g.h || 110)];
+      };
+      const existing = this.doc.nodes.map((n) => boxOf(n));
+      const overlaps = (dy) => nodes.some((n, i) => {
+        const [x0, y0, x1, y1] = boxOf(n, originalIds[i]);
+        return existing.some((b) => x0 < b[2] + 10 && x1 + 10 > b[0] && y0 + dy < b[3] + 10 && y1 + dy + 10 > b[1]);
+      });
+      let dy = 0;
+      for (let i = 0; i < 60 && overlaps(dy); i++) dy += 30;
+      if (dy) for (const n of nodes) n.y += dy;
+    }
+
     _pastePoint() { return this.mouse.inside ? this.toWorld(this.mouse.x, this.mouse.y) : null; }
 
     _onCopyEvent(e) {
@@ -1388,7 +1405,9 @@
         if (n.section === "outputs") n.kind = this.outputKind.kind;
         if (n.section === "inputs") n.kind = this.inputKind.kind;
       }
-      const edges = clipboard.edges.filter((e) => e && rename.has(e.from) && rename.has(e.to)).map((e) => ({ from: rename.get(e.from), out: e.out, to: rename.get(e.to), in: e.in }));
+      this._shiftClear(nodes, [...rename.keys()]);
+      const edges = clipboard.edges.filter((e) => e && rename.has(e.from) && rename.has(e.to))
+        .map((e) => ({ from: rename.get(e.from), out: e.out, to: rename.get(e.to), in: e.in }));
       this.mutate("paste", () => {
         this.doc.nodes.push(...nodes);
         this.doc.edges.push(...edges);
@@ -2027,7 +2046,7 @@
       });
       input.addEventListener("keyup", (ev) => ev.stopPropagation());
       refresh();
-      setTimeout(() => input.focus(), 0);
+      input.focus({ preventScroll: true });
     }
 
     closeQuickAdd() { this.quick.hidden = true; this.quick.textContent = ""; }

@@ -291,6 +291,12 @@ def test_multiselect_copy_paste_gives_fresh_ids(editor: EditorPage, static_url: 
     assert refs["think_2"] == {}  # wires from outside the copied set are not pasted
     assert sorted(editor.page.evaluate("ed.getSelection()")) == ["think_2", "vote_2"]
     assert wf["nodes"][2]["params"] == wf["nodes"][0]["params"]
+    boxes = {i: editor.page.locator(f'[data-node-id="{i}"]').bounding_box() for i in editor.node_ids()}
+    for a, b in itertools.combinations(boxes, 2):
+        ra, rb = boxes[a], boxes[b]
+        apart = (ra["x"] + ra["width"] <= rb["x"] or rb["x"] + rb["width"] <= ra["x"]
+                 or ra["y"] + ra["height"] <= rb["y"] or rb["y"] + rb["height"] <= ra["y"])
+        assert apart, f"pasted nodes overlap: {a} and {b}"
     editor.screenshot("pasted")
     editor.page.keyboard.press("Control+z")
     assert [n["id"] for n in editor.workflow()["nodes"]] == ["think", "vote"]
