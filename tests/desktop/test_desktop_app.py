@@ -97,7 +97,10 @@ def test_browser_fallback_without_display(desktop_env: dict[str, str], tmp_path:
 
 
 def test_native_window_under_xvfb(xvfb: Any, desktop_env: dict[str, str]) -> None:
-    pytest.importorskip("webview", reason="pywebview is not installed (pip install 'metagen-studio[desktop]')")
+    import importlib.util
+
+    if importlib.util.find_spec("webview") is None or importlib.util.find_spec("qtpy") is None:
+        pytest.fail("the desktop extra is not installed: pip install -e '.[desktop]' (pywebview, PySide6, qtpy)")
     env = {**desktop_env, "DISPLAY": xvfb.name}
     app = Launched([], env)
     try:
