@@ -1,4 +1,4 @@
-"""`metagen traces`: list, show, export and import recorded runs (the trace database)."""
+"""`metagen traces`: list, show, export, import and delete recorded runs (the trace database)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    group = subparsers.add_parser("traces", help="list, show, export and import recorded runs",
+    group = subparsers.add_parser("traces", help="list, show, export, import and delete recorded runs",
                                   description="Recorded runs live in a SQLite trace database "
                                               "($METAGEN_TRACE_DB, else traces.db in the user data folder).")
     sub = group.add_subparsers(dest="traces_command", metavar="SUBCOMMAND")
@@ -45,6 +45,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
     db_flag(p)
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("delete", help="remove recorded runs from the database")
+    p.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    db_flag(p)
+    p.set_defaults(func=cmd_delete)
 
     p = sub.add_parser("import", help="add an exported run (JSON file, or - for stdin) to the database")
     p.add_argument("file", metavar="FILE")
@@ -211,6 +216,17 @@ def cmd_import(args: argparse.Namespace) -> int:
         run_id = store.import_run(data)
         _out(run_id)
         sys.stderr.write(f"imported run {run_id} into {store.path}\n")
+        return EXIT_OK
+
+    return _with_store(args, action)
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    def action(store: Any) -> int:
+        ids = [store.resolve_run_id(run_id) for run_id in args.run_ids]  # all known before any is removed
+        for run_id in ids:
+            store.delete_run(run_id)
+            sys.stderr.write(f"deleted run {run_id}\n")
         return EXIT_OK
 
     return _with_store(args, action)

@@ -1,4 +1,19 @@
-"""Export a run as one self-contained JSON document, and import such a document into a database."""
+"""Export a run as one self-contained JSON document, and import such a document into a database.
+
+The document is the record of `TraceStore.get_run` plus a header, with prompt texts stored once:
+    {"format": "metagen-trace", "format_version": 1, "schema_version", "exported_at",
+     "run": {id, workflow, workflow_yaml, workflow_hash, inputs, seed, models, model_ids, budget, status,
+             error, outputs, stats, started_at, ended_at, wall_s, lm_calls, prompt_tokens, ...},
+     "provenance": {writer_pid, writer_host, writer_identity, heartbeat_at, source, imported_from},
+     "nodes": [{node_id, kind, status, cache_hit, params, inputs (preview), outputs, model, seed, signature,
+                started_at, ended_at, duration_s, error, cause}],
+     "lm_calls": [{call_id, node_id, purpose, model, sample_index, n, parent, tag, prompt_hash, completion,
+                   prompt_tokens, prompt_tokens_evaluated, prompt_tokens_cached, completion_tokens,
+                   scored_tokens, logprob, logprobs, seed, finish_reason, start, end, prefill_s, decode_s}],
+     "prompts": {prompt_hash: text},
+     "events": [{node_id, kind, time, data}]}
+Import also accepts calls that carry their "prompt" inline (a get_run record with the header added).
+"""
 
 from __future__ import annotations
 

@@ -76,6 +76,13 @@ def test_export_import_show(db_with_run: tuple[Path, str], tmp_path: Path,
     b.pop("provenance")
     assert a == b
 
+    code, _, err = run_cli(capsys, "traces", "delete", run_id, "nope", "--db", str(other))
+    assert code == 2 and "no run 'nope'" in err
+    code, _, err = run_cli(capsys, "traces", "delete", run_id[:4], "--db", str(other))
+    assert code == 0 and f"deleted run {run_id}" in err
+    code, out, _ = run_cli(capsys, "traces", "list", "--json", "--db", str(other))
+    assert json.loads(out) == []
+
 
 def test_errors_are_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "t.db"
