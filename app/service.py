@@ -578,6 +578,9 @@ class ModelCatalog:
         entry = next((e for e in self.entries() if e["key"] == key), None)
         if entry is None:
             raise UserError(f"no model {key!r} in the list")
+        busy = [item for item in pool.loaded() if _loaded_path(item) == entry["path"] and item.get("busy")]
+        if busy:
+            raise UserError(f"{entry['name']} is answering a run right now; cancel the run or wait, then unload")
         return bool(pool.unload(entry["path"]))
 
 

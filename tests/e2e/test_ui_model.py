@@ -36,9 +36,12 @@ def test_run_the_self_consistency_example_on_the_bundled_model(ui: Any, shot: An
         "() => { const p = document.querySelector('[data-testid=partial-output]');"
         " const m = p && p.textContent.match(/(\\d+) tokens/); return m && Number(m[1]) > 0; }", timeout=120_000)
     shot(ui.page, "running")
+    before = ui.workflow()["layout"]["vote"]  # the page stays responsive while the model works
+    ui.move_node("vote", 0, 80)
+    ui.wait_yaml(lambda t: ui.workflow()["layout"]["vote"] != before)
     assert ui.wait_run_finished(600) == "succeeded", ui.page.locator("[data-testid=run-status]").inner_text()
     assert ui.node_state("think") == "done" and ui.node_state("vote") == "done"
-    answer = ui.page.locator("[data-testid=output-answer]").inner_text().strip()
+    answer = ui.page.locator("[data-testid=run-outputs] [data-testid=output-answer]").inner_text().strip()
     assert answer, "the run finished without an answer"
     ui.select("think")
     table = ui.page.locator("[data-testid=node-outputs] [data-testid=candidates-table]")

@@ -65,7 +65,7 @@ def test_cancel_a_run_mid_way_then_keep_working(ui: Any, shot: Any) -> None:
     assert ui.wait_run_finished(60) == "succeeded"
     assert ui.node_state("draft") == "cached"
     assert ui.node_state("polish") == "done"
-    assert ui.page.locator("[data-testid=output-answer]").inner_text().strip()
+    assert ui.page.locator("[data-testid=run-outputs] [data-testid=output-answer]").inner_text().strip()
     shot(ui.page, "second-run")
 
 
@@ -102,7 +102,7 @@ def test_a_run_shows_live_states_outputs_candidate_table_and_its_trace(ui: Any, 
     assert ui.wait_run_finished(60) == "succeeded"
     assert ui.node_state("think") == "done" and ui.node_state("vote") == "done"
     assert ui.page.locator("[data-testid=run-progress]").get_attribute("aria-valuenow") == "100"
-    ui.page.locator("[data-testid=output-answer]").wait_for()
+    ui.page.locator("[data-testid=run-outputs] [data-testid=output-answer]").wait_for()
 
     ui.select("think")
     table = ui.page.locator("[data-testid=node-outputs] [data-testid=candidates-table]")
