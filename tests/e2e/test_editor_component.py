@@ -555,6 +555,11 @@ def test_host_page_styles_do_not_leak_in(editor: EditorPage, static_url: str) ->
     assert color(".mge-node-title") == "rgb(31, 41, 55)"
     assert color(".mge-palette-item .mge-item-title") == "rgb(31, 41, 55)"
     assert editor.page.locator(".mge-btn").first.evaluate("e => getComputedStyle(e).marginBottom") == "0px"
+    editor.page.click(editor.header("vote"))
+    method = editor.page.locator('[data-param="method"]')
+    style = method.evaluate("e => { const c = getComputedStyle(e); "
+                            "return [c.appearance, c.borderRadius, c.fontSize]; }")
+    assert style[0] != "none" and style[1] == "6px" and style[2] == "12.5px"
 
 
 def test_palette_search_filters(editor: EditorPage, static_url: str) -> None:
