@@ -252,7 +252,7 @@ class DesktopOptions:
     """False: in fallback mode, do not open a browser (print the URL only)."""
 
 
-def _handle_second_start(lock: InstanceLock, err: AlreadyRunningError, opts: DesktopOptions, say: Say) -> int:
+def _handle_second_start(lock: InstanceLock, err: AlreadyRunningError, say: Say) -> int:
     info: InstanceInfo | None = err.info
     if not (info.url and url_responds(info.url)):
         say(f"{err.info.describe()}; waiting for it to be ready ...")
@@ -261,9 +261,7 @@ def _handle_second_start(lock: InstanceLock, err: AlreadyRunningError, opts: Des
             say(f"{err.info.describe()}; it did not answer. If no Metagen Studio runs, delete {lock.path}")
             return 1
     say(f"{info.describe()}; using that one (one instance per data folder: {lock.folder})")
-    request_focus(lock.folder)
-    if opts.browser and not opts.window:
-        webbrowser.open(info.url or "")
+    request_focus(lock.folder)  # the first instance raises its window (or opens a browser tab)
     return 0
 
 
@@ -279,7 +277,7 @@ def run_desktop(build: Callable[[], Studio], opts: DesktopOptions, say: Say,
     try:
         lock.acquire()
     except AlreadyRunningError as err:
-        return _handle_second_start(lock, err, opts, say)
+        return _handle_second_start(lock, err, say)
     stop = stop or threading.Event()
     server: Server | None = None
     previous = _install_stop_handlers(stop)
@@ -300,9 +298,13 @@ def run_desktop(build: Callable[[], Studio], opts: DesktopOptions, say: Say,
         if opts.browser and not webbrowser.open(server.url):
             say("no browser could be started either; open the URL above yourself")
         say("press Ctrl+C to stop")
-        FocusWatcher(paths.data_dir(), lambda: webbrowser.open(server.url) if opts.browser else None).start()
-        while not stop.wait(0.5):
-            pass
+        url = server.url
+        watcher = FocusWatcher(paths.data_dir(), lambda: webbrowser.open(url) if opts.browser else None).start()
+        try:
+            while not stop.wait(0.5):
+                pass
+        finally:
+            watcher.stop()
         return 0
     finally:
         _restore_handlers(previous)
