@@ -26,11 +26,19 @@
  *
  * Node ids of workflow inputs/outputs are "inputs.<name>" / "outputs.<name>" (also in setIssues/setRunState).
  * Run states: queued | running | cached | done | error | skipped.
- * Test hooks: palette items [data-kind], nodes [data-node-id], ports [data-port="in:x" | "out:y"],
- * wires [data-wire="src.port->dst.port"], inspector fields [data-param="name"] plus [data-testid] on
- * inspector-id, inspector-model, wf-name, wf-description, palette-search, quickadd-input, toolbar buttons
- * editor-undo / editor-redo / editor-fit / editor-layout / editor-delete / editor-add / editor-zoom-in / -out,
- * editor-toast, editor-global-issues.
+ *   ed.addNode(kind, {x, y} | null) -> id;  ed.connect(fromId, outPort, toId, inPort) -> bool (refusals are
+ *   messaged);  ed.checkConnection(...) -> problem text | null;  ed.deleteSelection(); ed.copySelection();
+ *   ed.paste();  ed.openQuickAdd();  ed.message(text, level)  (all undoable edits fire onChange).
+ *
+ * Test hooks: palette items [data-kind], nodes [data-node-id] (+ data-state while a run state is set),
+ * ports [data-port="in:x" | "out:y"], wires [data-wire="src.port->dst.port"], inspector fields
+ * [data-param="name"] with their inline errors [data-error-for="name"], and [data-testid] on editor-canvas,
+ * editor-palette, editor-inspector, inspector-id, inspector-model, wf-name, wf-description, palette-search,
+ * quickadd, quickadd-input, state-badge, run-meta, node-preview, node-error, issue-badge, issue-tip,
+ * editor-toast, editor-global-issues, and the toolbar buttons editor-add / -undo / -redo / -delete / -layout /
+ * -fit / -zoom-in / -zoom-out / -toggle-palette / -toggle-inspector.
+ * Keys (never while typing in a field): Delete/Backspace, Ctrl+Z, Ctrl+Shift+Z / Ctrl+Y, Ctrl+C / X / V
+ * (also across tabs via the system clipboard), Ctrl+D duplicate, Ctrl+A, F fit, "/" or Space quick-add, Esc.
  * ed.togglePanel("palette" | "inspector", show?) hides/shows a side panel (toolbar: editor-toggle-palette /
  * editor-toggle-inspector); below 1100 px wide the palette narrows and the inspector floats over the canvas,
  * shown only while something is selected.
@@ -2173,6 +2181,7 @@
           placeholder: p.default === null || p.default === undefined ? "" : String(p.default) });
         control.addEventListener("input", () => {
           const raw = control.value.trim();
+          if (control.validity && control.validity.badInput) { fail("not a number"); return; }
           if (raw === "") {
             if (p.required && (p.default === null || p.default === undefined)) { fail("required"); return; }
             fail(null); apply(undefined, key); return;
