@@ -100,22 +100,27 @@ def _add_histogram(fig: go.Figure, counts: list[tuple[str, int, float | None]], 
                    row: int | None) -> None:
     shown = counts[:MAX_BARS]
     rest = counts[MAX_BARS:]
+    won = next((c for c in rest if c[0] == winner), None)
+    if won is not None:  # the winner always gets its own bar (e.g. best-of-N picks a rare answer)
+        rest = [c for c in rest if c is not won] + shown[-1:]
+        shown = [*shown[:-1], won]
     labels = [shorten(a, 40) for a, _, _ in shown]
     values = [n for _, n, _ in shown]
     colors = [WINNER_COLOR if a == winner else (MUTED if a == NO_ANSWER else "#2f7ed8") for a, _, _ in shown]
     hover = [f"<b>{esc(shorten(a, 200))}</b><br>{n} vote(s)" + (f" · weight {w:.3g}" if w is not None else "")
              for a, n, w in shown]
-    if rest:
-        labels.append(f"(other {len(rest)} answers)")
-        values.append(sum(n for _, n, _ in rest))
-        colors.append(MUTED)
-        hover.append(f"{len(rest)} answers with fewer votes")
     trace = go.Bar(x=labels, y=values, marker={"color": colors}, hovertext=hover, hoverinfo="text", name="votes",
                    showlegend=False)
     if row is None:
         fig.add_trace(trace)
     else:
         fig.add_trace(trace, row=row, col=1)
+    if rest:  # a long tail is told, not drawn: one huge 'other' bar would flatten every real one
+        fig.add_annotation(
+            text=f"+ {len(rest)} more answers with {sum(n for _, n, _ in rest)} votes "
+                 f"(at most {max(n for _, n, _ in rest)} each)",
+            xref="x domain", yref="y domain", x=1, y=1.08, xanchor="right",
+            showarrow=False, font={"size": 12, "color": "#666"})
 
 
 def sample_view(record: dict[str, Any], node_id: str | None = None, page: int = 0,
@@ -132,8 +137,9 @@ def sample_view(record: dict[str, Any], node_id: str | None = None, page: int = 
     winner = _winner_answer(rows)
     first = max(0, page) * page_size
     shown = rows[first:first + page_size]
-    chart_px, table_px = 280, 40 + 26 * max(len(shown), 1)
-    height = min(chart_px + table_px + 90, 1300)
+    chart_px = 280
+    table_px = min(40 + 30 * max(len(shown), 1), 900)  # longer pages scroll inside the table
+    height = chart_px + table_px + 90
     fig = make_subplots(rows=2, cols=1, vertical_spacing=0.06, specs=[[{"type": "xy"}], [{"type": "table"}]],
                         row_heights=[chart_px / (chart_px + table_px), table_px / (chart_px + table_px)])
     _add_histogram(fig, counts, winner, row=1)

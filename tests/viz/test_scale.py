@@ -102,8 +102,11 @@ def test_samples_paginate_and_histogram_aggregates(big_store: TraceStore) -> Non
     last = viz.sample_view(record, "sample_a", page=4)
     assert list(next(t for t in last.data if t.type == "table").cells.values[0]) == list(range(800, 1000))
     votes = next(t for t in fig.data if t.type == "bar")
-    assert len(votes.x) == MAX_BARS + 1 and votes.x[-1].startswith("(other")
-    assert sum(votes.y) == N_CANDIDATES
+    assert len(votes.x) == MAX_BARS
+    tail = re.search(r"\+ (\d+) more answers with (\d+) votes", fig.layout.annotations[0].text)
+    assert tail is not None
+    assert len(votes.x) + int(tail.group(1)) == len(set(c["answer"] for c in viz.sample_rows(record, "sample_a")))
+    assert sum(votes.y) + int(tail.group(2)) == N_CANDIDATES
     html = viz.samples_html(record, "sample_a")
     assert html.count("<tr class=") == 300 and "700 more candidates" in html
 
@@ -119,3 +122,14 @@ def test_big_tree_and_page(big_store: TraceStore, tmp_path: Path) -> None:
     assert calls_table is not None and calls_table.group(0).count("<tr>") == 500 + 1  # + the header row
     assert "Showing the first 500 of 10000 calls" in page
     assert len(page) < 12_000_000
+
+
+def test_the_winner_always_has_a_bar() -> None:
+    counts = [(str(i), 100 - i, None) for i in range(60)]
+    cands = [{"text": a, "answer": a} for a, n, _ in counts for _ in range(n)]
+    winner = next(i for i, c in enumerate(cands) if c["answer"] == "55")
+    record = {"run": {"id": "r"}, "events": [], "lm_calls": [], "nodes": [{"node_id": "v", "outputs": {
+        "candidates": {"__type__": "candidates", "candidates": cands, "winner": winner}}}]}
+    bars = next(t for t in viz.sample_view(record).data if t.type == "bar")
+    assert "55" in bars.x and len(bars.x) == MAX_BARS
+    assert "+ 20 more answers" in viz.sample_view(record).layout.annotations[0].text
