@@ -578,6 +578,7 @@
       clearTimeout(this.changeTimer);
       if (this.resizeObserver) this.resizeObserver.disconnect();
       document.removeEventListener("keydown", this._onDocKey, true);
+      this._closeMenu();
       this.root.remove();
     }
 
@@ -640,14 +641,18 @@
       this.viewport.addEventListener("wheel", (e) => this._onWheel(e), { passive: false });
       this.viewport.addEventListener("pointerenter", () => { this.mouse.inside = true; });
       this.viewport.addEventListener("pointerleave", () => { this.mouse.inside = false; });
-      this.viewport.addEventListener("contextmenu", (e) => e.preventDefault());
+      this.viewport.addEventListener("contextmenu", (e) => this._onContextMenu(e));
       this.viewport.addEventListener("mousedown", (e) => { if (e.button === 1) e.preventDefault(); }); // no autoscroll
       this.palette.addEventListener("pointerdown", (e) => this._onPalettePointerDown(e));
       this.root.addEventListener("keydown", (e) => this._onKeyDown(e));
       this.root.addEventListener("keyup", (e) => this._onKeyUp(e));
       this.root.addEventListener("copy", (e) => this._onCopyEvent(e));
       this.root.addEventListener("paste", (e) => this._onPasteEvent(e));
-      this._onDocKey = (e) => { if (e.key === "Escape" && !this.quick.hidden) this.closeQuickAdd(); };
+      this._onDocKey = (e) => {
+        if (e.key !== "Escape") return;
+        if (!this.quick.hidden) this.closeQuickAdd();
+        this._closeMenu();
+      };
       document.addEventListener("keydown", this._onDocKey, true);
       if (global.ResizeObserver) {
         this.resizeObserver = new ResizeObserver(() => this._onResize());
@@ -1922,9 +1927,87 @@
     }
 
     _onDblClick(e) {
-      if (e.target.closest(".mge-node, .mge-wire-group, .mge-global-issues, .mge-toast")) return;
+      // pointer capture during the clicks retargets dblclick to the viewport: look at what is under the pointer
+      const under = (e.clientX !== undefined && document.elementFromPoint(e.clientX, e.clientY)) || e.target;
+      const target = this.root.contains(under) ? under : e.target;
+      const nodeEl = target.closest(".mge-node");
+      if (nodeEl && !target.closest("[data-port]")) {
+        // double-click a node: rename it in the inspector
+        e.preventDefault();
+        this.select(nodeEl._nodeId);
+        this._emitSelect();
+        const field = this.inspector.querySelector('[data-testid="inspector-id"]');
+        if (field) { this.togglePanel("inspector", true); field.focus(); field.select(); }
+        return;
+      }
+      if (target.closest(".mge-node, .mge-wire-group, .mge-global-issues, .mge-toast")) return;
       e.preventDefault();
       this.openQuickAdd(e.clientX, e.clientY);
+    }
+
+    /** Right-click menu: node actions on a node, wire actions on a wire, canvas actions elsewhere. */
+    _onContextMenu(e) {
+      e.preventDefault();
+      if (this.drag) return;
+      const nodeEl = e.target.closest(".mge-node");
+      const wireEl = e.target.closest(".mge-wire-group");
+      const at = this.toWorld(e.clientX, e.clientY);
+      let items;
+      if (nodeEl) {
+        const id = nodeEl._nodeId;
+        if (!this.selection.has(id)) this.select(id);
+        this._emitSelect();
+        const many = this.selection.size > 1;
+        items = [
+          ["rename", "Rename…", !many, () => this._onDblClick({ target: nodeEl, preventDefault() {} })],
+          ["duplicate", many ? "Duplicate nodes" : "Duplicate", true, () => { if (this.copySelection()) this.paste(); }],
+          ["copy", "Copy", true, () => this.copySelection()],
+          ["disconnect", "Disconnect all wires", this.doc.edges.some((x) => this.selection.has(x.from) || this.selection.has(x.to)),
+            () => {
+              const ids = new Set(this.selection);
+              this.mutate("disconnect", () => { this.doc.edges = this.doc.edges.filter((x) => !ids.has(x.from) && !ids.has(x.to)); });
+            }],
+          ["delete", many ? "Delete nodes" : "Delete", true, () => this.deleteSelection()],
+        ];
+      } else if (wireEl) {
+        const key = wireEl.getAttribute("data-wire");
+        items = [["disconnect", "Delete wire", true, () => this.disconnect(key)]];
+      } else {
+        items = [
+          ["add", "Add node here…", true, () => this.openQuickAdd(e.clientX, e.clientY)],
+          ["paste", "Paste", Boolean(clipboard), () => this.paste(at)],
+          ["select-all", "Select all", this.doc.nodes.length > 0, () => { this.select(this.doc.nodes.map((n) => n.id)); this._emitSelect(); }],
+          ["layout", "Auto-layout", this.doc.nodes.length > 0, () => this.autoLayout()],
+          ["fit", "Fit to view", true, () => this.fitView()],
+        ];
+      }
+      this._showMenu(e.clientX, e.clientY, items);
+    }
+
+    _showMenu(clientX, clientY, items) {
+      this._closeMenu();
+      const menu = h("div", { class: "mge-menu", role: "menu", "data-testid": "context-menu" });
+      for (const [action, label, enabled, fn] of items) {
+        menu.appendChild(h("button", {
+          type: "button", class: "mge-menu-item", role: "menuitem", "data-action": action, disabled: !enabled,
+          onpointerdown: (ev) => ev.stopPropagation(),
+          onclick: (ev) => { ev.preventDefault(); this._closeMenu(); fn(); },
+        }, label));
+      }
+      const rr = this.root.getBoundingClientRect();
+      this.root.appendChild(menu);
+      menu.style.left = `${clamp(clientX - rr.left, 2, Math.max(2, rr.width - menu.offsetWidth - 2))}px`;
+      menu.style.top = `${clamp(clientY - rr.top, 2, Math.max(2, rr.height - menu.offsetHeight - 2))}px`;
+      this.menu = menu;
+      this._menuAway = (ev) => { if (!menu.contains(ev.target)) this._closeMenu(); };
+      document.addEventListener("pointerdown", this._menuAway, true);
+    }
+
+    _closeMenu() {
+      if (!this.menu) return;
+      this.menu.remove();
+      this.menu = null;
+      document.removeEventListener("pointerdown", this._menuAway, true);
     }
 
     _onWheel(e) {

@@ -329,6 +329,35 @@ def test_copy_goes_to_the_system_clipboard_for_other_tabs(editor: EditorPage, st
     assert other.errors == []
 
 
+def test_context_menus_and_double_click_rename(editor: EditorPage, static_url: str) -> None:
+    editor.open(static_url)
+    editor.page.click(editor.header("vote"), button="right")
+    menu = editor.page.locator('[data-testid="context-menu"]')
+    menu.locator('[data-action="duplicate"]').click()
+    assert "vote_2" in editor.node_ids() and menu.count() == 0
+    editor.page.click(editor.header("think"), button="right")
+    menu.locator('[data-action="disconnect"]').click()
+    refs = _port_refs(editor.workflow())
+    assert "question" not in refs["think"] and refs["vote"] == {}
+    # right-click on the canvas: add a node at that point
+    point = editor.canvas_point(0.5, 0.9)
+    editor.page.mouse.click(*point, button="right")
+    menu.locator('[data-action="add"]').click()
+    editor.page.locator('[data-testid="quickadd-input"]').type("refiner")
+    editor.page.keyboard.press("Enter")
+    assert "refiner" in editor.node_ids()
+    # Escape closes a menu without acting
+    editor.page.mouse.click(*editor.canvas_point(0.1, 0.9), button="right")
+    assert menu.count() == 1
+    editor.page.keyboard.press("Escape")
+    assert menu.count() == 0
+    # double-click a node: its id field is focused and selected for renaming
+    editor.page.dblclick(editor.header("vote_2"))
+    editor.page.keyboard.type("tally")
+    editor.page.keyboard.press("Enter")
+    assert "tally" in editor.node_ids() and "vote_2" not in editor.node_ids()
+
+
 def test_rubber_band_selection_then_delete(editor: EditorPage, static_url: str) -> None:
     editor.open(static_url)
     think = editor.page.locator('[data-node-id="think"]').bounding_box()
