@@ -190,14 +190,22 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> None:
     def show_samples(run_id: str | None, node_id: str | None) -> tuple[Any, Any]:
         if not run_id:
             return gr.update(visible=False), ""
-        return _sample_views(service.trace_store.get_run(run_id), node_id or None)
+        try:
+            record = service.trace_store.get_run(run_id)
+        except Exception as exc:
+            return gr.update(visible=False), _message(str(exc))
+        return _sample_views(record, node_id or None)
 
     sample_node.input(show_samples, [run_pick, sample_node], [samples_plot, samples_html])
 
     def show_tokens(run_id: str | None, call_id: str | None) -> str:
         if not run_id or not call_id:
             return ""
-        return _as_html(_safe("token_view_html", service.trace_store.get_run(run_id), call_id))
+        try:
+            record = service.trace_store.get_run(run_id)
+        except Exception as exc:
+            return _message(str(exc))
+        return _as_html(_safe("token_view_html", record, call_id))
 
     call_pick.input(show_tokens, [run_pick, call_pick], [tokens_html])
 
@@ -215,7 +223,10 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> None:
     def open_in_editor(run_id: str | None) -> tuple[Any, Any, str]:
         if not run_id:
             return gr.update(), gr.update(), "Pick a run first."
-        record = service.trace_store.get_run(run_id)
+        try:
+            record = service.trace_store.get_run(run_id)
+        except Exception as exc:
+            return gr.update(), gr.update(), str(exc)
         text = record["run"].get("workflow_yaml") or ""
         if not text:
             return gr.update(), gr.update(), "This run did not record its workflow."
