@@ -3,6 +3,7 @@ Chromium and over plain HTTP."""
 
 from __future__ import annotations
 
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -75,6 +76,10 @@ def test_auth_is_required_over_http(studio: Any) -> None:
     assert _status(base + "login", wrong, {"Content-Type": "application/x-www-form-urlencoded"}) == 400
     right = urllib.parse.urlencode({"username": USER, "password": PASSWORD}).encode()
     assert _status(base + "login", right, {"Content-Type": "application/x-www-form-urlencoded"}) == 200
+    for _ in range(100):  # the banner is printed just after the server starts answering
+        if "Login required" in studio.log():
+            break
+        time.sleep(0.1)
     log = studio.log()
     assert "share mode" in log and "Login required" in log
 
