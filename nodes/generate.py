@@ -1,4 +1,4 @@
-"""Generating kinds: `generator` (one completion: chain steps) and `sampler` (N completions, adaptive stop).
+"""Generating kinds: `generator` (one completion, or one per candidate) and `sampler` (N completions).
 
 Trace events: every completion is an LM call traced by the context. The sampler with
 `adaptive: majority` also emits "adaptive_stop":
@@ -8,6 +8,7 @@ Trace events: every completion is an LM call traced by the context. The sampler 
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from backends.base import Completion, GenerateResult
@@ -18,9 +19,12 @@ from nodes.base import (
     Candidate,
     CandidateSet,
     NodeContext,
+    NodeError,
     NodeKind,
     Param,
     Port,
+    format_value,
+    template_variables,
 )
 from nodes.decoding import build_prompt, decoding_params, decoding_problems, prompt_params, sampling_params
 from nodes.extract import AnswerSpec, answer_params
@@ -42,19 +46,22 @@ def candidate_from(c: Completion, index: int, source: str, spec: AnswerSpec | No
 
 
 class Generator(NodeKind):
-    """One completion of a prompt template."""
+    """One completion of a prompt template, or one per candidate of a wired set (`for_each`)."""
 
     kind = "generator"
     title = "Generator"
     category = "generate"
     description = ("One completion of a prompt template with {variables} from its inputs (greedy by default). "
-                   "Chain generators for chain of thought or draft-then-answer.")
+                   "Chain generators for chain of thought or draft-then-answer; `for_each` maps the prompt "
+                   "over a candidate set (one completion per candidate).")
     outputs = (
-        Port("text", TEXT, "The completion (whitespace stripped)"),
-        Port("candidates", CANDIDATES, "The same completion as a one-candidate set, for verifiers"),
+        Port("text", TEXT, "The completion, whitespace stripped (for_each: all completions as a numbered list)"),
+        Port("candidates", CANDIDATES, "The completion(s) as a candidate set, for verifiers and voters"),
     )
     params = (
         *prompt_params("{question}"),
+        Param("for_each", "str", "", "Name of an input holding a candidate set: run the prompt once per "
+              "candidate, {name} being that candidate's text ('' = one completion)"),
         *decoding_params(temperature=0.0, max_tokens=128),
     )
     variadic_inputs = True
@@ -62,14 +69,49 @@ class Generator(NodeKind):
 
     @classmethod
     def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
-        return decoding_problems(params)
+        problems = decoding_problems(params)
+        mapped = str(params.get("for_each") or "")
+        if mapped and mapped not in template_variables(str(params.get("prompt") or "")):
+            problems.append(("for_each", f"the prompt does not use {{{mapped}}}; add it where each "
+                                         "candidate's text should go"))
+        return problems
 
     def run(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
+        mapped = str(params.get("for_each") or "")
+        if mapped:
+            return self._for_each(mapped, inputs, params, ctx)
         prompt = build_prompt(params, inputs)
         result = ctx.generate(prompt, sampling_params(params, ctx.seed), n=1, seeds=[ctx.seed])
         candidate = candidate_from(result.completions[0], 0, ctx.node_id)
         return {"text": candidate.text,
                 "candidates": CandidateSet([candidate], prompt=result.prompt_text)}
+
+    @staticmethod
+    def _for_each(mapped: str, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext,
+                  ) -> dict[str, Any]:
+        source = inputs.get(mapped)
+        if not isinstance(source, CandidateSet):
+            raise NodeError(f"for_each: input {mapped!r} must be a candidate set (e.g. a sampler's candidates), "
+                            f"got {type(source).__name__}")
+        total = len(source)
+
+        def one(i: int) -> GenerateResult:
+            prompt = build_prompt(params, {**inputs, mapped: source.candidates[i].text})
+            seed = ctx.seed + i
+            return ctx.generate(prompt, sampling_params(params, seed), n=1, seeds=[seed],
+                                tag={"for_each": mapped, "item": i})
+
+        # concurrent requests, so the engine can batch them
+        with ThreadPoolExecutor(max_workers=max(1, min(8, total))) as pool:
+            results = list(pool.map(one, range(total)))
+        candidates = []
+        for i, (item, result) in enumerate(zip(source.candidates, results, strict=True)):
+            cand = candidate_from(result.completions[0], i, ctx.node_id)
+            cand.meta = {"from": {"source": item.source, "index": item.index}}
+            candidates.append(cand)
+        ctx.progress(total, total)
+        out = CandidateSet(candidates, prompt=results[0].prompt_text if results else "")
+        return {"text": format_value(out), "candidates": out}
 
 
 class Sampler(NodeKind):

@@ -464,3 +464,26 @@ def test_invalid_workflows_fail_before_any_model_call() -> None:
     with pytest.raises(WorkflowError) as err:
         run(wf)
     assert [i.code for i in err.value.issues] == ["bad_param"]
+
+
+def test_generator_for_each_maps_the_prompt_over_a_candidate_set() -> None:
+    wf = make([sampler(3), {"id": "g", "kind": "generator",
+                            "params": {"prompt": "Final answer of: {draft}", "for_each": "draft"},
+                            "inputs": {"draft": "s.candidates"}}], {"c": "g.candidates", "t": "g.text"})
+    result, rec = run(wf, by_prompt={"Final answer of: a": "A", "Final answer of: b": "B", "Final answer of: c": "C"},
+                      replies=["a", "b", "c"])
+    out: CandidateSet = result.outputs["c"]
+    assert out.texts() == ["A", "B", "C"]
+    assert [c.meta["from"]["index"] for c in out.candidates] == [0, 1, 2]
+    assert result.outputs["t"] == "[1] A\n\n[2] B\n\n[3] C"
+    assert sorted(e.data["tag"]["item"] for e in rec.of_type("lm_call") if e.node_id == "g") == [0, 1, 2]
+
+
+def test_generator_for_each_checks() -> None:
+    unused = make([sampler(2), {"id": "g", "kind": "generator", "params": {"prompt": "{d}", "for_each": "x"},
+                                "inputs": {"d": "s.candidates"}}], {"t": "g.text"})
+    assert [i.code for i in validate(unused, REGISTRY)] == ["bad_param"]
+    not_a_set = make([{"id": "g", "kind": "generator", "params": {"prompt": "{question}", "for_each": "question"},
+                       "inputs": {"question": "inputs.question"}}], {"t": "g.text"})
+    result, _ = run(not_a_set)
+    assert result.status == FAILED and "must be a candidate set" in result.error
