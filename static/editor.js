@@ -272,7 +272,7 @@
       }
       // wired names beyond those: extra inputs of a variadic kind, or stale wires of any other kind
       const extra = variadic ? { type: "any", required: false, extra: true, description: "an extra input" }
-        : { type: "any", required: false, stale: true, description: def ? "this node has no such input: delete the wire" : "" };
+        : { type: "any", required: false, stale: Boolean(def), description: def ? "this node has no such input: delete the wire" : "" };
       for (const e of this.doc.edges) if (e.to === node.id && !seen.has(e.in)) add(Object.assign({ name: e.in }, extra));
       for (const port of Object.keys(node.raw || {})) if (!seen.has(port)) add(Object.assign({ name: port }, extra));
       return ports;
@@ -299,7 +299,7 @@
       const ports = def ? (def.outputs || []).map((p) => Object.assign({}, p)) : [];
       for (const e of this.doc.edges) {
         if (e.from === node.id && !ports.some((p) => p.name === e.out)) {
-          ports.push({ name: e.out, type: "any", stale: true });
+          ports.push({ name: e.out, type: "any", stale: Boolean(def) });
         }
       }
       return ports;
@@ -354,10 +354,20 @@
         addNode({ id: `inputs.${name}`, kind: this.inputKind.kind, section: "inputs", model: null, params, raw: {} });
       }
       const nodes = Array.isArray(wf.nodes) ? wf.nodes : [];
+      const seenIds = new Set(RESERVED_IDS);
+      this.loadNotes = [];
       for (const entry of nodes) {
         if (!entry || typeof entry !== "object") continue;
+        let id = entry.id === undefined || entry.id === null ? "" : String(entry.id);
+        if (seenIds.has(id)) {
+          // two nodes cannot share a canvas slot: the later one gets a fresh id (wires keep the first)
+          const fresh = uniqueName(id || "node", seenIds);
+          this.loadNotes.push(`node id "${id}" is used twice: the second one is now "${fresh}"`);
+          id = fresh;
+        }
+        seenIds.add(id);
         addNode({
-          id: entry.id === undefined || entry.id === null ? "" : String(entry.id),
+          id,
           kind: String(entry.kind || ""),
           model: entry.model === undefined || entry.model === null ? null : String(entry.model),
           params: entry.params && typeof entry.params === "object" ? clone(entry.params) : {},
@@ -528,6 +538,7 @@
       this._updateToolbar();
       this._emitSelect();
       if (options.fit) this.fitView();
+      for (const note of this.loadNotes || []) this.message(note, "warning");
       return true;
     }
 

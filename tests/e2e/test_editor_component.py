@@ -225,6 +225,28 @@ def test_cycle_is_refused_with_message(editor: EditorPage, static_url: str) -> N
     assert editor.workflow() == before
 
 
+def test_broken_workflows_load_without_losing_anything(editor: EditorPage, static_url: str) -> None:
+    """Unknown kinds, dangling references and unknown ports are drawn and kept; duplicate ids are split."""
+    editor.open(static_url)
+    broken = {"version": 1, "name": "broken", "inputs": {"q": "shorthand default"}, "nodes": [
+        {"id": "a", "kind": "mystery", "params": {"x": 1}, "inputs": {"foo": "inputs.q"}},
+        {"id": "b", "kind": "voter", "inputs": {"candidates": "ghost.candidates", "bogus": "a.out"}},
+        {"id": "b", "kind": "sampler", "params": {"prompt": "{q}"}}],
+        "outputs": {"answer": "nowhere.text"}}
+    editor.page.evaluate("wf => ed.load(wf)", broken)
+    wf = editor.workflow()
+    assert [n["id"] for n in wf["nodes"]] == ["a", "b", "b_2"]
+    assert wf["inputs"] == {"q": {"type": "text", "default": "shorthand default"}}
+    assert _port_refs(wf) == {"a": {"foo": "inputs.q"}, "b": {"candidates": "ghost.candidates", "bogus": "a.out"},
+                              "b_2": {}}
+    assert wf["outputs"] == {"answer": "nowhere.text"}
+    assert editor.page.locator('[data-node-id="a"].mge-unknown').count() == 1
+    assert editor.page.locator('[data-node-id="b"] [data-port="in:bogus"].mge-stale').count() == 1
+    assert editor.page.locator('[data-node-id="b"] [data-port="in:candidates"].mge-dangling').count() == 1
+    assert any("used twice" in m["text"] for m in editor.messages())
+    editor.screenshot("broken")
+
+
 def test_connecting_again_replaces_the_wire(editor: EditorPage, static_url: str) -> None:
     editor.open(static_url)
     editor.page.click('.mge-palette [data-kind="refiner"]')
