@@ -68,6 +68,30 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
+def test_logged_in_visitors_cannot_fetch_files_by_path(studio: Any) -> None:
+    import http.cookiejar
+
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar), _NoRedirect)
+    right = urllib.parse.urlencode({"username": USER, "password": PASSWORD}).encode()
+    opener.open(urllib.request.Request(studio.url + "login", data=right), timeout=15).close()
+
+    def status(path: str) -> int:
+        try:
+            with opener.open(studio.url + "gradio_api/file=" + path, timeout=15) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+
+    from app.resources import static_dir
+
+    assert status(str(static_dir() / "share_links.js")) == 200  # the app's own static files
+    assert status("/etc/passwd") == 403
+    assert status(str(studio.home / "workflows" / "best_of_n.yaml")) == 403
+    assert status(str(Path(__file__).resolve())) == 403
+    assert _status(studio.url + "gradio_api/file=" + str(static_dir() / "share_links.js")) == 401  # no login
+
+
 def test_auth_is_required_over_http(studio: Any) -> None:
     base = studio.url
     assert _status(base + "config") == 401
