@@ -49,8 +49,6 @@ DEFAULT_CHECK_JUDGE = "Task: {task}\nProposed answer: {candidate}\nIs the propos
 
 
 def _check_show(methods: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
-    if methods == ("exact",):
-        methods = ("exact", "python", "llm_judge")
     return ("check", methods)
 
 
@@ -90,7 +88,7 @@ class Refiner(NodeKind):
               show_if=("check", CHECKS[1:])),
         Param("judge_model", "str", "", "Model alias for an llm_judge/likelihood check ('' = this node's model)",
               show_if=("check", ("llm_judge", "likelihood"))),
-        *scoring_params(_check_show, DEFAULT_CHECK_JUDGE),
+        *scoring_params(_check_show, DEFAULT_CHECK_JUDGE, CHECKS),
         *decoding_params(temperature=0.0, max_tokens=128),
     )
     variadic_inputs = True

@@ -40,8 +40,6 @@ DEFAULT_STEP_JUDGE = ("Problem: {problem}\nPartial solution:\n{partial}\n"
 
 
 def _scorer_show(methods: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
-    if methods == ("exact",):
-        methods = ("python", "llm_judge")
     return ("scorer", methods)
 
 
@@ -74,7 +72,7 @@ class Search(NodeKind):
         Param("pass_threshold", "float", 0.5, "Score at least this counts as passing (trace display)"),
         Param("judge_model", "str", "", "Model alias for the scorer ('' = this node's model)",
               show_if=("scorer", ("llm_judge", "likelihood"))),
-        *scoring_params(_scorer_show, DEFAULT_STEP_JUDGE),
+        *scoring_params(_scorer_show, DEFAULT_STEP_JUDGE, SCORERS),
         *decoding_params(temperature=0.8, max_tokens=64),
     )
     variadic_inputs = True

@@ -43,6 +43,8 @@ from nodes.sandbox import run_python_verifier
 
 METHODS = ("exact", "contains", "regex", "python", "llm_judge", "likelihood", "length", "combine")
 COMBINE_OPS = ("weighted_sum", "mean", "min", "product")
+EXTRACTING_METHODS = ("exact", "python", "llm_judge")
+"""Methods that extract an answer ({answer} / `answer`) and so show the extraction params."""
 RESERVED_VARS = ("candidate", "answer", "reference", "partial", "draft", "problem", "task", "feedback")
 """Variables the scoring methods fill in per candidate; never required as wired inputs."""
 
@@ -74,10 +76,11 @@ def judge_params(prompt_default: str = DEFAULT_JUDGE_PROMPT, show_if: tuple[str,
 
 
 def scoring_params(show_if_method: Callable[[tuple[str, ...]], tuple[str, tuple[str, ...]]],
-                   judge_default: str = DEFAULT_JUDGE_PROMPT) -> tuple[Param, ...]:
-    """Params of every method but combine; `show_if_method(methods)` builds each show_if."""
-    return (
-        *answer_params("auto", show_if=show_if_method(("exact",))),
+                   judge_default: str = DEFAULT_JUDGE_PROMPT, methods: Sequence[str] = METHODS,
+                   ) -> tuple[Param, ...]:
+    """Params of the given scoring methods (combine aside); `show_if_method(methods)` builds each show_if."""
+    every = (
+        *answer_params("auto", show_if=show_if_method(EXTRACTING_METHODS)),
         Param("regex", "str", "", "Regex the candidate must contain (empty: the reference, literally)",
               show_if=show_if_method(("regex",))),
         Param("code", "str", "answer == reference",
@@ -100,11 +103,12 @@ def scoring_params(show_if_method: Callable[[tuple[str, ...]], tuple[str, tuple[
         Param("length_target", "int", 0, "Length: 0 = score is the length; > 0 = 1 - |length - target| / target",
               min=0, show_if=show_if_method(("length",))),
     )
+    method_param = show_if_method(())[0]
+    return tuple(p for p in every
+                 if p.show_if is None or p.show_if[0] != method_param or set(p.show_if[1]) & set(methods))
 
 
 def _method_show(methods: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
-    if methods == ("exact",):
-        methods = ("exact", "python", "llm_judge")
     return ("method", methods)
 
 
