@@ -82,6 +82,7 @@
   }
 
   function saveDraft() {
+    if (!S.dirty) return;
     try {
       localStorage.setItem(DRAFT_KEY, JSON.stringify({
         name: S.name, yaml: S.el.yaml.value, saved_at: new Date().toISOString(),
@@ -196,6 +197,10 @@
     if (S.loadedSig !== null && JSON.stringify(wf) === S.loadedSig) return;  // echo of our own load
     S.loadedSig = null;
     setDirty(true);
+    syncYamlFromCanvas();
+  }
+
+  function syncYamlFromCanvas() {
     debounce("canvas", 120, async () => {
       const seq = ++S.seq.canvas;
       const result = await call("mg_from_editor", { workflow: currentWorkflow() });
@@ -274,8 +279,9 @@
     if (!confirmDiscard()) return;
     loadCanvas(JSON.parse(JSON.stringify(EMPTY)), true);
     setName(null);
-    onCanvasChange(null);
     setDirty(false);
+    showYamlError(null);
+    syncYamlFromCanvas();
     clearRunView();
   }
 

@@ -38,7 +38,7 @@ def build_self_consistency(ui: Any) -> None:
 def test_build_self_consistency_with_the_mouse_save_reload_and_open(ui: Any, shot: Any, studio: Any) -> None:
     assert ui.workflow()["nodes"] == []
     build_self_consistency(ui)
-    text = ui.wait_yaml(lambda t: "n: 5" in t and "voter.answer" in t and "17 + 25" in t)
+    text = ui.wait_yaml(lambda t: "n: 5" in t and "voter.answer" in t and "17 + 25" in t and "step by step" in t)
     shot(ui.page, "built")
     wf = yaml.safe_load(text)
     nodes = {n["id"]: n for n in wf["nodes"]}
@@ -215,3 +215,10 @@ def test_upload_a_yaml_file_and_download_it_again(ui: Any, shot: Any, tmp_path: 
     ui.page.locator("[data-testid=yaml-error]").wait_for(state="visible")
     assert ui.yaml() == "version: 1\nnodes: [\n"
     assert sorted(ui.node_ids()) == ["answer_it", "inputs.question", "outputs.answer"]  # canvas kept
+
+    ui.page.once("dialog", lambda dialog: dialog.accept())  # New asks before dropping the unsaved text
+    ui.page.locator("[data-testid=new-btn]").click()
+    ui.wait_yaml(lambda t: "nodes: []" in t)
+    ui.page.locator("[data-testid=yaml-error]").wait_for(state="hidden")
+    assert ui.node_ids() == []
+    assert ui.page.locator("[data-testid=dirty-flag]").is_hidden()
