@@ -173,6 +173,27 @@ def open_run_from_query(service: StudioService, query: dict[str, str]) -> tuple[
     return gr.Tabs(selected=TRACES_TAB), gr.update(choices=[(label, run_id)], value=run_id), ""
 
 
+COPY_RUN_LINK_JS = """(run) => {
+  if (!run) return "";
+  const url = new URL(window.location.href);
+  url.search = "";
+  url.hash = "";
+  url.searchParams.set("run", run);
+  const link = url.toString();
+  if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(link).catch(() => {});
+  return link;
+}"""
+
+
+def run_link_controls(run_pick: gr.Dropdown) -> None:
+    """A "Copy link to this run" button and the link it made (Traces tab; call inside its layout)."""
+    with gr.Row():
+        button = gr.Button("Copy link to this run", elem_id="mg-traces-copy-link", scale=0)
+        link = gr.Textbox(label="Link to this run (opens its trace)", interactive=False, elem_id="mg-traces-run-link",
+                          scale=4)
+    button.click(None, [run_pick], [link], js=COPY_RUN_LINK_JS)
+
+
 def wire_run_links(demo: gr.Blocks, service: StudioService, tabs: gr.Tabs) -> None:
     """On page load, a `?run=ID` query opens that run in the Traces tab (call inside the Blocks context)."""
     run_pick = _find(demo, RUN_PICK_ELEM_ID)

@@ -11,6 +11,7 @@ from typing import Any
 import gradio as gr
 
 from app.service import StudioService
+from app.share_ui import run_link_controls
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +115,7 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> None:
         run_pick = gr.Dropdown([], label="Run", elem_id="mg-traces-run", scale=3)
         open_btn = gr.Button("Open this run's workflow in the editor", elem_id="mg-traces-open", scale=1)
         export_btn = gr.DownloadButton("Export HTML report", elem_id="mg-traces-export", scale=1)
+    run_link_controls(run_pick)
     summary = gr.HTML(elem_id="mg-trace-summary")
     with gr.Tabs():
         with gr.Tab("Timeline", elem_id="mg-trace-timeline-tab"):

@@ -125,6 +125,9 @@ def test_copy_share_link_and_run_link_round_trip(ui: Any, shot: Any, browser: An
                                   arg=first_run, timeout=30_000)
         visitor.wait_for_timeout(1500)  # nothing may switch the view to another run afterwards
         assert first_run in visitor.locator("#mg-trace-summary").inner_text()
+        visitor.locator("#mg-traces-copy-link").click()  # the Traces tab makes the same link
+        visitor.wait_for_function("(r) => document.querySelector('#mg-traces-run-link textarea, "
+                                  "#mg-traces-run-link input').value.endsWith('?run=' + r)", arg=first_run)
         visitor.screenshot(path=str(ui_artifact("run-link.png")))
     finally:
         other.close()
