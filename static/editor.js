@@ -39,8 +39,8 @@
  * -fit / -zoom-in / -zoom-out / -toggle-palette / -toggle-inspector.
  * Keys (never while typing in a field): Delete/Backspace, Ctrl+Z, Ctrl+Shift+Z / Ctrl+Y, Ctrl+C / X / V
  * (also across tabs via the system clipboard), Ctrl+D duplicate, Ctrl+A, F fit, "/" or Space quick-add, Esc.
- * ed.togglePanel("palette" | "inspector", show?) hides/shows a side panel (toolbar: editor-toggle-palette /
- * editor-toggle-inspector); below 1100 px wide the palette narrows and the inspector floats over the canvas,
+ * ed.togglePanel("palette" | "inspector" | "minimap", show?) hides/shows a panel (toolbar: editor-toggle-palette /
+ * editor-toggle-inspector / editor-toggle-minimap; the minimap [data-testid=editor-minimap] pans on click); below 1100 px wide the palette narrows and the inspector floats over the canvas,
  * shown only while something is selected.
  * Mouse: drag background = pan (also middle button, Space+drag); Shift/Ctrl+drag background = rubber band;
  * wheel = zoom at cursor; double-click background, "/" or Space = quick-add; drag output -> input = connect;
@@ -56,6 +56,8 @@
   // ------------------------------------------------------------------ constants and small helpers
 
   const TYPE_COLORS = { text: "#3b82f6", number: "#f59e0b", candidates: "#8b5cf6", json: "#10b981", any: "#94a3b8" };
+  const CATEGORY_COLORS = { io: "#64748b", generate: "#3b82f6", score: "#f59e0b", aggregate: "#8b5cf6",
+    search: "#14b8a6", text: "#ec4899" }; // as in editor.css (.mge-cat-*)
   const CATEGORY_ORDER = ["io", "generate", "score", "aggregate", "search", "text"];
   const CATEGORY_TITLES = {
     io: "Inputs & outputs", generate: "Generate", score: "Score", aggregate: "Aggregate",
@@ -613,6 +615,7 @@
         tb("zoom-in", "+", "Zoom in", () => this._zoomBy(1.2)),
         h("span", { class: "mge-grow" }),
         tb("toggle-palette", "\u25e7 Nodes", "Show or hide the node palette", () => this.togglePanel("palette")),
+        tb("toggle-minimap", "\u25a3 Map", "Show or hide the minimap", () => this.togglePanel("minimap")),
         tb("toggle-inspector", "\u25e8 Inspector", "Show or hide the inspector", () => this.togglePanel("inspector")),
       ]);
       this.zoomLabel = this.toolbar.querySelector(".mge-zoom");
@@ -636,14 +639,18 @@
         "Drag a node from the palette, or double-click here / press / to search.");
       this.globalIssues = h("div", { class: "mge-global-issues", "data-testid": "editor-global-issues", hidden: true });
       this.toastEl = h("div", { class: "mge-toast", "data-testid": "editor-toast", "aria-live": "polite" });
+      this.minimap = h("canvas", { class: "mge-minimap", "data-testid": "editor-minimap", width: 180, height: 120,
+        title: "Overview: click or drag to move the view" });
       this.viewport = h("div", { class: "mge-viewport", "data-testid": "editor-canvas" },
-        [this.world, this.band, this.emptyHint, this.globalIssues, this.toastEl]);
+        [this.world, this.band, this.emptyHint, this.globalIssues, this.minimap, this.toastEl]);
       this.inspector = h("aside", { class: "mge-inspector", "data-testid": "editor-inspector" });
       this.quick = h("div", { class: "mge-quick", hidden: true, "data-testid": "quickadd" });
       this.root = h("div", { class: "mge", tabindex: "0" },
         [this.toolbar, h("div", { class: "mge-body" }, [this.palette, this.viewport, this.inspector]), this.quick]);
       this.host.appendChild(this.root);
 
+      for (const type of ["pointerdown", "pointermove"]) this.minimap.addEventListener(type, (e) => this._onMinimapPointer(e));
+      this.minimap.addEventListener("dblclick", (e) => e.stopPropagation());
       this.viewport.addEventListener("pointerdown", (e) => this._onPointerDown(e));
       this.viewport.addEventListener("pointermove", (e) => this._onPointerMove(e));
       this.viewport.addEventListener("pointerup", (e) => this._onPointerUp(e));
@@ -726,6 +733,7 @@
       this.root.classList.toggle(cls, hide);
       const b = this.toolbar.querySelector(`[data-testid="editor-toggle-${which}"]`);
       if (b) b.setAttribute("aria-pressed", String(!hide));
+      this._scheduleMinimap();
     }
 
     _onResize() {
@@ -756,6 +764,64 @@
       this.viewport.style.backgroundSize = `${grid}px ${grid}px`;
       this.viewport.style.backgroundPosition = `${v.x}px ${v.y}px`;
       if (this.zoomLabel) this.zoomLabel.textContent = `${Math.round(v.z * 100)}%`;
+      this._scheduleMinimap();
+    }
+
+    _scheduleMinimap() {
+      if (this._minimapFrame || !this.minimap) return;
+      const raf = global.requestAnimationFrame || ((fn) => setTimeout(fn, 16));
+      this._minimapFrame = raf(() => { this._minimapFrame = null; this._drawMinimap(); });
+    }
+
+    /** The overview: every node as a block in its category colour, and the visible area as a frame. */
+    _drawMinimap() {
+      const cv = this.minimap;
+      const show = this.doc.nodes.length > 1 && !this.root.classList.contains("mge-hide-minimap");
+      cv.hidden = !show;
+      if (!show || !this.viewport.clientWidth) return;
+      const b = this._bounds();
+      const vw = this.viewport.clientWidth / this.view.z;
+      const vh = this.viewport.clientHeight / this.view.z;
+      const vx = -this.view.x / this.view.z;
+      const vy = -this.view.y / this.view.z;
+      const x0 = Math.min(b.x0, vx); const y0 = Math.min(b.y0, vy);
+      const x1 = Math.max(b.x1, vx + vw); const y1 = Math.max(b.y1, vy + vh);
+      const pad = 6;
+      const W = 180;
+      const H = 120;
+      const dpr = global.devicePixelRatio || 1;
+      if (cv.width !== Math.round(W * dpr)) { cv.width = Math.round(W * dpr); cv.height = Math.round(H * dpr); }
+      const k = Math.min((W - 2 * pad) / (x1 - x0 || 1), (H - 2 * pad) / (y1 - y0 || 1));
+      const ox = pad + ((W - 2 * pad) - (x1 - x0) * k) / 2 - x0 * k;
+      const oy = pad + ((H - 2 * pad) - (y1 - y0) * k) / 2 - y0 * k;
+      this._minimapMap = { k, ox, oy };
+      const ctx = cv.getContext("2d");
+      ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+      ctx.clearRect(0, 0, W, H);
+      for (const n of this.doc.nodes) {
+        const g = this.geom.get(n.id) || {};
+        const def = this.kindDef(n.kind);
+        ctx.fillStyle = CATEGORY_COLORS[def && def.category] || "#94a3b8";
+        ctx.globalAlpha = this.selection.has(n.id) ? 1 : 0.7;
+        ctx.fillRect(ox + n.x * k, oy + n.y * k, Math.max(2, (g.w || 220) * k), Math.max(2, (g.h || 110) * k));
+      }
+      ctx.globalAlpha = 1;
+      ctx.strokeStyle = "#f97316";
+      ctx.lineWidth = 1.5;
+      ctx.strokeRect(ox + vx * k, oy + vy * k, vw * k, vh * k);
+    }
+
+    _onMinimapPointer(e) {
+      const m = this._minimapMap;
+      if (!m || (e.type === "pointermove" && !(e.buttons & 1))) return;
+      e.preventDefault();
+      e.stopPropagation();
+      const r = this.minimap.getBoundingClientRect();
+      const wx = (e.clientX - r.left - m.ox) / m.k;
+      const wy = (e.clientY - r.top - m.oy) / m.k;
+      this.view.x = this.viewport.clientWidth / 2 - wx * this.view.z;
+      this.view.y = this.viewport.clientHeight / 2 - wy * this.view.z;
+      this._applyView();
     }
 
     toWorld(clientX, clientY) {
@@ -849,6 +915,7 @@
       this._renderWires();
       this.emptyHint.hidden = this.doc.nodes.length > 0;
       this._updateToolbar();
+      this._scheduleMinimap();
     }
 
     _issuesByNode() {
@@ -1817,6 +1884,7 @@
           if (el) { el._transform = `translate(${n.x}px, ${n.y}px)`; el.style.transform = el._transform; }
         }
         this._renderWires(new Set(d.start.keys()));
+        this._scheduleMinimap();
       } else if (d.type === "wire") {
         this._updateTempWire(e.clientX, e.clientY);
       } else if (d.type === "band") {

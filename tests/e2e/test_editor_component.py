@@ -672,6 +672,15 @@ def test_pan_and_zoom_around_cursor(editor: EditorPage, static_url: str) -> None
     zoomed = editor.page.locator('[data-node-id="think"]').bounding_box()
     assert zoomed["width"] > after["width"] * 1.2
     assert abs(zoomed["x"] - after["x"]) < 2 and abs(zoomed["y"] - after["y"]) < 2
+    # the minimap: clicking its left edge brings the left of the workflow to the middle of the view
+    minimap = editor.page.locator('[data-testid="editor-minimap"]')
+    box = minimap.bounding_box()
+    before_map = editor.page.locator('[data-node-id="inputs.question"]').bounding_box()
+    editor.page.mouse.click(box["x"] + 8, box["y"] + box["height"] / 2)
+    after_map = editor.page.locator('[data-node-id="inputs.question"]').bounding_box()
+    assert after_map["x"] > before_map["x"] + 50
+    editor.page.click('[data-testid="editor-toggle-minimap"]')
+    assert minimap.is_hidden()
     editor.page.wait_for_timeout(250)
     assert editor.page.evaluate("window.changes.length") == 0, "panning and zooming are not edits"
 
