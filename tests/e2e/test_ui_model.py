@@ -61,3 +61,13 @@ def test_run_the_self_consistency_example_on_the_bundled_model(ui: Any, shot: An
     samples = ui.page.locator("#mg-trace-samples-plot").inner_text()
     assert re.search(r"3 candidates", samples), samples
     shot(ui.page, "traces")
+
+    ui.tab("Models")  # the model that answered is listed as loaded, with its facts and device
+    ui.page.wait_for_function("document.querySelector('#mg-models-table').innerText.includes('Q4_1')")
+    table = ui.page.locator("#mg-models-table").inner_text()
+    assert "bundled" in table and "8192" in table and "CPU" in table
+    assert re.search(r"\byes\b", table), table
+    ui.page.locator("#mg-models-unload").click()
+    ui.page.get_by_text("Unloaded.").wait_for()
+    assert not re.search(r"\byes\b", ui.page.locator("#mg-models-table").inner_text())
+    shot(ui.page, "models")
