@@ -2,7 +2,7 @@
 
 A tree node is one step (a piece of text) below its parent; the root (id 0) is the empty solution.
 Ranking is by score, highest first, ties to the lower id (the earlier generated), unscored last.
-`to_json()` is the "tree" trace payload: {"nodes": [{"id", "parent", "depth", "text", "score",
+`to_json()` is the "tree" trace payload: {"nodes": [{"id", "parent", "depth", "text", "score", "lead",
 "pruned", "chosen", "terminal", "finish"}], "chosen_path": [ids root..leaf]}.
 """
 
@@ -21,6 +21,8 @@ class TreeNode:
     depth: int
     text: str
     score: float | None = None
+    lead: str = ""
+    """Separator text the model wrote before this step beyond the delimiter (e.g. a blank line)."""
     terminal: bool = False
     """No further expansion: the end marker, the end of generation, or max depth."""
     finish: str = ""
@@ -47,9 +49,9 @@ class SearchTree:
     def root(self) -> TreeNode:
         return self.nodes[0]
 
-    def add(self, parent: int, text: str, *, terminal: bool = False, finish: str = "") -> TreeNode:
+    def add(self, parent: int, text: str, *, terminal: bool = False, finish: str = "", lead: str = "") -> TreeNode:
         node = TreeNode(len(self.nodes), parent, self.nodes[parent].depth + 1, text, terminal=terminal,
-                        finish=finish)
+                        finish=finish, lead=lead)
         self.nodes.append(node)
         self.nodes[parent].expanded = True
         return node
@@ -67,8 +69,9 @@ class SearchTree:
         return out[::-1]
 
     def solution(self, node_id: int, delimiter: str) -> str:
-        """The partial solution ending at node_id: its steps joined by the delimiter."""
-        return delimiter.join(n.text for n in self.path(node_id))
+        """The partial solution ending at node_id as the model wrote it: its steps joined by the
+        delimiter, each preceded by its lead."""
+        return "".join((delimiter if i else "") + n.lead + n.text for i, n in enumerate(self.path(node_id)))
 
     def select(self, candidates: Iterable[TreeNode], width: int) -> list[TreeNode]:
         """Keep the `width` best; mark the others pruned."""

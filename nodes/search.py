@@ -2,18 +2,20 @@
 
 Each expansion samples `expand_k` next steps of a partial solution (generation stops at the step
 delimiter), each new partial solution is scored (llm_judge on "is it correct so far", likelihood,
-regex, python, or none), and the best are kept. A step containing the end marker, or one after which
-the model ends generation, finishes its branch; `max_depth` bounds every branch. The prompt of
-every expansion is the rendered task followed by the partial solution, so the engine's prefix cache
-serves the shared part.
+regex, python, or none), and the best are kept. A sample that stops at the delimiter before writing
+anything (the model wanted a blank line) is drawn once more after that delimiter (its `lead`).
+A step containing the end marker, or one after which the model ends generation, finishes its
+branch; `max_depth` bounds every branch. The prompt of every expansion is the rendered task
+followed by the partial solution, so the engine's prefix cache serves the shared part.
 
 Trace event "tree" (SearchTree.to_json() plus): {"strategy", "delimiter", "expansions",
-"answer": chosen solution text, "nodes": [{"id", "parent", "depth", "text", "score", "pruned",
-"chosen", "terminal", "finish"}], "chosen_path": [ids]}. Node 0 is the root (empty solution).
+"answer": chosen solution text, "nodes": [{"id", "parent", "depth", "text", "lead", "score",
+"pruned", "chosen", "terminal", "finish"}], "chosen_path": [ids]}. Node 0 is the root (empty solution).
 """
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -115,42 +117,70 @@ class _SearchRun:
         self.sp = sampling_params(params, ctx.seed, stop=[*params.get("stop", []), self.delimiter])
         self.expansions = 0
         self.calls = 0
+        self.lock = threading.Lock()
 
     # -- expansion and scoring
+    def _prompt_after(self, node: TreeNode) -> str:
+        partial = self.tree.solution(node.id, self.delimiter)
+        return self.base_prompt + (partial + self.delimiter if partial else "")
+
+    def _sample_steps(self, requests: list[tuple[TreeNode, int, str]]) -> list[GenerateResult]:
+        """For each (node, n, lead): n next steps after the node's partial solution plus `lead`,
+        requested concurrently so the engine can batch them."""
+
+        def one(request: tuple[TreeNode, int, str]) -> GenerateResult:
+            node, n, lead = request
+            start = self._take_seeds(n)
+            return self.ctx.generate(self._prompt_after(node) + lead, self.sp, n=n,
+                                     seeds=[self.ctx.seed + start + i for i in range(n)],
+                                     purpose="expand", parent=f"{self.ctx.node_id}:{node.id}",
+                                     tag={"depth": node.depth + 1, "tree_node": node.id, "lead": lead})
+
+        with ThreadPoolExecutor(max_workers=max(1, min(4, len(requests)))) as pool:
+            return list(pool.map(one, requests))
+
+    def _take_seeds(self, n: int) -> int:
+        with self.lock:
+            start = self.calls
+            self.calls += n
+        return start
+
     def _expand(self, nodes: list[TreeNode]) -> list[TreeNode]:
-        """Sample k next steps below each node (concurrently, so the engine can batch them)."""
+        """Sample k next steps below each node. A sample that stops at the delimiter before writing
+        anything (the model wanted a blank line there) is drawn once more after that delimiter."""
         k = int(self.params["expand_k"])
         max_depth = int(self.params["max_depth"])
-        starts = [self.calls + i * k for i in range(len(nodes))]
-        self.calls += k * len(nodes)
-
-        def one(pair: tuple[TreeNode, int]) -> GenerateResult:
-            node, start = pair
-            partial = self.tree.solution(node.id, self.delimiter)
-            prompt = self.base_prompt + (partial + self.delimiter if partial else "")
-            return self.ctx.generate(prompt, self.sp, n=k, seeds=[self.ctx.seed + start + i for i in range(k)],
-                                     purpose="expand", parent=f"{self.ctx.node_id}:{node.id}",
-                                     tag={"depth": node.depth + 1, "tree_node": node.id})
-
-        with ThreadPoolExecutor(max_workers=max(1, min(4, len(nodes)))) as pool:
-            results = list(pool.map(one, zip(nodes, starts, strict=True)))
-        children: list[TreeNode] = []
+        results = self._sample_steps([(node, k, "") for node in nodes])
+        steps: dict[int, list[tuple[str, str, str]]] = {node.id: [] for node in nodes}  # (text, finish, lead)
+        retry: list[tuple[TreeNode, int, str]] = []
         for node, result in zip(nodes, results, strict=True):
             self.expansions += 1
+            blank = 0
             for c in result.completions:
-                text = c.text.strip()
+                if c.text.strip() or c.finish_reason != "stop":
+                    steps[node.id].append((c.text.strip(), c.finish_reason, ""))
+                else:
+                    blank += 1
+            if blank:
+                retry.append((node, blank, self.delimiter))
+        if retry:
+            for (node, _, lead), result in zip(retry, self._sample_steps(retry), strict=True):
+                steps[node.id] += [(c.text.strip(), c.finish_reason, lead) for c in result.completions]
+        children: list[TreeNode] = []
+        for node in nodes:
+            for text, finish_reason, lead in steps[node.id]:
                 if not text:
-                    child = self.tree.add(node.id, "", terminal=True, finish="empty")
+                    child = self.tree.add(node.id, "", terminal=True, finish="empty", lead=lead)
                     child.pruned = True
                     continue
                 finish = ""
                 if self.end_marker and self.end_marker in text:
                     finish = "end_marker"
-                elif c.finish_reason == "eog":
+                elif finish_reason == "eog":
                     finish = "eog"
                 elif node.depth + 1 >= max_depth:
                     finish = "max_depth"
-                children.append(self.tree.add(node.id, text, terminal=bool(finish), finish=finish))
+                children.append(self.tree.add(node.id, text, terminal=bool(finish), finish=finish, lead=lead))
         self._score(children)
         return children
 
@@ -218,12 +248,12 @@ class _SearchRun:
         strategy = self.params["strategy"]
         chosen = self._beam() if strategy == "beam" else self._best_first()
         chosen_path = self.tree.mark_chosen(chosen.id) if chosen is not None else [0]
-        answer = self.tree.solution(chosen.id, self.delimiter) if chosen is not None else ""
+        answer = self.tree.solution(chosen.id, self.delimiter).strip() if chosen is not None else ""
         solutions = [n for n in self.tree.nodes if n.terminal and n.finish != "empty"]
         if chosen is not None and chosen.id != 0 and chosen not in solutions:
             solutions.append(chosen)
         candidates = [
-            Candidate(text=self.tree.solution(n.id, self.delimiter), index=i, source=self.ctx.node_id,
+            Candidate(text=self.tree.solution(n.id, self.delimiter).strip(), index=i, source=self.ctx.node_id,
                       score=n.score, scores={self.ctx.node_id: n.score} if n.score is not None else {},
                       finish_reason=n.finish, meta={"tree_node": n.id, "depth": n.depth})
             for i, n in enumerate(solutions)

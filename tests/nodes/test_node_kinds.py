@@ -487,3 +487,33 @@ def test_generator_for_each_checks() -> None:
                        "inputs": {"question": "inputs.question"}}], {"t": "g.text"})
     result, _ = run(not_a_set)
     assert result.status == FAILED and "must be a candidate set" in result.error
+
+
+def test_search_redraws_a_step_once_when_the_model_starts_with_a_blank_line() -> None:
+    def blank_first(prompt: str, seed: int) -> str:
+        # the model wants a blank line before every step: right after a single "\n" it writes "\n" first
+        if not prompt.endswith("\n\n"):
+            return "\nlater"
+        return "Answer: 7" if prompt.count("step") >= 1 else f"step {seed % 3}\nmore"
+
+    wf = make([search(max_depth=3, expand_k=2, beam_width=1, scorer="none")],
+              {"tree": "x.tree", "text": "x.text"})
+    result, rec = run(wf, reply_fn=blank_first)
+    tree = result.outputs["tree"]
+    check_tree(tree)
+    steps = tree["nodes"][1:]
+    assert all(n["finish"] != "empty" and n["lead"] == "\n" for n in steps)
+    assert [n["depth"] for n in steps] == [1, 1, 2, 2]
+    expand = [e.data for e in rec.of_type("lm_call") if e.data["purpose"] == "expand"]
+    assert [c["tag"]["lead"] for c in expand] == ["", "", "\n", "\n", "", "", "\n", "\n"]
+    # the second step's prompt holds the first step as the model wrote it, blank line included
+    assert "<|assistant|>\n\nstep" in expand[-1]["prompt"] and expand[-1]["prompt"].endswith("\n\n")
+    assert result.outputs["text"].startswith("step") and result.outputs["text"].endswith("\n\nAnswer: 7")
+
+
+def test_search_marks_a_step_empty_when_the_redraw_is_blank_too() -> None:
+    wf = make([search(max_depth=2, expand_k=2, scorer="none")], {"tree": "x.tree", "text": "x.text"})
+    result, _ = run(wf, replies=["\nnothing"])
+    nodes = result.outputs["tree"]["nodes"][1:]
+    assert len(nodes) == 2 and all(n["finish"] == "empty" and n["pruned"] for n in nodes)
+    assert result.outputs["text"] == ""
