@@ -3,8 +3,10 @@ request to the model's batched engine and waits for it."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,7 @@ class LlamaBackend:
         self.file_info = model_file_info(self.path)  # a clear ModelFileError for missing/corrupt files
         self.fingerprint = content_fingerprint(self.path)
         self.model = LlamaModel(self.path, n_gpu_layers=self.device["n_gpu_layers"])
+        self._architecture = self.model.metadata_summary()
         try:
             self.n_ctx = int(self.device["n_ctx"] or self.model.n_ctx_train)
             kv_default = max(self.n_ctx, min(2 * self.n_ctx, MAX_KV_CELLS_DEFAULT))
@@ -68,6 +71,22 @@ class LlamaBackend:
         self.device["n_ctx"] = self.engine.n_ctx_seq
         self.device["flash_attn"] = self.engine.flash_attn
         self._closed = False
+        self._calls = 0
+        self._calls_done = threading.Condition()
+
+    @contextlib.contextmanager
+    def _in_use(self) -> Iterator[None]:
+        """Mark a call in progress, so close() frees the model only after every caller has left it."""
+        with self._calls_done:
+            if self._closed:
+                raise BackendError("This model was unloaded; get it again from the model pool.")
+            self._calls += 1
+        try:
+            yield
+        finally:
+            with self._calls_done:
+                self._calls -= 1
+                self._calls_done.notify_all()
 
     # -- identity ----------------------------------------------------------------------------------------
 
@@ -97,7 +116,8 @@ class LlamaBackend:
             "backend": "llama.cpp",
             "model_id": self.model_id,
             "model": file_info,
-            "architecture": self.model.metadata_summary(),
+            "architecture": dict(self._architecture),
+            "loaded": not self._closed,
             "device": dict(self.device),
             "memory_bytes": self.memory_bytes(),
             "build": build_info(),
@@ -107,10 +127,12 @@ class LlamaBackend:
     # -- text --------------------------------------------------------------------------------------------
 
     def render_prompt(self, prompt: Prompt, add_generation_prompt: bool = True) -> str:
-        return self.model.render(prompt, add_generation_prompt)
+        with self._in_use():
+            return self.model.render(prompt, add_generation_prompt)
 
     def tokenize(self, text: str) -> list[int]:
-        return self.model.tokenize(text)
+        with self._in_use():
+            return self.model.tokenize(text)
 
     def _prompt_tokens(self, text: str, what: str) -> list[int]:
         tokens = self.model.tokenize(text)
@@ -139,6 +161,18 @@ class LlamaBackend:
         on_token: TokenCallback | None = None,
         cancel: CancelToken | None = None,
     ) -> GenerateResult:
+        with self._in_use():
+            return self._generate(prompt, params, n, seeds, on_token, cancel)
+
+    def _generate(
+        self,
+        prompt: Prompt,
+        params: SamplingParams,
+        n: int,
+        seeds: Sequence[int] | None,
+        on_token: TokenCallback | None,
+        cancel: CancelToken | None,
+    ) -> GenerateResult:
         validate_params(params)
         if n < 1:
             raise BackendError(f"n (samples per prompt) must be at least 1, got {n}.")
@@ -148,7 +182,7 @@ class LlamaBackend:
                 "raise the n_seq_max model option."
             )
         sample_seeds = default_seeds(params, n, seeds)
-        text = self.render_prompt(prompt)
+        text = self.model.render(prompt)
         tokens = self._prompt_tokens(text, "prompt")
         check_fits(len(tokens), self.engine.n_ctx_seq, "prompt")
         grammar = grammar_for(params)
@@ -161,7 +195,11 @@ class LlamaBackend:
     def score(
         self, prefix: Prompt, continuations: Sequence[str], cancel: CancelToken | None = None
     ) -> ScoreResult:
-        text = self.render_prompt(prefix)
+        with self._in_use():
+            return self._score(prefix, continuations, cancel)
+
+    def _score(self, prefix: Prompt, continuations: Sequence[str], cancel: CancelToken | None) -> ScoreResult:
+        text = self.model.render(prefix)
         tokens = self._prompt_tokens(text, "prefix")
         conts = [self._continuation_tokens(text, tokens, str(c)) for c in continuations]
         longest = max((len(c) for c in conts), default=0)
@@ -174,7 +212,11 @@ class LlamaBackend:
     def choice_logprobs(
         self, prompt: Prompt, choices: Sequence[str], cancel: CancelToken | None = None
     ) -> ChoiceResult:
-        text = self.render_prompt(prompt)
+        with self._in_use():
+            return self._choice_logprobs(prompt, choices, cancel)
+
+    def _choice_logprobs(self, prompt: Prompt, choices: Sequence[str], cancel: CancelToken | None) -> ChoiceResult:
+        text = self.model.render(prompt)
         tokens = self._prompt_tokens(text, "prompt")
         check_fits(len(tokens), self.engine.n_ctx_seq, "prompt")
         firsts = []
@@ -189,8 +231,6 @@ class LlamaBackend:
         return self._run(job, None)
 
     def _run(self, job: Job, on_token: TokenCallback | None) -> Any:
-        if self._closed:
-            raise BackendError("This model was unloaded; get it again from the model pool.")
         if job.cancelled:
             raise CancelledError(job.cancel.reason if job.cancel else "cancelled")
         self.engine.submit(job)
@@ -218,9 +258,15 @@ class LlamaBackend:
         return not self._closed and self.engine.busy
 
     def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
+        """Stop the engine (running requests fail with a clear error), then free the model once no caller
+        is still inside it."""
+        with self._calls_done:
+            if self._closed:
+                return
+            self._closed = True
         self.engine.close()
+        with self._calls_done:
+            while self._calls:
+                self._calls_done.wait()
         self.model.close()
 

