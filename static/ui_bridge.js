@@ -300,6 +300,7 @@
         resolve(value);
       };
       box.onsubmit = (e) => { e.preventDefault(); finish(input.value.trim() || null); };
+      input.onkeydown = (e) => { if (e.key === "Escape") { e.preventDefault(); finish(null); } };
       box.querySelector("[data-action=name-cancel]").onclick = () => finish(null);
     });
   }
