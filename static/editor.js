@@ -1308,12 +1308,13 @@
 
     _reaches(from, to) {
       // whether `to` is reachable from `from` along the wires
+      const succ = this._buildAdjacency();
       const seen = new Set([from]);
       const stack = [from];
       while (stack.length) {
         const cur = stack.pop();
         if (cur === to) return true;
-        for (const e of this.doc.edges) if (e.from === cur && !seen.has(e.to)) { seen.add(e.to); stack.push(e.to); }
+        for (const next of succ.get(cur) || []) if (!seen.has(next)) { seen.add(next); stack.push(next); }
       }
       return false;
     }
@@ -1835,19 +1836,45 @@
       this._highlightTargets(drag);
     }
 
+    /** Mark the ports the dragged wire may be dropped on. */
     _highlightTargets(drag) {
+      // the rules of checkConnection, computed once for the whole canvas: the nodes a wire from `from`
+      // may not enter (itself and its ancestors), or that may not feed `to` (itself and its descendants)
+      const anchor = drag.reverse ? drag.to : drag.from;
+      const next = new Map();
+      for (const e of this.doc.edges) {
+        const [a, b] = drag.reverse ? [e.from, e.to] : [e.to, e.from];
+        if (!next.has(a)) next.set(a, []);
+        next.get(a).push(b);
+      }
+      const blocked = new Set([anchor]);
+      const stack = [anchor];
+      while (stack.length) for (const n of next.get(stack.pop()) || []) if (!blocked.has(n)) { blocked.add(n); stack.push(n); }
+      const anchorNode = this.node(anchor);
+      const ports = anchorNode ? (drag.reverse ? this.inputPorts(anchorNode) : this.outputPorts(anchorNode)) : [];
+      const own = ports.find((p) => p.name === (drag.reverse ? drag.in : drag.out));
+      const ownType = own ? own.type : "any";
+      const want = drag.reverse ? "out:" : "in:";
       for (const [id, el] of this.nodeEls) {
-        const n = this.node(id);
+        const free = !blocked.has(id);
         for (const portEl of el.querySelectorAll("[data-port]")) {
-          const [dir, name] = [portEl.getAttribute("data-port").split(":")[0], portEl.getAttribute("data-port").slice(portEl.getAttribute("data-port").indexOf(":") + 1)];
-          let ok = false;
-          if (!drag.reverse && dir === "in") ok = !this.checkConnection(drag.from, drag.out, id, name);
-          if (drag.reverse && dir === "out") ok = !this.checkConnection(id, name, drag.to, drag.in);
+          const key = portEl.getAttribute("data-port");
+          const type = portEl.getAttribute("data-type") || "any";
+          const ok = free && key.startsWith(want) &&
+            (drag.reverse ? portCompatible(type, ownType) : portCompatible(ownType, type));
           portEl.classList.toggle("mge-target-ok", ok);
         }
-        void n;
       }
       this.root.classList.add("mge-wiring");
+    }
+
+    _buildAdjacency() {
+      const succ = new Map();
+      for (const e of this.doc.edges) {
+        if (!succ.has(e.from)) succ.set(e.from, []);
+        succ.get(e.from).push(e.to);
+      }
+      return succ;
     }
 
     _clearTargets() {
