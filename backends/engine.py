@@ -19,6 +19,13 @@ from backends.prefix_cache import SequenceTable, common_prefix_len
 
 log = logging.getLogger(__name__)
 
+STAT_KEYS = (
+    "requests", "max_active_requests", "cancelled", "decode_calls", "decode_s_total", "tokens_decoded",
+    "max_batch_tokens", "prompt_tokens_evaluated", "prompt_tokens_cached", "completion_tokens",
+    "kv_full_retries", "decode_failures",
+)
+"""Engine counters, all created up front so other threads can copy the Counter while it is updated."""
+
 DECODE_ERRORS = {
     -1: "invalid input batch",
     2: "aborted",
@@ -115,7 +122,7 @@ class Engine:
         self.mem = self.lib.llama_get_memory(self.ctx)
         self.batch = BatchBuilder(self.lib, self.n_batch, n_seq_max, max_outputs=max(n_seq_max, 256))
         self.table = SequenceTable(n_seq_max, prefix_cache_tokens, self.remove_seq_cells)
-        self.stats: collections.Counter[str] = collections.Counter()
+        self.stats: collections.Counter[str] = collections.Counter({key: 0 for key in STAT_KEYS})
         self._logits_views: dict[int, np.ndarray] = {}
         self._cond = threading.Condition()
         self._incoming: collections.deque[Job] = collections.deque()
@@ -296,6 +303,10 @@ class Engine:
                 job.start(self)
             except BackendError as exc:
                 self._drop(job, exc, park=False)
+                continue
+            except Exception as exc:  # a bug in one request must not stop the engine
+                log.exception("request failed to start")
+                self._drop(job, BackendError(f"The request could not start: {exc}"), park=False)
                 continue
             self._active.append(job)
             self.stats["requests"] += 1

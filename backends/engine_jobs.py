@@ -232,8 +232,7 @@ class GenerateJob(PrefillMixin, Job):
         return self.prompt
 
     def start(self, core: Engine) -> None:
-        source = core.table.longest_prefix(self.prompt)
-        self.seq_ids = core.table.acquire(len(self.seeds), keep=source.seq_id if source else None)
+        source, self.seq_ids = acquire_with_source(core, self.prompt, len(self.seeds))
         history = self.prompt if self.params.repeat_penalty != 1.0 else ()
         for i, (seed, seq_id) in enumerate(zip(self.seeds, self.seq_ids, strict=True)):
             sampler = SequenceSampler(core.lib, core.model.vocab, self.params, seed, self.grammar, history)
@@ -303,8 +302,9 @@ class GenerateJob(PrefillMixin, Job):
         sample.tokens.append(token)
         self.usage.completion_tokens += 1
         core.stats["completion_tokens"] += 1
-        sample.text += sample.decoder.decode(core.model.piece(token))
-        if self._max_stop and self._check_stop(sample):
+        piece = sample.decoder.decode(core.model.piece(token))
+        sample.text += piece
+        if self._max_stop and self._check_stop(sample, len(piece)):
             self._finish(core, sample, "stop")
             return
         if len(sample.tokens) >= self.params.max_tokens or len(self.prompt) + len(sample.tokens) >= self.n_ctx_seq:
@@ -314,8 +314,9 @@ class GenerateJob(PrefillMixin, Job):
         sample.pending = token
         self._emit(sample, final=False)
 
-    def _check_stop(self, sample: Sample) -> bool:
-        window_start = max(0, len(sample.text) - self._max_stop - 8)
+    def _check_stop(self, sample: Sample, new_chars: int) -> bool:
+        """Cut the text at the first stop string that the newest piece completed."""
+        window_start = max(0, len(sample.text) - new_chars - self._max_stop + 1)
         window = sample.text[window_start:]
         cut = -1
         for stop in self.params.stop:
@@ -420,8 +421,7 @@ class ScoreJob(PrefillMixin, Job):
         return self.prompt
 
     def start(self, core: Engine) -> None:
-        source = core.table.longest_prefix(self.prompt)
-        self.seq_ids = core.table.acquire(self.needed_ids(), keep=source.seq_id if source else None)
+        source, self.seq_ids = acquire_with_source(core, self.prompt, self.needed_ids())
         if not self.first_token_only:
             self._spare_id = self.seq_ids[1]
             self._own_free = [self._spare_id]
@@ -532,6 +532,16 @@ class ScoreJob(PrefillMixin, Job):
             else:
                 core.table.release(seq_id)
         self.seq_ids = []
+
+
+def acquire_with_source(core: Engine, prompt: list[int], n_ids: int) -> tuple[Any, list[int]]:
+    """The best cached prefix for `prompt` and `n_ids` fresh sequence ids (giving up the prefix when its
+    parked sequence is the only id left to evict)."""
+    source = core.table.longest_prefix(prompt)
+    try:
+        return source, core.table.acquire(n_ids, keep=source.seq_id if source else None)
+    except BackendError:
+        return None, core.table.acquire(n_ids)
 
 
 def check_fits(n_tokens: int, n_ctx_seq: int, what: str) -> None:

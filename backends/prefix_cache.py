@@ -51,6 +51,7 @@ class SequenceTable:
         """Parked seq id -> (position, logits row) of its prompt's last token: a request with exactly that
         prompt starts sampling at once, from the very numbers the first request saw."""
         self.evictions = 0
+        self._parked_tokens = 0
 
     # -- ids ------------------------------------------------------------------------------------------
 
@@ -64,7 +65,7 @@ class SequenceTable:
 
     @property
     def parked_tokens(self) -> int:
-        return sum(len(self.sources[s]) for s in self._parked)
+        return self._parked_tokens
 
     def can_acquire(self, k: int) -> bool:
         return len(self._free) + len(self._parked) >= k
@@ -79,8 +80,9 @@ class SequenceTable:
     def release(self, seq_id: int) -> None:
         """Drop a sequence's cells and return its id."""
         self._remove_seq(seq_id)
-        self.sources.pop(seq_id, None)
-        self._parked.pop(seq_id, None)
+        tokens = self.sources.pop(seq_id, None)
+        if self._parked.pop(seq_id, None) is not None and tokens is not None:
+            self._parked_tokens -= len(tokens)
         self._end_logits.pop(seq_id, None)
         self._free.append(seq_id)
 
@@ -99,6 +101,7 @@ class SequenceTable:
         self.sources[seq_id] = tokens
         if end_logits is not None and end_logits[0] < len(tokens):
             self._end_logits[seq_id] = end_logits
+        self._parked_tokens += len(tokens)
         self._parked[seq_id] = time.monotonic()
         self._parked.move_to_end(seq_id)
         while self._parked and self.parked_tokens > self.budget_tokens:
