@@ -19,7 +19,7 @@
  *   ed.setIssues([{node_id, code, message, hint, line, severity}]);  // node_id null/unknown -> global list
  *   ed.setRunState({node_id: {state, progress, tokens, text, message}}); // merged into the current run state
  *   ed.clearRunState();
- *   ed.undo(); ed.redo(); ed.fitView(); ed.autoLayout();
+ *   ed.undo(); ed.redo(); ed.fitView(ids?); ed.autoLayout();
  *   ed.select(nodeId | [ids] | null);  ed.getSelection();  // programmatic selection (onSelect not fired)
  *   ed.setSchema(schema); ed.setModels(["main"]);
  *   ed.destroy();
@@ -38,7 +38,8 @@
  * editor-toast, editor-global-issues, and the toolbar buttons editor-add / -undo / -redo / -delete / -layout /
  * -fit / -zoom-in / -zoom-out / -toggle-palette / -toggle-inspector.
  * Keys (never while typing in a field): Delete/Backspace, Ctrl+Z, Ctrl+Shift+Z / Ctrl+Y, Ctrl+C / X / V
- * (also across tabs via the system clipboard), Ctrl+D duplicate, Ctrl+A, F fit, "/" or Space quick-add, Esc.
+ * (also across tabs via the system clipboard), Ctrl+D duplicate, Ctrl+A, F fit (Shift+F: the selection),
+ * "/" or Space quick-add, Esc. Alt+drag a node drags a copy; right-click opens node / wire / canvas menus.
  * ed.togglePanel("palette" | "inspector" | "minimap", show?) hides/shows a panel (toolbar: editor-toggle-palette /
  * editor-toggle-inspector / editor-toggle-minimap; the minimap [data-testid=editor-minimap] pans on click); below 1100 px wide the palette narrows and the inspector floats over the canvas,
  * shown only while something is selected.
@@ -857,12 +858,14 @@
       return x0 === Infinity ? null : { x0, y0, x1, y1 };
     }
 
-    fitView() {
+    /** Zoom and pan so that every node (or just the nodes in `ids`) is in view. */
+    fitView(ids) {
       const w = this.viewport.clientWidth;
       const hgt = this.viewport.clientHeight;
       if (!w || !hgt) { this.pendingFit = true; return; }
       this.pendingFit = false;
-      const b = this._bounds();
+      const only = ids && [].concat(ids).length ? new Set([].concat(ids)) : null;
+      const b = this._bounds(only);
       if (!b) { this.view = { x: 40, y: 40, z: 1 }; this._applyView(); return; }
       const pad = 40;
       const z = clamp(Math.min((w - 2 * pad) / (b.x1 - b.x0 || 1), (hgt - 2 * pad) / (b.y1 - b.y0 || 1)), 0.15, 1.2);
@@ -1108,8 +1111,11 @@
         let w = this.wireEls.get(key);
         if (!w) {
           const g = svg("g", { class: "mge-wire-group", "data-wire": key });
-          g.appendChild(svg("path", { class: "mge-wire-hit", d: "" }));
-          g.appendChild(svg("path", { class: "mge-wire", d: "" }));
+          const tip = svg("title", {});
+          tip.textContent = `${e.from}.${e.out} \u2192 ${e.to}.${e.in}`;
+          g.appendChild(tip);
+          g._hit = g.appendChild(svg("path", { class: "mge-wire-hit", d: "" }));
+          g._path = g.appendChild(svg("path", { class: "mge-wire", d: "" }));
           g._edge = e;
           this.wireLayer.appendChild(g);
           w = g;
@@ -1120,9 +1126,9 @@
         const b = this._portPos(e.to, `in:${e.in}`);
         if (!a || !b) continue;
         const d = this._wirePath(a, b);
-        if (w._d !== d) { w.firstChild.setAttribute("d", d); w.lastChild.setAttribute("d", d); w._d = d; }
+        if (w._d !== d) { w._hit.setAttribute("d", d); w._path.setAttribute("d", d); w._d = d; }
         const stroke = TYPE_COLORS[outType(e.from, e.out)] || TYPE_COLORS.any;
-        if (w._stroke !== stroke) { w.lastChild.style.stroke = stroke; w._stroke = stroke; }
+        if (w._stroke !== stroke) { w._path.style.stroke = stroke; w._stroke = stroke; }
         const runFrom = this.runState[e.from];
         w.classList.toggle("mge-flowing", Boolean(runFrom && runFrom.state === "done" &&
           this.runState[e.to] && this.runState[e.to].state === "running"));
@@ -1411,14 +1417,14 @@
       this._updateToolbar();
     }
 
-    copySelection() {
+    copySelection(quiet) {
       if (!this.selection.size) return false;
       const ids = new Set(this.selection);
       clipboard = {
         nodes: clone(this.doc.nodes.filter((n) => ids.has(n.id))),
         edges: clone(this.doc.edges.filter((e) => ids.has(e.from) && ids.has(e.to))),
       };
-      this.message(`copied ${ids.size} node${ids.size > 1 ? "s" : ""}`, "info");
+      if (!quiet) this.message(`copied ${ids.size} node${ids.size > 1 ? "s" : ""}`, "info");
       return true;
     }
 
@@ -1462,7 +1468,9 @@
       this.paste(this._pastePoint());
     }
 
-    paste(at) {
+    /** Paste the clipboard with fresh ids at `at` (top-left; null = beside the originals); `exact` keeps the
+     * copied positions (Alt+drag duplicates). Returns the new ids, in clipboard order. */
+    paste(at, exact) {
       if (!clipboard || !clipboard.nodes.length) return [];
       const nodes = clone(clipboard.nodes);
       for (const n of nodes) {
@@ -1474,7 +1482,7 @@
         if (n.section && !NAME_RE.test(String(n.params.name || ""))) n.params.name = n.section === "inputs" ? "input" : "output";
       }
       const b = { x: Math.min(...nodes.map((n) => n.x)), y: Math.min(...nodes.map((n) => n.y)) };
-      const target = at || { x: b.x + 40, y: b.y + 40 };
+      const target = exact ? b : at || { x: b.x + 40, y: b.y + 40 };
       const rename = new Map();
       const taken = this._takenIds();
       const names = { inputs: this._takenNames("inputs"), outputs: this._takenNames("outputs") };
@@ -1497,7 +1505,7 @@
         if (n.section === "outputs") n.kind = this.outputKind.kind;
         if (n.section === "inputs") n.kind = this.inputKind.kind;
       }
-      this._shiftClear(nodes, [...rename.keys()]);
+      if (!exact) this._shiftClear(nodes, [...rename.keys()]);
       const edges = clipboard.edges.filter((e) => e && rename.has(e.from) && rename.has(e.to))
         .map((e) => ({ from: rename.get(e.from), out: e.out, to: rename.get(e.to), in: e.in }));
       this.mutate("paste", () => {
@@ -1787,9 +1795,19 @@
         this._renderInspector();
         this._emitSelect();
         if (!this.selection.has(id)) return;
+        let dragId = id;
+        if (e.altKey) {
+          // Alt+drag: drag a copy, leave the originals where they are
+          const originals = this.doc.nodes.filter((n) => this.selection.has(n.id)).map((n) => n.id);
+          const saved = clipboard;
+          this.copySelection(true);
+          const copies = this.paste(null, true);
+          clipboard = saved;
+          dragId = copies[originals.indexOf(id)] || id;
+        }
         const start = new Map([...this.selection].map((sid) => { const n = this.node(sid); return [sid, { x: n.x, y: n.y }]; }));
         this._startDrag(e, { type: "move", sx: e.clientX, sy: e.clientY, start, before: this._snapshot(), moved: false,
-          clickId: id, additive: e.shiftKey || e.ctrlKey || e.metaKey });
+          clickId: dragId, additive: e.shiftKey || e.ctrlKey || e.metaKey });
         return;
       }
       if (wireEl) {
@@ -2160,7 +2178,11 @@
       if (mod) return;
       if (key === "Delete" || key === "Backspace") { e.preventDefault(); this.deleteSelection(); return; }
       if (key === "/") { e.preventDefault(); this.openQuickAdd(); return; }
-      if (key === "f" || key === "F") { e.preventDefault(); this.fitView(); return; }
+      if (key === "f" || key === "F") {
+        e.preventDefault();
+        this.fitView(e.shiftKey && this.selection.size ? [...this.selection] : null);
+        return;
+      }
       if (key === "Escape") {
         this.selection.clear(); this.selectedWire = null;
         this._applySelectionClasses(); this._renderInspector(); this._emitSelect();

@@ -380,6 +380,24 @@ def test_context_menus_and_double_click_rename(editor: EditorPage, static_url: s
     assert "tally" in editor.node_ids() and "vote_2" not in editor.node_ids()
 
 
+def test_alt_drag_duplicates_and_shift_f_fits_the_selection(editor: EditorPage, static_url: str) -> None:
+    editor.open(static_url)
+    before = editor.workflow()["layout"]["vote"]
+    x, y = editor.center(editor.header("vote"))
+    editor.page.keyboard.down("Alt")
+    editor.drag((x, y), (x, y + 180))
+    editor.page.keyboard.up("Alt")
+    wf = editor.workflow()
+    assert wf["layout"]["vote"] == before
+    assert wf["layout"]["vote_2"][0] == before[0] and wf["layout"]["vote_2"][1] > before[1] + 100
+    assert editor.page.evaluate("ed.getSelection()") == ["vote_2"]
+    editor.page.keyboard.press("Shift+F")
+    canvas = editor.page.locator('[data-testid="editor-canvas"]').bounding_box()
+    box = editor.page.locator('[data-node-id="vote_2"]').bounding_box()
+    assert box["width"] > 240, "fitting one node zooms in"
+    assert abs(box["x"] + box["width"] / 2 - (canvas["x"] + canvas["width"] / 2)) < 5
+
+
 def test_rubber_band_selection_then_delete(editor: EditorPage, static_url: str) -> None:
     editor.open(static_url)
     think = editor.page.locator('[data-node-id="think"]').bounding_box()
