@@ -10,18 +10,22 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
-	$(BIN)/pip install -e '.[dev]'
+	$(BIN)/pip install -e '.[dev,desktop]'
 	touch $(STAMP)
 
 setup: $(STAMP)
 
-# Debian packages the browser and desktop tests need (Chromium for Playwright, Xvfb for the desktop window).
+# Debian packages the browser and desktop tests need: Chromium for Playwright, Xvfb and the X/Qt
+# libraries for the native desktop window (pywebview + QtWebEngine).
+DEBIAN_PACKAGES := chromium xvfb libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 \
+	libxcb-render-util0 libxcb-randr0 libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0 libxcomposite1 \
+	libxdamage1 libxrandr2 libxtst6 libxkbfile1 libnss3 libasound2 libegl1 libgl1 libgbm1 \
+	libfontconfig1 libdbus-1-3
+
 system-deps:
-	@missing=""; \
-	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
-	command -v Xvfb >/dev/null 2>&1 || missing="$$missing xvfb"; \
+	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || printf '%s ' $$p; done); \
 	if [ -n "$$missing" ]; then \
-	  echo "installing Debian packages:$$missing"; \
+	  echo "installing Debian packages: $$missing"; \
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
