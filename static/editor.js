@@ -982,6 +982,11 @@
         ins.push({ name: ADD_PORT, type: "any", add: true, description: "drop a wire here to add an input" });
       }
       const wiredIn = new Set(this._wiredInputs(n.id));
+      const badPorts = new Map(); // input port -> issue message (missing_input, type_mismatch, unknown_ref ...)
+      for (const i of issues) {
+        const m = /input '([^']+)'/.exec(i.message || "");
+        if (m && !badPorts.has(m[1])) badPorts.set(m[1], i.message);
+      }
       const wiredOut = new Set(this._wiredOutputs(n.id));
       const rows = Math.max(ins.length, outs.length);
       for (let i = 0; i < rows; i++) {
@@ -992,7 +997,8 @@
           row.appendChild(h("div", {
             class: `mge-port mge-in${wiredIn.has(pin.name) ? " mge-wired" : ""}${pin.stale ? " mge-stale" : ""}` +
               `${pin.add ? " mge-add-port" : ""}${pin.extra ? " mge-extra" : ""}` +
-              `${raw ? " mge-dangling" : ""}${pin.required && !wiredIn.has(pin.name) && !raw ? " mge-required" : ""}`,
+              `${raw ? " mge-dangling" : ""}${pin.required && !wiredIn.has(pin.name) && !raw ? " mge-required" : ""}` +
+              `${badPorts.has(pin.name) ? " mge-port-bad" : ""}`,
             "data-port": `in:${pin.name}`, "data-type": pin.type,
             title: `${pin.name}: ${pin.type}${pin.description ? ` \u2014 ${pin.description}` : ""}` +
               `${raw ? `\nwired to ${raw}, which does not exist` : ""}`,
@@ -2359,6 +2365,12 @@
         const f = this._paramField(id, p, resolved[p.name], n.params && p.name in n.params, paint);
         f._param = p;
         fields.appendChild(f);
+      }
+      // validation issues about a param ("param 'n' must be ...") show under that field too
+      for (const i of issues) {
+        const m = /param '([^']+)'/.exec(i.message || "");
+        const err = m && fields.querySelector(`[data-error-for="${CSS.escape(m[1])}"]`);
+        if (err && !err.textContent) err.textContent = `${i.message}${i.hint ? ` \u2014 ${i.hint}` : ""}`;
       }
       paint();
     }

@@ -741,6 +741,15 @@ def test_run_state_and_issues_are_painted(editor: EditorPage, static_url: str) -
     assert "must be one of" in pop.inner_text() and "choose majority" in pop.inner_text()
     global_issues = editor.page.locator('[data-testid="editor-global-issues"]')
     assert "the workflow declares no outputs" in global_issues.inner_text()
+    # issues naming a port or a param are shown on that port and under that inspector field
+    editor.page.evaluate("""ed.setIssues([
+        {node_id: "think", code: "missing_input", message: "input 'question' is not connected", hint: "wire it",
+         severity: "error"},
+        {node_id: "think", code: "bad_param", message: "param 'n' must be <= 256, got 999", hint: "fewer samples",
+         severity: "error"}])""")
+    assert think.locator('[data-port="in:question"].mge-port-bad').count() == 1
+    editor.page.click(editor.header("think"))
+    assert "must be <= 256" in editor.page.locator('[data-error-for="n"]').inner_text()
     editor.screenshot("issues")
 
     editor.page.evaluate("ed.clearRunState(); ed.setIssues([])")
