@@ -12,7 +12,6 @@ import gradio as gr
 
 from app.resources import static_dir
 from app.service import StudioService
-from app.share import SharePolicy
 from app.ui.editor_page import editor_page
 
 APP_TITLE = "Metagen Studio"
@@ -49,10 +48,9 @@ def static_head() -> str:
     return "\n".join(tags)
 
 
-def build_app(service: StudioService, policy: SharePolicy | None = None) -> gr.Blocks:
-    """The whole UI. `policy` overrides the service's (share mode); all requests go through `service`."""
-    if policy is not None:
-        service.policy = policy
+def build_app(service: StudioService) -> gr.Blocks:
+    """The whole UI; every request goes through `service`, whose policy (local or share mode) was fixed
+    when it was built, together with its scheduler and run queue."""
     from app.share_ui import share_links_component, wire_run_links
     from app.ui.models_tab import models_tab
     from app.ui.traces_tab import traces_tab
