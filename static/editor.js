@@ -911,6 +911,7 @@
       }
       // measure after all DOM writes: one layout for the whole batch
       for (const el of changed) this._measure(el);
+      if (changed.length && this.tip) this.tip.hidden = true; // its badge may have been replaced
       for (const [id, el] of [...this.nodeEls]) {
         if (!present.has(id)) { el.remove(); this.nodeEls.delete(id); this.geom.delete(id); }
       }
