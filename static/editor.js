@@ -747,12 +747,14 @@
     }
 
     _updateToolbar() {
-      const set = (id, on) => {
+      const set = (id, on, title) => {
         const b = this.toolbar.querySelector(`[data-testid="editor-${id}"]`);
-        if (b) b.disabled = !on;
+        if (b) { b.disabled = !on; if (title) b.title = title; }
       };
-      set("undo", this.undoStack.length > 0);
-      set("redo", this.redoStack.length > 0);
+      const lastUndo = this.undoStack[this.undoStack.length - 1];
+      const lastRedo = this.redoStack[this.redoStack.length - 1];
+      set("undo", Boolean(lastUndo), `Undo${lastUndo ? ` ${lastUndo.label}` : ""} (Ctrl+Z)`);
+      set("redo", Boolean(lastRedo), `Redo${lastRedo ? ` ${lastRedo.label}` : ""} (Ctrl+Shift+Z / Ctrl+Y)`);
       set("delete", this.selection.size > 0 || this.selectedWire !== null);
     }
 
@@ -1913,11 +1915,43 @@
       this.tempWire.setAttribute("d", d.reverse ? this._wirePath(p, d.anchor) : this._wirePath(d.anchor, p));
     }
 
+    /** While a node, wire or band drag is near the canvas edge, keep panning towards it. */
+    _autoPan(e) {
+      const d = this.drag;
+      if (!d || d.type === "pan") return;
+      const r = this.viewport.getBoundingClientRect();
+      const edge = 28;
+      const speed = (dist) => (dist < edge ? Math.ceil((edge - dist) / 3) : 0);
+      d.autoPan = { dx: speed(e.clientX - r.left) - speed(r.right - e.clientX),
+        dy: speed(e.clientY - r.top) - speed(r.bottom - e.clientY), e };
+      if ((d.autoPan.dx || d.autoPan.dy) && !d.autoPanTimer) {
+        const step = () => {
+          const cur = this.drag;
+          if (cur !== d || !d.autoPan || (!d.autoPan.dx && !d.autoPan.dy)) { d.autoPanTimer = null; return; }
+          this.view.x += d.autoPan.dx;
+          this.view.y += d.autoPan.dy;
+          if (d.type === "move") { d.sx += d.autoPan.dx; d.sy += d.autoPan.dy; }
+          if (d.type === "band") { d.sx += d.autoPan.dx; d.sy += d.autoPan.dy; }
+          this._applyView();
+          this._dragTo(d.autoPan.e);
+          d.autoPanTimer = setTimeout(step, 16);
+        };
+        d.autoPanTimer = setTimeout(step, 16);
+      }
+    }
+
     _onPointerMove(e) {
       this.mouse.x = e.clientX;
       this.mouse.y = e.clientY;
       const d = this.drag;
       if (!d || e.pointerId !== d.pointerId) return;
+      this._autoPan(e);
+      this._dragTo(e);
+    }
+
+    _dragTo(e) {
+      const d = this.drag;
+      if (!d) return;
       if (d.type === "pan") {
         d.moved = d.moved || Math.hypot(e.clientX - d.sx, e.clientY - d.sy) > 3;
         this.view.x = d.vx + (e.clientX - d.sx);

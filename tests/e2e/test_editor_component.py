@@ -703,6 +703,25 @@ def test_pan_and_zoom_around_cursor(editor: EditorPage, static_url: str) -> None
     assert editor.page.evaluate("window.changes.length") == 0, "panning and zooming are not edits"
 
 
+def test_dragging_to_the_canvas_edge_pans_the_view(editor: EditorPage, static_url: str) -> None:
+    editor.open(static_url)
+    canvas = editor.page.locator('[data-testid="editor-canvas"]').bounding_box()
+    x, y = editor.center(editor.header("vote"))
+    start = editor.workflow()["layout"]["vote"][0]
+    zoom = editor.page.evaluate("ed.view.z")
+    mouse = editor.page.mouse
+    mouse.move(x, y)
+    mouse.down()
+    edge_x = canvas["x"] + canvas["width"] - 6
+    mouse.move(edge_x, y, steps=8)
+    editor.page.wait_for_timeout(400)
+    mouse.up()
+    without_autopan = start + (edge_x - x) / zoom
+    assert editor.workflow()["layout"]["vote"][0] > without_autopan + 60
+    box = editor.page.locator('[data-node-id="vote"]').bounding_box()
+    assert box["x"] < edge_x < box["x"] + box["width"] + 2, "the node stays under the pointer"
+
+
 def test_run_state_and_issues_are_painted(editor: EditorPage, static_url: str) -> None:
     editor.open(static_url)
     editor.page.evaluate("""ed.setRunState({
