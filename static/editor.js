@@ -462,6 +462,7 @@
       if (!(coalesce && coalesce === this.coalesceKey)) this._pushUndo(before, label);
       this.coalesceKey = coalesce || null;
       this.render();
+      this._renderInspector(true); // wiring shown in the inspector may have changed (skipped while typing there)
       this._notifyChange();
       return result;
     }
@@ -2322,9 +2323,10 @@
       }
     }
 
-    _renderInspector(onlyIfIssues) {
+    /** Rebuild the inspector for the selection; `unlessTyping` skips it while a field of it has focus. */
+    _renderInspector(unlessTyping) {
       this.root.classList.toggle("mge-nothing-selected", this.selection.size === 0);
-      if (onlyIfIssues && this.inspector.contains(document.activeElement)) return;
+      if (unlessTyping && this.inspector.contains(document.activeElement)) return;
       const box = this.inspector;
       box.textContent = "";
       if (this.selection.size > 1) {
@@ -2470,7 +2472,17 @@
           vars.textContent = "";
           const names = templateVariables(control.value);
           vars.appendChild(h("span", { class: "mge-muted" }, names.length ? "uses " : "no {variables}"));
-          for (const v of names) vars.appendChild(h("span", { class: "mge-chip", "data-var": v }, `{${v}}`));
+          const node = this.node(id);
+          const def = node && this.kindDef(node.kind);
+          const reserved = new Set((def && def.reserved_vars) || RESERVED_VARS);
+          const wired = new Set(this.doc.edges.filter((x) => x.to === id).map((x) => x.in));
+          for (const v of names) {
+            const own = def && def.variadic_inputs && reserved.has(v) && !(def.inputs || []).some((q) => q.name === v);
+            const state = own ? "own" : wired.has(v) ? "wired" : "unwired";
+            vars.appendChild(h("span", { class: `mge-chip mge-chip-${state}`, "data-var": v, "data-var-state": state,
+              title: state === "own" ? "filled in by the node itself" : state === "wired" ? "connected"
+                : "not connected yet: wire an output into this input" }, `{${v}}`));
+          }
         };
         showVars();
         control.addEventListener("input", () => {

@@ -483,8 +483,15 @@ def test_inspector_edits_change_workflow_and_validate_as_you_type(editor: Editor
     ports = editor.page.eval_on_selector_all('[data-node-id="think"] [data-port^="in:"]',
                                              "els => els.map(e => e.dataset.port)")
     assert ports == ["in:topic", "in:question", "in:+"]
+    states = editor.page.eval_on_selector_all('[data-vars-for="prompt"] [data-var]',
+                                              "els => els.map(e => [e.dataset.var, e.dataset.varState])")
+    assert states == [["topic", "unwired"], ["question", "wired"]]
+    editor.connect("inputs.question", "value", "think", "topic")
+    assert editor.page.locator('[data-vars-for="prompt"] [data-var="topic"]').get_attribute("data-var-state") == "wired"
     editor.page.locator('[data-testid="editor-canvas"]').click(position={"x": 5, "y": 5})
-    editor.page.keyboard.press("Control+z")
+    editor.page.keyboard.press("Control+z")  # the connection
+    assert "topic" not in editor.node("think")["inputs"]
+    editor.page.keyboard.press("Control+z")  # all the typing in the prompt at once
     assert editor.node("think")["params"]["prompt"].startswith("{question}\nThink step by step")
     editor.screenshot("inspector")
 
