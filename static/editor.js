@@ -625,6 +625,13 @@
       this.paletteSearch = h("input", { type: "search", class: "mge-input", placeholder: "Search nodes\u2026",
         "data-testid": "palette-search", "aria-label": "Search nodes" });
       this.paletteSearch.addEventListener("input", () => this._renderPalette());
+      this.paletteSearch.addEventListener("keydown", (e) => {
+        if (e.key !== "Enter") return;
+        // Enter adds the first match
+        e.preventDefault();
+        const first = this.paletteList.querySelector("[data-kind]");
+        if (first) this.addNode(first.getAttribute("data-kind"), null);
+      });
       this.paletteList = h("div", { class: "mge-palette-list" });
       this.palette = h("aside", { class: "mge-palette", "data-testid": "editor-palette" },
         [h("div", { class: "mge-panel-title" }, "Nodes"), this.paletteSearch, this.paletteList]);
@@ -664,6 +671,10 @@
       this.viewport.addEventListener("contextmenu", (e) => this._onContextMenu(e));
       this.viewport.addEventListener("mousedown", (e) => { if (e.button === 1) e.preventDefault(); }); // no autoscroll
       this.palette.addEventListener("pointerdown", (e) => this._onPalettePointerDown(e));
+      this.palette.addEventListener("keydown", (e) => {
+        const item = e.target.closest && e.target.closest(".mge-palette-item");
+        if (item && (e.key === "Enter" || e.key === " ")) { e.preventDefault(); this.addNode(item.getAttribute("data-kind"), null); }
+      });
       this.root.addEventListener("keydown", (e) => this._onKeyDown(e));
       this.root.addEventListener("keyup", (e) => this._onKeyUp(e));
       this.root.addEventListener("copy", (e) => this._onCopyEvent(e));
@@ -1218,7 +1229,7 @@
         for (const def of items) {
           group.appendChild(h("div", {
             class: `mge-palette-item mge-cat-${String(cat).replace(/[^a-z0-9_-]/gi, "")}`, "data-kind": def.kind,
-            title: def.description || def.kind, role: "button", tabindex: "-1",
+            title: def.description || def.kind, role: "button", tabindex: "0",
           }, [h("span", { class: "mge-swatch" }), h("span", { class: "mge-item-title" }, def.title || def.kind),
             h("span", { class: "mge-item-kind" }, def.kind)]));
         }

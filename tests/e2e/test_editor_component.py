@@ -641,9 +641,12 @@ def test_host_page_styles_do_not_leak_in(editor: EditorPage, static_url: str) ->
 def test_palette_search_filters(editor: EditorPage, static_url: str) -> None:
     editor.open(static_url)
     editor.page.fill('[data-testid="palette-search"]', "vote")
+    editor.page.focus('[data-testid="palette-search"]')
     kinds = editor.page.eval_on_selector_all(".mge-palette [data-kind]", "els => els.map(e => e.dataset.kind)")
     assert kinds == ["voter"]
     assert "Majority" in editor.page.get_attribute('.mge-palette [data-kind="voter"]', "title")
+    editor.page.keyboard.press("Enter")  # adds the first match
+    assert "voter" in editor.node_ids()
 
 
 def test_auto_layout_and_fit(editor: EditorPage, static_url: str) -> None:
