@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright import sync_api as playwright_sync
 
-playwright_sync = pytest.importorskip("playwright.sync_api")
+from app import workflow as workflow_mod
+from nodes import registry
 
 pytestmark = pytest.mark.e2e
 
@@ -816,8 +818,6 @@ def _example_workflows() -> list[Path]:
 def test_real_registry_and_every_example_workflow_round_trip(editor: EditorPage, static_url: str) -> None:
     """The editor draws each example with the real node schema: no unknown kinds, no orphan ports, and
     getWorkflow() gives back exactly what was loaded (layout included)."""
-    registry = pytest.importorskip("nodes.registry")
-    workflow_mod = pytest.importorskip("app.workflow")
     examples = _example_workflows()
     assert examples, "workflows/ has no examples"
     editor.open(static_url, "?empty")
