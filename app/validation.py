@@ -129,7 +129,7 @@ def _check_node(wf: Workflow, registry: NodeRegistry, index: int, by_id: dict[st
             issues.append(Issue("unknown_kind", f"unknown node kind {node.kind!r}",
                                 _suggest(node.kind, registry.kinds()), node_id=nid, line=line("kind")))
         return issues
-    if getattr(cls, "section", None):
+    if cls.section:
         issues.append(Issue("io_in_nodes", f"{node.kind!r} nodes are declared in the `{cls.section}:` section",
                             f"move it to `{cls.section}:`", node_id=nid, line=line("kind")))
         return issues

@@ -296,6 +296,10 @@ class NodeKind:
     variadic_inputs: ClassVar[bool] = False
     """True when extra named inputs (template {variables}) are accepted besides `inputs`."""
     uses_model: ClassVar[bool] = False
+    reserved_vars: ClassVar[tuple[str, ...]] = ()
+    """Template variables the node fills in itself (e.g. {candidate}); never required as wired inputs."""
+    section: ClassVar[str | None] = None
+    """"inputs" / "outputs" for the kinds that stand for the workflow's inputs:/outputs: sections."""
 
     @classmethod
     def param(cls, name: str) -> Param | None:
@@ -323,7 +327,7 @@ class NodeKind:
         for p in cls.params:
             if p.type == "text" and cls.variadic_inputs:
                 for var in template_variables(params.get(p.name) or ""):
-                    if var not in names:
+                    if var not in names and var not in cls.reserved_vars:
                         names.append(var)
         return names
 
@@ -344,6 +348,8 @@ class NodeKind:
             "params": [p.to_json() for p in cls.params],
             "variadic_inputs": cls.variadic_inputs,
             "uses_model": cls.uses_model,
+            "reserved_vars": list(cls.reserved_vars),
+            "section": cls.section,
         }
 
     def run(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:

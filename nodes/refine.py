@@ -56,6 +56,7 @@ class Refiner(NodeKind):
     """Iterative refinement with intrinsic (self-critique) or extrinsic (verifier) feedback."""
 
     kind = "refiner"
+    reserved_vars = RESERVED_VARS
     title = "Refiner"
     category = "generate"
     description = ("Self-refine: draft, get feedback (the model's critique or a verifier's verdict), revise; "

@@ -49,6 +49,7 @@ class Search(NodeKind):
     """Beam / best-first search over reasoning steps, scored step by step."""
 
     kind = "search"
+    reserved_vars = RESERVED_VARS
     title = "Tree search"
     category = "search"
     description = ("Step-level tree search: expand partial solutions with k sampled next steps, score them "

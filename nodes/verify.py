@@ -263,6 +263,7 @@ class Verifier(NodeKind):
     """Scores every candidate; the scored set feeds voters (weighted, best_of_n, threshold)."""
 
     kind = "verifier"
+    reserved_vars = RESERVED_VARS
     title = "Verifier"
     category = "score"
     description = ("Score each candidate: exact/contains/regex against a reference, python code in a sandbox, "
