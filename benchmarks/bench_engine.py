@@ -245,7 +245,7 @@ def main() -> None:
         ("engine", f"A  engine generate(n={n})"),
         ("long", f"B  engine, ~1000-token prompt + {n} samples"),
         ("prefill", "B  engine, that prompt's prefill alone"),
-        ("together", "C  two 8-sample requests at once"),
+        ("together", f"C  two {n // 2}-sample requests at once"),
         ("apart", "C  the same two, one after the other"),
         ("score_one", "D  score 16 candidates, one call (prefix shared)"),
         ("score_sep", "D  16 separate evaluations (prefix each time)"),
