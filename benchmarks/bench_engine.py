@@ -224,8 +224,9 @@ def main() -> None:
 
     engine = LlamaBackend(model_path, ModelSpec(device="cpu", n_ctx=4096, threads=threads))
     flash = engine.device["flash_attn"]
-    high_level = Llama(model_path, n_ctx=2048, n_threads=threads, n_threads_batch=threads, flash_attn=flash,
-                       verbose=False)
+    high_level = Llama(model_path, n_ctx=2048, n_threads=threads, n_threads_batch=threads, verbose=False)
+    high_level_fa = Llama(model_path, n_ctx=2048, n_threads=threads, n_threads_batch=threads, flash_attn=flash,
+                          verbose=False)
     server_bin = find_llama_server()
     server = None
     server_note = ""
@@ -239,7 +240,8 @@ def main() -> None:
 
     params = SamplingParams(max_tokens=tokens, temperature=0.8, top_k=40)
     rows = {key: Row(name) for key, name in [
-        ("seq", f"A  {n} sequential Llama.create_completion"),
+        ("seq", f"A  {n} sequential Llama.create_completion (defaults)"),
+        ("seq_fa", f"A  the same with flash_attn={flash} (as the engine)"),
         ("plain", "A  plain batched low-level loop"),
         ("server", f"A  llama-server -np {n} -kvu, {n} concurrent requests"),
         ("engine", f"A  engine generate(n={n})"),
@@ -257,6 +259,8 @@ def main() -> None:
         tag = uuid.uuid4().hex[:8]
         with timed(rows["seq"]):
             produced["seq"] = sequential_high_level(high_level, n, tokens)
+        with timed(rows["seq_fa"]):
+            produced["seq_fa"] = sequential_high_level(high_level_fa, n, tokens)
         with timed(rows["plain"]):
             produced["plain"] = plain_batched_loop(model_path, n, tokens, threads)
         if server is not None:
@@ -304,13 +308,14 @@ def main() -> None:
     seq = rows["seq"].median
     print()
     print(f"{'case':58} {'median s':>9} {'tokens':>7} {'tok/s':>7}  ratio")
-    for key in ("seq", "plain", "server", "engine"):
+    for key in ("seq", "seq_fa", "plain", "server", "engine"):
         row = rows[key]
         if not row.times:
             print(f"{row.name:58} {'-':>9}  {row.note}")
             continue
         toks = produced.get(key, 0)
         print(f"{row.name:58} {row.median:9.2f} {toks:7d} {toks / row.median:7.0f}  {row.median / seq:.2f}x sequential")
+    print(f"{'':58} engine / same-settings sequential = {rows['engine'].median / rows['seq_fa'].median:.2f}x")
     if rows["server"].times:
         print(f"{'':58} engine / llama-server = {rows['engine'].median / rows['server'].median:.2f}x")
     budget = rows["engine"].median + rows["prefill"].median
