@@ -33,6 +33,20 @@ def model_rows(service: StudioService) -> tuple[list[list[Any]], list[tuple[str,
     return rows, choices
 
 
+def blank_if_none(value: int | None) -> str:
+    """A remembered number as form text ('' for unset, so the field shows its placeholder)."""
+    return "" if value is None else str(value)
+
+
+def device_form_values(device: str | None, threads: str | None, layers: str | None) -> dict[str, Any]:
+    """The device form's text fields as settings values (blank = unset; the settings check the numbers)."""
+    def clean(text: str | None) -> str | None:
+        text = (text or "").strip()
+        return text or None
+
+    return {"device": device or "auto", "threads": clean(threads), "n_gpu_layers": clean(layers)}
+
+
 def build_summary() -> str:
     try:
         from backends.devices import build_info
@@ -63,10 +77,13 @@ def models_tab(service: StudioService, tab: gr.Tab) -> None:
     with gr.Row(visible=not service.policy.share_mode):
         device = gr.Dropdown(["auto", "cpu", "gpu", "metal"], value=current["device"], label="Device",
                              info="auto: offload to the GPU when this llama.cpp build can", elem_id="mg-models-device")
-        threads = gr.Number(value=current["threads"], precision=0, label="CPU threads (empty: automatic)",
-                            elem_id="mg-models-threads")
-        layers = gr.Number(value=current["n_gpu_layers"], precision=0,
-                           label="GPU layers (-1 all, 0 none, empty: the device's default)", elem_id="mg-models-layers")
+        # Textboxes, not gr.Number: a Number shows an unset value as 0, which is not a valid thread count and
+        # means "no offload" for GPU layers, so saving the untouched form used to fail or turn the GPU off.
+        threads = gr.Textbox(value=blank_if_none(current["threads"]), label="CPU threads",
+                             placeholder="automatic", info="empty: llama.cpp chooses", elem_id="mg-models-threads")
+        layers = gr.Textbox(value=blank_if_none(current["n_gpu_layers"]), label="GPU layers",
+                            placeholder="device default", info="-1 all, 0 none, empty: the device's default",
+                            elem_id="mg-models-layers")
         save_device = gr.Button("Save device settings", elem_id="mg-models-save-device", scale=0)
     message = gr.Markdown(elem_id="mg-models-message")
     gr.Markdown(f"Models folder: `{service.models_dir}` — drop .gguf files there, then Refresh.")
@@ -113,10 +130,9 @@ def models_tab(service: StudioService, tab: gr.Tab) -> None:
 
     add_btn.click(add, [add_path], outputs)
 
-    def save_settings(device_value: str, threads_value: float | None, layers_value: float | None) -> tuple[Any, ...]:
+    def save_settings(device_value: str, threads_value: str | None, layers_value: str | None) -> tuple[Any, ...]:
         try:
-            service.models.save_device_settings({"device": device_value, "threads": threads_value,
-                                                 "n_gpu_layers": layers_value})
+            service.models.save_device_settings(device_form_values(device_value, threads_value, layers_value))
         except UserError as exc:
             return refresh_list(None, str(exc))
         return refresh_list(None, "Saved; models load with these settings from now on (unload a loaded model "
