@@ -30,6 +30,9 @@
     pollTimer: null,
     selectedNode: null,
     timers: {},
+    errorCount: 0,         // error-severity problems of the current workflow (from the last check)
+    problemsNotice: false, // the notice says "fix the problems": clear it once they are fixed
+    yamlEdits: 0,          // keystrokes in the YAML pane (a canvas sync started before one must not overwrite it)
   };
 
   // ------------------------------------------------------------------ helpers
@@ -101,8 +104,25 @@
 
   function setName(name) {
     S.name = name || null;
-    S.el.title.textContent = name || "untitled";
-    S.el.title.title = name ? "saved as " + name + ".yaml in the workflows folder" : "not saved yet";
+    showTitle();
+  }
+
+  /** The toolbar title: the saved file's name, else the workflow's own `name:` (not saved yet). */
+  function showTitle(workflowName) {
+    const fallback = workflowName || (S.ed ? (currentWorkflow().name || "") : "");
+    S.el.title.textContent = S.name || fallback || "untitled";
+    S.el.title.title = S.name ? "saved as " + S.name + ".yaml in the workflows folder" : "not saved yet";
+  }
+
+  /** A free file name suggested for a workflow name ("self-consistency" -> "self_consistency", or "..._2"). */
+  function suggestedFileName(workflowName) {
+    const base = String(workflowName || "").trim().toLowerCase().replace(/[^a-z0-9_-]+/g, "_")
+      .replace(/-/g, "_").replace(/^_+|_+$/g, "");
+    if (!base || base === "untitled") return "";
+    const taken = new Set(Array.from(S.el.openSelect.options).map((o) => o.value));
+    let name = base;
+    for (let i = 2; taken.has(name); i++) name = base + "_" + i;  // never propose overwriting a saved one
+    return name;
   }
 
   // ------------------------------------------------------------------ YAML pane
@@ -159,6 +179,7 @@
   }
 
   async function onYamlInput() {
+    S.yamlEdits++;
     setDirty(true);
     updateGutter();
     S.el.yamlStatus.textContent = "…";
@@ -201,10 +222,14 @@
   }
 
   function syncYamlFromCanvas() {
+    const edits = S.yamlEdits;  // as of the canvas change, not of the (debounced) request
     debounce("canvas", 120, async () => {
       const seq = ++S.seq.canvas;
       const result = await call("mg_from_editor", { workflow: currentWorkflow() });
       if (seq !== S.seq.canvas) return;
+      // the user typed in the YAML pane after this canvas change (e.g. pasted right after New):
+      // their text is newer, and its own parse will redraw the canvas, so do not overwrite it
+      if (edits !== S.yamlEdits) return;
       if (result.error) {
         notice(result.error, "error");
         return;
@@ -218,12 +243,24 @@
   }
 
   function applyChecks(result) {
+    // an unsaved workflow is titled by its `name:`, which may just have changed
+    if (!S.name) showTitle(result.workflow && result.workflow.name);
     showIssues(result.issues || []);
     renderInputs(result.inputs || {});
   }
 
   function showIssues(issues) {
     const list = S.el.issues;
+    S.errorCount = issues.filter((i) => i.severity === "error").length;
+    if (S.errorCount === 0 && S.problemsNotice) {
+      // the run was refused for problems that are now fixed: drop the stale banner
+      S.problemsNotice = false;
+      notice("", "");
+      if (S.el.runText.classList.contains("mg-bad")) {
+        S.el.runText.textContent = "Problems fixed: ready to run.";
+        S.el.runText.className = "mg-run-text";
+      }
+    }
     S.el.issueCount.textContent = String(issues.length);
     S.el.issueCount.className = "mg-issue-count" + (issues.some((i) => i.severity === "error") ? " mg-bad" : "");
     list.innerHTML = issues.map((i) =>
@@ -314,7 +351,7 @@
     let name = S.name;
     const overwrite = !asNew && !!name;
     if (asNew || !name) {
-      name = await askName(name || "");
+      name = await askName(name || suggestedFileName(currentWorkflow().name));
       if (!name) return;
     }
     const workflow = currentWorkflow();
@@ -416,6 +453,15 @@
         "error");
       return;
     }
+    if (S.errorCount) {
+      const text = "Fix the " + (S.errorCount === 1 ? "problem" : S.errorCount + " problems") +
+        " listed under Problems before running (each names its node and YAML line).";
+      S.el.runText.textContent = text;
+      S.el.runText.className = "mg-run-text mg-bad";
+      notice(text, "error");
+      S.problemsNotice = true;
+      return;
+    }
     const seed = parseInt(S.el.seed.value || "0", 10);
     S.el.runBtn.disabled = true;
     const snap = await call("mg_run", { workflow: currentWorkflow(), inputs: readInputs(), seed: isNaN(seed) ? 0 : seed });
@@ -423,6 +469,7 @@
     if (snap.error && !snap.run_id) {
       S.el.runText.textContent = snap.error;
       S.el.runText.className = "mg-run-text mg-bad";
+      S.problemsNotice = /^the workflow has problems/.test(snap.error);
       return notice(snap.error, "error");
     }
     S.runs.push(snap);

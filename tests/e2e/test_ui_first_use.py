@@ -1,0 +1,58 @@
+"""First steps of a new user on the editor page (`metagen ui --dry-run`): an example is titled by its own name
+and saved under it by default, and a run refused for problems says so briefly and clears once they are fixed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+SERVER_ARGS = ["--dry-run"]
+
+
+def title(ui: Any) -> str:
+    return ui.page.locator("[data-testid=wf-title]").inner_text().strip()
+
+
+def test_an_example_is_titled_and_saved_under_its_own_name(ui: Any, shot: Any) -> None:
+    assert title(ui) == "untitled"
+    ui.open_example("self_consistency")
+    assert title(ui) == "self-consistency"  # the workflow's `name:`, not "untitled"
+    ui.page.locator("[data-testid=save-btn]").click()
+    name_input = ui.page.locator("[data-testid=name-input]")
+    name_input.wait_for(state="visible")
+    # a free file name from the workflow name (the examples are already in a new user's workflows folder)
+    assert name_input.input_value() == "self_consistency_2"
+    shot(ui.page, "save-prompt")
+    ui.page.locator("[data-testid=name-ok]").click()
+    ui.page.wait_for_function("document.querySelector('[data-testid=notice]').textContent.startsWith('Saved')")
+    assert title(ui) == "self_consistency_2"
+    assert (ui.server.home / "workflows" / "self_consistency_2.yaml").exists()
+
+    # renaming the workflow in the YAML retitles an unsaved copy
+    ui.page.locator("[data-testid=new-btn]").click()
+    ui.page.locator("[data-testid=yaml-editor]").fill(
+        "version: 1\nname: my-experiment\nnodes: []\noutputs: {}\n")
+    ui.page.wait_for_function("document.querySelector('[data-testid=wf-title]').textContent === 'my-experiment'")
+
+
+def test_a_run_refused_for_problems_says_so_briefly_and_the_banner_clears_once_fixed(ui: Any, shot: Any) -> None:
+    ui.open_example("self_consistency")
+    editor = ui.page.locator("[data-testid=yaml-editor]")
+    valid = editor.input_value()
+    editor.fill(valid.replace("n: 8", "n: -2"))
+    ui.page.wait_for_function("document.querySelector('[data-testid=issue-count]').textContent === '1'")
+    ui.page.locator("[data-testid=run-btn]").click()
+    notice = ui.page.locator("[data-testid=notice]")
+    assert notice.inner_text().startswith("Fix the problem listed under Problems")
+    assert "Fix the problem" in ui.page.locator("[data-testid=run-status]").inner_text()
+    assert ui.page.evaluate("window.MetagenUI.state().currentRun") in (None, "")  # nothing was started
+    shot(ui.page, "refused")
+    editor.fill(valid)
+    ui.page.wait_for_function("document.querySelector('[data-testid=issue-count]').textContent === '0'")
+    assert notice.inner_text().strip() == ""
+    assert "ready to run" in ui.page.locator("[data-testid=run-status]").inner_text()
+    ui.click_run()
+    assert ui.wait_run_finished(60) == "succeeded"
