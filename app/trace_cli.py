@@ -108,6 +108,20 @@ def _table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def _no_runs_message(store: Any, workflow: str | None, status: str | None) -> str:
+    """Why `traces list` shows nothing: an empty database, or filters that match none of its runs."""
+    if not workflow and not status:
+        return f"no runs recorded in {store.path}"
+    recorded = store.list_runs(limit=1000)
+    if not recorded:
+        return f"no runs recorded in {store.path}"
+    filters = " ".join(f"--{name} {value}" for name, value in (("workflow", workflow), ("status", status)) if value)
+    seen_workflows = sorted({r["workflow"] for r in recorded if r.get("workflow")})
+    seen_statuses = sorted({r["status"] for r in recorded if r.get("status")})
+    return (f"no runs match {filters} in {store.path} (recorded workflows: {', '.join(seen_workflows) or '-'}; "
+            f"statuses: {', '.join(seen_statuses) or '-'})")
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     def action(store: Any) -> int:
         runs = store.list_runs(workflow=args.workflow, status=args.status, limit=args.limit)
@@ -115,7 +129,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             _out(json.dumps(runs, ensure_ascii=False, indent=2))
             return EXIT_OK
         if not runs:
-            _out(f"no runs recorded in {store.path}")
+            _out(_no_runs_message(store, args.workflow, args.status))
             return EXIT_OK
         rows = [[r["id"], r["workflow"], r["status"], _when(r["started_at"]), _secs(r["wall_s"]),
                  str(r["lm_calls"]), str(r["prompt_tokens_evaluated"] + r["completion_tokens"])] for r in runs]
