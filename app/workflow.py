@@ -318,6 +318,9 @@ def load_workflow(path: str | Path) -> Workflow:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise WorkflowError([Issue("not_found", f"no such workflow file: {p}", "check the path")]) from None
+    except OSError as exc:  # a folder, no permission...: a message, not a traceback
+        raise WorkflowError([Issue("not_found", f"cannot read {p}: {exc.strerror or exc}",
+                                   "give the path of a workflow .yaml file")]) from None
     except UnicodeDecodeError:
         raise WorkflowError([Issue("yaml_syntax", f"{p} is not UTF-8 text", "save the file as UTF-8")]) from None
     return load_workflow_text(text)
