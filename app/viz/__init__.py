@@ -2,15 +2,23 @@
 
 from app.viz.html_export import export_html
 from app.viz.refine import refinement_html, word_diff_html
-from app.viz.samples import candidate_nodes, sample_rows, sample_view, samples_html, vote_counts, vote_histogram
+from app.viz.samples import (
+    NO_ANSWER,
+    candidate_nodes,
+    sample_rows,
+    sample_view,
+    samples_html,
+    vote_counts,
+    vote_histogram,
+)
 from app.viz.summary import compare_runs_html, node_stats, run_summary, summary_html
 from app.viz.timeline import timeline_figure
 from app.viz.tokens import calls_with_logprobs, token_view_html
 from app.viz.tree import search_tree_figure, tree_html, tree_nodes_ids
 
 __all__ = [
-    "calls_with_logprobs", "candidate_nodes", "compare_runs_html", "export_html", "node_stats", "refinement_html",
-    "run_summary", "sample_rows", "sample_view", "samples_html", "search_tree_figure", "summary_html",
-    "timeline_figure", "token_view_html", "tree_html", "tree_nodes_ids", "vote_counts", "vote_histogram",
-    "word_diff_html",
+    "NO_ANSWER", "calls_with_logprobs", "candidate_nodes", "compare_runs_html", "export_html", "node_stats",
+    "refinement_html", "run_summary", "sample_rows", "sample_view", "samples_html", "search_tree_figure",
+    "summary_html", "timeline_figure", "token_view_html", "tree_html", "tree_nodes_ids", "vote_counts",
+    "vote_histogram", "word_diff_html",
 ]

@@ -137,12 +137,18 @@ def sample_view(record: dict[str, Any], node_id: str | None = None, page: int = 
     winner = _winner_answer(rows)
     first = max(0, page) * page_size
     shown = rows[first:first + page_size]
-    chart_px = 280
+    # no answer extracted from any candidate (e.g. a plain generator): one grey "(no answer)" bar says
+    # nothing, so the view is the table alone
+    has_votes = any(answer != NO_ANSWER for answer, _, _ in counts)
+    chart_px = 280 if has_votes else 0
     table_px = min(40 + 30 * max(len(shown), 1), 900)  # longer pages scroll inside the table
     height = chart_px + table_px + 90
-    fig = make_subplots(rows=2, cols=1, vertical_spacing=0.06, specs=[[{"type": "xy"}], [{"type": "table"}]],
-                        row_heights=[chart_px / (chart_px + table_px), table_px / (chart_px + table_px)])
-    _add_histogram(fig, counts, winner, row=1)
+    if has_votes:
+        fig = make_subplots(rows=2, cols=1, vertical_spacing=0.06, specs=[[{"type": "xy"}], [{"type": "table"}]],
+                            row_heights=[chart_px / (chart_px + table_px), table_px / (chart_px + table_px)])
+        _add_histogram(fig, counts, winner, row=1)
+    else:
+        fig = make_subplots(rows=1, cols=1, specs=[[{"type": "table"}]])
     fill = ["rgba(230,167,0,.25)" if r["winner"] else "rgba(0,0,0,0)" for r in shown]
     fig.add_trace(go.Table(
         columnwidth=[30, 360, 70, 50, 45, 60, 60],
@@ -153,13 +159,16 @@ def sample_view(record: dict[str, Any], node_id: str | None = None, page: int = 
             [fmt_num(r["score"], 3) for r in shown], [fmt_num(r["cluster"]) for r in shown],
             ["★ winner" if r["winner"] else "" for r in shown], [r["completion_tokens"] for r in shown]],
             "align": "left", "fill": {"color": [fill]}, "height": 24},
-    ), row=2, col=1)
+    ), row=2 if has_votes else 1, col=1)
     paging = f" · rows {first + 1}–{first + len(shown)} of {len(rows)}" if len(rows) > len(shown) else ""
+    about = (f"winner: {shorten(winner or '—', 40)}" if has_votes
+             else "no answers extracted, so no votes (a voter or an extract param gives answers)")
     fig.update_layout(
-        title={"text": f"Samples of {node} · {len(rows)} candidates · winner: {shorten(winner or '—', 40)}"
+        title={"text": f"Samples of {node} · {len(rows)} candidate{'s' if len(rows) != 1 else ''} · {about}"
                        + paging, "font": {"size": 14}},
         height=height, template="plotly_white", margin={"l": 10, "r": 10, "t": 40, "b": 10}, showlegend=False)
-    fig.update_xaxes(type="category", row=1, col=1)
+    if has_votes:
+        fig.update_xaxes(type="category", row=1, col=1)
     return fig
 
 
