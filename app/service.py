@@ -539,6 +539,9 @@ class ModelCatalog:
         clean = str(path or "").strip().strip('"')
         if not clean:
             raise UserError("type the path of a .gguf file first")
+        if Path(clean).expanduser().is_dir():
+            raise UserError(f"{clean} is a folder; give the path of a .gguf file in it (or make it the models "
+                            "folder with $METAGEN_MODELS)")
         if not Path(clean).expanduser().is_file():
             raise UserError(f"no file at {clean}; check the path")
         try:

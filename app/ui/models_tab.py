@@ -11,7 +11,8 @@ from app.service import StudioService, UserError
 
 log = logging.getLogger(__name__)
 
-MODEL_COLUMNS = ["name", "source", "size", "quantisation", "context", "architecture", "device", "loaded", "path"]
+MODEL_COLUMNS = ["name", "source", "size", "quant", "context", "arch", "device", "loaded", "path"]
+"""Short headers: the long ones wrapped mid-word ('quant isati on') in the narrow columns."""
 
 
 def human_size(n: int | None) -> str:

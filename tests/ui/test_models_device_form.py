@@ -1,4 +1,5 @@
-"""The Models tab's device form: an untouched form saves (blank = automatic), typed numbers are checked."""
+"""The Models tab's forms: an untouched device form saves (blank = automatic), typed numbers are checked, a folder
+is not taken for a model file."""
 
 from __future__ import annotations
 
@@ -39,3 +40,8 @@ def test_typed_numbers_are_saved_and_shown_back(service: StudioService) -> None:
 def test_bad_numbers_say_what_to_fix(service: StudioService, threads: str, layers: str, message: str) -> None:
     with pytest.raises(UserError, match=message):
         service.models.save_device_settings(device_form_values("auto", threads, layers))
+
+
+def test_adding_a_folder_as_a_model_says_it_is_a_folder(service: StudioService, tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"is a folder; give the path of a \.gguf file"):
+        service.models.add(str(tmp_path))
