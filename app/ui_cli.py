@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import sys
@@ -33,6 +34,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(func=cmd_ui)
 
 
+def listen_error(host: str, port: int, exc: OSError) -> str:
+    """Why the server could not start, in the CLI's words (Gradio's own text talks about launch() parameters)."""
+    if "empty port" in str(exc) or getattr(exc, "errno", None) == errno.EADDRINUSE:
+        return (f"port {port} on {host} is already in use (is Metagen Studio already running? then open "
+                f"http://{host}:{port}/); or pick another --port")
+    return f"cannot listen on {host}:{port}: {exc.strerror or exc}; pick another --port or --host"
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from app.service import StudioService
@@ -40,6 +49,10 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
     if not 0 < args.port < 65536:
         print(f"error: --port must be between 1 and 65535, got {args.port}", file=sys.stderr)  # noqa: T201
+        return 2
+    if args.workflows and Path(args.workflows).expanduser().exists() and not Path(args.workflows).expanduser().is_dir():
+        print(f"error: --workflows {args.workflows} is a file; give the folder that holds (or will hold) your "  # noqa: T201
+              "workflow .yaml files", file=sys.stderr)
         return 2
     try:
         policy = policy_from_args(args, args.host)
@@ -62,7 +75,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr, flush=True)  # noqa: T201
         demo.block_thread()
     except OSError as exc:
-        print(f"error: cannot listen on {args.host}:{args.port}: {exc}; pick another --port", file=sys.stderr)  # noqa: T201
+        print(f"error: {listen_error(args.host, args.port, exc)}", file=sys.stderr)  # noqa: T201
         return 1
     finally:
         service.close()
