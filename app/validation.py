@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 from typing import Any
 
 import networkx as nx
@@ -102,6 +103,8 @@ def _check_inputs(wf: Workflow) -> list[Issue]:
 def check_input_value(type_: str, value: Any) -> str | None:
     if type_ == "number" and (isinstance(value, bool) or not isinstance(value, int | float)):
         return f"must be a number, got {value!r}"
+    if type_ == "number" and isinstance(value, float) and not math.isfinite(value):  # 1e999, inf, nan
+        return f"must be a finite number, got {value!r}"
     if type_ == "text" and not isinstance(value, str | int | float):
         return f"must be text, got {type(value).__name__}"
     return None
