@@ -520,7 +520,8 @@ class Scheduler:
                         state.stats.nodes_cached += 1
                         finished += 1
                         bus.emit(Event(ev.NODE_CACHED, run_id, node_id, {
-                            "kind": cls.kind, "outputs": to_jsonable(cached), "signature": signature}))
+                            "kind": cls.kind, "outputs": to_jsonable(cached), "signature": signature,
+                            "params": to_jsonable(params)}))
                         bus.emit(Event(ev.PROGRESS, run_id, None, {"done": finished, "total": total}))
                         ready.extend(self._release(graph, node_id, remaining, order))
                         continue

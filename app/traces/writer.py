@@ -223,6 +223,8 @@ class EventWriter:
                                       "signature": d.get("signature"), "ended_at": event.time}
             if cached:
                 values.update(started_at=event.time, duration_s=0.0)
+                if "params" in d:  # a cached node never starts, so its params come with this event
+                    values["params"] = dumps(d["params"])
             else:
                 values["duration_s"] = d.get("duration_s")
             self._upsert_node(conn, event, values)

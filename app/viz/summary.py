@@ -170,6 +170,8 @@ def _param_changes(ra: dict[str, Any], rb: dict[str, Any]) -> list[tuple[str, An
     nb = {n["node_id"]: n.get("params") or {} for n in rb.get("nodes", [])}
     for node in sorted(set(na) | set(nb)):
         pa, pb = na.get(node, {}), nb.get(node, {})
+        if node in na and node in nb and not (pa and pb):
+            continue  # params not recorded on one side (a cached node in traces before they were): unknown
         for key in sorted(set(pa) | set(pb)):
             if pa.get(key) != pb.get(key):
                 changes.append((f"{node}.{key}", pa.get(key), pb.get(key)))

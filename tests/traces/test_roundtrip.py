@@ -15,6 +15,7 @@ from app.events import EventRecorder
 from app.models import fake_provider
 from app.scheduler import Scheduler
 from app.traces import TraceStore
+from app.viz import compare_runs_html
 from app.workflow import Workflow, load_workflow_text
 from nodes.registry import default_registry
 
@@ -90,6 +91,11 @@ def test_cache_hits_and_failures_are_recorded(store: TraceStore, sc_workflow: Wo
     nodes = {n["node_id"]: n for n in store.get_run(second.run_id)["nodes"]}
     assert {n["status"] for n in nodes.values()} == {"cached"}
     assert all(n["cache_hit"] for n in nodes.values())
+    # a cached node records its params too (Compare used to list every param as changed to null)
+    first_nodes = {n["node_id"]: n for n in store.get_run(first.run_id)["nodes"]}
+    assert all(n["params"] and n["params"] == first_nodes[nid]["params"] for nid, n in nodes.items())
+    assert "Same workflow, inputs and seed." in compare_runs_html(store.get_run(first.run_id),
+                                                                  store.get_run(second.run_id))
     assert store.get_run(second.run_id)["lm_calls"] == []
     assert store.get_run(first.run_id)["run"]["lm_calls"] == 6
 
