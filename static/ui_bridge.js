@@ -437,7 +437,12 @@
     S.el.inputs.querySelectorAll("[data-input]").forEach((el) => {
       const spec = S.inputs[el.dataset.input] || {};
       if (spec.type === "number") {
-        values[el.dataset.input] = el.value === "" ? null : Number(el.value);
+        // send what cannot be a finite number as typed, so the server says what is wrong; Number("1e999") is
+        // Infinity, which JSON sends as null, and a half-typed "1e" reads as "": both silently ran the default
+        const number = Number(el.value);
+        if (el.validity && el.validity.badInput) values[el.dataset.input] = "(not a number)";
+        else if (el.value === "") values[el.dataset.input] = null;
+        else values[el.dataset.input] = Number.isFinite(number) ? number : el.value;
       } else {
         values[el.dataset.input] = el.value;
       }

@@ -56,3 +56,13 @@ def test_a_run_refused_for_problems_says_so_briefly_and_the_banner_clears_once_f
     assert "ready to run" in ui.page.locator("[data-testid=run-status]").inner_text()
     ui.click_run()
     assert ui.wait_run_finished(60) == "succeeded"
+
+
+def test_a_number_input_too_large_is_refused_not_silently_replaced_by_the_default(ui: Any) -> None:
+    ui.open_example("rejection_sampling")
+    ui.page.locator("[data-testid=input-a]").fill("1e999")
+    ui.page.locator("[data-testid=run-btn]").click()
+    # Chromium marks 1e999 as bad input (value ''), which used to run silently with the default 3
+    ui.page.wait_for_function("document.querySelector('[data-testid=run-status]').textContent.includes('bad_input')")
+    assert "input 'a' must be a number" in ui.page.locator("[data-testid=run-status]").inner_text()
+    assert ui.page.evaluate("window.MetagenUI.state().currentRun") in (None, "")
