@@ -249,8 +249,15 @@
     renderInputs(result.inputs || {});
   }
 
-  function showIssues(issues) {
+  function isEmptyWorkflow() {
+    const wf = S.ed ? currentWorkflow() : null;
+    return !!wf && !(wf.nodes || []).length && !Object.keys(wf.outputs || {}).length;
+  }
+
+  function showIssues(allIssues) {
     const list = S.el.issues;
+    // an empty canvas is a starting point, not a mistake: no red "declares no outputs" on first sight
+    const issues = isEmptyWorkflow() ? allIssues.filter((i) => i.code !== "no_outputs") : allIssues;
     S.errorCount = issues.filter((i) => i.severity === "error").length;
     if (S.errorCount === 0 && S.problemsNotice) {
       // the run was refused for problems that are now fixed: drop the stale banner
@@ -456,6 +463,12 @@
     if (S.yamlError) {
       notice("Fix the YAML error" + (S.yamlError.line ? " on line " + S.yamlError.line : "") + " before running.",
         "error");
+      return;
+    }
+    if (isEmptyWorkflow()) {
+      notice("This workflow is empty: pick one under 'New from example…' or drag nodes in from the palette.",
+        "error");
+      S.problemsNotice = true;
       return;
     }
     if (S.errorCount) {

@@ -16,6 +16,17 @@ def title(ui: Any) -> str:
     return ui.page.locator("[data-testid=wf-title]").inner_text().strip()
 
 
+def test_an_empty_start_shows_no_error_and_run_says_what_to_do(ui: Any, shot: Any) -> None:
+    assert title(ui) == "untitled"
+    assert ui.page.locator("[data-testid=issue-count]").inner_text() == "0"  # no red 'no outputs' on arrival
+    assert ui.page.locator("[data-testid=issues] li").count() == 0
+    ui.page.locator("[data-testid=run-btn]").click()
+    assert "This workflow is empty" in ui.notice() and "New from example" in ui.notice()
+    shot(ui.page, "empty-start")
+    ui.open_example("chain_of_thought")
+    assert ui.notice().startswith("New workflow from the example")
+
+
 def test_an_example_is_titled_and_saved_under_its_own_name(ui: Any, shot: Any) -> None:
     assert title(ui) == "untitled"
     ui.open_example("self_consistency")
