@@ -136,11 +136,21 @@
     const runRow = root.querySelector('[data-testid="share-run-row"]');
     const runUrl = root.querySelector('[data-testid="share-run-url"]');
 
+    /** Show the popover, shifted left as far as needed to stay inside the window (its button sits at the
+     *  toolbar's right end, so a box anchored at the button's left edge ran off the screen). */
+    function showBox() {
+      box.hidden = false;
+      box.style.left = "0px";
+      const rect = box.getBoundingClientRect();
+      const overflow = rect.right - (document.documentElement.clientWidth - 8);
+      if (overflow > 0) box.style.left = -Math.min(overflow, Math.max(0, rect.left - 8)) + "px";
+    }
+
     async function makeLinks() {
       if (!window.MetagenUI) return;
       const state = window.MetagenUI.state();
       if (state.yamlError) {
-        box.hidden = false;
+        showBox();
         url.value = "";
         kind.textContent = "";
         note.textContent = "Fix the YAML error first; a link cannot carry a workflow that does not load.";
@@ -152,7 +162,7 @@
         base: window.location.origin + window.location.pathname,
         name: state.name, dirty: state.dirty, yaml: yaml ? yaml.value : "", run_id: state.currentRun || "",
       });
-      box.hidden = false;
+      showBox();
       if (!result || result.error) {
         url.value = "";
         kind.textContent = "";

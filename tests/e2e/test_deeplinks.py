@@ -95,6 +95,7 @@ def test_copy_share_link_and_run_link_round_trip(ui: Any, shot: Any, browser: An
     first_run = ui.page.evaluate("window.MetagenUI.state().currentRun")
     assert first_run
 
+    ui.page.set_viewport_size({"width": 1280, "height": 1000})  # a laptop: the popover used to run off the right
     ui.page.locator("[data-testid=share-link-btn]").click()
     ui.page.wait_for_function("document.querySelector('[data-testid=share-url]').value.length > 0")
     link = ui.page.locator("[data-testid=share-url]").input_value()
@@ -102,8 +103,12 @@ def test_copy_share_link_and_run_link_round_trip(ui: Any, shot: Any, browser: An
     assert "?wf=" in link  # the example is not saved under a name: the workflow travels in the link
     assert run_url.endswith(f"?run={first_run}")
     assert "Copied to the clipboard" in ui.page.locator("[data-testid=share-note]").inner_text()
+    box = ui.page.locator("[data-testid=share-box]").bounding_box()
+    width = ui.page.evaluate("document.documentElement.clientWidth")
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width  # the whole popover on screen
     shot(ui.page, "share-box")
     ui.page.locator("[data-testid=share-close]").click()
+    ui.page.set_viewport_size({"width": 1800, "height": 1150})
     yaml_here = ui.yaml()
 
     # a newer run, so that the linked (older) run is not simply the newest one in the list
