@@ -15,6 +15,7 @@
 
   const DRAFT_KEY = "metagen.draft.v1";
   const POLL_MS = 350;
+  const MAX_UPLOAD_BYTES = 2_000_000;  // workflows are a few KB; refuse to pour a large file into the YAML pane
   const EMPTY = { version: 1, name: "untitled", nodes: [], outputs: {} };
 
   const S = {
@@ -386,8 +387,15 @@
   function upload(file) {
     if (!file || !confirmDiscard()) return;
     const reader = new FileReader();
+    if (file.size > MAX_UPLOAD_BYTES) {
+      return notice(file.name + " is " + Math.round(file.size / 1e6) + " MB; a workflow is a small YAML text file. " +
+        "Nothing was loaded.", "error");
+    }
     reader.onload = async () => {
       const text = String(reader.result || "");
+      if (/[\u0000\uFFFD]/.test(text)) {  // NUL bytes or undecodable UTF-8: an image, archive, model file...
+        return notice(file.name + " is not a text file (a workflow is YAML text); nothing was loaded.", "error");
+      }
       const result = await call("mg_parse_yaml", { text: text });
       if (typeof result.error === "string") return notice(result.error, "error");
       result.yaml = text;

@@ -77,3 +77,16 @@ def test_a_number_input_too_large_is_refused_not_silently_replaced_by_the_defaul
     ui.page.wait_for_function("document.querySelector('[data-testid=run-status]').textContent.includes('bad_input')")
     assert "input 'a' must be a number" in ui.page.locator("[data-testid=run-status]").inner_text()
     assert ui.page.evaluate("window.MetagenUI.state().currentRun") in (None, "")
+
+
+def test_uploading_a_binary_file_loads_nothing(ui: Any, tmp_path: Any) -> None:
+    ui.open_example("chain_of_thought")
+    before = ui.yaml()
+    picture = tmp_path / "diagram.png"
+    picture.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256)) * 8)
+    ui.page.once("dialog", lambda d: d.accept())  # discard the unsaved example
+    ui.page.locator("[data-testid=upload-input]").set_input_files(str(picture))
+    ui.page.wait_for_function("document.querySelector('[data-testid=notice]').textContent.includes('not a text file')")
+    assert ui.notice().startswith("diagram.png is not a text file")
+    assert ui.yaml() == before  # the pane was not filled with binary garbage
+    assert ui.page.locator("[data-testid=yaml-error]").is_hidden()
