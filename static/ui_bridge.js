@@ -560,6 +560,11 @@
     if (snap.status === "queued" && snap.queue_position) text += " (position " + snap.queue_position + " in the queue)";
     if (!snap.finished && snap.status !== "queued") text += " · " + snap.done + "/" + snap.total + " nodes · " + pct + "%";
     if (snap.finished && snap.elapsed_s) text += " in " + Number(snap.elapsed_s).toFixed(1) + " s";
+    const states = Object.values(snap.nodes || {}).map((n) => n.state);
+    if (snap.status === "succeeded" && states.length && states.every((st) => st === "cached")) {
+      // an instant identical answer looks broken unless it says why
+      text += " · every node from the cache (same workflow, inputs and seed; change the seed for new samples)";
+    }
     if (snap.error) text += " — " + snap.error;
     S.el.runText.textContent = text;
     S.el.runText.className = "mg-run-text" + (["failed", "invalid", "lost"].includes(snap.status) ? " mg-bad" : "");

@@ -90,3 +90,17 @@ def test_uploading_a_binary_file_loads_nothing(ui: Any, tmp_path: Any) -> None:
     assert ui.notice().startswith("diagram.png is not a text file")
     assert ui.yaml() == before  # the pane was not filled with binary garbage
     assert ui.page.locator("[data-testid=yaml-error]").is_hidden()
+
+
+def test_a_repeated_run_says_its_answer_came_from_the_cache(ui: Any) -> None:
+    ui.open_example("chain_of_thought")
+    ui.click_run()
+    assert ui.wait_run_finished(60) == "succeeded"
+    assert "from the cache" not in ui.page.locator("[data-testid=run-status]").inner_text()
+    ui.click_run()
+    assert ui.wait_run_finished(60) == "succeeded"
+    assert "every node from the cache" in ui.page.locator("[data-testid=run-status]").inner_text()
+    ui.page.locator("[data-testid=seed-input]").fill("5")
+    ui.click_run()
+    assert ui.wait_run_finished(60) == "succeeded"
+    assert "from the cache" not in ui.page.locator("[data-testid=run-status]").inner_text()
