@@ -87,11 +87,27 @@ def default_threads() -> int:
     return n if n <= 4 else max(4, n // 2)
 
 
+def _flash_attn_mode(spec: ModelSpec, offloading: bool) -> str:
+    """"on" when the spec asks (flash_attn: true, or option flash_attn: on/off/auto). Otherwise "auto" (llama.cpp
+    decides) when layers run on a GPU, and "off" on CPU: there llama.cpp's flash-attention kernel decodes many
+    sequences over a long shared prompt about half as fast as the matrix-multiply path. Flash attention's
+    sequential softmax is what makes a repeated request bit-identical when its prompt comes from the prefix
+    cache; without it repeats agree only until a rounding difference flips a sampled token."""
+    if spec.flash_attn:
+        return "on"
+    option = str(spec.option("flash_attn", "")).lower()
+    if option in ("on", "true", "1"):
+        return "on"
+    if option in ("off", "false", "0"):
+        return "off"
+    if option == "auto":
+        return "auto"
+    return "auto" if offloading else "off"
+
+
 def resolve_device(spec: ModelSpec) -> dict[str, Any]:
-    """The llama.cpp settings a spec asks for: device, n_gpu_layers, threads, n_ctx, and flash_attn: "on"
-    (spec.flash_attn), "off" (option flash_attn: off) or "auto" (llama.cpp enables it where the device
-    supports it; flash attention also makes repeated requests bit-for-bit reproducible). The backend's info()
-    reports what llama.cpp actually chose."""
+    """The llama.cpp settings a spec asks for: device, n_gpu_layers, threads, n_ctx and a flash-attention
+    mode (see _flash_attn_mode). The backend's info() reports what llama.cpp actually chose."""
     device = (spec.device or "auto").lower()
     if device not in DEVICES:
         raise BackendError(f"Unknown device {spec.device!r}; use one of: {', '.join(DEVICES)}.")
@@ -116,8 +132,7 @@ def resolve_device(spec: ModelSpec) -> dict[str, Any]:
     if spec.n_ctx < 0:
         raise BackendError(f"n_ctx must be positive (or 0 for the model's own length), got {spec.n_ctx}.")
     used = "cpu" if n_gpu_layers == 0 else ("metal" if info["metal"] else "gpu")
-    flash_option = str(spec.option("flash_attn", "auto")).lower()
-    flash_attn = "on" if spec.flash_attn else ("off" if flash_option in ("off", "false", "0") else "auto")
+    flash_attn = _flash_attn_mode(spec, offloading=n_gpu_layers != 0)
     return {
         "device": used,
         "requested": device,

@@ -8,7 +8,8 @@ import uuid
 
 import pytest
 
-from backends.base import BackendError, SamplingParams
+from backends.base import BackendError, ModelSpec, SamplingParams
+from backends.bundled import bundled_model_path
 
 pytestmark = pytest.mark.model
 
@@ -20,13 +21,43 @@ def fresh_prompt(text: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": f"Session {uuid.uuid4().hex[:8]}."}, {"role": "user", "content": text}]
 
 
-def test_same_seed_same_text_and_different_seeds_differ(llama) -> None:
-    params = SamplingParams(max_tokens=24, temperature=0.9, seed=7)
-    first = llama.generate(QUESTION, params, n=4)
-    again = llama.generate(QUESTION, params, n=4)
+def small_engine(**options: object):
+    from backends.llama_backend import LlamaBackend
+
+    opts = tuple(sorted({"kv_size": 1024, "n_seq_max": 8, **options}.items()))
+    return LlamaBackend(bundled_model_path(), ModelSpec(device="cpu", n_ctx=512, options=opts))
+
+
+def test_same_seed_same_text_and_different_seeds_differ() -> None:
+    """Two engines in the same state (a fresh process each time a workflow runs) give the same samples."""
+    params = SamplingParams(max_tokens=16, temperature=0.9, seed=7)
+    texts = []
+    for _ in range(2):
+        engine = small_engine()
+        try:
+            result = engine.generate(QUESTION, params, n=4)
+        finally:
+            engine.close()
+        assert [c.seed for c in result.completions] == [7, 8, 9, 10]
+        texts.append([c.text for c in result.completions])
+    assert texts[0] == texts[1]
+    assert len(set(texts[0])) >= 3  # distinct seeds give distinct samples
+
+
+def test_repeats_are_bit_identical_with_flash_attention() -> None:
+    """With flash attention a repeated request, whose prompt now comes from the prefix cache, reproduces
+    the first one exactly (logprobs included)."""
+    engine = small_engine(flash_attn="on")
+    try:
+        params = SamplingParams(max_tokens=16, temperature=0.9, seed=11, logprobs=0)
+        first = engine.generate(QUESTION, params, n=3)
+        again = engine.generate(QUESTION, params, n=3)
+    finally:
+        engine.close()
+    assert again.usage.prompt_tokens_cached == again.usage.prompt_tokens  # served from the prefix cache
     assert [c.text for c in first.completions] == [c.text for c in again.completions]
-    assert [c.seed for c in first.completions] == [7, 8, 9, 10]
-    assert len({c.text for c in first.completions}) >= 3  # distinct seeds give distinct samples
+    for a, b in zip(first.completions, again.completions, strict=True):
+        assert [lp.logprob for lp in a.logprobs] == [lp.logprob for lp in b.logprobs]
 
 
 def test_explicit_seeds_are_used(llama) -> None:
@@ -168,10 +199,12 @@ def test_chat_template_and_raw_mode(llama) -> None:
 
 
 def test_info_reports_model_device_build_and_engine(llama) -> None:
+    llama.generate("Hi", SamplingParams(max_tokens=1))
     info = llama.info()
     assert info["backend"] == "llama.cpp"
     assert info["model"]["quantization"] == "Q4_1"
     assert info["device"]["device"] == "cpu" and info["device"]["n_gpu_layers"] == 0
+    assert info["device"]["flash_attn"] is False  # CPU default: the faster path for long shared prompts
     assert "gpu_offload" in info["build"] and info["build"]["system_info"]
     assert info["engine"]["requests"] >= 1
     assert llama.model_id.startswith("SmolLM2-135M-Instruct.Q4_1.gguf#") and "@cpu" in llama.model_id
