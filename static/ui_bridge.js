@@ -32,6 +32,7 @@
     selectedNode: null,
     timers: {},
     errorCount: 0,         // error-severity problems of the current workflow (from the last check)
+    firstError: null,      // the first of them, quoted when a run is refused
     problemsNotice: false, // the notice says "fix the problems": clear it once they are fixed
     yamlEdits: 0,          // keystrokes in the YAML pane (a canvas sync started before one must not overwrite it)
   };
@@ -259,7 +260,9 @@
     const list = S.el.issues;
     // an empty canvas is a starting point, not a mistake: no red "declares no outputs" on first sight
     const issues = isEmptyWorkflow() ? allIssues.filter((i) => i.code !== "no_outputs") : allIssues;
-    S.errorCount = issues.filter((i) => i.severity === "error").length;
+    const errorIssues = issues.filter((i) => i.severity === "error");
+    S.errorCount = errorIssues.length;
+    S.firstError = errorIssues.length ? errorIssues[0] : null;
     if (S.errorCount === 0 && S.problemsNotice) {
       // the run was refused for problems that are now fixed: drop the stale banner
       S.problemsNotice = false;
@@ -480,8 +483,10 @@
       return;
     }
     if (S.errorCount) {
+      const first = S.firstError;
       const text = "Fix the " + (S.errorCount === 1 ? "problem" : S.errorCount + " problems") +
-        " listed under Problems before running (each names its node and YAML line).";
+        " listed under Problems before running" + (first ? (S.errorCount > 1 ? "; the first: " : ": ") +
+        (first.node_id ? "[" + first.node_id + "] " : "") + first.message : "") + ".";
       S.el.runText.textContent = text;
       S.el.runText.className = "mg-run-text mg-bad";
       notice(text, "error");

@@ -192,6 +192,7 @@ def test_run_budget_is_capped_by_the_server(page: Any, studio: Any, shot: Any, p
     page_watch.allow("401")
     _login(page, studio)
     _paste_yaml(page, BIG_WF)  # 8 samples, but the owner allows 5 LM calls per run
+    page.wait_for_selector("[data-node-id='think']", timeout=20_000)  # the pasted workflow is on the canvas
     page.wait_for_function("document.querySelector('[data-testid=issue-count]').textContent === '0'",
                            timeout=20_000)
     page.locator("[data-testid=run-btn]").click()
