@@ -148,7 +148,8 @@ def timeline_figure(record: dict[str, Any]) -> go.Figure:
             marker={"color": tokens, "colorscale": "Viridis", "cmin": 0, "cmax": max(max(tokens), 1),
                     "colorbar": {"title": {"text": "completion<br>tokens"}, "thickness": 12},
                     "line": {"width": 0}},
-            name="LM calls", hovertext=[b["hover"] for b in bars], hoverinfo="text", showlegend=True,
+            # no legend entry: its one swatch contradicted the per-bar colours; the colour bar explains them
+            name="LM calls", hovertext=[b["hover"] for b in bars], hoverinfo="text", showlegend=False,
         ))
     fig.update_layout(
         title={"text": f"Timeline · {len(nodes)} nodes · {len(calls)} LM calls · {mode}", "font": {"size": 14}},
