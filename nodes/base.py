@@ -102,6 +102,8 @@ class Param:
 
 
 TEMPLATE_VAR = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
+TEMPLATE_TOKEN = re.compile(r"\{\{|\}\}|" + TEMPLATE_VAR.pattern)
+"""A literal-brace escape or a {name} placeholder, for rendering in one pass."""
 
 
 def template_variables(template: str) -> list[str]:
@@ -117,11 +119,13 @@ def render_template(template: str, values: dict[str, Any]) -> str:
     """Fill {name} placeholders; {{ and }} give literal braces. Unknown names raise KeyError."""
 
     def sub(match: re.Match[str]) -> str:
+        if match.group(1) is None:  # {{ or }} in the template itself
+            return match.group(0)[0]
         value = values[match.group(1)]
         return value if isinstance(value, str) else format_value(value)
 
-    out = TEMPLATE_VAR.sub(sub, template)
-    return out.replace("{{", "{").replace("}}", "}")
+    # one pass, so braces inside the filled-in values stay as they are (JSON, code, LaTeX...)
+    return TEMPLATE_TOKEN.sub(sub, template)
 
 
 def format_value(value: Any) -> str:
