@@ -21,3 +21,17 @@ def llama() -> Iterator[object]:
     )
     yield backend
     backend.close()
+
+
+@pytest.fixture(scope="session")
+def exact_llama() -> Iterator[object]:
+    """The same with flash attention on: repeated requests reproduce each other bit for bit, so tests can
+    compare the texts of separate requests exactly."""
+    from backends.llama_backend import LlamaBackend
+
+    backend = LlamaBackend(
+        bundled_model_path(),
+        ModelSpec(device="cpu", n_ctx=1024, flash_attn=True, options=(("kv_size", 2048), ("n_seq_max", 8))),
+    )
+    yield backend
+    backend.close()

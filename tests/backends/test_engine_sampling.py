@@ -61,10 +61,20 @@ def test_repeats_are_bit_identical_with_flash_attention() -> None:
 
 
 def test_explicit_seeds_are_used(llama) -> None:
-    params = SamplingParams(max_tokens=12, temperature=1.0)
-    result = llama.generate(QUESTION, params, n=2, seeds=[42, 42])
-    assert [c.seed for c in result.completions] == [42, 42]
-    assert result.completions[0].text == result.completions[1].text
+    result = llama.generate(QUESTION, SamplingParams(max_tokens=4, temperature=1.0), n=3, seeds=[42, 5, 42])
+    assert [c.seed for c in result.completions] == [42, 5, 42]
+    with pytest.raises(ValueError, match="2 seeds for n=3"):
+        llama.generate(QUESTION, SamplingParams(max_tokens=4), n=3, seeds=[1, 2])
+
+
+def test_equal_seeds_in_one_batch_give_equal_samples_with_flash_attention() -> None:
+    engine = small_engine(flash_attn="on")
+    try:
+        result = engine.generate(QUESTION, SamplingParams(max_tokens=12, temperature=1.0), n=3, seeds=[42, 5, 42])
+    finally:
+        engine.close()
+    first, other, same = (c.text for c in result.completions)
+    assert first == same and first != other
 
 
 def test_n_samples_share_one_prompt_evaluation(llama) -> None:
@@ -97,7 +107,8 @@ def test_max_tokens_is_honoured(llama) -> None:
         assert completion.finish_reason == "length"
 
 
-def test_stop_string_cuts_the_text(llama) -> None:
+def test_stop_string_cuts_the_text(exact_llama) -> None:
+    llama = exact_llama
     params = SamplingParams(max_tokens=30)
     full = llama.generate(QUESTION, params).completions[0].text
     words = full.split()
@@ -186,7 +197,8 @@ def test_streamed_pieces_add_up_to_the_text(llama) -> None:
         assert "".join(pieces[i]) == completion.text
 
 
-def test_chat_template_and_raw_mode(llama) -> None:
+def test_chat_template_and_raw_mode(exact_llama) -> None:
+    llama = exact_llama
     rendered = llama.render_prompt(QUESTION)
     assert rendered.startswith("<|im_start|>") and rendered.endswith("<|im_start|>assistant\n")
     assert not llama.render_prompt(QUESTION, add_generation_prompt=False).endswith("assistant\n")
