@@ -13,11 +13,11 @@ from typing import Any
 
 from app import events as ev
 from app.events import Event
-from app.problems import WorkflowError, errors
+from app.problems import Issue, WorkflowError, errors
 from app.scheduler import Budget, RunResult, Scheduler
 from app.validation import validate
 from app.workflow import load_workflow
-from nodes.base import CandidateSet, format_value
+from nodes.base import CandidateSet, format_value, to_jsonable
 from nodes.registry import default_registry
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
@@ -82,16 +82,26 @@ def _format_output(value: Any) -> str:
     if isinstance(value, CandidateSet):
         winner = value.candidates[value.winner].text if value.winner is not None else None
         return winner if winner is not None else format_value(value)
+    if isinstance(value, dict | list):
+        text = json.dumps(to_jsonable(value), ensure_ascii=False)
+        return text if len(text) <= 100 else json.dumps(to_jsonable(value), ensure_ascii=False, indent=2)
     return format_value(value)
+
+
+def _invalid(args: argparse.Namespace, issues: Sequence[Any]) -> int:
+    """Report an invalid workflow or input: lines on stderr, and with --json also one object on stdout."""
+    _print_issues(args.file, issues)
+    if getattr(args, "json", False):
+        print(json.dumps({"run_id": None, "status": "invalid", "outputs": {}, "stats": None,
+                          "issues": [i.to_json() for i in issues]}, ensure_ascii=False, indent=2))
+    return EXIT_INVALID
 
 
 def _open_trace_store(args: argparse.Namespace) -> Any:
     if getattr(args, "no_trace", False):
         return None
-    try:
-        from app.traces.store import TraceStore
-    except ImportError:
-        return None
+    from app.traces.store import TraceStore
+
     return TraceStore(args.db) if getattr(args, "db", None) else TraceStore()
 
 
@@ -106,15 +116,18 @@ def cmd_run(args: argparse.Namespace) -> int:
         given = {}
         for pair in args.input:
             if "=" not in pair:
-                print(f"error: -i {pair!r} must look like name=value", file=sys.stderr)
-                return EXIT_INVALID
+                raise WorkflowError([Issue("bad_input", f"-i {pair!r} must look like name=value",
+                                           "e.g. -i question='What is 2 + 2?'")])
             name, _, value = pair.partition("=")
             given[name.strip()] = value
         wf = load_workflow(args.file)
     except WorkflowError as exc:
-        _print_issues(args.file, exc.issues)
+        return _invalid(args, exc.issues)
+    try:
+        store = _open_trace_store(args)
+    except Exception as exc:  # a refused or unusable trace database is a usage error
+        print(f"error: cannot use the trace database: {exc} (pass another --db, or --no-trace)", file=sys.stderr)
         return EXIT_INVALID
-    store = _open_trace_store(args)
     scheduler = Scheduler(default_registry(), _provider(args), allow_python=not args.no_python)
     observers: list[Any] = [_ProgressPrinter(quiet=args.quiet)]
     if store is not None:
@@ -123,8 +136,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         result: RunResult = scheduler.run(wf, given, seed=args.seed, budget=budget, observers=observers)
     except WorkflowError as exc:
-        _print_issues(args.file, exc.issues)
-        return EXIT_INVALID
+        return _invalid(args, exc.issues)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_FAILED
@@ -175,6 +187,19 @@ def cmd_nodes(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not value > 0 or value != value or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
+        return value
+
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="metagen", description="Metagen Studio: meta-generation workflows "
                                      "on local llama.cpp models.")
@@ -187,14 +212,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("run", help="run a workflow; progress on stderr, outputs on stdout")
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", help="workflow YAML file (see workflows/ for examples)")
     p.add_argument("-i", "--input", action="append", default=[], metavar="NAME=VALUE", help="a workflow input")
     p.add_argument("--seed", type=int, default=0, help="run seed (same seed -> same outputs)")
     p.add_argument("--json", action="store_true", help="print one JSON object with run_id, status, outputs, stats")
     p.add_argument("--dry-run", action="store_true", help="use the scripted fake backend instead of llama.cpp")
-    p.add_argument("--max-lm-calls", type=int, default=None)
-    p.add_argument("--max-tokens", type=int, default=None)
-    p.add_argument("--max-seconds", type=float, default=None)
+    p.add_argument("--max-lm-calls", type=_positive(int), default=None, metavar="N",
+                   help="stop the run once N model calls (one per sample) were made")
+    p.add_argument("--max-tokens", type=_positive(int), default=None, metavar="N",
+                   help="stop the run once N prompt + completion tokens were evaluated")
+    p.add_argument("--max-seconds", type=_positive(float), default=None, metavar="S",
+                   help="stop the run after S seconds")
     p.add_argument("--no-python", action="store_true", help="refuse the python verifier")
     p.add_argument("--db", default=None, help="trace database (default: $METAGEN_TRACE_DB or the user data dir)")
     p.add_argument("--no-trace", action="store_true", help="do not record the run in the trace database")
@@ -202,7 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("nodes", help="list node kinds with their ports and params")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="the full registry schema as JSON (what the editor uses)")
     p.set_defaults(func=cmd_nodes)
 
     for module_name in COMMAND_GROUPS:

@@ -163,8 +163,9 @@ def _check_node(wf: Workflow, registry: NodeRegistry, index: int, by_id: dict[st
     # model
     if cls.uses_model:
         if node.model is not None and node.model not in wf.models:
-            issues.append(Issue("unknown_model", f"model {node.model!r} is not declared",
-                                f"declare it under `models:` ({', '.join(wf.models) or 'none declared'})",
+            hint = (_suggest(node.model, list(wf.models)) + " Or declare it under `models:`") if wf.models else \
+                "declare it under `models:` (e.g. `main: {source: bundled}`) or remove `model:`"
+            issues.append(Issue("unknown_model", f"model {node.model!r} is not declared", hint,
                                 node_id=nid, line=line("model")))
     elif node.model is not None and node.model not in wf.models:
         issues.append(Issue("unknown_model", f"model {node.model!r} is not declared",
@@ -260,8 +261,10 @@ def validate(wf: Workflow, registry: NodeRegistry) -> list[Issue]:
         if parts is None:
             issues.append(Issue("unknown_ref", f"output {name!r} = {ref!r} is not `node.port`",
                                 "write it as e.g. `vote.answer`", line=line))
-        elif parts[0] != "inputs" and ref_type(wf, registry, ref) is None:
-            target = wf.node(parts[0])
+        elif parts[0] in by_id and registry.get(by_id[parts[0]].kind) is None:
+            continue  # the node's unknown kind is already reported; its ports cannot be checked
+        elif parts[0] != "inputs" and ref_type(wf, registry, ref, by_id) is None:
+            target = by_id.get(parts[0])
             hint = _suggest(parts[0], sorted(ids)) if target is None else "check the port name (`metagen nodes`)"
             issues.append(Issue("unknown_ref", f"output {name!r} refers to {ref!r}, which does not exist", hint,
                                 line=line))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +24,9 @@ from backends.base import (
     Usage,
     default_seeds,
 )
+
+_CHAT_TAG = re.compile(r"<\|[a-z_]+\|>")
+"""A chat-template role marker such as <|assistant|>: never the line worth echoing."""
 
 ReplyFn = Callable[[str, int], str]
 """reply_fn(rendered_prompt, seed) -> completion text."""
@@ -96,8 +100,8 @@ class FakeBackend:
             return text
         if self._reply_fn is not None:
             return self._reply_fn(prompt, seed)
-        last = prompt.strip().splitlines()[-1] if prompt.strip() else ""
-        return f"echo[{seed % 3}]: {last}"
+        lines = [ln for ln in prompt.strip().splitlines() if ln.strip() and not _CHAT_TAG.fullmatch(ln.strip())]
+        return f"echo[{seed % 3}]: {lines[-1] if lines else ''}"
 
     def _sleep(self, cancel: CancelToken | None) -> None:
         end = time.perf_counter() + self._latency_s

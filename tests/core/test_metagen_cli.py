@@ -86,3 +86,15 @@ def test_nodes_lists_every_kind(tmp_path: Path) -> None:
             "template"} <= kinds
     text = metagen("nodes", tmp=tmp_path).stdout
     assert "sampler" in text and "param" in text
+
+
+def test_run_usage_errors_exit_2_and_json_reports_problems(tmp_path: Path) -> None:
+    wf = ROOT / "workflows" / "chain_of_thought.yaml"
+    out = metagen("run", str(wf), "--dry-run", "--max-lm-calls", "-3", tmp=tmp_path)
+    assert out.returncode == 2 and "positive" in out.stderr
+    out = metagen("run", str(wf), "--dry-run", "--db", str(tmp_path), tmp=tmp_path)
+    assert out.returncode == 2 and "trace database" in out.stderr and "Traceback" not in out.stderr
+    out = metagen("run", str(RESOURCES / "four_problems.yaml"), "--dry-run", "--json", tmp=tmp_path)
+    assert out.returncode == 2
+    data = json.loads(out.stdout)
+    assert data["status"] == "invalid" and {"cycle", "unknown_kind"} <= {i["code"] for i in data["issues"]}

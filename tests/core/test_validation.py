@@ -67,3 +67,19 @@ def test_registry_declares_every_kind_with_ports_and_described_params() -> None:
             assert param["description"], f"{entry['kind']}.{param['name']} has no description"
             if param["type"] == "choice":
                 assert param["default"] in param["choices"], f"{entry['kind']}.{param['name']}"
+
+
+def test_unknown_kind_is_reported_once_not_again_by_the_outputs_reading_it() -> None:
+    from app.workflow import load_workflow_text
+
+    wf = load_workflow_text("""version: 1
+name: typo
+inputs:
+  q: {type: text, default: hi}
+nodes:
+- id: vote
+  kind: votr
+  inputs: {candidates: inputs.q}
+outputs: {answer: vote.answer}
+""")
+    assert [i.code for i in validate(wf, REGISTRY)] == ["unknown_kind"]

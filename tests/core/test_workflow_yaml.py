@@ -113,3 +113,12 @@ def test_atomic_save_leaves_no_temp_files(tmp_path: Path) -> None:
     save_workflow_atomic(wf, target)
     assert target.read_text(encoding="utf-8") == wf.to_yaml()
     assert [p.name for p in tmp_path.iterdir()] == ["out.yaml"]
+
+
+def test_atomic_save_keeps_the_existing_files_permissions(tmp_path: Path) -> None:
+    wf = load_workflow(EXAMPLES[0])
+    target = tmp_path / "shared.yaml"
+    target.write_text("old", encoding="utf-8")
+    target.chmod(0o644)
+    save_workflow_atomic(wf, target)
+    assert target.stat().st_mode & 0o777 == 0o644

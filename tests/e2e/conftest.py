@@ -97,14 +97,9 @@ def studio(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 
 @pytest.fixture(scope="session")
-def browser() -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"Chromium is not installed at {CHROMIUM} (Debian: apt-get install chromium)")
-    with sync_api.sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+def browser(chromium_browser: Any) -> Any:
+    """The session's one Chromium (tests/conftest.py)."""
+    return chromium_browser
 
 
 @dataclass

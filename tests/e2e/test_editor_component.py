@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright import sync_api as playwright_sync
 
 from app import workflow as workflow_mod
 from nodes import registry
@@ -45,11 +44,9 @@ def static_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def editor_browser() -> Iterator[Any]:
-    with playwright_sync.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+def editor_browser(chromium_browser: Any) -> Any:
+    """The session's one Chromium (tests/conftest.py)."""
+    return chromium_browser
 
 
 class EditorPage:

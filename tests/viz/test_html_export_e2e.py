@@ -20,14 +20,9 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "viz"
 
 
 @pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    sync_api = pytest.importorskip("playwright.sync_api")
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"Chromium is not installed at {CHROMIUM}")
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
-        yield browser
-        browser.close()
+def chromium(chromium_browser: Any) -> Any:
+    """The session's one Chromium (tests/conftest.py)."""
+    return chromium_browser
 
 
 @pytest.fixture
