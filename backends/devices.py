@@ -87,22 +87,20 @@ def default_threads() -> int:
     return n if n <= 4 else max(4, n // 2)
 
 
-def _flash_attn_mode(spec: ModelSpec, offloading: bool) -> str:
-    """"on" when the spec asks (flash_attn: true, or option flash_attn: on/off/auto). Otherwise "auto" (llama.cpp
-    decides) when layers run on a GPU, and "off" on CPU: there llama.cpp's flash-attention kernel decodes many
-    sequences over a long shared prompt about half as fast as the matrix-multiply path. Flash attention's
-    sequential softmax is what makes a repeated request bit-identical when its prompt comes from the prefix
-    cache; without it repeats agree only until a rounding difference flips a sampled token."""
+def _flash_attn_mode(spec: ModelSpec) -> str:
+    """"on" when the spec asks (flash_attn: true, or option flash_attn: on), "off" for option flash_attn: off,
+    else "auto": llama.cpp enables flash attention wherever the device supports it (CPU included). Measured
+    on 2 CPU cores with the prefix cache holding ~1,700 tokens, 16 samples x 64 tokens took 10.7 s with it
+    and 17.3 s without (the matrix-multiply path also computes every masked cached cell), and its
+    sequential softmax makes a repeated request bit-identical when its prompt comes from the prefix cache."""
     if spec.flash_attn:
         return "on"
-    option = str(spec.option("flash_attn", "")).lower()
+    option = str(spec.option("flash_attn", "auto")).lower()
     if option in ("on", "true", "1"):
         return "on"
     if option in ("off", "false", "0"):
         return "off"
-    if option == "auto":
-        return "auto"
-    return "auto" if offloading else "off"
+    return "auto"
 
 
 def resolve_device(spec: ModelSpec) -> dict[str, Any]:
@@ -132,7 +130,7 @@ def resolve_device(spec: ModelSpec) -> dict[str, Any]:
     if spec.n_ctx < 0:
         raise BackendError(f"n_ctx must be positive (or 0 for the model's own length), got {spec.n_ctx}.")
     used = "cpu" if n_gpu_layers == 0 else ("metal" if info["metal"] else "gpu")
-    flash_attn = _flash_attn_mode(spec, offloading=n_gpu_layers != 0)
+    flash_attn = _flash_attn_mode(spec)
     return {
         "device": used,
         "requested": device,

@@ -216,7 +216,7 @@ def test_info_reports_model_device_build_and_engine(llama) -> None:
     assert info["backend"] == "llama.cpp"
     assert info["model"]["quantization"] == "Q4_1"
     assert info["device"]["device"] == "cpu" and info["device"]["n_gpu_layers"] == 0
-    assert info["device"]["flash_attn"] is False  # CPU default: the faster path for long shared prompts
+    assert info["device"]["flash_attn"] is True  # llama.cpp's "auto" turns it on for CPU
     assert "gpu_offload" in info["build"] and info["build"]["system_info"]
     assert info["engine"]["requests"] >= 1
     assert llama.model_id.startswith("SmolLM2-135M-Instruct.Q4_1.gguf#") and "@cpu" in llama.model_id
