@@ -162,7 +162,8 @@ def test_beam_search(scheduler: Scheduler) -> None:
     path = tree["chosen_path"]
     assert path[0] == 0 and all(nodes[b]["parent"] == a for a, b in itertools.pairwise(path))
     assert all(nodes[i]["chosen"] for i in path) and sum(n["chosen"] for n in tree["nodes"]) == len(path)
-    assert result.outputs["solution"] == "\n".join(nodes[i]["text"] for i in path[1:])
+    # the node's answer is the chosen path as the model wrote it (each step after its lead), stripped
+    assert result.outputs["solution"] == "\n".join(nodes[i]["lead"] + nodes[i]["text"] for i in path[1:]).strip()
     (vote,) = events(recorder, "vote", "vote")
     check_vote_adds_up(vote, len(result.node_outputs["search"]["candidates"]))
 
