@@ -26,6 +26,11 @@ STAT_KEYS = (
 )
 """Engine counters, all created up front so other threads can copy the Counter while it is updated."""
 
+PARK_COST_SHARE = 32
+"""Without flash attention a kept prompt that is never reused costs at most 1/PARK_COST_SHARE of its own
+evaluation before it expires; reuse in workflows mostly comes at once (the next node, the next refinement
+round), and the expiry clock counts decoded tokens, so idle time between runs costs nothing."""
+
 DECODE_ERRORS = {
     -1: "invalid input batch",
     2: "aborted",
@@ -92,6 +97,7 @@ class Engine:
         n_batch: int = 512,
         n_seq_max: int = 64,
         prefix_cache_tokens: int = 2048,
+        park_expiry_tokens: int | None = None,
     ) -> None:
         self.model = model
         self.lib = model._lib
@@ -121,7 +127,9 @@ class Engine:
         self.kv_size = int(self.lib.llama_n_ctx(self.ctx))
         self.mem = self.lib.llama_get_memory(self.ctx)
         self.batch = BatchBuilder(self.lib, self.n_batch, n_seq_max, max_outputs=max(n_seq_max, 256))
-        self.table = SequenceTable(n_seq_max, prefix_cache_tokens, self.remove_seq_cells)
+        if park_expiry_tokens is None:  # idle cached prompts cost attention only without flash attention
+            park_expiry_tokens = 0 if self.flash_attn else model.attention_break_even_tokens() // PARK_COST_SHARE
+        self.table = SequenceTable(n_seq_max, prefix_cache_tokens, self.remove_seq_cells, park_expiry_tokens or None)
         self.stats: collections.Counter[str] = collections.Counter({key: 0 for key in STAT_KEYS})
         self._logits_views: dict[int, np.ndarray] = {}
         self._cond = threading.Condition()
@@ -163,6 +171,8 @@ class Engine:
             "parked_prompts": self.table.n_parked,
             "parked_tokens": self.table.parked_tokens,
             "prefix_evictions": self.table.evictions,
+            "prefix_expired": self.table.expired,
+            "prefix_expiry_tokens": self.table.expire_after,
         }
 
     def close(self) -> None:
@@ -261,6 +271,7 @@ class Engine:
             self._decode_failed(rc, in_batch)
             return
         self.stats["tokens_decoded"] += batch.n
+        self.table.advance(batch.n)
         self.stats["max_batch_tokens"] = max(self.stats["max_batch_tokens"], batch.n)
         for job in in_batch:
             if id(job) in prefill_jobs:

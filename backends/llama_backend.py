@@ -37,11 +37,17 @@ DEFAULT_N_BATCH = 512
 MAX_KV_CELLS_DEFAULT = 16384
 
 
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
 class LlamaBackend:
     """One GGUF model on llama.cpp, shared by every node and run that asks for it (via the ModelPool).
     Options (ModelSpec.options): kv_size (KV cells shared by all sequences; default 2 × n_ctx, at most
     16384), n_seq_max (parallel sequences, default 64), n_batch (tokens per decode step, default 512),
-    prefix_cache_tokens (tokens of finished prompts kept for reuse, default kv_size / 4)."""
+    prefix_cache_tokens (tokens of finished prompts kept for reuse, default kv_size / 4), prefix_cache_expiry
+    (tokens decoded before an idle kept prompt is dropped; default: never with flash attention, else 1/32 of
+    the model's attention break-even, see LlamaModel.attention_break_even_tokens; 0 = never)."""
 
     def __init__(self, path: str | Path, spec: ModelSpec | None = None, device: dict[str, Any] | None = None) -> None:
         self.path = Path(path).expanduser().resolve()
@@ -64,6 +70,7 @@ class LlamaBackend:
                 n_batch=int(self.spec.option("n_batch", DEFAULT_N_BATCH)),
                 n_seq_max=int(self.spec.option("n_seq_max", DEFAULT_N_SEQ_MAX)),
                 prefix_cache_tokens=int(self.spec.option("prefix_cache_tokens", kv_size // 4)),
+                park_expiry_tokens=_optional_int(self.spec.option("prefix_cache_expiry")),
             )
         except BaseException:
             self.model.close()

@@ -3,7 +3,6 @@ prefix cache of finished prompts kept resident (LRU-evicted by id pressure and a
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,20 +36,31 @@ class PrefixMatch:
 
 class SequenceTable:
     """Which sequence ids are free, which hold live KV (with the tokens at positions 0..k-1), and which are
-    parked prompts kept for reuse. The engine thread is its only user; `remove_seq` drops a sequence's cells."""
+    parked prompts kept for reuse. The engine thread is its only user; `remove_seq` drops a sequence's cells.
 
-    def __init__(self, n_seq: int, budget_tokens: int, remove_seq: Callable[[int], None]) -> None:
+    Time is counted in tokens decoded (`advance`), not seconds: an idle parked prompt costs attention work on
+    every decoded token (without flash attention every token attends over every used cell), so it expires
+    once `expire_after` tokens were decoded since its last use, the point where keeping it has cost as much
+    as evaluating it again would (ski rental). None keeps parked prompts until the budget or ids push them out."""
+
+    def __init__(
+        self, n_seq: int, budget_tokens: int, remove_seq: Callable[[int], None], expire_after: int | None = None
+    ) -> None:
         self.n_seq = n_seq
         self.budget_tokens = budget_tokens
+        self.expire_after = expire_after
+        self.clock = 0
+        """Tokens decoded so far (prompt and sampled, all sequences)."""
         self._remove_seq = remove_seq
         self._free = list(range(n_seq - 1, -1, -1))  # pop() hands out low ids first
         self.sources: dict[int, list[int]] = {}
         """seq id -> tokens in its KV: parked prompts and the first sequence of each running request."""
-        self._parked: OrderedDict[int, float] = OrderedDict()  # seq id -> last use, oldest first
+        self._parked: OrderedDict[int, int] = OrderedDict()  # seq id -> clock at last use, oldest first
         self._end_logits: dict[int, tuple[int, Any]] = {}
         """Parked seq id -> (position, logits row) of its prompt's last token: a request with exactly that
         prompt starts sampling at once, from the very numbers the first request saw."""
         self.evictions = 0
+        self.expired = 0
         self._parked_tokens = 0
 
     # -- ids ------------------------------------------------------------------------------------------
@@ -102,7 +112,7 @@ class SequenceTable:
         if end_logits is not None and end_logits[0] < len(tokens):
             self._end_logits[seq_id] = end_logits
         self._parked_tokens += len(tokens)
-        self._parked[seq_id] = time.monotonic()
+        self._parked[seq_id] = self.clock
         self._parked.move_to_end(seq_id)
         while self._parked and self.parked_tokens > self.budget_tokens:
             self.evict(next(iter(self._parked)))
@@ -117,8 +127,20 @@ class SequenceTable:
 
     def touch(self, seq_id: int) -> None:
         if seq_id in self._parked:
-            self._parked[seq_id] = time.monotonic()
+            self._parked[seq_id] = self.clock
             self._parked.move_to_end(seq_id)
+
+    def advance(self, tokens: int) -> None:
+        """Count `tokens` more decoded tokens and expire parked prompts idle for longer than expire_after."""
+        self.clock += tokens
+        if self.expire_after is None:
+            return
+        while self._parked:
+            seq_id, last_use = next(iter(self._parked.items()))
+            if self.clock - last_use <= self.expire_after:
+                break
+            self.expired += 1
+            self.evict(seq_id)
 
     def evict(self, seq_id: int) -> None:
         self.evictions += 1

@@ -100,6 +100,25 @@ def test_prefix_cache_reuses_a_shared_header(llama) -> None:
     assert second.usage.prompt_tokens_evaluated <= second.usage.prompt_tokens - n_header + 2
 
 
+def test_idle_cached_prompts_expire_without_flash_attention() -> None:
+    """Without flash attention every decoded token attends over every used KV cell, so a kept prompt that
+    is not reused within the expiry window is dropped; with flash attention it stays."""
+    header = "You are a careful grader. " * 20 + f"Case {uuid.uuid4().hex[:8]}.\n"
+    for flash, expect_reuse in (("off", False), ("on", True)):
+        window = {"prefix_cache_expiry": 20} if flash == "off" else {}  # the default window is ~120 tokens
+        engine = small_engine(flash_attn=flash, **window)
+        try:
+            engine.generate(header + "Grade answer A.", SamplingParams(max_tokens=2))
+            engine.generate("Count to ten:", SamplingParams(max_tokens=8, temperature=0.8), n=4)  # 32 tokens
+            again = engine.generate(header + "Grade answer B.", SamplingParams(max_tokens=2))
+            stats = engine.info()["engine"]
+        finally:
+            engine.close()
+        assert (again.usage.prompt_tokens_cached > 100) is expect_reuse, flash
+        assert (stats["prefix_expired"] > 0) is not expect_reuse, flash
+        assert stats["prefix_expiry_tokens"] == (20 if flash == "off" else None)
+
+
 def test_max_tokens_is_honoured(llama) -> None:
     result = llama.generate("Once upon a time", SamplingParams(max_tokens=5, temperature=0.7), n=3)
     for completion in result.completions:
@@ -217,6 +236,7 @@ def test_info_reports_model_device_build_and_engine(llama) -> None:
     assert info["model"]["quantization"] == "Q4_1"
     assert info["device"]["device"] == "cpu" and info["device"]["n_gpu_layers"] == 0
     assert info["device"]["flash_attn"] is True  # llama.cpp's "auto" turns it on for CPU
+    assert info["engine"]["prefix_expiry_tokens"] is None  # kept prompts cost nothing with flash attention
     assert "gpu_offload" in info["build"] and info["build"]["system_info"]
     assert info["engine"]["requests"] >= 1
     assert llama.model_id.startswith("SmolLM2-135M-Instruct.Q4_1.gguf#") and "@cpu" in llama.model_id

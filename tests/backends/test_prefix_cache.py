@@ -62,3 +62,29 @@ def test_end_logits_are_kept_only_for_their_position() -> None:
     assert table.end_logits(seq, 1) is None
     table.release(seq)
     assert table.end_logits(seq, 2) is None and table.parked_tokens == 0
+
+
+def test_parked_prompts_expire_after_the_decoded_token_window() -> None:
+    removed: list[int] = []
+    table = SequenceTable(4, 1000, removed.append, expire_after=10)
+    old, fresh = table.acquire(2)
+    table.park(old, [1] * 5)
+    table.advance(6)
+    table.park(fresh, [2] * 5)
+    table.advance(4)  # old: 10 tokens idle (kept), fresh: 4
+    assert removed == [] and table.n_parked == 2
+    table.advance(1)  # old: 11 > 10
+    assert removed == [old] and table.expired == 1 and table.n_parked == 1
+    table.touch(fresh)  # a reuse restarts its window
+    table.advance(10)
+    assert table.n_parked == 1
+    table.advance(1)
+    assert removed == [old, fresh] and table.expired == 2 and table.parked_tokens == 0
+
+
+def test_without_a_window_parked_prompts_never_expire() -> None:
+    table, removed = make_table()
+    (seq,) = table.acquire(1)
+    table.park(seq, [1, 2])
+    table.advance(10**9)
+    assert removed == [] and table.n_parked == 1 and table.clock == 10**9
