@@ -89,10 +89,14 @@ def default_threads() -> int:
 
 def _flash_attn_mode(spec: ModelSpec) -> str:
     """"on" when the spec asks (flash_attn: true, or option flash_attn: on), "off" for option flash_attn: off,
-    else "auto": llama.cpp enables flash attention wherever the device supports it (CPU included). Measured
-    on 2 CPU cores with the prefix cache holding ~1,700 tokens, 16 samples x 64 tokens took 10.7 s with it
-    and 17.3 s without (the matrix-multiply path also computes every masked cached cell), and its
-    sequential softmax makes a repeated request bit-identical when its prompt comes from the prefix cache."""
+    else "auto": llama.cpp enables flash attention wherever the device supports it (CPU included).
+
+    On CPU the matrix-multiply path (off) decodes faster behind a long shared prompt (2 cores, SmolLM2-135M,
+    16 sequences after 850 shared tokens: 84 ms per step against 119 ms), but in this llama.cpp build its
+    numbers depend on where a sequence's cells sit in the shared KV cache: the log-probability of one prompt's
+    first token moved between -1.48 and -1.61 with other sequences' cells in front of it, while flash
+    attention gave -1.5907 in every layout, batched or token by token, f16 or f32 cache. Requests that share
+    one cache must not change each other's numbers, so flash attention stays on."""
     if spec.flash_attn:
         return "on"
     option = str(spec.option("flash_attn", "auto")).lower()

@@ -136,3 +136,24 @@ def test_choice_logprobs_are_next_token_probabilities(llama) -> None:
     assert again.logprobs == choices.logprobs
     with pytest.raises(BackendError, match="no tokens"):
         llama.choice_logprobs(prompt, [""])
+
+
+def test_cells_of_other_requests_do_not_change_a_requests_numbers() -> None:
+    """The engine shares one KV cache between requests: with the default settings (flash attention, llama.cpp's
+    choice on CPU) a prompt's logprobs are the same whether the cache is empty or other requests' cells sit in
+    front of it. (Without flash attention this build's numbers move with the cache layout; see devices.py.)"""
+    from backends.llama_backend import LlamaBackend
+
+    question = [{"role": "user", "content": "Write a short story about a fox and a crow."}]
+    params = SamplingParams(max_tokens=3, temperature=0.0, logprobs=0)
+    firsts = []
+    for warm_up in (0, 33, 300):
+        engine = LlamaBackend(bundled_model_path(), ModelSpec(device="cpu", n_ctx=1024, options=(("kv_size", 2048),)))
+        try:
+            if warm_up:  # its prompt stays parked in the cache, in the cells in front of the next prompt
+                engine.generate("Once upon a time " * (warm_up // 4), SamplingParams(max_tokens=4), n=2)
+            result = engine.generate(question, params)
+        finally:
+            engine.close()
+        firsts.append([lp.logprob for lp in result.completions[0].logprobs])
+    assert firsts[0] == firsts[1] == firsts[2]

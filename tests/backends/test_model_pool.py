@@ -18,7 +18,7 @@ def test_resolve_device_maps_specs_to_llama_settings() -> None:
     auto = resolve_device(ModelSpec(device="auto"))
     assert auto["n_gpu_layers"] == (-1 if build_info()["gpu_offload"] else 0)
     assert resolve_device(ModelSpec(flash_attn=True))["flash_attn"] == "on"
-    assert resolve_device(ModelSpec())["flash_attn"] == "auto"
+    assert resolve_device(ModelSpec(device="cpu"))["flash_attn"] == "auto"  # llama.cpp turns it on for CPU
     assert resolve_device(ModelSpec(options=(("flash_attn", "off"),)))["flash_attn"] == "off"
     assert resolve_device(ModelSpec(device="cpu", n_gpu_layers=5))["n_gpu_layers"] == 5
     with pytest.raises(BackendError, match="Unknown device"):
