@@ -47,6 +47,7 @@ lint: setup
 bench: setup
 	$(BIN)/python benchmarks/bench_scheduler.py
 	$(BIN)/python benchmarks/bench_engine.py
+	$(BIN)/python benchmarks/bench_batch_scaling.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache test-artifacts
