@@ -1,5 +1,6 @@
 """Request state inside the batched engine: a generate request (N samples sharing one prompt) and a scoring
-request (continuations sharing one prefix). The engine thread owns them; request threads only read events."""
+request (continuations sharing one prefix). The engine thread owns them and they see it only as an EngineView;
+request threads only read events."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -26,10 +27,9 @@ from backends.base import (
     TokenLogprob,
     Usage,
 )
+from backends.batch import BatchBuilder
+from backends.engine_protocol import EngineView
 from backends.sampling_chain import SequenceSampler
-
-if TYPE_CHECKING:
-    from backends.engine import BatchBuilder, Engine
 
 
 def log_softmax_at(logits: np.ndarray, token: int) -> float:
@@ -85,7 +85,7 @@ class Job:
     def prefix_tokens(self) -> list[int]:
         raise NotImplementedError
 
-    def start(self, core: Engine) -> None:
+    def start(self, core: EngineView) -> None:
         raise NotImplementedError
 
     def add_decode_tokens(self, batch: BatchBuilder) -> None:
@@ -98,11 +98,11 @@ class Job:
     def rollback(self) -> None:
         """Forget what was added to a batch that failed to decode."""
 
-    def commit(self, core: Engine) -> None:
+    def commit(self, core: EngineView) -> None:
         """The batch decoded: advance state and read the logits rows this job asked for."""
         raise NotImplementedError
 
-    def release(self, core: Engine, park: bool) -> None:
+    def release(self, core: EngineView, park: bool) -> None:
         raise NotImplementedError
 
     def result(self) -> Any:
@@ -139,7 +139,7 @@ class PrefillMixin:
     _chunk: int
     usage: Usage
 
-    def _start_prefill(self, core: Engine, seq_ids: list[int], source: Any) -> bool:
+    def _start_prefill(self, core: EngineView, seq_ids: list[int], source: Any) -> bool:
         """Share the cached part of the prompt with `seq_ids`; True when the whole prompt was cached together
         with its last logits, so sampling can start without evaluating anything."""
         n_prompt = len(self.prompt)
@@ -170,7 +170,7 @@ class PrefillMixin:
         self._chunk = take
         return take
 
-    def _commit_prefill(self, core: Engine) -> bool:
+    def _commit_prefill(self, core: EngineView) -> bool:
         """Returns True when this commit completed the prompt (its last logits are then kept)."""
         if not self._chunk:
             return False
@@ -231,7 +231,7 @@ class GenerateJob(PrefillMixin, Job):
     def prefix_tokens(self) -> list[int]:
         return self.prompt
 
-    def start(self, core: Engine) -> None:
+    def start(self, core: EngineView) -> None:
         source, self.seq_ids = acquire_with_source(core, self.prompt, len(self.seeds))
         history = self.prompt if self.params.repeat_penalty != 1.0 else ()
         for i, (seed, seq_id) in enumerate(zip(self.seeds, self.seq_ids, strict=True)):
@@ -258,7 +258,7 @@ class GenerateJob(PrefillMixin, Job):
     def rollback(self) -> None:
         self._chunk = 0
 
-    def commit(self, core: Engine) -> None:
+    def commit(self, core: EngineView) -> None:
         started = time.perf_counter()
         if self._commit_prefill(core):
             self._prompt_done(core)
@@ -271,7 +271,7 @@ class GenerateJob(PrefillMixin, Job):
                     self._sample_next(core, sample, sample.row)
         self.usage.decode_s += time.perf_counter() - started
 
-    def _prompt_done(self, core: Engine) -> None:
+    def _prompt_done(self, core: EngineView) -> None:
         """Every sample draws its first token from the prompt's last logits (kept as a copy)."""
         for sample in self.samples:
             if self.params.max_tokens == 0:
@@ -283,7 +283,7 @@ class GenerateJob(PrefillMixin, Job):
         if self.fed == len(self.prompt) and all(s.finish for s in self.samples):
             self.done = True
 
-    def _sample_next(self, core: Engine, sample: Sample, row: int) -> None:
+    def _sample_next(self, core: EngineView, sample: Sample, row: int) -> None:
         """Sample from batch row `row`, or from the saved prompt logits when row is -1."""
         if row < 0:
             assert self.prompt_logits is not None
@@ -344,11 +344,11 @@ class GenerateJob(PrefillMixin, Job):
             self.events.put(("token", sample.index, sample.text[sample.emitted : safe]))
             sample.emitted = safe
 
-    def _finish(self, core: Engine, sample: Sample, reason: str) -> None:
+    def _finish(self, core: EngineView, sample: Sample, reason: str) -> None:
         self._finish_sample(core, sample, reason)
         self._check_done()
 
-    def _finish_sample(self, core: Engine, sample: Sample, reason: str) -> None:
+    def _finish_sample(self, core: EngineView, sample: Sample, reason: str) -> None:
         sample.finish = reason
         sample.pending = -1
         sample.time_s = time.perf_counter() - self.submitted
@@ -374,7 +374,7 @@ class GenerateJob(PrefillMixin, Job):
         ]
         return GenerateResult(prompt_text=self.prompt_text, completions=completions, usage=self.usage)
 
-    def release(self, core: Engine, park: bool) -> None:
+    def release(self, core: EngineView, park: bool) -> None:
         for sample in self.samples:
             sample.sampler.free()
         for seq_id in self.seq_ids:
@@ -420,7 +420,7 @@ class ScoreJob(PrefillMixin, Job):
     def prefix_tokens(self) -> list[int]:
         return self.prompt
 
-    def start(self, core: Engine) -> None:
+    def start(self, core: EngineView) -> None:
         source, self.seq_ids = acquire_with_source(core, self.prompt, self.needed_ids())
         if not self.first_token_only:
             self._spare_id = self.seq_ids[1]
@@ -455,7 +455,7 @@ class ScoreJob(PrefillMixin, Job):
         self._chunk = 0
         self._rows = []
 
-    def commit(self, core: Engine) -> None:
+    def commit(self, core: EngineView) -> None:
         if self._commit_prefill(core):
             self._prefix_done(core)
         elif self._rows:
@@ -472,7 +472,7 @@ class ScoreJob(PrefillMixin, Job):
             self._launch(core)
             self._check_done()
 
-    def _prefix_done(self, core: Engine) -> None:
+    def _prefix_done(self, core: EngineView) -> None:
         assert self.prompt_logits is not None
         for i, cont in enumerate(self.conts):
             if cont:
@@ -488,7 +488,7 @@ class ScoreJob(PrefillMixin, Job):
     def _all_scored(self) -> bool:
         return self._next_cont >= len(self.conts) and not self._running
 
-    def _recycle(self, core: Engine, seq_id: int) -> None:
+    def _recycle(self, core: EngineView, seq_id: int) -> None:
         core.remove_seq_cells(seq_id)
         if seq_id == self._spare_id:
             self._own_free.append(seq_id)
@@ -496,7 +496,7 @@ class ScoreJob(PrefillMixin, Job):
             core.table.release(seq_id)
             self.seq_ids.remove(seq_id)
 
-    def _launch(self, core: Engine) -> None:
+    def _launch(self, core: EngineView) -> None:
         """Start continuations on free sequences (the job's spare, plus any the table can spare now)."""
         n_prefix = len(self.prompt)
         while self._next_cont < len(self.conts):
@@ -525,7 +525,7 @@ class ScoreJob(PrefillMixin, Job):
                   for lps in self.token_lps]
         return ScoreResult(scores=scores, usage=self.usage)
 
-    def release(self, core: Engine, park: bool) -> None:
+    def release(self, core: EngineView, park: bool) -> None:
         for seq_id in self.seq_ids:
             if park and seq_id == self.seq_ids[0]:
                 core.table.park(seq_id, self.kv0, self._park_entry())
@@ -534,7 +534,7 @@ class ScoreJob(PrefillMixin, Job):
         self.seq_ids = []
 
 
-def acquire_with_source(core: Engine, prompt: list[int], n_ids: int) -> tuple[Any, list[int]]:
+def acquire_with_source(core: EngineView, prompt: list[int], n_ids: int) -> tuple[Any, list[int]]:
     """The best cached prefix for `prompt` and `n_ids` fresh sequence ids (giving up the prefix when its
     parked sequence is the only id left to evict)."""
     source = core.table.longest_prefix(prompt)
