@@ -13,8 +13,8 @@ from __future__ import annotations
 import random
 import sys
 
-from nodes.adaptive import batch_plan, stop_decision
-from nodes.voting import majority_vote
+from nodes.algorithms.adaptive import batch_plan, stop_decision
+from nodes.algorithms.voting import majority_vote
 
 
 def simulate(p: float, n: int, batch: int, min_samples: int, rng: random.Random, k: int = 3,

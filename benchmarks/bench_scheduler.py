@@ -19,10 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import networkx as nx
 
-from app.events import Event
-from app.scheduler import Scheduler
-from app.validation import build_graph
-from app.workflow import InputSpec, NodeSpec, Workflow
+from app.run.events import Event
+from app.run.scheduler import Scheduler
+from app.workflow.spec import InputSpec, NodeSpec, Workflow
+from app.workflow.validation import build_graph
 from backends.base import SamplingParams
 from backends.fake import FakeBackend
 from nodes.base import TEXT, NodeKind, Param, Port

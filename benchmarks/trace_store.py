@@ -15,8 +15,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app import events as ev
-from app.events import Event
+from app.run import events as ev
+from app.run.events import Event
 from app.traces import TraceStore
 from app.traces.db import create_trace_engine, ensure_schema
 from app.traces.writer import EventWriter

@@ -32,6 +32,28 @@ def port_compatible(source: str, target: str) -> bool:
     return source == target or target == JSON or (source == NUMBER and target == TEXT)
 
 
+def port_compatibility() -> dict[str, list[str]]:
+    """The port rule as a table (source type -> the input types it may feed), for the editor."""
+    return {s: [t for t in PORT_TYPES if port_compatible(s, t)] for s in PORT_TYPES}
+
+
+# ---------------------------------------------------------------- node ids
+
+NODE_ID_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*", re.ASCII)
+"""A node id: starts with a letter or _, then letters, digits, _ and - (it appears in refs `id.port`)."""
+RESERVED_NODE_IDS = ("inputs", "outputs")
+"""Ids that name the workflow's own sections in refs (`inputs.question`), so no node may take them."""
+
+
+def node_id_problem(node_id: str) -> str | None:
+    """Why `node_id` cannot be a node id, or None when it can."""
+    if not NODE_ID_RE.fullmatch(node_id):
+        return "must start with a letter or _ and use only letters, digits, _ and -"
+    if node_id in RESERVED_NODE_IDS:
+        return f"{node_id!r} is reserved for the workflow's {node_id} section"
+    return None
+
+
 @dataclass(frozen=True)
 class Port:
     name: str

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable
+from types import ModuleType
 from typing import Any
 
-from nodes.base import NodeKind
+from nodes.base import NODE_ID_RE, PORT_TYPES, RESERVED_NODE_IDS, TEMPLATE_VAR, NodeKind, port_compatibility
+from nodes.kinds import generate, io, refine, search, verify, vote
+from nodes.scoring import RESERVED_VARS
 
-NODE_MODULES = ("nodes.io", "nodes.generate", "nodes.verify", "nodes.vote", "nodes.refine", "nodes.search")
-"""Modules whose NodeKind subclasses (with a `kind`) make up the default registry."""
+NODE_MODULES = (io, generate, verify, vote, refine, search)
+"""Modules whose NodeKind subclasses (with a `kind`) make up the default registry, in palette order.
+A new kind: a class in nodes/kinds/ (a new module goes here too)."""
 
 
 class NodeRegistry:
@@ -37,10 +40,9 @@ class NodeRegistry:
         return [cls.schema() for cls in self._kinds.values()]
 
 
-def node_classes(module_names: Iterable[str] = NODE_MODULES) -> list[type[NodeKind]]:
+def node_classes(modules: Iterable[ModuleType] = NODE_MODULES) -> list[type[NodeKind]]:
     classes: list[type[NodeKind]] = []
-    for name in module_names:
-        module = importlib.import_module(name)
+    for module in modules:
         for obj in vars(module).values():
             if (
                 isinstance(obj, type)
@@ -55,3 +57,16 @@ def node_classes(module_names: Iterable[str] = NODE_MODULES) -> list[type[NodeKi
 def default_registry() -> NodeRegistry:
     """A registry of every built-in node kind."""
     return NodeRegistry(node_classes())
+
+
+def graph_rules() -> dict[str, Any]:
+    """The wiring rules the editor applies as the user edits, exported from their one Python source so
+    the browser never re-types them: node ids, template variables, port compatibility."""
+    return {
+        "node_id_pattern": NODE_ID_RE.pattern,
+        "reserved_ids": list(RESERVED_NODE_IDS),
+        "template_var_pattern": TEMPLATE_VAR.pattern,
+        "reserved_vars": list(RESERVED_VARS),
+        "port_types": list(PORT_TYPES),
+        "port_compatibility": port_compatibility(),
+    }

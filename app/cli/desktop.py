@@ -1,4 +1,4 @@
-"""`metagen desktop`: the studio in its own window on this computer (see app.desktop)."""
+"""`metagen desktop`: the studio in its own window on this computer (see app.desktop.window)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from app.desktop import DesktopOptions, Studio, run_desktop
+from app.desktop.window import DesktopOptions, Studio, run_desktop
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +34,8 @@ def studio_factory(dry_run: bool = False):  # type: ignore[no-untyped-def]
     """Builds the same app as `metagen ui`, in local mode (the desktop never serves beyond this computer)."""
 
     def build() -> Studio:
-        from app.service import StudioService
-        from app.share import SharePolicy
+        from app.service.studio import StudioService
+        from app.share.policy import SharePolicy
         from app.ui.app import build_app, launch_kwargs
 
         service = StudioService(policy=SharePolicy.local(), dry_run=dry_run)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.share import (
+from app.share.policy import (
     SHARE_MAX_CONCURRENT_RUNS,
     SHARE_MAX_LM_CALLS,
     SHARE_MAX_SECONDS,

@@ -9,9 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from app.fileio import atomic_write_text
-
-EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
+from app.cli.exit_codes import EXIT_FAILED, EXIT_INVALID, EXIT_OK
+from app.platform.fileio import atomic_write_text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from app.share_cli import add_share_arguments, launch_with_share, policy_from_args
+from app.cli.share_flags import add_share_arguments, launch_with_share, policy_from_args
 
 log = logging.getLogger(__name__)
 
@@ -44,20 +44,20 @@ def listen_error(host: str, port: int, exc: OSError) -> str:
 
 def cmd_ui(args: argparse.Namespace) -> int:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    from app.service import StudioService
+    from app.service.studio import StudioService
     from app.ui.app import build_app, launch_kwargs
 
     if not 0 < args.port < 65536:
-        print(f"error: --port must be between 1 and 65535, got {args.port}", file=sys.stderr)  # noqa: T201
+        print(f"error: --port must be between 1 and 65535, got {args.port}", file=sys.stderr)
         return 2
     if args.workflows and Path(args.workflows).expanduser().exists() and not Path(args.workflows).expanduser().is_dir():
-        print(f"error: --workflows {args.workflows} is a file; give the folder that holds (or will hold) your "  # noqa: T201
+        print(f"error: --workflows {args.workflows} is a file; give the folder that holds (or will hold) your "
               "workflow .yaml files", file=sys.stderr)
         return 2
     try:
         policy = policy_from_args(args, args.host)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)  # noqa: T201
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     service = StudioService(
         policy=policy,
@@ -72,10 +72,10 @@ def cmd_ui(args: argparse.Namespace) -> int:
                                      inbrowser=not args.no_browser, quiet=True, show_error=False,
                                      **launch_kwargs(service))
         for line in [*launched.lines(policy), "Ctrl+C stops it."]:
-            print(line, file=sys.stderr, flush=True)  # noqa: T201
+            print(line, file=sys.stderr, flush=True)
         demo.block_thread()
     except OSError as exc:
-        print(f"error: {listen_error(args.host, args.port, exc)}", file=sys.stderr)  # noqa: T201
+        print(f"error: {listen_error(args.host, args.port, exc)}", file=sys.stderr)
         return 1
     finally:
         service.close()

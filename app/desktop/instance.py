@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from app.fileio import atomic_write_text
+from app.platform.fileio import atomic_write_text
 
 log = logging.getLogger(__name__)
 

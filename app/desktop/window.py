@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app import paths
-from app.instance import AlreadyRunningError, InstanceInfo, InstanceLock, url_responds, wait_for_url
-from app.share import list_workflow_names, workflow_path
+from app.desktop.instance import AlreadyRunningError, InstanceInfo, InstanceLock, url_responds, wait_for_url
+from app.platform import paths
+from app.workflow.files import list_workflow_names, workflow_path
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ def prepare_user_data(examples: Path | None = None) -> FirstStart:
             report.created.append(folder)
     if examples is None:
         try:
-            from app.resources import examples_dir
+            from app.platform.resources import examples_dir
 
             examples = examples_dir()
         except FileNotFoundError as exc:
@@ -77,7 +77,7 @@ def prepare_user_data(examples: Path | None = None) -> FirstStart:
             shutil.copyfile(workflow_path(examples, name), target)
             report.examples_copied.append(name)
         done.add(name)
-    from app.fileio import atomic_write_text
+    from app.platform.fileio import atomic_write_text
 
     atomic_write_text(marker, "\n".join(sorted(done)) + "\n")
     return report

@@ -10,8 +10,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from app.fileio import atomic_write_text
-from app.paths import settings_path
+from app.platform.fileio import atomic_write_text
+from app.platform.paths import settings_path
 from backends.base import LLMBackend, ModelSpec
 
 log = logging.getLogger(__name__)

@@ -7,8 +7,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from app import events as ev
-from app.events import Event
+from app.run import events as ev
+from app.run.events import Event
 
 QUEUED, RUNNING = "queued", "running"
 FINISHED_STATES = ("succeeded", "failed", "cancelled", "budget_exceeded", "invalid")

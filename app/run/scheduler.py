@@ -14,12 +14,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from app import events as ev
-from app.events import Event, EventBus, Observer
-from app.models import DEFAULT_MODEL_ALIAS, model_specs
-from app.problems import Issue, WorkflowError, errors
-from app.validation import build_graph, check_input_value, split_ref, validate
-from app.workflow import Workflow
+from app.run import events as ev
+from app.run.events import Event, EventBus, Observer
+from app.workflow.model_specs import DEFAULT_MODEL_ALIAS, model_specs
+from app.workflow.problems import Issue, WorkflowError, errors
+from app.workflow.spec import Workflow
+from app.workflow.validation import build_graph, check_input_value, split_ref, validate
 from backends.base import (
     BackendError,
     CancelledError,

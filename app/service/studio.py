@@ -11,33 +11,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app import paths
-from app.fileio import atomic_write_text
-from app.problems import Issue, WorkflowError, errors
-from app.scheduler import Budget, CancelToken, RunResult, Scheduler, resolve_inputs
-from app.share import (
-    QueueFullError,
-    RunGate,
+from app.platform import paths
+from app.platform.fileio import atomic_write_text
+from app.run.live_run import LiveRun
+from app.run.scheduler import Budget, CancelToken, RunResult, Scheduler, resolve_inputs
+from app.service.errors import UserError
+from app.service.model_catalog import ModelCatalog
+from app.share.policy import (
     SharePolicy,
     check_workflow_allowed,
-    list_workflow_names,
     resolve_model_choices,
-    safe_workflow_name,
-    workflow_path,
 )
-from app.ui.live_run import LiveRun
-from app.validation import validate
-from app.workflow import Workflow, load_workflow_text, workflow_from_dict
+from app.share.run_gate import QueueFullError, RunGate
+from app.workflow.files import list_workflow_names, safe_workflow_name, workflow_path
+from app.workflow.problems import Issue, WorkflowError, errors
+from app.workflow.spec import Workflow, load_workflow_text, workflow_from_dict
+from app.workflow.validation import validate
 from nodes.registry import NodeRegistry, default_registry
 
 log = logging.getLogger(__name__)
 
 MAX_KEPT_RUNS = 50
 """Finished live runs kept in memory for the UI (older ones are read from the trace store)."""
-
-
-class UserError(ValueError):
-    """A request the user can fix; the message says what is wrong and how to fix it."""
 
 
 def issue_json(issue: Issue) -> dict[str, Any]:
@@ -60,7 +55,7 @@ class StudioService:
     """Everything the browser UI may ask of the app. One instance per app; thread-safe.
 
     Every workflow file access goes through `path_for(name)`, and every run through the policy's checks,
-    so share mode (app.share) plugs in at one place."""
+    so share mode (app.share.policy) plugs in at one place."""
 
     def __init__(
         self,
@@ -85,12 +80,12 @@ class StudioService:
         self.dry_run = dry_run
         self._pool = pool
         if provider is None:
-            from app.models import fake_provider, llama_provider
+            from app.run.providers import fake_provider, llama_provider
 
             if dry_run:
                 provider = fake_provider(latency_s=fake_latency_s)
             else:
-                from app.settings import with_device_settings
+                from app.platform.settings import with_device_settings
 
                 provider = with_device_settings(llama_provider(self.pool))
         self.scheduler = Scheduler(self.registry, provider, allow_python=self.policy.allow_python)
@@ -113,6 +108,15 @@ class StudioService:
 
             self._pool = ModelPool()
         return self._pool
+
+    @property
+    def loaded_pool(self) -> Any:
+        """The ModelPool if one was created, else None (never creates one)."""
+        return self._pool
+
+    @property
+    def share_mode(self) -> bool:
+        return self.policy.share_mode
 
     @property
     def trace_store(self) -> Any:
@@ -374,7 +378,7 @@ class StudioService:
 
 
 def _default_examples_dir() -> Path | None:
-    from app.resources import examples_dir
+    from app.platform.resources import examples_dir
 
     try:
         return examples_dir()
@@ -443,154 +447,3 @@ def output_views(outputs: dict[str, Any]) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------- models
 
 
-class ModelCatalog:
-    """The models the Models tab lists: the bundled one, GGUFs in the models folder, and files added by path;
-    with what llama.cpp will do with each (device, layers offloaded) and load/unload through the app's pool."""
-
-    def __init__(self, service: StudioService) -> None:
-        self._service = service
-        self._added: list[str] = []
-        self._lock = threading.Lock()
-
-    def _spec(self, path: str | None) -> Any:
-        """The spec a workflow would use for this file, with the remembered device settings applied."""
-        from app.settings import load_settings
-        from backends.base import ModelSpec
-
-        spec = ModelSpec() if path in (None, "", "bundled") else ModelSpec(source="path", path=path)
-        return load_settings().device.apply(spec)
-
-    def device_settings(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
-        from app.settings import load_settings
-
-        return asdict(load_settings().device)
-
-    def save_device_settings(self, values: dict[str, Any]) -> dict[str, Any]:
-        """Remember device / threads / GPU layers for models whose workflow leaves them open."""
-        if self._service.policy.share_mode:
-            raise UserError("device settings can only be changed by the owner, not on a shared app")
-        from app.settings import update_device_settings
-
-        try:
-            update_device_settings(values)
-        except ValueError as exc:
-            raise UserError(str(exc)) from None
-        return self.device_settings()
-
-    def entries(self) -> list[dict[str, Any]]:
-        from backends.gguf import model_file_info, scan_models
-
-        found: list[tuple[str, Any]] = []
-        try:
-            from backends.bundled import bundled_model_path
-
-            found.append(("bundled", model_file_info(bundled_model_path())))
-        except Exception as exc:
-            log.warning("bundled model unavailable: %s", exc)
-        seen = {info.path for _, info in found}
-        for info in scan_models(self._service.models_dir):
-            if info.path not in seen:
-                found.append(("models folder", info))
-                seen.add(info.path)
-        with self._lock:
-            added = list(self._added)
-        for path in added:
-            try:
-                info = model_file_info(path)
-            except Exception as exc:
-                log.warning("added model %s unreadable: %s", path, exc)
-                continue
-            if info.path not in seen:
-                found.append(("added", info))
-                seen.add(info.path)
-        loaded = self.loaded_paths()
-        rows = []
-        for source, info in found:
-            key = "bundled" if source == "bundled" else info.path
-            rows.append({
-                "key": key, "source": source, "name": info.name, "path": info.path, "size_bytes": info.size_bytes,
-                "quantization": info.quantization, "context_length": info.context_length,
-                "architecture": info.architecture, "device": self.device_for(key),
-                "loaded": info.path in loaded,
-            })
-        return rows
-
-    def device_for(self, key: str) -> str:
-        try:
-            from backends.devices import resolve_device
-
-            d = resolve_device(self._spec(key))
-        except Exception as exc:
-            return f"unavailable: {exc}"
-        layers = d["n_gpu_layers"]
-        offload = "no layers offloaded" if layers == 0 else ("all layers offloaded" if layers < 0 else
-                                                             f"{layers} layers offloaded")
-        return f"{d['device'].upper()} · {offload} · {d['threads']} threads"
-
-    def add(self, path: str) -> str:
-        if self._service.policy.share_mode:
-            raise UserError("adding model files is disabled on a shared app; the owner can add them to the "
-                            "models folder")
-        from backends.base import BackendError
-        from backends.gguf import model_file_info
-
-        clean = str(path or "").strip().strip('"')
-        if not clean:
-            raise UserError("type the path of a .gguf file first")
-        if Path(clean).expanduser().is_dir():
-            raise UserError(f"{clean} is a folder; give the path of a .gguf file in it (or make it the models "
-                            "folder with $METAGEN_MODELS)")
-        if not Path(clean).expanduser().is_file():
-            raise UserError(f"no file at {clean}; check the path")
-        try:
-            info = model_file_info(clean)
-        except (BackendError, OSError, ValueError) as exc:
-            raise UserError(f"{clean} is not a usable GGUF model: {exc}") from None
-        with self._lock:
-            if info.path not in self._added:
-                self._added.append(info.path)
-        return info.path
-
-    def loaded_paths(self) -> set[str]:
-        pool = self._service._pool
-        if pool is None:
-            return set()
-        paths_: set[str] = set()
-        for item in pool.loaded():
-            path = _loaded_path(item)
-            if path:
-                paths_.add(path)
-        return paths_
-
-    def load(self, key: str) -> None:
-        if self._service.dry_run:
-            raise UserError("this app runs with --dry-run (a fake model); start it without --dry-run to load models")
-        from backends.base import BackendError
-
-        try:
-            self._service.pool.get(self._spec(key))
-        except BackendError as exc:
-            raise UserError(str(exc)) from None
-
-    def unload(self, key: str) -> bool:
-        pool = self._service._pool
-        if pool is None:
-            return False
-        entry = next((e for e in self.entries() if e["key"] == key), None)
-        if entry is None:
-            raise UserError(f"no model {key!r} in the list")
-        busy = [item for item in pool.loaded() if _loaded_path(item) == entry["path"] and item.get("busy")]
-        if busy:
-            raise UserError(f"{entry['name']} is answering a run right now; cancel the run or wait, then unload")
-        return bool(pool.unload(entry["path"]))
-
-
-def _loaded_path(item: Any) -> str | None:
-    """The model file path of an entry of ModelPool.loaded() (a dict, an object or a key tuple)."""
-    if isinstance(item, dict):
-        value = item.get("path")
-    else:
-        value = getattr(item, "path", None)
-    return str(Path(value).resolve()) if value else None

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from app.problems import WorkflowError
-from app.share import safe_workflow_name
-from app.workflow import Workflow, load_workflow_text
+from app.workflow.files import safe_workflow_name
+from app.workflow.problems import WorkflowError
+from app.workflow.spec import Workflow, load_workflow_text
 
 PAYLOAD_VERSION = 1
 MAX_PAYLOAD_CHARS = 16 * 1024

@@ -5,23 +5,18 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
-import re
-import threading
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from app.problems import Issue
-from app.scheduler import Budget
-from app.workflow import Workflow
+from app.run.scheduler import Budget
+from app.workflow.problems import Issue
+from app.workflow.spec import Workflow
 
 log = logging.getLogger(__name__)
 
 SHARE_MODE_ENV = "METAGEN_SHARE_MODE"
-WORKFLOW_SUFFIX = ".yaml"
-MAX_NAME_LENGTH = 100
 
 # Server-side caps applied to every run in share mode (a visitor's budget can only be lower).
 SHARE_MAX_LM_CALLS = 64
@@ -33,9 +28,6 @@ SHARE_MAX_N_CTX = 8192
 SHARE_MAX_THREADS = 4
 MODEL_SUFFIXES = (".gguf",)
 
-_NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_ .\-]*", re.ASCII)
-_WINDOWS_RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(1, 10)),
-                     *(f"lpt{i}" for i in range(1, 10))}
 # Model settings a visitor may set on a model; anything else (e.g. `options`, which reach llama.cpp
 # constructor kwargs such as lora paths) is refused in share mode.
 _SHARE_MODEL_KEYS = {"source", "path", "device", "n_ctx", "threads", "n_gpu_layers", "flash_attn"}
@@ -142,7 +134,7 @@ class SharePolicy:
         if not shared:
             return replace(cls.local(), auth=auth_pairs)
         if model_choices is None:
-            from app.paths import models_dir
+            from app.platform.paths import models_dir
 
             model_choices = scan_model_files(models_folder if models_folder is not None else models_dir())
         return cls(
@@ -208,59 +200,6 @@ def _is_bare_name(value: str) -> bool:
 
 
 # ------------------------------------------------------------------ workflow names
-
-
-def safe_workflow_name(name: str) -> str:
-    """A workflow name as stored in the workflows folder (without `.yaml`). Names are not paths:
-    separators, `..`, absolute paths, hidden names and odd characters are refused with a ValueError."""
-    if not isinstance(name, str):
-        raise ValueError(f"a workflow name must be text, got {type(name).__name__}")
-    raw = name.strip()
-    if raw.lower().endswith((".yaml", ".yml")):
-        raw = raw[: raw.rfind(".")]
-    shown = name if len(name) <= 60 else name[:60] + "..."
-    if not raw:
-        raise ValueError("the workflow name is empty; give it a name such as `my_workflow`")
-    if "/" in raw or "\\" in raw or raw.startswith("~") or os.path.isabs(raw) or ":" in raw:
-        raise ValueError(f"workflow name {shown!r} looks like a path; names are not paths: use a plain name "
-                         "such as `my_workflow` (letters, digits, space, _ . -)")
-    if ".." in raw:
-        raise ValueError(f"workflow name {shown!r} contains '..'; use a plain name such as `my_workflow`")
-    if len(raw) > MAX_NAME_LENGTH:
-        raise ValueError(f"workflow name is {len(raw)} characters long; keep it under {MAX_NAME_LENGTH + 1}")
-    if not _NAME_RE.fullmatch(raw):
-        raise ValueError(f"workflow name {shown!r} has characters that are not allowed; use letters, digits, "
-                         "space, _ . - and start with a letter or digit")
-    if raw.endswith((".", " ")):
-        raise ValueError(f"workflow name {shown!r} must not end with a dot or a space")
-    if raw.split(".")[0].lower() in _WINDOWS_RESERVED:
-        raise ValueError(f"workflow name {shown!r} is reserved by Windows; choose another name")
-    return raw
-
-
-def workflow_path(folder: Path, name: str) -> Path:
-    """The one place a workflow name becomes a file path: `folder/<safe name>.yaml`, always inside `folder`."""
-    safe = safe_workflow_name(name)
-    base = Path(folder).expanduser().resolve()
-    path = base / f"{safe}{WORKFLOW_SUFFIX}"
-    if path.parent != base:  # cannot happen for a safe name; kept as the last line of defence
-        raise ValueError(f"workflow name {name!r} would leave the workflows folder")
-    return path
-
-
-def list_workflow_names(folder: Path) -> list[str]:
-    """Names of the workflows saved in `folder` (files with odd names are skipped)."""
-    try:
-        entries = sorted(Path(folder).expanduser().glob(f"*{WORKFLOW_SUFFIX}"))
-    except OSError:
-        return []
-    names = []
-    for entry in entries:
-        try:
-            names.append(safe_workflow_name(entry.stem))
-        except ValueError:
-            log.debug("skipping workflow file with an unusable name: %s", entry)
-    return names
 
 
 # ------------------------------------------------------------------ workflow checks
@@ -355,57 +294,3 @@ def resolve_model_choices(wf: Workflow, policy: SharePolicy) -> Workflow:
 # ------------------------------------------------------------------ concurrent runs
 
 
-class QueueFullError(RuntimeError):
-    """Too many runs are waiting; the visitor should try again later."""
-
-
-class RunGate:
-    """Limits concurrent runs and the queue in front of them (share mode: 1 running, a few waiting)."""
-
-    def __init__(self, max_concurrent: int, max_queue: int) -> None:
-        self.max_concurrent = max(1, max_concurrent)
-        self.max_queue = max(0, max_queue)
-        self._cond = threading.Condition()
-        self._running = 0
-        self._waiting = 0
-
-    @classmethod
-    def for_policy(cls, policy: SharePolicy) -> RunGate:
-        return cls(policy.max_concurrent_runs, policy.max_queue)
-
-    @property
-    def running(self) -> int:
-        with self._cond:
-            return self._running
-
-    @property
-    def waiting(self) -> int:
-        with self._cond:
-            return self._waiting
-
-    @contextmanager
-    def slot(self, cancelled: Any = None, poll_s: float = 0.2) -> Iterator[int]:
-        """Wait for a run slot; yields the queue position the run had on arrival (0 = ran at once).
-        Raises QueueFullError when the queue is full; gives up when `cancelled()` becomes true."""
-        with self._cond:
-            position = 0
-            if self._running >= self.max_concurrent:
-                if self._waiting >= self.max_queue:
-                    raise QueueFullError(f"the app is busy: {self._running} run(s) running and {self._waiting} "
-                                         "waiting; try again in a minute")
-                self._waiting += 1
-                position = self._waiting
-                try:
-                    while self._running >= self.max_concurrent:
-                        if cancelled is not None and cancelled():
-                            raise QueueFullError("the run was cancelled while it waited for a free slot")
-                        self._cond.wait(poll_s)
-                finally:
-                    self._waiting -= 1
-            self._running += 1
-        try:
-            yield position
-        finally:
-            with self._cond:
-                self._running -= 1
-                self._cond.notify_all()

@@ -12,9 +12,9 @@ from typing import Any
 
 from sqlalchemy import delete
 
-from app import events as ev
-from app.events import Event
-from app.paths import trace_db_path
+from app.platform.paths import trace_db_path
+from app.run import events as ev
+from app.run.events import Event
 from app.traces import records
 from app.traces.db import TraceStoreError, create_trace_engine, ensure_schema
 from app.traces.exchange import export_record, import_document

@@ -12,8 +12,8 @@ from sqlalchemy import Engine, delete, select, update
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
-from app import events as ev
-from app.events import Event
+from app.run import events as ev
+from app.run.events import Event
 from app.traces.jsonutil import dumps, preview
 from app.traces.recovery import host_name, process_identity
 from app.traces.tables import CALLS, CANDIDATES, NODE_EVENTS, NODES, PROMPTS, RUNS

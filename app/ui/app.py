@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr
 
-from app.resources import static_dir
-from app.service import StudioService
+from app.platform.resources import static_dir
+from app.service.studio import StudioService
+from app.ui.assets import asset_tags
 from app.ui.editor_page import editor_page
+from app.ui.models_tab import models_tab
+from app.ui.share_links import share_links_component, wire_run_links
+from app.ui.traces_tab import traces_tab
 
 APP_TITLE = "Metagen Studio"
 STATIC_FILES = ("editor.css", "ui.css", "editor.js", "ui_bridge.js")
@@ -27,34 +30,14 @@ footer { display: none !important; }
 """
 
 
-def static_url(path: Path) -> str:
-    """URL of a static file served by Gradio (relative, so a proxy prefix keeps working); the mtime
-    busts browser caches after an update."""
-    return f"gradio_api/file={path.as_posix()}?v={int(path.stat().st_mtime)}"
-
-
 def static_head() -> str:
     """<link>/<script> tags for the editor page's JS and CSS (served from static/, never a CDN)."""
-    folder = static_dir()
-    tags = []
-    for name in STATIC_FILES:
-        path = folder / name
-        if not path.is_file():
-            continue
-        if name.endswith(".css"):
-            tags.append(f'<link rel="stylesheet" href="{static_url(path)}">')
-        else:
-            tags.append(f'<script src="{static_url(path)}"></script>')
-    return "\n".join(tags)
+    return asset_tags(STATIC_FILES)
 
 
 def build_app(service: StudioService) -> gr.Blocks:
     """The whole UI; every request goes through `service`, whose policy (local or share mode) was fixed
     when it was built, together with its scheduler and run queue."""
-    from app.share_ui import share_links_component, wire_run_links
-    from app.ui.models_tab import models_tab
-    from app.ui.traces_tab import traces_tab
-
     gr.set_static_paths([static_dir()])
     with gr.Blocks(title=APP_TITLE, analytics_enabled=False, fill_width=True) as demo:
         banner = service.policy.describe() + (" · dry run (fake model)" if service.dry_run else "")

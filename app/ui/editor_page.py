@@ -8,7 +8,9 @@ from typing import Any
 
 import gradio as gr
 
-from app.service import StudioService, UserError
+from app.service.errors import UserError
+from app.service.studio import StudioService
+from nodes.registry import graph_rules
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +107,7 @@ def _endpoint(fn: Callable[[StudioService, dict[str, Any]], Any], service: Studi
 def mg_init(service: StudioService, _payload: dict[str, Any]) -> dict[str, Any]:
     return {
         "schema": service.schema(),
+        "rules": graph_rules(),
         "workflows": service.list_workflows(),
         "examples": service.list_examples(),
         "share_mode": service.policy.share_mode,

@@ -7,7 +7,8 @@ from typing import Any
 
 import gradio as gr
 
-from app.service import StudioService, UserError
+from app.service.errors import UserError
+from app.service.studio import StudioService
 
 log = logging.getLogger(__name__)
 

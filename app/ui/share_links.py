@@ -9,7 +9,9 @@ from typing import Any
 
 import gradio as gr
 
-from app.deeplink import (
+from app.service.errors import UserError
+from app.service.studio import StudioService
+from app.share.deeplink import (
     PAYLOAD,
     RUN,
     WORKFLOW,
@@ -20,7 +22,7 @@ from app.deeplink import (
     run_link,
     workflow_link,
 )
-from app.service import StudioService, UserError
+from app.ui.assets import asset_tags
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,7 @@ SHARE_MARKUP = """
 </div>
 """
 
+SHARE_ASSETS = ("share_links.css", "share_links.js")
 JS_ON_LOAD = "window.MetagenShare && window.MetagenShare.start(element, server);"
 
 
@@ -130,16 +133,7 @@ def _endpoint(fn: Callable[[StudioService, dict[str, Any]], Any], service: Studi
 
 def share_links_component(service: StudioService) -> gr.HTML:
     """The "Copy share link" control and the deep-link opener of the editor page."""
-    from app.resources import static_dir
-    from app.ui.app import static_url
-
-    folder = static_dir()
-    tags = []
-    if (folder / "share_links.css").is_file():
-        tags.append(f'<link rel="stylesheet" href="{static_url(folder / "share_links.css")}">')
-    if (folder / "share_links.js").is_file():
-        tags.append(f'<script src="{static_url(folder / "share_links.js")}"></script>')
-    head = "\n".join(tags)
+    head = asset_tags(SHARE_ASSETS)
     return gr.HTML(value="", html_template=SHARE_MARKUP, js_on_load=JS_ON_LOAD, head=head,
                    server_functions=[_endpoint(sl_open_link, service), _endpoint(sl_make_links, service)],
                    elem_id=SHARE_ELEM_ID, apply_default_css=False, padding=False, container=False)

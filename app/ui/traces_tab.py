@@ -10,8 +10,8 @@ from typing import Any
 
 import gradio as gr
 
-from app.service import StudioService
-from app.share_ui import run_link_controls
+from app.service.studio import StudioService
+from app.ui.share_links import run_link_controls
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.workflow import Workflow
-from backends.base import LLMBackend, ModelSpec
+from app.workflow.spec import Workflow
+from backends.base import ModelSpec
 
 DEFAULT_MODEL_ALIAS = "main"
 
@@ -32,33 +32,3 @@ def model_specs(wf: Workflow) -> dict[str, ModelSpec]:
     return {alias: model_spec_from_dict(spec) for alias, spec in wf.models.items()}
 
 
-def fake_provider(**fake_kwargs: Any):  # type: ignore[no-untyped-def]
-    """A provider that answers every model with one shared FakeBackend (dry runs and unit tests)."""
-    from backends.fake import FakeBackend
-
-    backend = FakeBackend(**fake_kwargs)
-
-    def provide(spec: ModelSpec) -> LLMBackend:
-        return backend
-
-    return provide
-
-
-def llama_provider(pool: Any = None):  # type: ignore[no-untyped-def]
-    """The real provider: bundled/path specs go to a llama.cpp ModelPool (one loaded model per file and
-    device settings per pool), `source: fake` specs to a seeded-echo FakeBackend."""
-    from backends.fake import FakeBackend
-
-    fake = FakeBackend()
-
-    def provide(spec: ModelSpec) -> LLMBackend:
-        nonlocal pool
-        if spec.source == "fake":
-            return fake
-        if pool is None:
-            from backends.pool import ModelPool
-
-            pool = ModelPool()
-        return pool.get(spec)
-
-    return provide

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from app.problems import Issue, WorkflowError
+from app.workflow.problems import Issue, WorkflowError
 
 FORMAT_VERSION = 1
 TOP_LEVEL_KEYS = ("version", "name", "description", "models", "inputs", "nodes", "outputs", "layout")
@@ -378,6 +378,6 @@ def dump_yaml(data: Any) -> str:
 
 def save_workflow_atomic(wf: Workflow, path: str | Path) -> None:
     """Write the canonical YAML via a temp file + rename, so a crash never leaves half a file."""
-    from app.fileio import atomic_write_text
+    from app.platform.fileio import atomic_write_text
 
     atomic_write_text(Path(path), wf.to_yaml())

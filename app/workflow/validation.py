@@ -8,9 +8,9 @@ from typing import Any
 
 import networkx as nx
 
-from app.problems import Issue
-from app.workflow import INPUT_TYPES, NodeSpec, Workflow
-from nodes.base import JSON, NUMBER, TEXT, port_compatible
+from app.workflow.problems import Issue
+from app.workflow.spec import INPUT_TYPES, NodeSpec, Workflow
+from nodes.base import JSON, NUMBER, TEXT, node_id_problem, port_compatible
 from nodes.registry import NodeRegistry
 
 MODEL_SOURCES = ("bundled", "path", "fake")
@@ -120,9 +120,9 @@ def _check_node(wf: Workflow, registry: NodeRegistry, index: int, by_id: dict[st
 
     if not node.id:
         issues.append(Issue("missing_id", f"node #{index + 1} has no id", "add `id: a_short_name`", line=line()))
-    elif not node.id.replace("_", "").replace("-", "").isalnum() or node.id == "inputs":
-        issues.append(Issue("bad_id", f"node id {node.id!r} must be letters, digits, _ or - (and not 'inputs')",
-                            "rename the node", node_id=nid, line=line("id")))
+    elif (id_problem := node_id_problem(node.id)) is not None:
+        issues.append(Issue("bad_id", f"node id {node.id!r} {id_problem}", "rename the node", node_id=nid,
+                            line=line("id")))
     cls = registry.get(node.kind)
     if cls is None:
         if not node.kind:

@@ -12,7 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from backends.base import Completion, GenerateResult
-from nodes.adaptive import batch_plan, stop_decision
+from nodes.algorithms.adaptive import batch_plan, stop_decision
+from nodes.algorithms.extract import AnswerSpec, answer_params
 from nodes.base import (
     CANDIDATES,
     TEXT,
@@ -27,7 +28,6 @@ from nodes.base import (
     template_variables,
 )
 from nodes.decoding import build_prompt, decoding_params, decoding_problems, prompt_params, sampling_params
-from nodes.extract import AnswerSpec, answer_params
 
 
 def candidate_from(c: Completion, index: int, source: str, spec: AnswerSpec | None = None) -> Candidate:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodes.algorithms.extract import normalize_text
 from nodes.base import (
     CANDIDATES,
     JSON,
@@ -36,8 +37,7 @@ from nodes.decoding import (
     prompt_params,
     sampling_params,
 )
-from nodes.extract import normalize_text
-from nodes.verify import RESERVED_VARS, score_texts, scoring_params
+from nodes.scoring import RESERVED_VARS, score_texts, scoring_params
 
 CHECKS = ("none", "exact", "contains", "regex", "python", "llm_judge", "likelihood")
 DEFAULT_FEEDBACK = ("Task: {task}\n\nDraft answer:\n{draft}\n\n"

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from backends.base import GenerateResult
+from nodes.algorithms.beam import Frontier, SearchTree, TreeNode
 from nodes.base import (
     CANDIDATES,
     JSON,
@@ -32,9 +33,8 @@ from nodes.base import (
     Port,
     template_variables,
 )
-from nodes.beam import Frontier, SearchTree, TreeNode
 from nodes.decoding import build_prompt, decoding_params, decoding_problems, prompt_params, sampling_params
-from nodes.verify import RESERVED_VARS, score_texts, scoring_params
+from nodes.scoring import RESERVED_VARS, score_texts, scoring_params
 
 SCORERS = ("llm_judge", "likelihood", "regex", "python", "none")
 DEFAULT_STEP_JUDGE = ("Problem: {problem}\nPartial solution:\n{partial}\n"

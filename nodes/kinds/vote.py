@@ -14,10 +14,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from nodes.base import CANDIDATES, JSON, TEXT, CandidateSet, NodeContext, NodeError, NodeKind, Param, Port
-from nodes.extract import AnswerSpec, answer_params
-from nodes.mbr import UTILITIES, mbr_select, utility
-from nodes.voting import (
+from nodes.algorithms.extract import AnswerSpec, answer_params
+from nodes.algorithms.mbr import UTILITIES, mbr_select, utility
+from nodes.algorithms.voting import (
     TIE_BREAK_INDEX,
     VoteResult,
     best_of_n,
@@ -26,6 +25,7 @@ from nodes.voting import (
     threshold_vote,
     weighted_vote,
 )
+from nodes.base import CANDIDATES, JSON, TEXT, CandidateSet, NodeContext, NodeError, NodeKind, Param, Port
 
 METHODS = ("majority", "weighted", "best_of_n", "mbr", "threshold")
 NEEDS_SCORES = ("weighted", "best_of_n", "threshold")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from app.problems import WorkflowError
-from app.scheduler import resolve_inputs
-from app.workflow import load_workflow
+from app.run.scheduler import resolve_inputs
+from app.workflow.problems import WorkflowError
+from app.workflow.spec import load_workflow
 
 ROOT = Path(__file__).resolve().parents[2]
 

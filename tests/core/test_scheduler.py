@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from app import events as ev
-from app.events import EventRecorder
-from app.problems import WorkflowError
-from app.scheduler import Budget, Scheduler, derive_seed
-from app.workflow import load_workflow_text
+from app.run import events as ev
+from app.run.events import EventRecorder
+from app.run.scheduler import Budget, Scheduler, derive_seed
+from app.workflow.problems import WorkflowError
+from app.workflow.spec import load_workflow_text
 from backends.base import CancelToken, ModelSpec, SamplingParams
 from backends.fake import FakeBackend
 from nodes.base import CANDIDATES, TEXT, Candidate, CandidateSet, NodeError, NodeKind, Param, Port, render_template

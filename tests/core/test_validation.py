@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from app.validation import validate
-from app.workflow import load_workflow
+from app.workflow.spec import load_workflow
+from app.workflow.validation import validate
 from nodes.registry import default_registry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,7 +70,7 @@ def test_registry_declares_every_kind_with_ports_and_described_params() -> None:
 
 
 def test_unknown_kind_is_reported_once_not_again_by_the_outputs_reading_it() -> None:
-    from app.workflow import load_workflow_text
+    from app.workflow.spec import load_workflow_text
 
     wf = load_workflow_text("""version: 1
 name: typo

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
-from app.problems import WorkflowError
-from app.workflow import load_workflow
+from app.cli.main import main
+from app.workflow.problems import WorkflowError
+from app.workflow.spec import load_workflow
 
 
 def test_a_folder_is_a_clear_problem(tmp_path: Path) -> None:

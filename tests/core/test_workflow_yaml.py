@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from app.problems import WorkflowError
-from app.workflow import load_workflow, load_workflow_text, save_workflow_atomic
+from app.workflow.problems import WorkflowError
+from app.workflow.spec import load_workflow, load_workflow_text, save_workflow_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "workflows").glob("*.yaml"))

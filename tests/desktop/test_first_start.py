@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.desktop import native_window_problem, prepare_user_data
+from app.desktop.window import native_window_problem, prepare_user_data
 
 
 @pytest.fixture
@@ -42,7 +42,7 @@ def test_first_start_creates_folders_and_copies_examples(home: Path, tmp_path: P
 
 
 def test_shipped_examples_are_copied(home: Path) -> None:
-    from app.resources import examples_dir
+    from app.platform.resources import examples_dir
 
     shipped = sorted(p.stem for p in examples_dir().glob("*.yaml"))
     report = prepare_user_data()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.instance import AlreadyRunningError, InstanceLock, pid_alive, url_responds, wait_for_url
+from app.desktop.instance import AlreadyRunningError, InstanceLock, pid_alive, url_responds, wait_for_url
 
 
 def _dead_pid() -> int:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.settings import (
+from app.platform.settings import (
     DeviceSettings,
     Settings,
     device_settings_from,

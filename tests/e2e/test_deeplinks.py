@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 import pytest
 
-from app.deeplink import MAX_PAYLOAD_CHARS, encode_workflow
+from app.share.deeplink import MAX_PAYLOAD_CHARS, encode_workflow
 
 pytestmark = pytest.mark.e2e
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from app import workflow as workflow_mod
+from app.workflow import spec as workflow_mod
 from nodes import registry
 
 pytestmark = pytest.mark.e2e

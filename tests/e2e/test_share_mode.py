@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from app.deeplink import encode_workflow
+from app.share.deeplink import encode_workflow
 
 pytestmark = pytest.mark.e2e
 
@@ -83,7 +83,7 @@ def test_logged_in_visitors_cannot_fetch_files_by_path(studio: Any) -> None:
         except urllib.error.HTTPError as exc:
             return int(exc.code)
 
-    from app.resources import static_dir
+    from app.platform.resources import static_dir
 
     assert status(str(static_dir() / "share_links.js")) == 200  # the app's own static files
     assert status("/etc/passwd") == 403

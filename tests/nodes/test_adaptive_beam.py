@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from nodes.adaptive import batch_plan, stop_decision
-from nodes.beam import Frontier, SearchTree
+from nodes.algorithms.adaptive import batch_plan, stop_decision
+from nodes.algorithms.beam import Frontier, SearchTree
 
 
 def test_stop_once_the_leader_cannot_be_caught() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.extract import (
+from nodes.algorithms.extract import (
     AnswerSpec,
     boxed,
     canonical_number,

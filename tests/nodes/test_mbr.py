@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.mbr import chrf, exact_match, lcs_length, mbr_select, rouge_l, token_f1, utility
+from nodes.algorithms.mbr import chrf, exact_match, lcs_length, mbr_select, rouge_l, token_f1, utility
 
 
 def test_exact_match_ignores_case_and_spacing() -> None:

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from app.events import EventRecorder
-from app.models import fake_provider
-from app.problems import WorkflowError
-from app.scheduler import FAILED, SUCCEEDED, RunResult, Scheduler
-from app.validation import validate
-from app.workflow import workflow_from_dict
+from app.run.events import EventRecorder
+from app.run.providers import fake_provider
+from app.run.scheduler import FAILED, SUCCEEDED, RunResult, Scheduler
+from app.workflow.problems import WorkflowError
+from app.workflow.spec import workflow_from_dict
+from app.workflow.validation import validate
 from nodes.base import CandidateSet
 from nodes.registry import default_registry
 
@@ -68,7 +68,7 @@ def test_io_kinds_belong_to_their_sections() -> None:
 
 
 def test_input_and_output_pass_values_through() -> None:
-    from nodes.io import InputNode, OutputNode
+    from nodes.kinds.io import InputNode, OutputNode
 
     assert InputNode().run({}, {"default": 3}, None)["value"] == 3  # type: ignore[arg-type]
     assert OutputNode().run({"value": [1]}, {"name": "a"}, None)["value"] == [1]  # type: ignore[arg-type]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.sandbox import run_python_verifier
+from nodes.algorithms.sandbox import run_python_verifier
 
 
 def test_expression_function_and_score_forms() -> None:

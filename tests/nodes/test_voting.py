@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.voting import best_of_n, build_clusters, majority_vote, threshold_vote, weighted_vote
+from nodes.algorithms.voting import best_of_n, build_clusters, majority_vote, threshold_vote, weighted_vote
 
 
 def test_majority_counts_and_orders_clusters() -> None:

@@ -9,7 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from app.deeplink import (
+from app.share.deeplink import (
     MAX_PAYLOAD_CHARS,
     DeepLinkError,
     decode_payload,

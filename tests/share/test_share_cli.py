@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from app.cli import build_parser
-from app.share_cli import launch_with_share, policy_from_args
+from app.cli.main import build_parser
+from app.cli.share_flags import launch_with_share, policy_from_args
 
 
 def _args(*argv: str) -> Any:
@@ -46,7 +46,7 @@ def test_bad_share_flags_are_explained(argv: list[str], message: str) -> None:
 
 
 def test_cli_refuses_bad_auth_without_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
-    from app.cli import main
+    from app.cli.main import main
 
     assert main(["ui", "--auth", "nocolon", "--no-browser"]) == 2
     err = capsys.readouterr().err

@@ -7,21 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from app.scheduler import Budget
-from app.share import (
-    QueueFullError,
-    RunGate,
+from app.run.scheduler import Budget
+from app.share.policy import (
     SharePolicy,
     check_workflow_allowed,
     is_loopback_host,
-    list_workflow_names,
     load_auth_file,
     parse_auth,
     resolve_model_choices,
-    safe_workflow_name,
-    workflow_path,
 )
-from app.workflow import NodeSpec, Workflow
+from app.share.run_gate import QueueFullError, RunGate
+from app.workflow.files import list_workflow_names, safe_workflow_name, workflow_path
+from app.workflow.spec import NodeSpec, Workflow
 
 BAD_NAMES = [
     "../secret", "..", "../../etc/passwd", "/etc/passwd", "a/b", "a\\b", "~/x", "C:evil", ".hidden",

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from app.scheduler import Budget
-from app.service import StudioService, UserError
-from app.share import SharePolicy
+from app.run.scheduler import Budget
+from app.service.errors import UserError
+from app.service.studio import StudioService
+from app.share.policy import SharePolicy
 from backends.fake import FakeBackend
 
 SAMPLER_WF = {

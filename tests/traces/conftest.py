@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from app.models import fake_provider
-from app.scheduler import Scheduler
+from app.run.providers import fake_provider
+from app.run.scheduler import Scheduler
 from app.traces import TraceStore
-from app.workflow import Workflow, load_workflow_text
+from app.workflow.spec import Workflow, load_workflow_text
 from nodes.registry import default_registry
 
 SELF_CONSISTENCY = """\

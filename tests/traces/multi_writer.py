@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from app.models import fake_provider
-from app.scheduler import Scheduler
+from app.run.providers import fake_provider
+from app.run.scheduler import Scheduler
 from app.traces import TraceStore
-from app.workflow import load_workflow_text
+from app.workflow.spec import load_workflow_text
 from nodes.registry import default_registry
 
 WORKFLOW = """\

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from app.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -106,7 +106,7 @@ def test_errors_are_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture
 
 
 def test_traces_through_the_console_script(tmp_path: Path) -> None:
-    """The installed entry point path: `python -m app.cli traces ...` in a fresh process, database from the
+    """The installed entry point path: `python -m app.cli.main traces ...` in a fresh process, database from the
     environment variable."""
     env = {**os.environ, "METAGEN_TRACE_DB": str(tmp_path / "env.db"), "PYTHONPATH": str(ROOT)}
     run = subprocess.run([sys.executable, "-m", "app.cli", "run", str(ROOT / "workflows" / "chain_of_thought.yaml"),

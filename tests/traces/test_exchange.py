@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from app.scheduler import Scheduler
+from app.run.scheduler import Scheduler
 from app.traces import TraceStore, TraceStoreError
-from app.workflow import Workflow
+from app.workflow.spec import Workflow
 
 
 def test_export_import_show_gives_the_same_record(tmp_path: Path, store: TraceStore, sc_workflow: Workflow,

@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from app import events as ev
-from app.events import Event
+from app.run import events as ev
+from app.run.events import Event
 from app.traces import TraceStore
 from app.traces.recovery import process_alive, process_identity
 

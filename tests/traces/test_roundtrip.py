@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from app import events as ev
-from app.events import EventRecorder
-from app.models import fake_provider
-from app.scheduler import Scheduler
+from app.run import events as ev
+from app.run.events import EventRecorder
+from app.run.providers import fake_provider
+from app.run.scheduler import Scheduler
 from app.traces import TraceStore
 from app.viz import compare_runs_html
-from app.workflow import Workflow, load_workflow_text
+from app.workflow.spec import Workflow, load_workflow_text
 from nodes.registry import default_registry
 
 MakeScheduler = Callable[..., Scheduler]
@@ -193,7 +193,7 @@ outputs:
 
 @pytest.mark.model
 def test_real_model_run_round_trip(store: TraceStore) -> None:
-    from app.models import llama_provider
+    from app.run.providers import llama_provider
     from app.viz import run_summary, token_view_html
 
     recorder = EventRecorder(skip=(ev.TOKEN,))

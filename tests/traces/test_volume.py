@@ -6,8 +6,8 @@ import sqlite3
 import threading
 import time
 
-from app import events as ev
-from app.events import Event
+from app.run import events as ev
+from app.run.events import Event
 from app.traces import TraceStore
 
 THREADS = 8

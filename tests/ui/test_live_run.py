@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from app import events as ev
-from app.events import Event
-from app.ui.live_run import LiveRun
+from app.run import events as ev
+from app.run.events import Event
+from app.run.live_run import LiveRun
 
 
 def feed(live: LiveRun, type_: str, node: str | None = None, **data: object) -> None:

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from app.service import StudioService, UserError
-from app.share import SharePolicy
+from app.service.errors import UserError
+from app.service.studio import StudioService
+from app.share.policy import SharePolicy
 from app.ui.models_tab import human_size, model_rows
 from backends.bundled import bundled_model_path
 

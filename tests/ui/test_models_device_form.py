@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from app.service import StudioService, UserError
-from app.settings import load_settings
+from app.platform.settings import load_settings
+from app.service.errors import UserError
+from app.service.studio import StudioService
 from app.ui.models_tab import blank_if_none, device_form_values
 
 

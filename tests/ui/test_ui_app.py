@@ -7,7 +7,7 @@ from typing import Any
 
 import gradio as gr
 
-from app.service import StudioService
+from app.service.studio import StudioService
 from app.ui.app import build_app, static_head
 from app.ui.editor_page import EDITOR_ELEM_ID
 from app.ui.traces_tab import call_choices, run_rows

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
-from app.ui_cli import listen_error
+from app.cli.main import main
+from app.cli.ui import listen_error
 
 
 def test_a_busy_port_says_so_and_points_at_the_running_studio() -> None:

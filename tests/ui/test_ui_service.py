@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from app.service import StudioService, UserError, output_views
-from app.share import SharePolicy
-from app.workflow import load_workflow_text
+from app.service.errors import UserError
+from app.service.studio import StudioService, output_views
+from app.share.policy import SharePolicy
+from app.workflow.spec import load_workflow_text
 from backends.fake import FakeBackend
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "workflows"

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from app.models import fake_provider
-from app.resources import examples_dir
-from app.scheduler import Scheduler
+from app.platform.resources import examples_dir
+from app.run.providers import fake_provider
+from app.run.scheduler import Scheduler
 from app.traces import TraceStore
-from app.workflow import load_workflow, load_workflow_text
+from app.workflow.spec import load_workflow, load_workflow_text
 from nodes.registry import default_registry
 
 EXAMPLES = sorted(examples_dir().glob("*.yaml"))

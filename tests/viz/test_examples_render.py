@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 import pytest
 
 import app.viz as viz
-from app.resources import examples_dir
+from app.platform.resources import examples_dir
 
 NAMES = sorted(p.stem for p in examples_dir().glob("*.yaml"))
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 import app.viz as viz
-from app import events as ev
-from app.events import Event
+from app.run import events as ev
+from app.run.events import Event
 from app.traces import TraceStore
 from app.viz.samples import MAX_BARS
 from app.viz.timeline import MAX_LANES, MAX_REQUEST_BARS, TIME_BINS

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from app.events import EventRecorder
-from app.models import fake_provider
-from app.scheduler import SUCCEEDED, Scheduler
-from app.validation import validate
-from app.workflow import load_workflow_text
+from app.run.events import EventRecorder
+from app.run.providers import fake_provider
+from app.run.scheduler import SUCCEEDED, Scheduler
+from app.workflow.spec import load_workflow_text
+from app.workflow.validation import validate
 from nodes.registry import default_registry
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from app.events import EventRecorder
-from app.models import llama_provider
-from app.scheduler import SUCCEEDED, RunResult, Scheduler
-from app.workflow import load_workflow
+from app.run.events import EventRecorder
+from app.run.providers import llama_provider
+from app.run.scheduler import SUCCEEDED, RunResult, Scheduler
+from app.workflow.spec import load_workflow
 from nodes.base import CandidateSet
 from nodes.registry import default_registry
 

@@ -1,0 +1,1 @@
+"""The `metagen` command line: the entry point and one module per command group."""

@@ -1,0 +1,1 @@
+"""The desktop app: the native window and the one-instance-per-data-dir lock."""

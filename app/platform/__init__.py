@@ -1,0 +1,1 @@
+"""The machine around the app: data paths, packaged resources, settings, atomic file writes."""

@@ -1,0 +1,1 @@
+"""Running a workflow: the scheduler, its events and the live-run observer."""

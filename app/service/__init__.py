@@ -1,0 +1,1 @@
+"""The studio service the UI and CLI call, and the catalog of model files."""

@@ -1,0 +1,1 @@
+"""Shared use: the share policy, the run gate and deep links."""

@@ -1,0 +1,1 @@
+"""Workflows as data: the YAML model, validation, problems, model specs and workflow files."""
