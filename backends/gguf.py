@@ -278,13 +278,27 @@ def model_file_info(path: str | Path) -> ModelFileInfo:
     )
 
 
-def scan_models(folder: str | Path) -> list[ModelFileInfo]:
-    """Every readable *.gguf under `folder` (recursively), sorted by name; broken files are logged and skipped."""
+MODEL_SUFFIX = ".gguf"
+
+
+def find_model_files(folder: str | Path) -> list[Path]:
+    """The model files of a models folder: every *.gguf under it, subfolders included (resolved, sorted by
+    path); none when it does not exist. The one scanner of model folders: the Models tab and share mode's
+    model list both come from it."""
     folder = Path(folder).expanduser()
-    if not folder.is_dir():
+    try:
+        if not folder.is_dir():
+            return []
+        return sorted(p.resolve() for p in folder.rglob("*") if p.suffix.lower() == MODEL_SUFFIX and p.is_file())
+    except OSError as exc:
+        log.warning("cannot scan the models folder %s: %s", folder, exc)
         return []
+
+
+def scan_models(folder: str | Path) -> list[ModelFileInfo]:
+    """Every readable model file under `folder`, sorted by name; broken files are logged and skipped."""
     found = []
-    for path in sorted(folder.rglob("*.gguf")):
+    for path in find_model_files(folder):
         try:
             found.append(model_file_info(path))
         except ModelFileError as exc:

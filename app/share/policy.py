@@ -13,6 +13,7 @@ from typing import Any
 from app.run.scheduler import Budget
 from app.workflow.problems import Issue
 from app.workflow.spec import Workflow
+from backends.gguf import find_model_files
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +27,6 @@ SHARE_MAX_CONCURRENT_RUNS = 1
 SHARE_MAX_QUEUE = 8
 SHARE_MAX_N_CTX = 8192
 SHARE_MAX_THREADS = 4
-MODEL_SUFFIXES = (".gguf",)
 
 # Model settings a visitor may set on a model; anything else (e.g. `options`, which reach llama.cpp
 # constructor kwargs such as lora paths) is refused in share mode.
@@ -75,15 +75,6 @@ def load_auth_file(path: Path) -> list[tuple[str, str]]:
     if not pairs:
         raise ValueError(f"the auth file {path} holds no USER:PASSWORD line")
     return pairs
-
-
-def scan_model_files(folder: Path) -> tuple[str, ...]:
-    """The GGUF files directly in `folder` (absolute paths, sorted); empty when it does not exist."""
-    try:
-        entries = sorted(folder.expanduser().iterdir())
-    except OSError:
-        return ()
-    return tuple(str(p.resolve()) for p in entries if p.is_file() and p.suffix.lower() in MODEL_SUFFIXES)
 
 
 @dataclass(frozen=True)
@@ -136,7 +127,7 @@ class SharePolicy:
         if model_choices is None:
             from app.platform.paths import models_dir
 
-            model_choices = scan_model_files(models_folder if models_folder is not None else models_dir())
+            model_choices = find_model_files(models_folder if models_folder is not None else models_dir())
         return cls(
             share_mode=True,
             allow_python=allow_python,

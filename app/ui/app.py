@@ -47,10 +47,10 @@ def build_app(service: StudioService) -> gr.Blocks:
                 editor_page(service, static_head())
                 share_links_component(service)
             with gr.Tab("Traces", id=TRACES_TAB, elem_id="mg-tab-traces") as traces:
-                traces_tab(service, tabs, traces)
+                traces_view = traces_tab(service, tabs, traces)
             with gr.Tab("Models", id=MODELS_TAB, elem_id="mg-tab-models") as models:
                 models_tab(service, models)
-        wire_run_links(demo, service, tabs)
+        wire_run_links(demo, service, tabs, traces_view)
     demo.queue(default_concurrency_limit=4)
     return demo
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
 
 from app.service.errors import UserError
 from app.service.studio import StudioService
+from app.ui.endpoints import endpoint
 from nodes.registry import graph_rules
 
 log = logging.getLogger(__name__)
@@ -86,24 +86,6 @@ PAGE_MARKUP = """
 JS_ON_LOAD = "window.MetagenUI.start(element, server);"
 
 
-def _endpoint(fn: Callable[[StudioService, dict[str, Any]], Any], service: StudioService) -> Callable[[Any], Any]:
-    """Wrap a service call for the browser: one JSON payload in; on failure {error: message}, no traceback."""
-
-    def call(payload: Any = None) -> Any:
-        try:
-            return fn(service, payload if isinstance(payload, dict) else {})
-        except UserError as exc:
-            return {"error": str(exc)}
-        except Exception as exc:
-            log.exception("%s failed", fn.__name__)
-            return {"error": f"something went wrong ({type(exc).__name__}: {exc}); see the app log for details"}
-
-    # the browser calls it by this name; no functools.wraps: Gradio would read the wrapped signature
-    call.__name__ = call.__qualname__ = fn.__name__
-    call.__doc__ = fn.__doc__
-    return call
-
-
 def mg_init(service: StudioService, _payload: dict[str, Any]) -> dict[str, Any]:
     return {
         "schema": service.schema(),
@@ -173,7 +155,7 @@ def editor_page(service: StudioService, head: str) -> gr.HTML:
         html_template=PAGE_MARKUP,
         js_on_load=JS_ON_LOAD,
         head=head,
-        server_functions=[_endpoint(fn, service) for fn in SERVER_FUNCTIONS],
+        server_functions=[endpoint(fn, service) for fn in SERVER_FUNCTIONS],
         elem_id=EDITOR_ELEM_ID,
         apply_default_css=False,
         padding=False,

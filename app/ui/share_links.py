@@ -4,7 +4,6 @@ page (static/share_links.js), and opening `?run=ID` in the Traces tab on page lo
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
@@ -23,13 +22,13 @@ from app.share.deeplink import (
     workflow_link,
 )
 from app.ui.assets import asset_tags
+from app.ui.endpoints import endpoint
+from app.ui.traces_tab import TracesTab
 
 log = logging.getLogger(__name__)
 
 SHARE_ELEM_ID = "mg-share-links"
 TRACES_TAB = "traces"
-RUN_PICK_ELEM_ID = "mg-traces-run"
-TRACES_MESSAGE_ELEM_ID = "mg-traces-message"
 
 # Static markup; static/share_links.js moves the button into the editor toolbar. No `$` or backticks.
 SHARE_MARKUP = """
@@ -115,27 +114,11 @@ def sl_make_links(service: StudioService, payload: dict[str, Any]) -> dict[str, 
     return result
 
 
-def _endpoint(fn: Callable[[StudioService, dict[str, Any]], Any], service: StudioService) -> Callable[[Any], Any]:
-    """One JSON payload in; {error} out on failure. No functools.wraps: Gradio would read fn's signature."""
-
-    def call(payload: Any = None) -> Any:
-        try:
-            return fn(service, payload if isinstance(payload, dict) else {})
-        except (UserError, ValueError) as exc:
-            return {"error": str(exc)}
-        except Exception as exc:
-            log.exception("%s failed", fn.__name__)
-            return {"error": f"something went wrong ({type(exc).__name__}); see the app log for details"}
-
-    call.__name__ = call.__qualname__ = fn.__name__
-    return call
-
-
 def share_links_component(service: StudioService) -> gr.HTML:
     """The "Copy share link" control and the deep-link opener of the editor page."""
     head = asset_tags(SHARE_ASSETS)
     return gr.HTML(value="", html_template=SHARE_MARKUP, js_on_load=JS_ON_LOAD, head=head,
-                   server_functions=[_endpoint(sl_open_link, service), _endpoint(sl_make_links, service)],
+                   server_functions=[endpoint(sl_open_link, service), endpoint(sl_make_links, service)],
                    elem_id=SHARE_ELEM_ID, apply_default_css=False, padding=False, container=False)
 
 
@@ -167,40 +150,13 @@ def open_run_from_query(service: StudioService, query: dict[str, str]) -> tuple[
     return gr.Tabs(selected=TRACES_TAB), gr.update(choices=[(label, run_id)], value=run_id), ""
 
 
-COPY_RUN_LINK_JS = """(run) => {
-  if (!run) return "";
-  const url = new URL(window.location.href);
-  url.search = "";
-  url.hash = "";
-  url.searchParams.set("run", run);
-  const link = url.toString();
-  if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(link).catch(() => {});
-  return link;
-}"""
-
-
-def run_link_controls(run_pick: gr.Dropdown) -> None:
-    """A "Copy link to this run" button and the link it made (Traces tab; call inside its layout)."""
-    with gr.Row():
-        button = gr.Button("Copy link to this run", elem_id="mg-traces-copy-link", scale=0)
-        link = gr.Textbox(label="Link to this run (opens its trace)", interactive=False, elem_id="mg-traces-run-link",
-                          scale=4)
-    button.click(None, [run_pick], [link], js=COPY_RUN_LINK_JS)
-
-
-def wire_run_links(demo: gr.Blocks, service: StudioService, tabs: gr.Tabs) -> None:
+def wire_run_links(demo: gr.Blocks, service: StudioService, tabs: gr.Tabs, traces: TracesTab | None) -> None:
     """On page load, a `?run=ID` query opens that run in the Traces tab (call inside the Blocks context)."""
-    run_pick = _find(demo, RUN_PICK_ELEM_ID)
-    message = _find(demo, TRACES_MESSAGE_ELEM_ID)
-    if run_pick is None or message is None:
+    if traces is None:
         log.warning("the Traces tab has no run picker; ?run= links will not open runs")
         return
 
     def on_load(request: gr.Request) -> tuple[Any, Any, str]:
         return open_run_from_query(service, dict(request.query_params) if request else {})
 
-    demo.load(on_load, None, [tabs, run_pick, message])
-
-
-def _find(demo: gr.Blocks, elem_id: str) -> Any:
-    return next((b for b in demo.blocks.values() if getattr(b, "elem_id", None) == elem_id), None)
+    demo.load(on_load, None, [tabs, traces.run_pick, traces.message])

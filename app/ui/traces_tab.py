@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import html
-import importlib
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import gradio as gr
 
+from app import viz
 from app.service.studio import StudioService
-from app.ui.share_links import run_link_controls
 
 log = logging.getLogger(__name__)
 
@@ -19,16 +20,6 @@ ALL = "(all)"
 STATUSES = (ALL, "succeeded", "failed", "cancelled", "budget_exceeded", "running", "interrupted")
 RUN_COLUMNS = ["run", "workflow", "status", "started", "seconds", "LM calls", "tokens", "cached prompt tokens"]
 EDITOR_TAB = "editor"
-
-
-def _viz(name: str) -> Any:
-    """A function of app.viz (the trace visualisations), or None while it is not available."""
-    try:
-        module = importlib.import_module("app.viz")
-    except ImportError as exc:
-        log.warning("app.viz unavailable: %s", exc)
-        return None
-    return getattr(module, name, None)
 
 
 def _message(text: str) -> str:
@@ -43,15 +34,12 @@ def _as_html(value: Any) -> str:
     return f"<pre>{html.escape(str(value))}</pre>"
 
 
-def _safe(fn_name: str, *args: Any, **kwargs: Any) -> Any:
+def _safe(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Call a viz function; a failure becomes a message instead of breaking the tab."""
-    fn = _viz(fn_name)
-    if fn is None:
-        return None
     try:
         return fn(*args, **kwargs)
     except Exception as exc:
-        log.exception("viz %s failed", fn_name)
+        log.exception("viz %s failed", fn.__name__)
         return _message(f"could not draw this view ({type(exc).__name__}: {exc})")
 
 
@@ -87,24 +75,32 @@ def run_choice(row: list[Any]) -> tuple[str, str]:
 
 def call_choices(record: dict[str, Any]) -> list[str]:
     """LM calls for the token view: those with logprobs first (they colour by probability), then the rest."""
-    with_logprobs = [str(c) for c in (_safe("calls_with_logprobs", record) or [])]
+    with_logprobs = [str(c) for c in (_safe(viz.calls_with_logprobs, record) or [])]
     rest = [str(c["call_id"]) for c in record.get("lm_calls", []) if c.get("call_id")]
     return list(dict.fromkeys(with_logprobs + rest))[:500]
 
 
 def _sample_views(record: dict[str, Any], node_id: str | None) -> tuple[Any, str]:
     """(plot update, html) of the sample view: the vote histogram + table figure, and the full texts below."""
-    fig, text = _split(_safe("sample_view", record, node_id=node_id))
-    full = _safe("samples_html", record, node_id=node_id)
+    fig, text = _split(_safe(viz.sample_view, record, node_id=node_id))
+    full = _safe(viz.samples_html, record, node_id=node_id)
     return gr.update(value=fig, visible=fig is not None), text + _as_html(full)
 
 
-def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> None:
-    """Build the tab's components and events inside the current Blocks context."""
+@dataclass(frozen=True)
+class TracesTab:
+    """The Traces tab's components that other parts of the page drive (a `?run=ID` link opens a run)."""
+
+    run_pick: gr.Dropdown
+    message: gr.Markdown
+
+
+def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab | None:
+    """Build the tab's components and events inside the current Blocks context (None without a trace store)."""
     if service.trace_store is None:
         gr.Markdown(f"The trace store cannot be opened: {service.trace_error or 'unknown error'}. Runs still work; "
                     "fix the database path (--db) to see their traces.")
-        return
+        return None
     with gr.Row():
         wf_filter = gr.Dropdown([ALL], value=ALL, label="Workflow", elem_id="mg-traces-workflow", scale=2)
         status_filter = gr.Dropdown(list(STATUSES), value=ALL, label="Status", elem_id="mg-traces-status", scale=1)
@@ -155,39 +151,46 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> None:
     for trigger in (refresh.click, tab.select, wf_filter.input, status_filter.input):
         trigger(load_list, [wf_filter, status_filter, run_pick], list_outputs)
 
-    def show_run(run_id: str | None) -> tuple[Any, ...]:
-        empty = (_message("Pick a run."), None, gr.update(choices=[], value=None), gr.update(visible=False), "",
-                 gr.update(visible=False), "", "", gr.update(choices=[], value=None), "", gr.update(value=None), "")
+    run_views = [summary, timeline, sample_node, samples_plot, samples_html, tree_plot, tree_html, refine_html,
+                 call_pick, tokens_html, export_btn, message]
+
+    def empty_views(first_message: str) -> dict[Any, Any]:
+        return {summary: _message(first_message), timeline: None, sample_node: gr.update(choices=[], value=None),
+                samples_plot: gr.update(visible=False), samples_html: "", tree_plot: gr.update(visible=False),
+                tree_html: "", refine_html: "", call_pick: gr.update(choices=[], value=None), tokens_html: "",
+                export_btn: gr.update(value=None), message: ""}
+
+    def show_run(run_id: str | None) -> dict[Any, Any]:
         if not run_id:
-            return empty
+            return empty_views("Pick a run.")
         try:
             record = service.trace_store.get_run(run_id)
         except Exception as exc:
-            return (_message(str(exc)), *empty[1:])
-        samples = _sample_views(record, None)
-        candidates = _safe("candidate_nodes", record) or []
-        fig_t, html_t = _split(_safe("search_tree_figure", record))
-        tree_text = _safe("tree_html", record)
+            return empty_views(str(exc))
+        samples_fig, samples_text = _sample_views(record, None)
+        fig_t, html_t = _split(_safe(viz.search_tree_figure, record))
         calls = call_choices(record)
-        summary_value = _safe("summary_html", record)
+        summary_value = _safe(viz.summary_html, record)
         if summary_value is None:
             summary_value = _message(f"run {run_id}: {record['run'].get('status')}")
-        return (
-            _as_html(summary_value),
-            _safe("timeline_figure", record),
-            gr.update(choices=list(candidates), value=None),
-            *samples,
-            gr.update(value=fig_t, visible=fig_t is not None),
-            (html_t + _as_html(tree_text)) or _message("This run has no search tree."),
-            _as_html(_safe("refinement_html", record)) or _message("This run has no refinement steps."),
-            gr.update(choices=calls, value=calls[0] if calls else None),
-            _as_html(_safe("token_view_html", record, calls[0])) if calls else _message("This run made no LM calls."),
-            gr.update(value=_export_file(record)),
-            "",
-        )
+        return {
+            summary: _as_html(summary_value),
+            timeline: _safe(viz.timeline_figure, record),
+            sample_node: gr.update(choices=list(_safe(viz.candidate_nodes, record) or []), value=None),
+            samples_plot: samples_fig,
+            samples_html: samples_text,
+            tree_plot: gr.update(value=fig_t, visible=fig_t is not None),
+            tree_html: (html_t + _as_html(_safe(viz.tree_html, record))) or _message("This run has no search tree."),
+            refine_html: (_as_html(_safe(viz.refinement_html, record))
+                          or _message("This run has no refinement steps.")),
+            call_pick: gr.update(choices=calls, value=calls[0] if calls else None),
+            tokens_html: (_as_html(_safe(viz.token_view_html, record, calls[0])) if calls
+                          else _message("This run made no LM calls.")),
+            export_btn: gr.update(value=_export_file(record)),
+            message: "",
+        }
 
-    run_pick.change(show_run, [run_pick], [summary, timeline, sample_node, samples_plot, samples_html, tree_plot,
-                                           tree_html, refine_html, call_pick, tokens_html, export_btn, message])
+    run_pick.change(show_run, [run_pick], run_views)
 
     def show_samples(run_id: str | None, node_id: str | None) -> tuple[Any, Any]:
         if not run_id:
@@ -207,7 +210,7 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> None:
             record = service.trace_store.get_run(run_id)
         except Exception as exc:
             return _message(str(exc))
-        return _as_html(_safe("token_view_html", record, call_id))
+        return _as_html(_safe(viz.token_view_html, record, call_id))
 
     call_pick.input(show_tokens, [run_pick, call_pick], [tokens_html])
 
@@ -216,7 +219,7 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> None:
             return _message("Pick two runs to compare.")
         store = service.trace_store
         try:
-            return _as_html(_safe("compare_runs_html", store.get_run(a), store.get_run(b)))
+            return _as_html(_safe(viz.compare_runs_html, store.get_run(a), store.get_run(b)))
         except Exception as exc:
             return _message(str(exc))
 
@@ -237,11 +240,12 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> None:
     open_btn.click(open_in_editor, [run_pick], [yaml_box, tabs, message]).then(
         None, [yaml_box, run_pick], None,
         js="(text, run) => { if (text && window.MetagenUI) window.MetagenUI.openYaml(text, 'run ' + run); }")
+    return TracesTab(run_pick=run_pick, message=message)
 
 
 def _export_file(record: dict[str, Any]) -> str | None:
     """Write the run's standalone HTML report to a temp file for the download button."""
-    text = _safe("export_html", record)
+    text = _safe(viz.export_html, record)
     if not isinstance(text, str) or not text:
         return None
     import tempfile
@@ -252,3 +256,24 @@ def _export_file(record: dict[str, Any]) -> str | None:
     path = folder / f"run-{record['run']['id']}.html"
     path.write_text(text, encoding="utf-8")
     return str(path)
+
+
+COPY_RUN_LINK_JS = """(run) => {
+  if (!run) return "";
+  const url = new URL(window.location.href);
+  url.search = "";
+  url.hash = "";
+  url.searchParams.set("run", run);
+  const link = url.toString();
+  if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(link).catch(() => {});
+  return link;
+}"""
+
+
+def run_link_controls(run_pick: gr.Dropdown) -> None:
+    """A "Copy link to this run" button and the link it made (Traces tab; call inside its layout)."""
+    with gr.Row():
+        button = gr.Button("Copy link to this run", elem_id="mg-traces-copy-link", scale=0)
+        link = gr.Textbox(label="Link to this run (opens its trace)", interactive=False, elem_id="mg-traces-run-link",
+                          scale=4)
+    button.click(None, [run_pick], [link], js=COPY_RUN_LINK_JS)
