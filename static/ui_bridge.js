@@ -1,7 +1,7 @@
 /* Metagen Studio — editor page controller.
  *
- * Wires the page markup of app/ui/editor_page.py to the node-graph editor (static/editor.js,
- * window.MetagenEditor) and to the Python service through Gradio's `server` functions
+ * Wires the page markup of app/ui/editor_page.py to the node-graph editor (static/editor.js loads its ES
+ * modules; window.MetagenEditor once window.MetagenEditorReady resolves) and to the Python service through Gradio's `server` functions
  * (each takes one JSON payload and answers JSON, or {error: "..."}).
  *
  *   canvas edit  -> mg_from_editor -> canonical YAML in the pane + problems painted on nodes
@@ -16,6 +16,7 @@
   const DRAFT_KEY = "metagen.draft.v1";
   const POLL_MS = 350;
   const MAX_UPLOAD_BYTES = 2_000_000;  // workflows are a few KB; refuse to pour a large file into the YAML pane
+  const EDITOR_WAIT_MS = 20_000;       // how long to wait for the editor's ES modules (static/editor/) to load
   const EMPTY = { version: 1, name: "untitled", nodes: [], outputs: {} };
 
   const S = {
@@ -751,19 +752,46 @@
 
   const LEVELS = { info: "ok", warning: "warn", error: "error" };
 
-  function mountEditor(schema) {
-    if (!window.MetagenEditor || !window.MetagenEditor.mount) {
+  /** The editor's API once its ES modules have loaded (static/editor.js imports them after this page starts),
+   * or null when they did not load within EDITOR_WAIT_MS. */
+  function editorModule() {
+    if (window.MetagenEditor && window.MetagenEditor.mount) return Promise.resolve(window.MetagenEditor);
+    return new Promise((resolve) => {
+      const done = (api) => {
+        clearTimeout(timer);
+        window.removeEventListener("metagen-editor-ready", onReady);
+        resolve(api && api.mount ? api : null);
+      };
+      const onReady = () => done(window.MetagenEditor);
+      const timer = setTimeout(() => done(window.MetagenEditor), EDITOR_WAIT_MS);
+      window.addEventListener("metagen-editor-ready", onReady);
+      if (window.MetagenEditorReady) window.MetagenEditorReady.then(done, () => done(null));
+    });
+  }
+
+  async function mountEditor(schema, rules) {
+    const editor = await editorModule();
+    if (!editor) {
       S.el.canvas.innerHTML = '<div class="mg-canvas-missing">The node-graph editor (static/editor.js) did not load. ' +
         "You can still edit the workflow as YAML on the right.</div>";
       return null;
     }
-    return window.MetagenEditor.mount(S.el.canvas, {
-      schema: schema,
-      models: ["main"],
-      onChange: onCanvasChange,
-      onSelect: onSelect,
-      onMessage: (text, level) => notice(String(text || ""), LEVELS[level] || "warn"),
-    });
+    try {
+      return editor.mount(S.el.canvas, {
+        schema: schema,
+        rules: rules,
+        models: ["main"],
+        onChange: onCanvasChange,
+        onSelect: onSelect,
+        onMessage: (text, level) => notice(String(text || ""), LEVELS[level] || "warn"),
+      });
+    } catch (err) {
+      console.error("metagen editor:", err);
+      S.el.canvas.innerHTML = '<div class="mg-canvas-missing"></div>';
+      S.el.canvas.firstChild.textContent = "The node-graph editor could not start (" + (err && err.message) +
+        "). You can still edit the workflow as YAML on the right.";
+      return null;
+    }
   }
 
   async function start(element, server) {
@@ -776,7 +804,7 @@
       return;
     }
     S.schema = init.schema;
-    S.ed = mountEditor(init.schema);
+    S.ed = await mountEditor(init.schema, init.rules);
     fillSelect(S.el.openSelect, init.workflows, "Open…");
     fillSelect(S.el.exampleSelect, init.examples, "New from example…");
     if (init.dry_run) notice("Dry run: a scripted fake model answers instead of llama.cpp.", "warn");

@@ -19,7 +19,8 @@ from app.ui.traces_tab import traces_tab
 
 APP_TITLE = "Metagen Studio"
 STATIC_FILES = ("editor.css", "ui.css", "editor.js", "ui_bridge.js")
-"""Loaded in this order into the page head (the editor before the bridge that mounts it)."""
+"""Loaded in this order into the page head (the editor before the bridge that mounts it). editor.js loads the
+editor's ES modules (static/editor/) with its own ?v= version; ui_bridge.js waits for them before mounting."""
 
 EDITOR_TAB, TRACES_TAB, MODELS_TAB = "editor", "traces", "models"
 

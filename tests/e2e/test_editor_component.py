@@ -819,7 +819,8 @@ def test_real_registry_and_every_example_workflow_round_trip(editor: EditorPage,
     assert examples, "workflows/ has no examples"
     editor.open(static_url, "?empty")
     schema = registry.default_registry().schema()
-    editor.page.evaluate("schema => ed.setSchema(schema)", schema)
+    editor.page.evaluate("([schema, rules]) => { ed.setRules(rules); ed.setSchema(schema); }",
+                         [schema, registry.graph_rules()])
     palette = editor.page.eval_on_selector_all(".mge-palette [data-kind]", "els => els.map(e => e.dataset.kind)")
     assert sorted(palette) == sorted(entry["kind"] for entry in schema)
     for path in examples:
