@@ -26,6 +26,11 @@ def workflows_dir() -> Path:
     return Path(os.environ.get("METAGEN_WORKFLOWS", data_dir() / "workflows")).expanduser()
 
 
+def datasets_dir() -> Path:
+    """Evaluation datasets (JSONL / CSV) the user keeps or uploads."""
+    return Path(os.environ.get("METAGEN_DATASETS", data_dir() / "datasets")).expanduser()
+
+
 def models_dir() -> Path:
     return Path(os.environ.get("METAGEN_MODELS", data_dir() / "models")).expanduser()
 

@@ -16,6 +16,7 @@ from app.platform.fileio import atomic_write_text
 from app.run.live_run import LiveRun
 from app.run.scheduler import Budget, CancelToken, RunResult, Scheduler, resolve_inputs
 from app.service.errors import UserError
+from app.service.evaluations import EvaluationService
 from app.service.model_catalog import ModelCatalog
 from app.share.policy import (
     SharePolicy,
@@ -96,6 +97,7 @@ class StudioService:
         self._runs: dict[str, _RunHandle] = {}
         self._runs_lock = threading.Lock()
         self.models = ModelCatalog(self)
+        self._evaluations: EvaluationService | None = None
         self.ensure_workflows_dir()
 
     # ------------------------------------------------------------------ shared resources
@@ -134,6 +136,17 @@ class StudioService:
     @property
     def trace_error(self) -> str | None:
         return self._trace_error
+
+    @property
+    def evaluations(self) -> EvaluationService:
+        """Evaluations (the Evaluate tab), created on first use next to the trace store."""
+        with self._runs_lock:
+            if self._evaluations is None:
+                self._evaluations = EvaluationService(
+                    registry=self.registry, scheduler=self.scheduler, policy=self.policy,
+                    trace_store=self.trace_store, uploads_dir=paths.datasets_dir() / "uploads",
+                    dry_run=self.dry_run)
+            return self._evaluations
 
     def schema(self) -> list[dict[str, Any]]:
         return self.registry.schema()

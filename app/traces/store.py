@@ -72,6 +72,11 @@ class TraceStore:
     def __repr__(self) -> str:
         return f"TraceStore({str(self.path)!r})"
 
+    @property
+    def engine(self) -> Any:
+        """The database engine, for stores of other records that live in the same file (evaluations)."""
+        return self._engine
+
     def __enter__(self) -> TraceStore:
         return self
 

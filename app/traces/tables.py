@@ -170,3 +170,51 @@ CALLS = LmCallRow.__table__  # type: ignore[attr-defined]
 PROMPTS = PromptRow.__table__  # type: ignore[attr-defined]
 NODE_EVENTS = NodeEventRow.__table__  # type: ignore[attr-defined]
 CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
+
+
+class EvaluationRow(TraceModel, table=True):
+    """One evaluation (metagen eval): what was evaluated on which data, how, and how it ended."""
+
+    __tablename__ = "evaluations"
+    id: str = Field(primary_key=True)
+    name: str = ""
+    status: str = Field(default="running", index=True)
+    config: str = "{}"
+    """Workflows (name, YAML, hash), dataset (path, sha256, items), metric, output, sweep, seed (JSON)."""
+    estimate: str = "{}"
+    error: str | None = None
+    created_at: float = Field(default=0.0, index=True)
+    ended_at: float | None = None
+    heartbeat_at: float | None = None
+    writer_pid: int | None = None
+    writer_identity: str | None = None
+
+
+class EvalItemRow(TraceModel, table=True):
+    """One dataset item run by one workflow at one sweep point: its run, grade and cost."""
+
+    __tablename__ = "eval_items"
+    eval_id: str = Field(primary_key=True)
+    workflow_idx: int = Field(primary_key=True)
+    point_idx: int = Field(primary_key=True)
+    item_idx: int = Field(primary_key=True)
+    """The item's row index in the dataset file (0-based)."""
+    run_id: str | None = None
+    status: str = ""
+    score: float = 0.0
+    correct: bool = False
+    output: str = ""
+    detail: str = ""
+    samples: str = "[]"
+    """Per-sample correctness of the graded sampler's candidates (JSON list of bools), for pass@k."""
+    prompt_tokens: int = 0
+    prompt_tokens_evaluated: int = 0
+    prompt_tokens_cached: int = 0
+    completion_tokens: int = 0
+    lm_calls: int = 0
+    wall_s: float = 0.0
+    finished_at: float = 0.0
+
+
+EVALUATIONS = EvaluationRow.__table__  # type: ignore[attr-defined]
+EVAL_ITEMS = EvalItemRow.__table__  # type: ignore[attr-defined]

@@ -1,0 +1,356 @@
+"""`metagen eval`: run workflows over a dataset with sweeps, print accuracy against cost; list, show, export."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from app.cli.exit_codes import EXIT_FAILED, EXIT_INVALID, EXIT_OK
+from app.platform.fileio import atomic_write_text
+
+ACTIONS = ("list", "show", "export", "delete")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "eval", help="evaluate workflows on a dataset (accuracy against N and tokens); list/show/export",
+        description="metagen eval A.yaml [B.yaml ...] --data DATASET [options] | eval --resume ID | "
+                    "eval list | eval show ID [--json] | eval export ID --html OUT.html | eval delete ID",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+               "  metagen eval workflows/chain_of_thought.yaml workflows/self_consistency.yaml \\\n"
+               "      --data datasets/arithmetic.jsonl --metric number --sweep think.n=1,2,4,8 --limit 20\n"
+               "  metagen eval workflows/best_of_n.yaml --data datasets/instructions.csv --map question=prompt \\\n"
+               "      --metric python:datasets/instructions_metric.py")
+    p.add_argument("targets", nargs="*", metavar="WORKFLOW | list | show ID | export ID | delete ID")
+    p.add_argument("--data", "-d", default=None, metavar="DATASET",
+                   help="JSONL or CSV file (or the name of one in the datasets folders)")
+    p.add_argument("--map", action="append", default=[], metavar="INPUT=COLUMN",
+                   help="fill a workflow input from this column (default: the column of the same name)")
+    p.add_argument("--reference", default=None, metavar="COLUMN", help="reference answers (default: 'answer')")
+    p.add_argument("--metric", default="exact",
+                   help="exact | number | contains | regex[:PATTERN] | python:FILE | output:NAME (default exact)")
+    p.add_argument("--output", default=None, metavar="NAME", help="the workflow output graded (default answer)")
+    p.add_argument("--sweep", action="append", default=[], metavar="NODE.PARAM=V1,V2,...",
+                   help="sweep a node param (repeatable: the grid is their product)")
+    p.add_argument("--limit", type=int, default=None, metavar="N", help="at most N items")
+    p.add_argument("--shuffle", action="store_true", help="shuffle the items (with --seed) before --limit")
+    p.add_argument("--seed", type=int, default=0, help="run seed and shuffle seed (default 0)")
+    p.add_argument("--concurrency", type=int, default=None, metavar="K",
+                   help="items in flight at once (default 8: keeps the engine's batch full)")
+    p.add_argument("--resume", default=None, metavar="EVAL_ID", help="finish an interrupted evaluation")
+    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    p.add_argument("--html", default=None, metavar="OUT.html", help="write the offline report (show/export)")
+    p.add_argument("--dry-run", action="store_true", help="use the scripted fake backend instead of llama.cpp")
+    p.add_argument("--no-python", action="store_true", help="refuse python: metrics and python verifiers")
+    p.add_argument("--calibrate", action="store_true", help="measure this machine's throughput again first")
+    p.add_argument("--max-lm-calls", type=int, default=None, metavar="N", help="stop the evaluation after N calls")
+    p.add_argument("--max-tokens", type=int, default=None, metavar="N", help="stop after N tokens in all")
+    p.add_argument("--max-seconds", type=float, default=None, metavar="S", help="stop after S seconds")
+    p.add_argument("--db", default=None, metavar="PATH",
+                   help="trace database (default: $METAGEN_TRACE_DB or the user data folder)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=cmd_eval)
+
+
+def _err(text: str) -> None:
+    print(f"error: {text}", file=sys.stderr)
+
+
+def _open_stores(args: argparse.Namespace) -> tuple[Any, Any]:
+    from app.eval.store import EvalStore
+    from app.traces.store import TraceStore
+
+    traces = TraceStore(args.db) if args.db else TraceStore()
+    evals = EvalStore(traces.engine)
+    evals.mark_interrupted()
+    return traces, evals
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    targets = list(args.targets)
+    if targets and targets[0] in ACTIONS and not Path(targets[0]).is_file():
+        return _action(targets[0], targets[1:], args)
+    if args.resume:
+        return _run(args, resume=args.resume)
+    if not targets:
+        _err("name one or more workflow files (and --data DATASET), or --resume ID, or list/show/export")
+        return EXIT_INVALID
+    return _run(args)
+
+
+# ---------------------------------------------------------------------- running
+
+
+def _parse_map(pairs: list[str]) -> dict[str, str] | None:
+    mapping = {}
+    for pair in pairs:
+        name, sep, column = pair.partition("=")
+        if not sep or not name.strip() or not column.strip():
+            _err(f"--map {pair!r}: write INPUT=COLUMN, e.g. --map question=prompt")
+            return None
+        mapping[name.strip()] = column.strip()
+    return mapping
+
+
+def _run(args: argparse.Namespace, resume: str | None = None) -> int:
+    from app.eval.datasets import DatasetError, resolve_dataset
+    from app.eval.estimate import calibrate, estimate, load_calibration
+    from app.eval.plan import EvalSetupError, WorkflowSource, make_plan, plan_from_config
+    from app.eval.results import summarize
+    from app.eval.runner import DEFAULT_CONCURRENCY, Evaluation
+    from app.eval.store import EvalNotFoundError
+    from app.run.providers import fake_provider, llama_provider
+    from app.run.scheduler import Budget, Scheduler
+    from nodes.registry import default_registry
+
+    for name in ("max_lm_calls", "max_tokens", "max_seconds", "concurrency", "limit"):
+        value = getattr(args, name)
+        if value is not None and not value > 0:
+            _err(f"--{name.replace('_', '-')} must be a positive number, got {value}")
+            return EXIT_INVALID
+    registry = default_registry()
+    traces, evals = _open_stores(args)
+    try:
+        if resume:
+            try:
+                eval_id = evals.resolve_id(resume)
+                record = evals.get(eval_id)
+            except EvalNotFoundError as exc:
+                _err(str(exc))
+                return EXIT_INVALID
+            if record["evaluation"]["status"] == "succeeded":
+                _err(f"evaluation {eval_id} already finished; `metagen eval show {eval_id}` shows it")
+                return EXIT_INVALID
+            plan = plan_from_config(record["evaluation"]["config"], registry)
+        else:
+            eval_id = None
+            mapping = _parse_map(args.map)
+            if mapping is None:
+                return EXIT_INVALID
+            if not args.data:
+                _err("give the dataset with --data FILE (JSONL or CSV; see datasets/)")
+                return EXIT_INVALID
+            data_path = resolve_dataset(args.data)
+            plan = make_plan([WorkflowSource(path=Path(t)) for t in args.targets], data_path, registry=registry,
+                             metric=args.metric, output=args.output, sweeps=args.sweep, mapping=mapping,
+                             reference=args.reference, limit=args.limit, shuffle=args.shuffle, seed=args.seed)
+    except (EvalSetupError, DatasetError) as exc:
+        problems = getattr(exc, "problems", None) or [str(exc)]
+        print("the evaluation cannot start (nothing was run):", file=sys.stderr)
+        for problem in problems[:40]:
+            print(f"  {problem}", file=sys.stderr)
+        if len(problems) > 40:
+            print(f"  (and {len(problems) - 40} more)", file=sys.stderr)
+        traces.close()
+        return EXIT_INVALID
+    if args.no_python and plan.metric.uses_python:
+        _err("--no-python refuses the python: metric")
+        traces.close()
+        return EXIT_INVALID
+    provider = fake_provider() if args.dry_run else llama_provider()
+    scheduler = Scheduler(registry, provider, allow_python=not args.no_python)
+    concurrency = args.concurrency or DEFAULT_CONCURRENCY
+    backend = _main_backend(plan, provider)
+    calibration = None
+    if backend is not None and not args.dry_run:
+        calibration = None if args.calibrate else load_calibration(backend.model_id)
+        if calibration is None:
+            if not args.quiet and not args.json:
+                print("measuring this machine's throughput once (cached for this model)...", file=sys.stderr)
+            calibration = calibrate(backend)
+    counter = _token_counter(backend)
+    cost = estimate(plan, registry, count_tokens=counter, calibration=calibration, concurrency=concurrency)
+    if not args.json and not args.quiet:
+        print(_estimate_line(cost), file=sys.stderr)
+    printer = _ProgressLine(quiet=args.quiet or args.json)
+    evaluation = Evaluation(plan, scheduler, evals, eval_id=eval_id, observers=[traces],
+                            concurrency=concurrency, on_progress=printer,
+                            total_budget=Budget(args.max_lm_calls, args.max_tokens, args.max_seconds))
+    if not args.json and not args.quiet:
+        print(f"evaluation {evaluation.eval_id}: {plan.total_tasks} runs "
+              f"({len(plan.items)} items × {sum(len(w.points) for w in plan.workflows)} workflow points)",
+              file=sys.stderr)
+    previous = _cancel_on_sigint(evaluation)
+    try:
+        status = evaluation.run(resume=resume is not None, estimate=cost)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        printer.finish()
+    summary = summarize(evals.get(evaluation.eval_id))
+    traces.close()
+    if args.json:
+        print(json.dumps(_json_result(summary, cost), indent=1))
+    else:
+        print(format_table(summary))
+        _print_actual(summary, cost)
+        if status != "succeeded":
+            print(f"evaluation {evaluation.eval_id} {status}: {evaluation.error or ''}; "
+                  f"`metagen eval --resume {evaluation.eval_id}` finishes it", file=sys.stderr)
+    if args.html:
+        _write_html(summary, Path(args.html))
+    return EXIT_OK if status == "succeeded" else EXIT_FAILED
+
+
+def _main_backend(plan: Any, provider: Any) -> Any:
+    from app.workflow.model_specs import model_specs
+
+    try:
+        spec = next(iter(model_specs(plan.workflows[0].workflow).values()))
+        return provider(spec)
+    except Exception as exc:  # the runs will report the model problem with its node
+        print(f"note: no model for the estimate ({exc})", file=sys.stderr)
+        return None
+
+
+def _token_counter(backend: Any) -> Any:
+    if backend is None:
+        return None
+
+    def count(text: str) -> int:
+        try:
+            return len(backend.tokenize(text))
+        except Exception:
+            return max(1, len(text) // 4)
+
+    return count
+
+
+def _cancel_on_sigint(evaluation: Any) -> Any:
+    def handler(_sig: int, _frame: Any) -> None:
+        print("\ncancelling: finished items are kept; resume with "
+              f"`metagen eval --resume {evaluation.eval_id}`", file=sys.stderr)
+        evaluation.cancel("cancelled (Ctrl+C)")
+
+    if threading.current_thread() is not threading.main_thread():
+        return signal.getsignal(signal.SIGINT)
+    return signal.signal(signal.SIGINT, handler)
+
+
+class _ProgressLine:
+    """`12/96 items · 58% correct · ETA 1m20s` on stderr, rewritten in place on a terminal."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self._last = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self, progress: Any) -> None:
+        if self.quiet:
+            return
+        now = time.monotonic()
+        with self._lock:
+            if progress.done < progress.total and now - self._last < (0.2 if self.tty else 5.0):
+                return
+            self._last = now
+        eta = progress.eta_s
+        line = (f"{progress.done}/{progress.total} runs · {progress.correct / max(progress.done, 1):.0%} correct"
+                + (f" · ETA {_duration(eta)}" if eta is not None and progress.done < progress.total else ""))
+        print(("\r" + line) if self.tty else line, end="" if self.tty else "\n", file=sys.stderr, flush=True)
+
+    def finish(self) -> None:
+        if self.tty and not self.quiet:
+            print(file=sys.stderr)
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def _estimate_line(cost: dict[str, Any]) -> str:
+    return (f"estimate: {cost['tasks']} runs, {cost['lm_calls']} LM calls, "
+            f"~{cost['expected_completion_tokens']:,} completion tokens expected "
+            f"(at most {cost['max_completion_tokens']:,}), {cost['prompt_tokens']:,} prompt tokens; "
+            f"~{_duration(cost['expected_s'])} expected, at most {_duration(cost['max_s'])} on this machine "
+            f"[{cost['assumptions']}]")
+
+
+def _print_actual(summary: dict[str, Any], cost: dict[str, Any]) -> None:
+    completion = sum(p["completion_tokens"] for p in summary["points"])
+    print(f"cost: {completion:,} completion tokens (estimated ~{cost['expected_completion_tokens']:,}, "
+          f"at most {cost['max_completion_tokens']:,})", file=sys.stderr)
+
+
+def _json_result(summary: dict[str, Any], cost: dict[str, Any] | None) -> dict[str, Any]:
+    keys = ("workflow", "params", "accuracy", "correct", "total", "ci", "prompt_tokens", "prompt_tokens_evaluated",
+            "prompt_tokens_cached", "completion_tokens", "wall_s", "pareto")
+    return {"eval_id": summary["eval_id"], "status": summary["status"],
+            "points": [{k: p.get(k, False) for k in keys} for p in summary["points"]],
+            "pass_at_k": summary["pass_at_k"], "estimate": cost if cost is not None else summary["estimate"]}
+
+
+def format_table(summary: dict[str, Any]) -> str:
+    rows = [["POINT", "ACCURACY", "95% CI", "N", "COMPLETION TOK", "PROMPT TOK (EVAL/CACHED)", "SECONDS", ""]]
+    for p in summary["points"]:
+        acc = "-" if p["accuracy"] is None else f"{p['accuracy']:.1%}"
+        rows.append([p["label"], acc, f"{p['ci'][0]:.0%}–{p['ci'][1]:.0%}", f"{p['correct']}/{p['total']}",
+                     f"{p['completion_tokens']:,}", f"{p['prompt_tokens_evaluated']:,}/{p['prompt_tokens_cached']:,}",
+                     f"{p['wall_s']:.1f}", "pareto" if p.get("pareto") else ""])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    for curve in summary["pass_at_k"]:
+        lines.append(f"pass@k {curve['label']} (n={curve['n']}, {curve['items']} items): " + ", ".join(
+            f"@{k}={v:.1%}" for k, v in zip(curve["k"], curve["pass_at_k"], strict=True)))
+    return "\n".join(lines)
+
+
+def _write_html(summary: dict[str, Any], path: Path) -> None:
+    from app.viz.evaluation import evaluation_report_html
+
+    atomic_write_text(path, evaluation_report_html(summary))
+    print(f"wrote {path}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------- list / show / export / delete
+
+
+def _action(action: str, rest: list[str], args: argparse.Namespace) -> int:
+    from app.eval.results import summarize
+    from app.eval.store import EvalNotFoundError
+
+    traces, evals = _open_stores(args)
+    try:
+        if action == "list":
+            listed = evals.list()
+            if args.json:
+                print(json.dumps(listed, indent=1))
+            elif not listed:
+                print("no evaluations yet; run `metagen eval WORKFLOW.yaml --data DATASET`")
+            else:
+                for e in listed:
+                    started = time.strftime("%Y-%m-%d %H:%M", time.localtime(e["created_at"]))
+                    print(f"{e['id']}  {e['status']:<11} {started}  {e['done']}/{e['total']} runs  "
+                          f"{' vs '.join(e['workflows'])} on {e['dataset']}")
+            return EXIT_OK
+        if not rest:
+            _err(f"`metagen eval {action}` needs an evaluation id (see `metagen eval list`)")
+            return EXIT_INVALID
+        if action == "delete":
+            for eval_id in rest:
+                evals.delete(eval_id)
+            return EXIT_OK
+        summary = summarize(evals.get(rest[0]))
+        if action == "export" and not args.html:
+            print(json.dumps(summary, indent=1, default=str))
+        elif args.json:
+            print(json.dumps(_json_result(summary, None), indent=1))
+        else:
+            print(f"evaluation {summary['eval_id']} ({summary['status']}): {summary['done']}/{summary['total']} "
+                  f"runs, metric {summary['metric']} on {summary['dataset'].get('name', '')}")
+            print(format_table(summary))
+        if args.html:
+            _write_html(summary, Path(args.html))
+        return EXIT_OK
+    except EvalNotFoundError as exc:
+        _err(str(exc))
+        return EXIT_INVALID
+    finally:
+        traces.close()

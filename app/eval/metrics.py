@@ -1,0 +1,285 @@
+"""Grading: parse a metric spec (exact, number, contains, regex, python:FILE, output:NAME) and score outputs."""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nodes.algorithms.extract import AnswerSpec, canonical_number, extract_answer, normalize_text, parse_number
+from nodes.algorithms.sandbox import run_python_verifier
+
+log = logging.getLogger(__name__)
+
+METRIC_FORMS = ("exact", "number", "contains", "regex", "regex:PATTERN", "python:FILE", "output:NAME")
+MAX_METRIC_FILE_BYTES = 256 * 1024
+PYTHON_METRIC_TIMEOUT_S = 5.0
+PYTHON_METRIC_MEMORY_MB = 256
+_NUMBER_IN_TEXT = AnswerSpec(extract="auto", normalize="number")
+
+
+@dataclass
+class Grade:
+    """The verdict on one output: a score in [0, 1], correct when score >= 0.5, and why."""
+
+    score: float
+    correct: bool
+    detail: str = ""
+
+
+def _grade(score: float, detail: str = "") -> Grade:
+    score = min(1.0, max(0.0, float(score)))
+    return Grade(score=score, correct=score >= 0.5, detail=detail)
+
+
+def _wrong(detail: str) -> Grade:
+    return Grade(score=0.0, correct=False, detail=detail)
+
+
+class MetricError(ValueError):
+    """A metric spec that cannot be used (unknown form, bad regex, missing or unreadable python file)."""
+
+
+GradeFn = Callable[[Any, dict[str, Any], str | None, dict[str, Any]], Grade]
+
+
+@dataclass
+class Metric:
+    """A parsed metric: `grade(output_value, row, reference, outputs)` where `outputs` holds every
+    workflow output of the item's run."""
+
+    name: str
+    grade: GradeFn
+    needs_reference: bool = False
+    uses_python: bool = False
+
+
+def _is_empty(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return not value.strip()
+    return isinstance(value, list | dict | tuple) and not value
+
+
+def as_text(value: Any) -> str:
+    """An output value as text: strings as they are, numbers canonical (7.0 -> "7"), other data as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float) and math.isfinite(value):
+        return canonical_number(float(value))
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return repr(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+# ------------------------------------------------------------------ the forms
+
+
+def _exact(output: Any, row: dict[str, Any], reference: str | None, outputs: dict[str, Any]) -> Grade:
+    if _is_empty(output):
+        return _wrong("no output")
+    if reference is None:
+        return _wrong("no reference answer for this row")
+    got, want = normalize_text(as_text(output)), normalize_text(reference)
+    if got == want:
+        return _grade(1.0)
+    return _wrong(f"got {_short(got)}, expected {_short(want)}")
+
+
+def _number(output: Any, row: dict[str, Any], reference: str | None, outputs: dict[str, Any]) -> Grade:
+    if _is_empty(output):
+        return _wrong("no output")
+    if reference is None:
+        return _wrong("no reference answer for this row")
+    want = parse_number(reference)
+    if want is None:
+        return _wrong(f"the reference {_short(reference)} is not a number")
+    text = as_text(output)
+    got = parse_number(text)
+    if got is not None:
+        found = canonical_number(got)
+    else:  # a longer text: the number it gives as its answer (\boxed{}, 'Answer:', else the last one)
+        found_text = extract_answer(text, _NUMBER_IN_TEXT)
+        if found_text is None:
+            return _wrong(f"no number in the output {_short(text)}")
+        found = found_text
+    expected = canonical_number(want)
+    if found == expected:
+        return _grade(1.0)
+    return _wrong(f"got {found}, expected {expected}")
+
+
+def _contains(output: Any, row: dict[str, Any], reference: str | None, outputs: dict[str, Any]) -> Grade:
+    if _is_empty(output):
+        return _wrong("no output")
+    want = normalize_text(reference) if reference is not None else ""
+    if not want:
+        return _wrong("no reference answer for this row")
+    if want in normalize_text(as_text(output)):
+        return _grade(1.0)
+    return _wrong(f"{_short(want)} not found in the output")
+
+
+def _regex_fixed(pattern: re.Pattern[str]) -> GradeFn:
+    def grade(output: Any, row: dict[str, Any], reference: str | None, outputs: dict[str, Any]) -> Grade:
+        if _is_empty(output):
+            return _wrong("no output")
+        if pattern.search(as_text(output)):
+            return _grade(1.0)
+        return _wrong(f"no match for /{pattern.pattern}/")
+
+    return grade
+
+
+def _regex_reference(output: Any, row: dict[str, Any], reference: str | None, outputs: dict[str, Any]) -> Grade:
+    if _is_empty(output):
+        return _wrong("no output")
+    if not reference:
+        return _wrong("no reference pattern for this row")
+    try:
+        pattern = re.compile(reference)
+    except re.error as exc:
+        return _wrong(f"the reference {_short(reference)} is not a valid regular expression: {exc}")
+    if pattern.search(as_text(output)):
+        return _grade(1.0)
+    return _wrong(f"no match for /{reference}/")
+
+
+def _value_score(value: Any, what: str) -> Grade:
+    """A workflow output used as the score itself: bool -> 1/0, a number clipped to [0, 1]."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in ("true", "false"):
+            value = text == "true"
+        else:
+            number = parse_number(text)
+            if number is None:
+                return _wrong(f"{what} is {_short(value)}, not a bool or a number")
+            value = number
+    if isinstance(value, bool):
+        return _grade(1.0 if value else 0.0)
+    if isinstance(value, int | float):
+        if not math.isfinite(value):
+            return _wrong(f"{what} is {value}, not a finite number")
+        clipped = min(1.0, max(0.0, float(value)))
+        return _grade(clipped, "" if clipped == value else f"{what} {value:g} clipped to {clipped:g}")
+    return _wrong(f"{what} is a {type(value).__name__}, not a bool or a number")
+
+
+def _output_metric(name: str) -> GradeFn:
+    def grade(output: Any, row: dict[str, Any], reference: str | None, outputs: dict[str, Any]) -> Grade:
+        if name not in outputs:
+            return _wrong(f"the run has no output {name!r} (its outputs: {', '.join(map(repr, outputs)) or 'none'})")
+        value = outputs[name]
+        if _is_empty(value):
+            return _wrong("no output")
+        return _value_score(value, f"output {name!r}")
+
+    return grade
+
+
+def _read_metric_file(file: str, base_dir: Path | None) -> tuple[Path, str]:
+    given = Path(file).expanduser()
+    candidates = [given] if given.is_absolute() or base_dir is None else [base_dir / given, given]
+    path = next((c for c in candidates if c.is_file()), None)
+    if path is None:
+        looked = " or ".join(str(c) for c in candidates)
+        raise MetricError(f"python metric file {file!r} not found (looked for {looked})")
+    size = path.stat().st_size
+    if size > MAX_METRIC_FILE_BYTES:
+        raise MetricError(f"python metric file {path} is {size} bytes; the limit is {MAX_METRIC_FILE_BYTES}")
+    try:
+        code = path.read_bytes()[:MAX_METRIC_FILE_BYTES].decode("utf-8")
+    except UnicodeDecodeError:
+        raise MetricError(f"python metric file {path} is not UTF-8 text") from None
+    except OSError as exc:
+        raise MetricError(f"cannot read python metric file {path}: {exc.strerror or exc}") from None
+    try:
+        tree = ast.parse(code, filename=str(path))
+    except SyntaxError as exc:
+        raise MetricError(f"python metric file {path} has a syntax error on line {exc.lineno}: {exc.msg}") from None
+    defines = any(
+        (isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "metric")
+        or (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "metric" for t in node.targets))
+        for node in tree.body
+    )
+    if not defines:
+        raise MetricError(f"python metric file {path} does not define metric(output, row)")
+    return path, code.removeprefix("\ufeff")
+
+
+def _python_metric(code: str) -> GradeFn:
+    # `verify = None`: the sandbox would call a function named verify in place of reading `score`
+    program = code + "\nscore = metric(candidate, inputs)\nverify = None\n"
+
+    def grade(output: Any, row: dict[str, Any], reference: str | None, outputs: dict[str, Any]) -> Grade:
+        if _is_empty(output):
+            return _wrong("no output")
+        result = run_python_verifier(program, as_text(output), inputs=dict(row), reference=reference,
+                                     timeout_s=PYTHON_METRIC_TIMEOUT_S, memory_mb=PYTHON_METRIC_MEMORY_MB)
+        if not result.ok:
+            return _wrong(f"metric failed: {result.reason}")
+        if not math.isfinite(result.score):
+            return _wrong(f"metric returned {result.score}")
+        clipped = min(1.0, max(0.0, result.score))
+        detail = result.reason
+        if clipped != result.score:
+            detail = (detail + "; " if detail else "") + f"score {result.score:g} clipped to {clipped:g}"
+        return _grade(clipped, detail)
+
+    return grade
+
+
+def parse_metric(spec: str, base_dir: Path | None = None) -> Metric:
+    """The metric a spec names; relative python:FILE paths are looked up in `base_dir` first, then as given."""
+    text = (spec or "").strip()
+    form, sep, arg = text.partition(":")
+    form = form.strip().lower()
+    if not sep:
+        if form == "exact":
+            return Metric("exact", _exact, needs_reference=True)
+        if form == "number":
+            return Metric("number", _number, needs_reference=True)
+        if form == "contains":
+            return Metric("contains", _contains, needs_reference=True)
+        if form == "regex":
+            return Metric("regex", _regex_reference, needs_reference=True)
+    elif form == "regex":
+        if not arg:
+            raise MetricError("regex: needs a pattern, e.g. regex:^\\d+$ (or plain `regex` to use the reference)")
+        try:
+            pattern = re.compile(arg)
+        except re.error as exc:
+            raise MetricError(f"regex:{arg} is not a valid regular expression: {exc}") from None
+        return Metric(f"regex:{arg}", _regex_fixed(pattern))
+    elif form == "python":
+        if not arg.strip():
+            raise MetricError("python: needs a file defining metric(output, row), e.g. python:my_metric.py")
+        path, code = _read_metric_file(arg.strip(), base_dir)
+        log.debug("python metric from %s (%d bytes)", path, len(code))
+        return Metric(f"python:{arg.strip()}", _python_metric(code), uses_python=True)
+    elif form == "output":
+        name = arg.strip()
+        if not name:
+            raise MetricError("output: needs the name of a workflow output, e.g. output:passed")
+        return Metric(f"output:{name}", _output_metric(name))
+    raise MetricError(f"unknown metric {spec!r}; use one of: {', '.join(METRIC_FORMS)}")
+
+
+def grade_samples(metric: Metric, texts: list[str], row: dict[str, Any], reference: str | None) -> list[bool]:
+    """Whether each sample (e.g. every completion of a sampler) is correct, for pass@k. An output:NAME
+    metric scores a workflow output, not texts, so it grades no samples: [] (no pass@k for it)."""
+    if metric.name.startswith("output:"):
+        return []
+    return [metric.grade(text, row, reference, {}).correct for text in texts]

@@ -1,0 +1,235 @@
+"""An evaluation plan: the workflows, their sweep points, the dataset items and the metric, all checked
+before anything runs (every problem of every workflow and every row is reported at once)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.eval.datasets import Binding, Dataset, DatasetError, bind, check_rows, load_dataset, select_items
+from app.eval.metrics import Metric, MetricError, parse_metric
+from app.eval.sweep import SweepAxis, SweepError, apply_point, check_axes, grid, parse_sweep
+from app.workflow.problems import WorkflowError, errors
+from app.workflow.spec import Workflow, load_workflow, load_workflow_text
+from app.workflow.validation import validate
+from nodes.registry import NodeRegistry
+
+DEFAULT_OUTPUT = "answer"
+SAMPLER_KIND = "sampler"
+
+
+class EvalSetupError(ValueError):
+    """The evaluation cannot start; `problems` says every reason (nothing has run)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        shown = problems[:12]
+        more = f"\n(and {len(problems) - len(shown)} more)" if len(problems) > len(shown) else ""
+        super().__init__("\n".join(shown) + more)
+
+
+@dataclass
+class EvalWorkflow:
+    """One workflow of the evaluation, with its sweep points (already applied) and dataset binding."""
+
+    name: str
+    source: str
+    workflow: Workflow
+    binding: Binding
+    points: list[dict[str, Any]]
+    """Sweep points as {"node.param": value}; [{}] without a sweep."""
+    variants: list[Workflow]
+    """The workflow at each point, same order as `points`."""
+    sampler: str | None
+    """The sampler graded per sample (pass@k), when the workflow has exactly one."""
+    output: str
+
+    @property
+    def yaml(self) -> str:
+        return self.workflow.to_yaml()
+
+
+@dataclass
+class EvalPlan:
+    workflows: list[EvalWorkflow]
+    dataset: Dataset
+    items: list[int]
+    metric: Metric
+    metric_spec: str
+    output: str
+    axes: list[SweepAxis]
+    seed: int = 0
+    shuffle: bool = False
+    limit: int | None = None
+    mapping: dict[str, str] = field(default_factory=dict)
+    reference: str | None = None
+
+    @property
+    def total_tasks(self) -> int:
+        return sum(len(w.points) for w in self.workflows) * len(self.items)
+
+    def config(self) -> dict[str, Any]:
+        """What the evaluation record keeps: enough to redo the plan on --resume and to tell runs apart."""
+        return {
+            "workflows": [{"name": w.name, "source": w.source, "yaml": w.yaml, "hash": w.workflow.semantic_hash(),
+                           "points": w.points, "sampler": w.sampler, "output": w.output} for w in self.workflows],
+            "dataset": {"path": str(self.dataset.path), "name": self.dataset.path.name,
+                        "sha256": self.dataset.sha256, "rows": len(self.dataset.rows)},
+            "items": self.items, "metric": self.metric_spec, "output": self.output,
+            "sweep": [{"node": a.node, "param": a.param, "values": list(a.values)} for a in self.axes],
+            "seed": self.seed, "shuffle": self.shuffle, "limit": self.limit, "mapping": self.mapping,
+            "reference": self.reference, "total_tasks": self.total_tasks,
+        }
+
+
+@dataclass
+class WorkflowSource:
+    """A workflow given to an evaluation: a file, or YAML text (the editor's current workflow)."""
+
+    path: Path | None = None
+    text: str | None = None
+    name: str | None = None
+
+
+def _load(source: WorkflowSource) -> tuple[Workflow, str]:
+    if source.text is not None:
+        wf = load_workflow_text(source.text, source=source.name or "<editor>")
+        return wf, source.name or wf.name or "workflow"
+    assert source.path is not None
+    wf = load_workflow(source.path)
+    return wf, wf.name or source.path.stem
+
+
+def _single_sampler(wf: Workflow) -> str | None:
+    samplers = [n.id for n in wf.nodes if n.kind == SAMPLER_KIND]
+    return samplers[0] if len(samplers) == 1 else None
+
+
+def _graded_output(wf: Workflow, wanted: str | None) -> tuple[str | None, str | None]:
+    """(output name, problem): the asked output, else `answer`, else the workflow's only output."""
+    names = list(wf.outputs)
+    if wanted:
+        return (wanted, None) if wanted in names else (None, f"has no output {wanted!r} (it has {', '.join(names)})")
+    if DEFAULT_OUTPUT in names:
+        return DEFAULT_OUTPUT, None
+    if len(names) == 1:
+        return names[0], None
+    return None, f"has outputs {', '.join(names)}; choose the graded one with --output NAME"
+
+
+def _applicable(wf: Workflow, axes: list[SweepAxis], registry: NodeRegistry) -> list[SweepAxis]:
+    """The axes this workflow can take: its node of that id declares that param. Others are skipped, so
+    `--sweep think.n=1,4,16` compares a sampler at each N with a greedy generator named `think` run once."""
+    kinds = {n.id: registry.get(n.kind) for n in wf.nodes}
+    return [a for a in axes if kinds.get(a.node) is not None
+            and any(p.name == a.param for p in kinds[a.node].params)]
+
+
+def make_plan(sources: list[WorkflowSource], dataset_path: Path, *, registry: NodeRegistry, metric: str = "exact",
+              output: str | None = None, sweeps: list[str] = (), mapping: dict[str, str] | None = None,  # type: ignore[assignment]
+              reference: str | None = None, limit: int | None = None, shuffle: bool = False,
+              seed: int = 0) -> EvalPlan:
+    """Check everything and build the plan; EvalSetupError with every problem otherwise."""
+    problems: list[str] = []
+    try:
+        dataset = load_dataset(dataset_path)
+    except DatasetError as exc:
+        raise EvalSetupError([f"dataset {dataset_path}: {p}" for p in (exc.problems or [str(exc)])]) from None
+    try:
+        grader = parse_metric(metric, base_dir=Path.cwd())
+    except MetricError as exc:
+        problems.append(f"metric {metric!r}: {exc}")
+        grader = None
+    axes: list[SweepAxis] = []
+    for text in sweeps:
+        try:
+            axes.append(parse_sweep(text))
+        except SweepError as exc:
+            problems.append(f"--sweep {text}: {exc}")
+    if not sources:
+        problems.append("no workflow given: name one or more workflow files")
+    workflows: list[EvalWorkflow] = []
+    used_axes: set[tuple[str, str]] = set()
+    for source in sources:
+        label = str(source.path) if source.path else (source.name or "<editor>")
+        try:
+            wf, name = _load(source)
+        except WorkflowError as exc:
+            problems.extend(f"{label}: {i.format()}" for i in exc.issues)
+            continue
+        except OSError as exc:
+            problems.append(f"{label}: {exc}")
+            continue
+        wf_problems = errors(validate(wf, registry))
+        if wf_problems:
+            problems.extend(f"{label}: {i.format()}" for i in wf_problems)
+            continue
+        graded, why = _graded_output(wf, output)
+        if why:
+            problems.append(f"{label} {why}")
+            continue
+        applicable = _applicable(wf, axes, registry)
+        used_axes |= {(a.node, a.param) for a in applicable}
+        problems.extend(f"{label}: {p}" for p in check_axes(wf, applicable, registry))
+        try:
+            binding = bind(dataset, wf.inputs, mapping, reference)
+            check_rows(dataset, binding, wf.inputs)
+        except DatasetError as exc:
+            problems.extend(f"{label} on {dataset.path.name}: {p}" for p in (exc.problems or [str(exc)]))
+            continue
+        try:
+            points = grid(applicable)
+        except SweepError as exc:
+            problems.append(f"{label}: {exc}")
+            continue
+        variants = [apply_point(wf, p) for p in points]
+        for point, variant in zip(points, variants, strict=True):
+            problems.extend(f"{label} at {point}: {i.format()}" for i in errors(validate(variant, registry)))
+        workflows.append(EvalWorkflow(name=_unique(name, [w.name for w in workflows]), source=label,
+                                      workflow=wf, binding=binding, points=points, variants=variants,
+                                      sampler=_single_sampler(wf), output=graded or DEFAULT_OUTPUT))
+    for axis in axes:
+        if (axis.node, axis.param) not in used_axes and workflows:
+            nodes = ", ".join(sorted({n.id for w in workflows for n in w.workflow.nodes}))
+            problems.append(f"--sweep {axis.node}.{axis.param}: no workflow has a node {axis.node!r} with a param "
+                            f"{axis.param!r} (nodes: {nodes})")
+    if problems:
+        raise EvalSetupError(problems)
+    assert grader is not None
+    items = select_items(len(dataset.rows), limit, shuffle, seed)
+    if not items:
+        raise EvalSetupError([f"dataset {dataset.path.name}: no items to evaluate (--limit {limit})"])
+    return EvalPlan(workflows=workflows, dataset=dataset, items=items, metric=grader, metric_spec=metric,
+                    output=output or DEFAULT_OUTPUT, axes=axes, seed=seed, shuffle=shuffle, limit=limit,
+                    mapping=dict(mapping or {}), reference=workflows[0].binding.reference if workflows else None)
+
+
+def plan_from_config(config: dict[str, Any], registry: NodeRegistry) -> EvalPlan:
+    """The plan of a recorded evaluation (for --resume): the same workflows (from their recorded YAML), dataset
+    and items; refused when the dataset file changed since."""
+    sources = [WorkflowSource(text=w["yaml"], name=w["name"]) for w in config["workflows"]]
+    sweeps = [f"{a['node']}.{a['param']}=" + ",".join(json.dumps(v) for v in a["values"]) for a in config["sweep"]]
+    plan = make_plan(sources, Path(config["dataset"]["path"]), registry=registry, metric=config["metric"],
+                     output=config.get("output") if config.get("output") != DEFAULT_OUTPUT else None,
+                     sweeps=sweeps, mapping=config.get("mapping") or {}, reference=config.get("reference"),
+                     limit=None, shuffle=False, seed=int(config.get("seed", 0)))
+    if plan.dataset.sha256 != config["dataset"]["sha256"]:
+        raise EvalSetupError([f"dataset {config['dataset']['path']} changed since the evaluation started "
+                              "(its hash differs); start a new evaluation instead of resuming"])
+    plan.items = [int(i) for i in config["items"]]
+    plan.limit, plan.shuffle = config.get("limit"), bool(config.get("shuffle"))
+    for w, recorded in zip(plan.workflows, config["workflows"], strict=True):
+        w.source = recorded.get("source", w.source)
+    return plan
+
+
+def _unique(name: str, taken: list[str]) -> str:
+    if name not in taken:
+        return name
+    k = 2
+    while f"{name} ({k})" in taken:
+        k += 1
+    return f"{name} ({k})"
+

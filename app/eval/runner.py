@@ -1,0 +1,257 @@
+"""Runs an evaluation plan: items concurrently (so the engine batches across items), each item's sweep points
+one after another largest first (so smaller points reuse its samples), every finished item committed."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any
+
+from app.eval.metrics import grade_samples
+from app.eval.plan import EvalPlan, EvalWorkflow
+from app.eval.store import CANCELLED, FAILED, SUCCEEDED, EvalStore
+from app.run.events import Observer
+from app.run.scheduler import Budget, RunResult, Scheduler
+from app.workflow.problems import WorkflowError
+from backends.base import CancelToken
+from nodes.base import CandidateSet, to_jsonable
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONCURRENCY = 8
+"""Items in flight at once: with best-of-8 that is 64 sequences, enough to keep the engine's batch full."""
+MAX_OUTPUT_CHARS = 2000
+
+
+@dataclass
+class Progress:
+    done: int
+    total: int
+    correct: int
+    elapsed_s: float
+    last: dict[str, Any] | None = None
+
+    @property
+    def eta_s(self) -> float | None:
+        if self.done == 0:
+            return None
+        return self.elapsed_s / self.done * (self.total - self.done)
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+def _point_order(points: list[dict[str, Any]]) -> list[int]:
+    """Point indices, the costliest first (larger numbers first): a sweep n=1,2,4,8 draws 8 samples once and the
+    smaller points find theirs in the sample cache."""
+    def key(i: int) -> tuple[Any, ...]:
+        return tuple(-v if isinstance(v, int | float) and not isinstance(v, bool) else 0 for v in points[i].values())
+
+    return sorted(range(len(points)), key=key)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return str(to_jsonable(value))
+
+
+def _sample_texts(result: RunResult, sampler: str | None) -> list[str]:
+    if sampler is None:
+        return []
+    cset = (result.node_outputs.get(sampler) or {}).get("candidates")
+    if not isinstance(cset, CandidateSet):
+        return []
+    return [c.answer if c.answer is not None else c.text for c in cset.candidates]
+
+
+class Evaluation:
+    """One evaluation being run (new or resumed). Thread-safe `cancel()`; `run()` blocks until it ends."""
+
+    def __init__(self, plan: EvalPlan, scheduler: Scheduler, store: EvalStore, *, eval_id: str | None = None,
+                 observers: list[Observer] | None = None, concurrency: int = DEFAULT_CONCURRENCY,
+                 run_budget: Budget | None = None, total_budget: Budget | None = None,
+                 on_progress: ProgressCallback | None = None, name: str = "") -> None:
+        self.plan = plan
+        self.scheduler = scheduler
+        self.store = store
+        self.eval_id = eval_id or uuid.uuid4().hex[:12]
+        self.observers = list(observers or [])
+        self.concurrency = max(1, int(concurrency))
+        self.run_budget = run_budget or Budget()
+        self.total_budget = total_budget or Budget()
+        self.on_progress = on_progress
+        self.name = name or " vs ".join(w.name for w in plan.workflows)
+        self.cancel_token = CancelToken()
+        self._lock = threading.Lock()
+        self._done = 0
+        self._correct = 0
+        self._tokens = 0
+        self._calls = 0
+        self._started = time.perf_counter()
+        self._run_tokens: set[CancelToken] = set()
+        self.status = "pending"
+        self.error: str | None = None
+
+    # ------------------------------------------------------------------ control
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Stop the evaluation: runs in flight are cancelled (not recorded; a resume redoes them)."""
+        with self._lock:
+            self.cancel_token.cancel(reason)
+            tokens = list(self._run_tokens)
+        for token in tokens:
+            token.cancel(reason)
+
+    def start_record(self, estimate: dict[str, Any] | None = None) -> None:
+        """Write the evaluation record (a new evaluation) before any item runs."""
+        self.store.create(self.eval_id, self.name, self.plan.config(), estimate or {})
+
+    def run(self, resume: bool = False, estimate: dict[str, Any] | None = None) -> str:
+        """Run every unfinished item; returns the final status (succeeded, failed or cancelled)."""
+        if resume:
+            self.store.claim(self.eval_id)
+            finished = self.store.finished_keys(self.eval_id)
+        else:
+            self.start_record(estimate)
+            finished = set()
+        self._done = len(finished)
+        jobs = [(w_idx, item) for w_idx, wf in enumerate(self.plan.workflows) for item in self.plan.items
+                if any((w_idx, p, item) not in finished for p in range(len(wf.points)))]
+        self._started = time.perf_counter()
+        try:
+            self._run_jobs(jobs, finished)
+        except Exception as exc:
+            log.exception("evaluation %s failed", self.eval_id)
+            self.status, self.error = FAILED, f"{type(exc).__name__}: {exc}"
+        else:
+            self.status = CANCELLED if self.cancel_token.cancelled else SUCCEEDED
+            self.error = self.cancel_token.reason if self.cancel_token.cancelled else None
+        self.store.finish(self.eval_id, self.status, self.error)
+        return self.status
+
+    def _run_jobs(self, jobs: list[tuple[int, int]], finished: set[tuple[int, int, int]]) -> None:
+        pending = iter(jobs)
+        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="eval") as pool:
+            running: set[Future[None]] = set()
+            while True:
+                while len(running) < self.concurrency and not self.cancel_token.cancelled:
+                    job = next(pending, None)
+                    if job is None:
+                        break
+                    running.add(pool.submit(self._run_item, *job, finished))
+                if not running:
+                    return
+                done, running = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    future.result()  # an unexpected error ends the evaluation (items already stored stay)
+
+    # ------------------------------------------------------------------ one item
+
+    def _run_item(self, w_idx: int, item: int, finished: set[tuple[int, int, int]]) -> None:
+        wf = self.plan.workflows[w_idx]
+        row = self.plan.dataset.rows[item]
+        from app.eval.datasets import item_inputs, item_reference
+
+        inputs = item_inputs(row, wf.binding, wf.workflow.inputs)
+        reference = item_reference(row, wf.binding)
+        for p_idx in _point_order(wf.points):
+            if self.cancel_token.cancelled:
+                return
+            if (w_idx, p_idx, item) in finished:
+                continue
+            values = self._run_point(wf, p_idx, inputs, row, reference)
+            if values is None:  # cancelled mid-run: not recorded, a resume redoes it
+                return
+            self.store.record_item(self.eval_id, w_idx, p_idx, item, values)
+            self._count(values, {"workflow": wf.name, "point": wf.points[p_idx], "item": item, **values})
+
+    def _run_point(self, wf: EvalWorkflow, p_idx: int, inputs: dict[str, Any], row: dict[str, Any],
+                   reference: str | None) -> dict[str, Any] | None:
+        variant = wf.variants[p_idx]
+        start = time.perf_counter()
+        token = CancelToken()
+        with self._lock:
+            if self.cancel_token.cancelled:
+                return None
+            self._run_tokens.add(token)
+        try:
+            result = self.scheduler.run(variant, inputs, seed=self.plan.seed, budget=self._budget_left(),
+                                        cancel=token, observers=self.observers)
+        except WorkflowError as exc:
+            return {"status": FAILED, "detail": "; ".join(i.format() for i in exc.issues)[:500],
+                    "wall_s": time.perf_counter() - start}
+        finally:
+            with self._lock:
+                self._run_tokens.discard(token)
+        if self.cancel_token.cancelled and result.status != SUCCEEDED:
+            return None
+        stats = result.stats
+        values: dict[str, Any] = {
+            "run_id": result.run_id, "status": result.status, "wall_s": stats.wall_s,
+            "prompt_tokens": stats.prompt_tokens, "prompt_tokens_evaluated": stats.prompt_tokens_evaluated,
+            "prompt_tokens_cached": stats.prompt_tokens_cached, "completion_tokens": stats.completion_tokens,
+            "lm_calls": stats.lm_calls,
+        }
+        output = result.outputs.get(wf.output)
+        values["output"] = _text(output)[:MAX_OUTPUT_CHARS]
+        if result.status != SUCCEEDED:
+            values.update(score=0.0, correct=False, detail=(result.error or result.status)[:500])
+            return values
+        grade = self.plan.metric.grade(output, row, reference, result.outputs)
+        values.update(score=grade.score, correct=grade.correct, detail=grade.detail[:500])
+        texts = _sample_texts(result, wf.sampler)
+        if texts:
+            values["samples"] = grade_samples(self.plan.metric, texts, row, reference)
+        return values
+
+    def _budget_left(self) -> Budget:
+        """The per-run budget, lowered to what is left of the evaluation's total budget."""
+        total, run = self.total_budget, self.run_budget
+        with self._lock:
+            calls_left = None if total.max_lm_calls is None else max(1, total.max_lm_calls - self._calls)
+            tokens_left = None if total.max_tokens is None else max(1, total.max_tokens - self._tokens)
+        return Budget(max_lm_calls=_min(run.max_lm_calls, calls_left), max_tokens=_min(run.max_tokens, tokens_left),
+                      max_seconds=run.max_seconds)
+
+    def _count(self, values: dict[str, Any], last: dict[str, Any]) -> None:
+        with self._lock:
+            self._done += 1
+            self._correct += int(bool(values.get("correct")))
+            self._calls += int(values.get("lm_calls", 0))
+            self._tokens += int(values.get("prompt_tokens_evaluated", 0)) + int(values.get("completion_tokens", 0))
+            progress = Progress(self._done, self.plan.total_tasks, self._correct,
+                                time.perf_counter() - self._started, last)
+            over = self._over_total_budget()
+        if over:
+            self.cancel(f"budget: the evaluation's {over} was reached")
+        if self.on_progress is not None:
+            try:
+                self.on_progress(progress)
+            except Exception:
+                log.exception("progress callback failed")
+
+    def _over_total_budget(self) -> str | None:
+        total = self.total_budget
+        if total.max_lm_calls is not None and self._calls >= total.max_lm_calls:
+            return f"max_lm_calls={total.max_lm_calls}"
+        if total.max_tokens is not None and self._tokens >= total.max_tokens:
+            return f"max_tokens={total.max_tokens}"
+        if total.max_seconds is not None and time.perf_counter() - self._started >= total.max_seconds:
+            return f"max_seconds={total.max_seconds:g}"
+        return None
+
+
+def _min(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)

@@ -1,0 +1,235 @@
+"""Evaluations for the UI: datasets to pick or upload (with a preview), plans checked before anything runs,
+the estimate, evaluations running in the background with live progress, cancel, and past results."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.eval.datasets import DatasetError, dataset_dirs, load_dataset
+from app.eval.estimate import calibrate, estimate, load_calibration
+from app.eval.plan import EvalSetupError, WorkflowSource, make_plan
+from app.eval.results import summarize
+from app.eval.runner import DEFAULT_CONCURRENCY, Evaluation, Progress
+from app.eval.store import EvalNotFoundError, EvalStore
+from app.platform.fileio import atomic_write_bytes
+from app.run.scheduler import Budget, Scheduler
+from app.service.errors import UserError
+from app.share.policy import SharePolicy
+from nodes.registry import NodeRegistry
+
+log = logging.getLogger(__name__)
+
+DATASET_SUFFIXES = (".jsonl", ".csv")
+PREVIEW_ROWS = 5
+MAX_UPLOAD_BYTES = 20 * 1024 * 1024
+
+
+@dataclass
+class _Live:
+    evaluation: Evaluation
+    thread: threading.Thread
+    progress: Progress | None = None
+    started: float = 0.0
+
+
+class EvaluationService:
+    """Everything the Evaluate tab asks. Share mode: datasets only by name from the datasets folders or as
+    uploads, the share caps apply to the whole evaluation, python: metrics follow the python-verifier rule."""
+
+    def __init__(self, *, registry: NodeRegistry, scheduler: Scheduler, policy: SharePolicy,
+                 trace_store: Any, uploads_dir: Path, observers: list[Any] | None = None,
+                 max_concurrent: int = 1, dry_run: bool = False) -> None:
+        self.registry = registry
+        self.scheduler = scheduler
+        self.policy = policy
+        self.trace_store = trace_store
+        self.store = EvalStore(trace_store.engine) if trace_store is not None else None
+        if self.store is not None:
+            self.store.mark_interrupted()
+        self.uploads_dir = uploads_dir
+        self.observers = observers if observers is not None else ([trace_store] if trace_store else [])
+        self.max_concurrent = max_concurrent
+        self.dry_run = dry_run
+        self._live: dict[str, _Live] = {}
+        self._lock = threading.Lock()
+
+    def _need_store(self) -> EvalStore:
+        if self.store is None:
+            raise UserError("evaluations need the trace database, which cannot be opened; fix --db and restart")
+        return self.store
+
+    # ------------------------------------------------------------------ datasets
+
+    def list_datasets(self) -> list[dict[str, Any]]:
+        seen: dict[str, dict[str, Any]] = {}
+        for folder in [self.uploads_dir, *dataset_dirs()]:
+            try:
+                files = sorted(p for p in folder.iterdir() if p.suffix.lower() in DATASET_SUFFIXES and p.is_file())
+            except OSError:
+                continue
+            for path in files:
+                seen.setdefault(path.name, {"name": path.name, "size_bytes": path.stat().st_size,
+                                            "folder": "uploads" if folder == self.uploads_dir else str(folder)})
+        return list(seen.values())
+
+    def dataset_path(self, name: str) -> Path:
+        """A dataset by its file name (never a path) in the uploads or datasets folders."""
+        clean = str(name or "").strip()
+        if not clean or "/" in clean or "\\" in clean or clean.startswith(".") or ".." in clean:
+            raise UserError("pick a dataset from the list (a file name, not a path)")
+        for folder in [self.uploads_dir, *dataset_dirs()]:
+            path = folder / clean
+            if path.is_file():
+                return path
+        raise UserError(f"there is no dataset named {clean!r}; pick one from the list or upload it")
+
+    def upload_dataset(self, filename: str, data: bytes) -> dict[str, Any]:
+        name = Path(str(filename or "")).name
+        if Path(name).suffix.lower() not in DATASET_SUFFIXES:
+            raise UserError("upload a .jsonl or .csv file (UTF-8; a header row for CSV)")
+        if len(data) > MAX_UPLOAD_BYTES:
+            raise UserError(f"the file is {len(data) / 1e6:.1f} MB; datasets are limited to "
+                            f"{MAX_UPLOAD_BYTES // 1_000_000} MB")
+        safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name).lstrip(".") or "dataset.jsonl"
+        target = self.uploads_dir / safe
+        self.uploads_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(target, data)
+        try:
+            preview = self.preview(safe)
+        except UserError:
+            target.unlink(missing_ok=True)
+            raise
+        return {"name": safe, **preview}
+
+    def preview(self, name: str) -> dict[str, Any]:
+        try:
+            dataset = load_dataset(self.dataset_path(name))
+        except DatasetError as exc:
+            raise UserError(str(exc)) from None
+        return {"columns": dataset.columns, "rows": dataset.rows[:PREVIEW_ROWS], "count": len(dataset.rows)}
+
+    # ------------------------------------------------------------------ plans
+
+    def plan(self, request: dict[str, Any]) -> Any:
+        """An EvalPlan from the tab's form: {workflows: [{name, yaml}], dataset, metric, output, sweeps,
+        mapping, reference, limit, shuffle, seed}. UserError lists every problem."""
+        workflows = request.get("workflows") or []
+        if not isinstance(workflows, list) or not workflows:
+            raise UserError("pick at least one workflow to evaluate")
+        sources = [WorkflowSource(text=str(w.get("yaml") or ""), name=str(w.get("name") or f"workflow {i + 1}"))
+                   for i, w in enumerate(workflows) if isinstance(w, dict)]
+        metric = str(request.get("metric") or "exact")
+        if metric.startswith("python:"):
+            if not self.policy.allow_python:
+                raise UserError("python: metrics run code and are disabled on this shared app")
+            metric = "python:" + str(self.dataset_path(metric[len("python:"):]))
+        limit = request.get("limit")
+        try:
+            plan = make_plan(sources, self.dataset_path(str(request.get("dataset") or "")), registry=self.registry,
+                             metric=metric, output=request.get("output") or None,
+                             sweeps=[str(s) for s in request.get("sweeps") or [] if str(s).strip()],
+                             mapping={str(k): str(v) for k, v in (request.get("mapping") or {}).items() if v},
+                             reference=request.get("reference") or None,
+                             limit=int(limit) if limit else None, shuffle=bool(request.get("shuffle")),
+                             seed=int(request.get("seed") or 0))
+        except EvalSetupError as exc:
+            raise UserError("\n".join(exc.problems[:20])) from None
+        from app.share.policy import check_workflow_allowed
+
+        refused = [i.format() for w in plan.workflows for i in check_workflow_allowed(w.workflow, self.policy)]
+        if refused:
+            raise UserError("; ".join(refused[:5]))
+        return plan
+
+    def estimate(self, request: dict[str, Any]) -> dict[str, Any]:
+        plan = self.plan(request)
+        return {"estimate": self._estimate(plan), "tasks": plan.total_tasks}
+
+    def _main_backend(self, plan: Any) -> Any:
+        """The backend of the first workflow's first model (loaded by the pool; runs load it anyway)."""
+        from app.workflow.model_specs import model_specs
+
+        try:
+            return self.scheduler.provider(next(iter(model_specs(plan.workflows[0].workflow).values())))
+        except Exception as exc:
+            log.info("no backend for the estimate: %s", exc)
+            return None
+
+    def _estimate(self, plan: Any, measure: bool = False) -> dict[str, Any]:
+        """The estimate with this machine's cached throughput; `measure` calibrates first when none is cached."""
+        backend = self._main_backend(plan)
+        calibration = load_calibration(backend.model_id) if backend is not None else None
+        if calibration is None and measure and backend is not None and not self.dry_run:
+            calibration = calibrate(backend)
+
+        def count(text: str) -> int:
+            try:
+                return len(backend.tokenize(text))
+            except Exception:
+                return max(1, len(text) // 4)
+
+        return estimate(plan, self.registry, calibration=calibration, concurrency=DEFAULT_CONCURRENCY,
+                        count_tokens=count if backend is not None else None)
+
+    # ------------------------------------------------------------------ running
+
+    def start(self, request: dict[str, Any]) -> dict[str, Any]:
+        store = self._need_store()
+        plan = self.plan(request)
+        with self._lock:
+            running = [e for e in self._live.values() if e.thread.is_alive()]
+            if len(running) >= self.max_concurrent:
+                raise UserError("an evaluation is already running; cancel it or wait for it to finish")
+        cost = self._estimate(plan, measure=True)
+        caps = self.policy.budget_caps if self.policy.share_mode else Budget()
+        evaluation = Evaluation(plan, self.scheduler, store, observers=self.observers, total_budget=caps,
+                                concurrency=int(request.get("concurrency") or DEFAULT_CONCURRENCY))
+        evaluation.start_record(cost)
+        live = _Live(evaluation, threading.Thread(target=self._run, args=(evaluation,), daemon=True,
+                                                  name=f"eval-{evaluation.eval_id}"), started=time.time())
+
+        def on_progress(progress: Progress) -> None:
+            live.progress = progress
+
+        evaluation.on_progress = on_progress
+        with self._lock:
+            self._live[evaluation.eval_id] = live
+        live.thread.start()
+        return self.status(evaluation.eval_id)
+
+    @staticmethod
+    def _run(evaluation: Evaluation) -> None:
+        try:
+            evaluation.run(resume=True)  # the record was written by start()
+        except Exception:
+            log.exception("evaluation %s crashed", evaluation.eval_id)
+
+    def cancel(self, eval_id: str) -> dict[str, Any]:
+        with self._lock:
+            live = self._live.get(eval_id)
+        if live is None:
+            raise UserError(f"evaluation {eval_id!r} is not running")
+        live.evaluation.cancel("cancelled from the Evaluate tab")
+        return self.status(eval_id)
+
+    def status(self, eval_id: str) -> dict[str, Any]:
+        """Progress and the results so far (the curve fills in as items finish)."""
+        store = self._need_store()
+        try:
+            summary = summarize(store.get(eval_id))
+        except EvalNotFoundError as exc:
+            raise UserError(str(exc)) from None
+        with self._lock:
+            live = self._live.get(summary["eval_id"])
+        running = live is not None and live.thread.is_alive()
+        eta = live.progress.eta_s if (live and live.progress) else None
+        return {"eval_id": summary["eval_id"], "running": running, "status": summary["status"],
+                "done": summary["done"], "total": summary["total"], "eta_s": eta, "summary": summary}
+
+    def list(self) -> list[dict[str, Any]]:
+        return self._need_store().list()
