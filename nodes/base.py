@@ -122,6 +122,20 @@ class Param:
                 return f"must be <= {self.max:g}, got {value}"
         return None
 
+    def cast(self, value: Any) -> Any:
+        """`value` as the declared type, for a value that check() accepts: an integer where a float is
+        declared becomes a float, a single string where a list is declared a one-element list ('' none).
+        Nothing else is converted: None (an optional param left empty) stays None, and a value check()
+        refuses is returned as it is, never made to look valid."""
+        if self.type == "float" and isinstance(value, int) and not isinstance(value, bool):
+            try:
+                return float(value)
+            except OverflowError:  # an integer beyond any float stays an int (it compares with floats exactly)
+                return value
+        if self.type == "list" and isinstance(value, str):
+            return [value] if value else []
+        return value
+
 
 TEMPLATE_VAR = re.compile(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)\}(?!\})")
 TEMPLATE_TOKEN = re.compile(r"\{\{|\}\}|" + TEMPLATE_VAR.pattern)
@@ -347,12 +361,25 @@ class NodeKind:
         return out
 
     @classmethod
+    def typed_params(cls, given: dict[str, Any]) -> dict[str, Any]:
+        """The params a run gets: defaults filled in (also for an explicit null), then each value cast to its
+        declared type once (Param.cast), so that nodes read `params["n"]` as an int and `params["temperature"]` as a float.
+        Meant for validated params (the scheduler runs only valid workflows); validation itself uses
+        resolve_params, whose values are as written."""
+        out = cls.resolve_params(given)
+        for p in cls.params:
+            value = p.default if out[p.name] is None else out[p.name]  # `null` leaves an optional param at its default
+            out[p.name] = p.cast(value)
+        return out
+
+    @classmethod
     def required_inputs(cls, params: dict[str, Any]) -> list[str]:
         """Input names that must be wired, given the params (template variables included)."""
         names = [p.name for p in cls.inputs if p.required]
         for p in cls.params:
             if p.type == "text" and cls.variadic_inputs:
-                for var in template_variables(params.get(p.name) or ""):
+                text = params.get(p.name)
+                for var in template_variables(text if isinstance(text, str) else ""):
                     if var not in names and var not in cls.reserved_vars:
                         names.append(var)
         return names

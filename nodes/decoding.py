@@ -55,6 +55,8 @@ def sampling_params(params: Mapping[str, Any], seed: int, **overrides: Any) -> S
     if isinstance(schema, dict | list):
         schema = json.dumps(schema)
     defaults = SamplingParams()
+    # the casts stay at the backend's door: typed params pass through them unchanged, but a null (None)
+    # value, which validation lets an optional param have, must fail here rather than in the engine
     return SamplingParams(
         max_tokens=int(values.get("max_tokens", defaults.max_tokens)),
         temperature=float(values.get("temperature", defaults.temperature)),
@@ -109,9 +111,9 @@ def render(template: str, values: Mapping[str, Any]) -> str:
 
 def build_prompt(params: Mapping[str, Any], values: Mapping[str, Any], template_key: str = "prompt") -> Prompt:
     """Chat messages (system + user) or a raw prompt string from the node's templates."""
-    user = render(str(params.get(template_key) or ""), values)
-    system = render(str(params.get("system") or ""), values)
-    if params.get("mode", "chat") == "raw":
+    user = render(params[template_key] or "", values)
+    system = render(params["system"] or "", values)
+    if params["mode"] == "raw":
         return f"{system}\n\n{user}" if system else user
     messages: list[ChatMessage] = []
     if system:

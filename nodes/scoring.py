@@ -109,7 +109,7 @@ def judge_probability(logprobs: dict[str, float], yes: str, no: str) -> float:
 
 def _judge_prompt(params: dict[str, Any], values: dict[str, Any]) -> Any:
     text = render(str(params["judge_prompt"]), values)
-    if params.get("judge_mode", "chat") == "raw":
+    if params["judge_mode"] == "raw":
         return text
     return [{"role": "user", "content": text}]
 
@@ -123,6 +123,144 @@ def _reference(inputs: dict[str, Any]) -> str | None:
     return None if ref is None else as_text(ref)
 
 
+@dataclass
+class ScoringJob:
+    """What a scorer gets: the texts with their extracted answers, and where they come from."""
+
+    method: str
+    texts: Sequence[str]
+    answers: list[str | None]
+    spec: AnswerSpec
+    reference: str | None
+    extras: list[dict[str, Any]]
+    """Per-text template variables (e.g. {partial} in the search)."""
+    threshold: float
+    params: dict[str, Any]
+    inputs: dict[str, Any]
+    ctx: NodeContext
+    prompt: str
+    model: str | None
+
+    def need_reference(self) -> str:
+        if self.reference is None:
+            raise NodeError(f"method {self.method} compares with a reference: wire the `reference` input")
+        return self.reference
+
+
+Scorer = Callable[[ScoringJob], list[Verdict]]
+
+
+def _score_exact(job: ScoringJob) -> list[Verdict]:
+    ref = normalize_answer(job.need_reference(), job.spec.normalize)
+    out = []
+    for a in job.answers:
+        if a is None:
+            out.append(Verdict(0.0, f"no answer found (extract: {job.spec.extract})", a))
+        elif a == ref:
+            out.append(Verdict(1.0, f"answer {a!r} matches the reference", a))
+        else:
+            out.append(Verdict(0.0, f"answer {a!r} does not match the reference {ref!r}", a))
+    return out
+
+
+def _score_contains(job: ScoringJob) -> list[Verdict]:
+    reference = job.need_reference()
+    ref_norm = normalize_text(reference)
+    return [Verdict(1.0, f"contains {reference!r}", a) if ref_norm in normalize_text(t)
+            else Verdict(0.0, f"does not contain {reference!r}", a)
+            for t, a in zip(job.texts, job.answers, strict=True)]
+
+
+def _score_regex(job: ScoringJob) -> list[Verdict]:
+    pattern = job.params["regex"]
+    if not pattern:
+        if job.reference is None:
+            raise NodeError("method regex needs the `regex` param or a wired `reference`")
+        pattern = re.escape(job.reference)
+    try:
+        compiled = re.compile(pattern, re.MULTILINE)
+    except re.error as exc:
+        raise NodeError(f"regex {pattern!r} is invalid: {exc}") from None
+    return [Verdict(1.0, f"matches /{pattern}/", a) if compiled.search(t)
+            else Verdict(0.0, f"no match for /{pattern}/", a)
+            for t, a in zip(job.texts, job.answers, strict=True)]
+
+
+def _score_python(job: ScoringJob) -> list[Verdict]:
+    ctx, params = job.ctx, job.params
+    if not ctx.allow_python():
+        raise NodeError("the python verifier is disabled here (shared mode); the owner can allow it, "
+                        "or use another verifier method")
+    data_inputs = to_jsonable({k: v for k, v in job.inputs.items()})
+    # the casts stay at the sandbox's door: a null (None) limit or code must not reach it as None
+    timeout, memory = float(params["timeout_s"]), int(params["memory_mb"])
+
+    def run_one(i: int) -> Verdict:
+        ctx.cancel.raise_if_cancelled()
+        res = run_python_verifier(str(params["code"]), job.texts[i], answer=job.answers[i],
+                                  reference=job.reference, inputs=data_inputs, timeout_s=timeout,
+                                  memory_mb=memory, pass_threshold=job.threshold)
+        reason = res.reason or ("passed" if res.passed else "failed")
+        return Verdict(res.score, reason if res.ok else f"error: {reason}", job.answers[i])
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(run_one, range(len(job.texts))))
+
+
+def _score_llm_judge(job: ScoringJob) -> list[Verdict]:
+    params = job.params
+    yes, no = str(params["yes"]), str(params["no"])  # str(): a null token reads "None", as ever
+
+    def judge_one(i: int) -> Verdict:
+        values = {**job.inputs, "candidate": job.texts[i], "answer": job.answers[i] or "",
+                  "reference": job.reference or "", **job.extras[i]}
+        result = job.ctx.choice_logprobs(_judge_prompt(params, values), [yes, no], model=job.model)
+        p = judge_probability(result.logprobs, yes, no)
+        return Verdict(p, f"P({yes}) = {p:.3f}", job.answers[i])
+
+    # concurrent requests, so the engine can batch them
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(job.texts)))) as pool:
+        return list(pool.map(judge_one, range(len(job.texts))))
+
+
+def _score_likelihood(job: ScoringJob) -> list[Verdict]:
+    params = job.params
+    prefix_tpl = params["prefix"]
+    prefix = render(prefix_tpl, {**job.inputs, "reference": job.reference or ""}) if prefix_tpl else job.prompt
+    if not job.texts:
+        return []
+    result = job.ctx.score(prefix, list(job.texts), model=job.model)
+    aggregate = params["aggregate"]
+    out = []
+    for sc, a in zip(result.scores, job.answers, strict=True):
+        value = sc.mean_logprob if aggregate == "mean" else sc.logprob
+        score = math.exp(value) if params["as_probability"] else value
+        out.append(Verdict(score, f"{aggregate} log-prob {value:.3f} over {sc.n_tokens} tokens", a))
+    return out
+
+
+def _score_length(job: ScoringJob) -> list[Verdict]:
+    unit, target = job.params["length_unit"], job.params["length_target"]
+    out = []
+    for t, a in zip(job.texts, job.answers, strict=True):
+        n = len(t) if unit == "chars" else len(t.split()) if unit == "words" else len(
+            job.ctx.backend(job.model).tokenize(t))
+        out.append(Verdict(length_score(n, target), f"{n} {unit}", a))
+    return out
+
+
+SCORERS: dict[str, Scorer] = {
+    "exact": _score_exact,
+    "contains": _score_contains,
+    "regex": _score_regex,
+    "python": _score_python,
+    "llm_judge": _score_llm_judge,
+    "likelihood": _score_likelihood,
+    "length": _score_length,
+}
+"""One scorer per method of METHODS but `combine` (which merges scores already on the candidates)."""
+
+
 def score_texts(method: str, texts: Sequence[str], params: dict[str, Any], inputs: dict[str, Any],
                 ctx: NodeContext, *, upstream_answers: Sequence[str | None] | None = None,
                 prompt: str = "", model: str | None = None, extra: Sequence[dict[str, Any]] | None = None,
@@ -131,98 +269,19 @@ def score_texts(method: str, texts: Sequence[str], params: dict[str, Any], input
     (e.g. {partial} in the search); `prompt` is what the texts continue (likelihood's default prefix)."""
     upstream = list(upstream_answers) if upstream_answers is not None else [None] * len(texts)
     spec = AnswerSpec.from_params(params)
-    answers = [spec.answer(t, u) for t, u in zip(texts, upstream, strict=True)]
-    reference = _reference(inputs)
-    extras = list(extra) if extra is not None else [{} for _ in texts]
-    threshold = float(params.get("pass_threshold", 0.5))
-
-    def done(verdicts: list[Verdict]) -> list[Verdict]:
-        for v in verdicts:
-            v.passed = v.score >= threshold
-        return verdicts
-
-    if method in ("exact", "contains") and reference is None:
-        raise NodeError(f"method {method} compares with a reference: wire the `reference` input")
-    if method == "exact":
-        ref = normalize_answer(reference, spec.normalize)
-        out = []
-        for a in answers:
-            if a is None:
-                out.append(Verdict(0.0, f"no answer found (extract: {spec.extract})", a))
-            elif a == ref:
-                out.append(Verdict(1.0, f"answer {a!r} matches the reference", a))
-            else:
-                out.append(Verdict(0.0, f"answer {a!r} does not match the reference {ref!r}", a))
-        return done(out)
-    if method == "contains":
-        ref_norm = normalize_text(reference or "")
-        pairs = zip(texts, answers, strict=True)
-        return done([Verdict(1.0, f"contains {reference!r}", a) if ref_norm in normalize_text(t)
-                     else Verdict(0.0, f"does not contain {reference!r}", a) for t, a in pairs])
-    if method == "regex":
-        pattern = str(params.get("regex") or "")
-        if not pattern:
-            if reference is None:
-                raise NodeError("method regex needs the `regex` param or a wired `reference`")
-            pattern = re.escape(reference)
-        try:
-            compiled = re.compile(pattern, re.MULTILINE)
-        except re.error as exc:
-            raise NodeError(f"regex {pattern!r} is invalid: {exc}") from None
-        pairs = zip(texts, answers, strict=True)
-        return done([Verdict(1.0, f"matches /{pattern}/", a) if compiled.search(t)
-                     else Verdict(0.0, f"no match for /{pattern}/", a) for t, a in pairs])
-    if method == "python":
-        if not ctx.allow_python():
-            raise NodeError("the python verifier is disabled here (shared mode); the owner can allow it, "
-                            "or use another verifier method")
-        data_inputs = to_jsonable({k: v for k, v in inputs.items()})
-        timeout, memory = float(params["timeout_s"]), int(params["memory_mb"])
-
-        def run_one(i: int) -> Verdict:
-            ctx.cancel.raise_if_cancelled()
-            res = run_python_verifier(str(params["code"]), texts[i], answer=answers[i], reference=reference,
-                                      inputs=data_inputs, timeout_s=timeout, memory_mb=memory,
-                                      pass_threshold=threshold)
-            reason = res.reason or ("passed" if res.passed else "failed")
-            return Verdict(res.score, reason if res.ok else f"error: {reason}", answers[i])
-
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            return done(list(pool.map(run_one, range(len(texts)))))
-    if method == "llm_judge":
-        yes, no = str(params["yes"]), str(params["no"])
-
-        def judge_one(i: int) -> Verdict:
-            values = {**inputs, "candidate": texts[i], "answer": answers[i] or "", "reference": reference or "",
-                      **extras[i]}
-            result = ctx.choice_logprobs(_judge_prompt(params, values), [yes, no], model=model)
-            p = judge_probability(result.logprobs, yes, no)
-            return Verdict(p, f"P({yes}) = {p:.3f}", answers[i])
-
-        with ThreadPoolExecutor(max_workers=max(1, min(8, len(texts)))) as pool:
-            return done(list(pool.map(judge_one, range(len(texts)))))
-    if method == "likelihood":
-        prefix_tpl = str(params.get("prefix") or "")
-        prefix = render(prefix_tpl, {**inputs, "reference": reference or ""}) if prefix_tpl else prompt
-        if not texts:
-            return []
-        result = ctx.score(prefix, list(texts), model=model)
-        out = []
-        for sc, a in zip(result.scores, answers, strict=True):
-            value = sc.mean_logprob if params.get("aggregate", "mean") == "mean" else sc.logprob
-            score = math.exp(value) if params.get("as_probability", True) else value
-            out.append(Verdict(score, f"{params.get('aggregate', 'mean')} log-prob {value:.3f} over {sc.n_tokens} "
-                                      "tokens", a))
-        return done(out)
-    if method == "length":
-        unit, target = params.get("length_unit", "words"), int(params.get("length_target", 0))
-        out = []
-        for t, a in zip(texts, answers, strict=True):
-            n = len(t) if unit == "chars" else len(t.split()) if unit == "words" else len(
-                ctx.backend(model).tokenize(t))
-            out.append(Verdict(length_score(n, target), f"{n} {unit}", a))
-        return done(out)
-    raise NodeError(f"unknown verifier method {method!r}; use one of {', '.join(METHODS)}")
+    job = ScoringJob(
+        method=method, texts=texts, answers=[spec.answer(t, u) for t, u in zip(texts, upstream, strict=True)],
+        spec=spec, reference=_reference(inputs), extras=list(extra) if extra is not None else [{} for _ in texts],
+        threshold=params["pass_threshold"], params=params, inputs=inputs, ctx=ctx,
+        prompt=prompt, model=model,
+    )
+    scorer = SCORERS.get(method)
+    if scorer is None:
+        raise NodeError(f"unknown verifier method {method!r}; use one of {', '.join(METHODS)}")
+    verdicts = scorer(job)
+    for v in verdicts:
+        v.passed = v.score >= job.threshold
+    return verdicts
 
 
 def combine_scores(scores: dict[str, float], weights: dict[str, float], op: str) -> float:

@@ -11,13 +11,13 @@ log = logging.getLogger(__name__)
 
 # Event types. `data` contents per type:
 RUN_START = "run_start"  # run_id, workflow (name), workflow_yaml, workflow_hash, inputs, seed, models, budget
-RUN_END = "run_end"  # status, outputs (json), stats (RunStats.to_json()), error (str | None)
-NODE_START = "node_start"  # kind, params (resolved), inputs (json, truncated), model
+RUN_END = "run_end"  # status (app/run/status.py), outputs (json), stats (RunStats.to_json()), error (str | None)
+NODE_START = "node_start"  # kind, params (NodeKind.typed_params), inputs (json, truncated), model, seed, signature
 NODE_END = "node_end"  # kind, outputs (json), duration_s, signature
-NODE_CACHED = "node_cached"  # kind, outputs (json), signature, params (resolved)
+NODE_CACHED = "node_cached"  # kind, outputs (json), signature, params (NodeKind.typed_params)
 NODE_ERROR = "node_error"  # kind, error, cause (exception type), inputs_preview
 NODE_SKIPPED = "node_skipped"  # reason: an upstream node failed / run cancelled
-LM_CALL = "lm_call"  # see NodeContext.generate in app/scheduler.py for the fields
+LM_CALL = "lm_call"  # see RunNodeContext.generate in app/run/scheduler.py for the fields
 NODE_EVENT = "node_event"  # kind ("score" | "vote" | "tree" | "refine" | "note" ...), plus the node's payload
 TOKEN = "token"  # sample, text  (streaming; high volume: not for persistent stores)
 PROGRESS = "progress"  # done, total, message (node-level progress) or run-level when node_id is None

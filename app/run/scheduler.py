@@ -16,6 +16,9 @@ from typing import Any
 
 from app.run import events as ev
 from app.run.events import Event, EventBus, Observer
+from app.run.status import BUDGET_EXCEEDED as BUDGET_EXCEEDED  # the statuses, re-exported for callers
+from app.run.status import CANCELLED as CANCELLED
+from app.run.status import FAILED, SUCCEEDED, budget_stop_reason, is_budget_stop, stop_status
 from app.workflow.model_specs import DEFAULT_MODEL_ALIAS, model_specs
 from app.workflow.problems import Issue, WorkflowError, errors
 from app.workflow.spec import Workflow
@@ -39,8 +42,6 @@ log = logging.getLogger(__name__)
 
 BackendProvider = Callable[[ModelSpec], LLMBackend]
 """Returns the (shared, loaded) backend for a model spec."""
-
-SUCCEEDED, FAILED, CANCELLED, BUDGET_EXCEEDED = "succeeded", "failed", "cancelled", "budget_exceeded"
 
 
 class BudgetExceededError(CancelledError):
@@ -199,8 +200,8 @@ class _RunState:
 
     def exceed(self, why: str) -> None:
         if not self.cancel.cancelled:
-            self.cancel.cancel(f"budget exceeded: {why}")
-        raise BudgetExceededError(f"budget exceeded: {why}")
+            self.cancel.cancel(budget_stop_reason(why))
+        raise BudgetExceededError(budget_stop_reason(why))
 
     def reserve_calls(self, n: int) -> None:
         with self.lock:
@@ -272,10 +273,10 @@ class RunNodeContext:
                     over = state.tokens_used() > max_tokens
                     state.stats.completion_tokens -= 1  # counted for real once the request returns
                 if over:
-                    state.cancel.cancel(f"budget exceeded: max_tokens={max_tokens} reached")
+                    state.cancel.cancel(budget_stop_reason(f"max_tokens={max_tokens} reached"))
             if state.budget.max_seconds is not None and \
                     time.perf_counter() - state.started > state.budget.max_seconds:
-                state.cancel.cancel(f"budget exceeded: max_seconds={state.budget.max_seconds:g} reached")
+                state.cancel.cancel(budget_stop_reason(f"max_seconds={state.budget.max_seconds:g} reached"))
 
         return on_token
 
@@ -286,7 +287,7 @@ class RunNodeContext:
             st.exceed(f"max_tokens={st.budget.max_tokens} reached ({st.tokens_used()} used)")
         st.check_time()
         if st.cancel.cancelled:
-            raise (BudgetExceededError if st.cancel.reason.startswith("budget") else CancelledError)(
+            raise (BudgetExceededError if is_budget_stop(st.cancel.reason) else CancelledError)(
                 st.cancel.reason)
 
     # -- LM access
@@ -403,7 +404,7 @@ class Scheduler:
         timer = None
         if budget.max_seconds is not None:
             timer = threading.Timer(budget.max_seconds, lambda: cancel.cancel(
-                f"budget exceeded: max_seconds={budget.max_seconds:g} reached"))
+                budget_stop_reason(f"max_seconds={budget.max_seconds:g} reached")))
             timer.daemon = True
             timer.start()
         try:
@@ -444,150 +445,230 @@ class Scheduler:
 
     def _execute(self, wf: Workflow, values: dict[str, Any], seed: int, state: _RunState,
                  specs: dict[str, ModelSpec], use_cache: bool) -> RunResult:
-        graph = build_graph(wf)
-        bus = state.bus
-        run_id = state.run_id
-        backend_for = self._backend_resolver(specs)
-        default_model = next(iter(specs), DEFAULT_MODEL_ALIAS)
-        outputs: dict[str, dict[str, Any]] = {}
-        signatures: dict[str, str] = {}
-        remaining = {n: graph.in_degree(n) for n in graph.nodes}
-        order = {n.id: i for i, n in enumerate(wf.nodes)}
-        ready = sorted((n for n, d in remaining.items() if d == 0), key=order.__getitem__)
-        running: dict[Future[dict[str, Any]], str] = {}
-        failure: NodeFailure | None = None
-        stop_reason: str | None = None
-        total = len(wf.nodes)
-        finished = 0
-        by_id = {n.id: n for n in wf.nodes}
-        input_sig = {k: hashlib.sha256(json.dumps(v, sort_keys=True, default=str).encode()).hexdigest()
-                     for k, v in values.items()}
+        return _DagRun(self, wf, values, seed, state, specs, use_cache).execute()
 
-        def gather(node_id: str) -> tuple[dict[str, Any], dict[str, str]]:
-            node = by_id[node_id]
-            got: dict[str, Any] = {}
-            sigs: dict[str, str] = {}
-            for port, ref in node.inputs.items():
-                head, tail = split_ref(ref)  # type: ignore[misc]
-                if head == "inputs":
-                    got[port] = values[tail]
-                    sigs[port] = "in:" + input_sig[tail]
-                else:
-                    got[port] = outputs[head][tail]
-                    sigs[port] = f"{signatures[head]}.{tail}"
-            return got, sigs
 
-        def run_node(node_id: str, cls: type[NodeKind], params: dict[str, Any], got: dict[str, Any],
-                     node_seed: int, signature: str) -> dict[str, Any]:
-            node = by_id[node_id]
-            ctx = RunNodeContext(state, node_id, cls.kind, node.model, node_seed, values, backend_for,
-                                 default_model, self.allow_python)
-            bus.emit(Event(ev.NODE_START, run_id, node_id, {
-                "kind": cls.kind, "params": to_jsonable(params), "inputs": to_jsonable(got),
-                "model": (node.model or default_model) if cls.uses_model else None,
-                "seed": node_seed, "signature": signature,
-            }))
-            state.cancel.raise_if_cancelled()
-            start = time.perf_counter()
-            result = cls().run(got, params, ctx)
-            missing = [p.name for p in cls.outputs if p.name not in result]
-            if missing:
-                raise NodeError(f"{cls.kind} did not produce output(s) {', '.join(missing)}")
-            bus.emit(Event(ev.NODE_END, run_id, node_id, {
-                "kind": cls.kind, "outputs": to_jsonable(result), "duration_s": time.perf_counter() - start,
-                "signature": signature,
-            }))
-            return result
+class _DagRun:
+    """One execution of a workflow's DAG: starts ready nodes (from the cache or on the worker pool),
+    records what they produce or why they failed, and works out how the run ended.
 
-        executor = ThreadPoolExecutor(max_workers=self.max_workers, thread_name_prefix=f"run-{run_id}")
-        inputs_of: dict[str, dict[str, Any]] = {}
+    Everything but `_run_node` runs on the scheduling thread, so the bookkeeping needs no lock."""
+
+    def __init__(self, scheduler: Scheduler, wf: Workflow, values: dict[str, Any], seed: int, state: _RunState,
+                 specs: dict[str, ModelSpec], use_cache: bool) -> None:
+        self.scheduler = scheduler
+        self.wf = wf
+        self.values = values
+        self.seed = seed
+        self.state = state
+        self.specs = specs
+        self.use_cache = use_cache
+        self.bus = state.bus
+        self.run_id = state.run_id
+        self.graph = build_graph(wf)
+        self.backend_for = scheduler._backend_resolver(specs)
+        self.default_model = next(iter(specs), DEFAULT_MODEL_ALIAS)
+        self.by_id = {n.id: n for n in wf.nodes}
+        self.order = {n.id: i for i, n in enumerate(wf.nodes)}
+        self.total = len(wf.nodes)
+        self.input_sig = {k: hashlib.sha256(json.dumps(v, sort_keys=True, default=str).encode()).hexdigest()
+                          for k, v in values.items()}
+        self.remaining = {n: self.graph.in_degree(n) for n in self.graph.nodes}
+        self.ready = sorted((n for n, d in self.remaining.items() if d == 0), key=self.order.__getitem__)
+        self.running: dict[Future[dict[str, Any]], str] = {}
+        self.outputs: dict[str, dict[str, Any]] = {}
+        self.signatures: dict[str, str] = {}
+        self.inputs_of: dict[str, dict[str, Any]] = {}
+        """Inputs of the nodes handed to the worker pool (the nodes that started for real)."""
+        self.failure: NodeFailure | None = None
+        self.stop_reason: str | None = None
+        self.finished = 0
+
+    def _emit(self, type_: str, node_id: str | None, data: dict[str, Any]) -> None:
+        self.bus.emit(Event(type_, self.run_id, node_id, data))
+
+    # -- the loop
+    def execute(self) -> RunResult:
+        executor = ThreadPoolExecutor(max_workers=self.scheduler.max_workers, thread_name_prefix=f"run-{self.run_id}")
         try:
-            while ready or running:
-                while ready and failure is None and not state.cancel.cancelled:
-                    node_id = ready.pop(0)
-                    node = by_id[node_id]
-                    cls = self.registry.get(node.kind)
-                    assert cls is not None
-                    params = cls.resolve_params(node.params)
-                    got, sigs = gather(node_id)
-                    node_seed = derive_seed(seed, node_id)
-                    model_spec = specs.get(node.model or default_model) if cls.uses_model else None
-                    signature = self._signature(cls, params, model_spec, node_seed, sigs)
-                    signatures[node_id] = signature
-                    cached = self.cache.get(signature) if use_cache else None
-                    if cached is not None:
-                        outputs[node_id] = cached
-                        state.stats.nodes_cached += 1
-                        finished += 1
-                        bus.emit(Event(ev.NODE_CACHED, run_id, node_id, {
-                            "kind": cls.kind, "outputs": to_jsonable(cached), "signature": signature,
-                            "params": to_jsonable(params)}))
-                        bus.emit(Event(ev.PROGRESS, run_id, None, {"done": finished, "total": total}))
-                        ready.extend(self._release(graph, node_id, remaining, order))
-                        continue
-                    inputs_of[node_id] = got
-                    fut = executor.submit(run_node, node_id, cls, params, got, node_seed, signature)
-                    running[fut] = node_id
-                if not running:
+            while self.ready or self.running:
+                self._start_ready(executor)
+                if not self.running:
                     break
-                done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-                for fut in sorted(done, key=lambda f: order[running[f]]):
-                    node_id = running.pop(fut)
-                    node = by_id[node_id]
-                    exc = fut.exception()
-                    if exc is None:
-                        result = fut.result()
-                        outputs[node_id] = result
-                        state.stats.nodes_run += 1
-                        finished += 1
-                        self.cache.put(signatures[node_id], result)
-                        bus.emit(Event(ev.PROGRESS, run_id, None, {"done": finished, "total": total}))
-                        ready.extend(self._release(graph, node_id, remaining, order))
-                        continue
-                    if isinstance(exc, CancelledError):
-                        stop_reason = state.cancel.reason or str(exc)
-                        bus.emit(Event(ev.NODE_ERROR, run_id, node_id, {
-                            "kind": node.kind, "error": stop_reason, "cause": type(exc).__name__,
-                            "inputs_preview": _truncate(inputs_of.get(node_id))}))
-                        continue
-                    if failure is None:
-                        failure = NodeFailure(node_id, node.kind, type(exc).__name__, str(exc),
-                                              _truncate(inputs_of.get(node_id)))
-                        state.cancel.cancel(f"node {node_id!r} failed")
-                        if not isinstance(exc, NodeError | BackendError):
-                            log.error("node %s crashed", node_id, exc_info=exc)
-                    bus.emit(Event(ev.NODE_ERROR, run_id, node_id, {
-                        "kind": node.kind, "error": str(exc), "cause": type(exc).__name__,
-                        "inputs_preview": _truncate(inputs_of.get(node_id))}))
+                done, _ = wait(list(self.running), return_when=FIRST_COMPLETED)
+                for fut in sorted(done, key=lambda f: self.order[self.running[f]]):
+                    self._collect(fut)
         finally:
             executor.shutdown(wait=True, cancel_futures=True)
+        self._report_skipped()
+        return self._result()
 
-        for node in wf.nodes:
-            if node.id not in outputs and node.id not in inputs_of:
-                bus.emit(Event(ev.NODE_SKIPPED, run_id, node.id, {
-                    "kind": node.kind, "reason": "an upstream node failed or the run stopped"}))
-        result = RunResult(run_id=run_id, status=SUCCEEDED, node_outputs=outputs, stats=state.stats)
-        if failure is not None:
-            result.status, result.failure, result.error = FAILED, failure, str(failure)
-            if failure.inputs_preview:
-                result.error += f" (inputs: {failure.inputs_preview})"
-        elif state.cancel.cancelled or stop_reason:
-            reason = state.cancel.reason or stop_reason or "cancelled"
-            result.status = BUDGET_EXCEEDED if reason.startswith("budget") else CANCELLED
-            result.error = reason
-        if result.status == SUCCEEDED or all(
-                split_ref(ref) and (split_ref(ref)[0] in outputs or split_ref(ref)[0] == "inputs")  # type: ignore[index]
-                for ref in wf.outputs.values()):
-            for name, ref in wf.outputs.items():
-                head, tail = split_ref(ref)  # type: ignore[misc]
-                result.outputs[name] = values[tail] if head == "inputs" else outputs[head][tail]
+    def _start_ready(self, executor: ThreadPoolExecutor) -> None:
+        """Start the ready nodes in file order, until a node fails or the run is cancelled."""
+        while self.ready and self.failure is None and not self.state.cancel.cancelled:
+            self._start(self.ready.pop(0), executor)
+
+    def _start(self, node_id: str, executor: ThreadPoolExecutor) -> None:
+        """Serve one ready node from the cache, or submit it to the worker pool."""
+        node = self.by_id[node_id]
+        cls = self.scheduler.registry.get(node.kind)
+        assert cls is not None
+        params = cls.typed_params(node.params)
+        got, sigs = self._gather(node_id)
+        node_seed = derive_seed(self.seed, node_id)
+        signature = self._sign(node_id, cls, params, node_seed, sigs)
+        cached = self._lookup_cache(signature)
+        if cached is not None:
+            self._record_cached(node_id, cls, params, cached, signature)
+            return
+        self.inputs_of[node_id] = got
+        fut = executor.submit(self._run_node, node_id, cls, params, got, node_seed, signature)
+        self.running[fut] = node_id
+
+    # -- one node's inputs, signature and run
+    def _gather(self, node_id: str) -> tuple[dict[str, Any], dict[str, str]]:
+        """The node's input values by port, and the signature of each (a run input's hash, or the
+        producing node's signature and port)."""
+        got: dict[str, Any] = {}
+        sigs: dict[str, str] = {}
+        for port, ref in self.by_id[node_id].inputs.items():
+            head, tail = split_ref(ref)  # type: ignore[misc]
+            if head == "inputs":
+                got[port] = self.values[tail]
+                sigs[port] = "in:" + self.input_sig[tail]
+            else:
+                got[port] = self.outputs[head][tail]
+                sigs[port] = f"{self.signatures[head]}.{tail}"
+        return got, sigs
+
+    def _model_of(self, node_id: str) -> str:
+        return self.by_id[node_id].model or self.default_model
+
+    def _sign(self, node_id: str, cls: type[NodeKind], params: dict[str, Any], node_seed: int,
+              input_sigs: dict[str, str]) -> str:
+        model_spec = self.specs.get(self._model_of(node_id)) if cls.uses_model else None
+        signature = self.scheduler._signature(cls, params, model_spec, node_seed, input_sigs)
+        self.signatures[node_id] = signature
+        return signature
+
+    def _lookup_cache(self, signature: str) -> dict[str, Any] | None:
+        return self.scheduler.cache.get(signature) if self.use_cache else None
+
+    def _run_node(self, node_id: str, cls: type[NodeKind], params: dict[str, Any], got: dict[str, Any],
+                  node_seed: int, signature: str) -> dict[str, Any]:
+        """Runs on a worker thread: the node_start event, the node itself, the node_end event."""
+        node = self.by_id[node_id]
+        ctx = RunNodeContext(self.state, node_id, cls.kind, node.model, node_seed, self.values, self.backend_for,
+                             self.default_model, self.scheduler.allow_python)
+        self._emit(ev.NODE_START, node_id, {
+            "kind": cls.kind, "params": to_jsonable(params), "inputs": to_jsonable(got),
+            "model": self._model_of(node_id) if cls.uses_model else None,
+            "seed": node_seed, "signature": signature,
+        })
+        self.state.cancel.raise_if_cancelled()
+        start = time.perf_counter()
+        result = cls().run(got, params, ctx)
+        missing = [p.name for p in cls.outputs if p.name not in result]
+        if missing:
+            raise NodeError(f"{cls.kind} did not produce output(s) {', '.join(missing)}")
+        self._emit(ev.NODE_END, node_id, {
+            "kind": cls.kind, "outputs": to_jsonable(result), "duration_s": time.perf_counter() - start,
+            "signature": signature,
+        })
         return result
 
-    @staticmethod
-    def _release(graph: Any, node_id: str, remaining: dict[str, int], order: dict[str, int]) -> list[str]:
+    # -- recording what happened
+    def _record_cached(self, node_id: str, cls: type[NodeKind], params: dict[str, Any], cached: dict[str, Any],
+                       signature: str) -> None:
+        self.outputs[node_id] = cached
+        self.state.stats.nodes_cached += 1
+        self._emit(ev.NODE_CACHED, node_id, {
+            "kind": cls.kind, "outputs": to_jsonable(cached), "signature": signature,
+            "params": to_jsonable(params)})
+        self._done(node_id)
+
+    def _collect(self, fut: Future[dict[str, Any]]) -> None:
+        """Record a finished future: the node's outputs, its stop by a cancel, or its failure."""
+        node_id = self.running.pop(fut)
+        exc = fut.exception()
+        if exc is None:
+            self._record_result(node_id, fut.result())
+        elif isinstance(exc, CancelledError):
+            self._on_stopped(node_id, exc)
+        else:
+            self._on_failure(node_id, exc)
+
+    def _record_result(self, node_id: str, result: dict[str, Any]) -> None:
+        self.outputs[node_id] = result
+        self.state.stats.nodes_run += 1
+        self.scheduler.cache.put(self.signatures[node_id], result)
+        self._done(node_id)
+
+    def _done(self, node_id: str) -> None:
+        """Count a node as finished and make its successors ready once all their inputs are there."""
+        self.finished += 1
+        self._emit(ev.PROGRESS, None, {"done": self.finished, "total": self.total})
+        self.ready.extend(self._release(node_id))
+
+    def _release(self, node_id: str) -> list[str]:
         newly = []
-        for succ in graph.successors(node_id):
-            remaining[succ] -= 1
-            if remaining[succ] == 0:
+        for succ in self.graph.successors(node_id):
+            self.remaining[succ] -= 1
+            if self.remaining[succ] == 0:
                 newly.append(succ)
-        return sorted(newly, key=order.__getitem__)
+        return sorted(newly, key=self.order.__getitem__)
+
+    def _on_stopped(self, node_id: str, exc: CancelledError) -> None:
+        """A node stopped because the run was cancelled (by the user, a budget or another node's failure)."""
+        self.stop_reason = self.state.cancel.reason or str(exc)
+        self._node_error(node_id, self.stop_reason, exc)
+
+    def _on_failure(self, node_id: str, exc: BaseException) -> None:
+        """A node failed: the first failure stops the run (the nodes still running are cancelled)."""
+        if self.failure is None:
+            node = self.by_id[node_id]
+            self.failure = NodeFailure(node_id, node.kind, type(exc).__name__, str(exc),
+                                       _truncate(self.inputs_of.get(node_id)))
+            self.state.cancel.cancel(f"node {node_id!r} failed")
+            if not isinstance(exc, NodeError | BackendError):
+                log.error("node %s crashed", node_id, exc_info=exc)
+        self._node_error(node_id, str(exc), exc)
+
+    def _node_error(self, node_id: str, error: str, exc: BaseException) -> None:
+        self._emit(ev.NODE_ERROR, node_id, {
+            "kind": self.by_id[node_id].kind, "error": error, "cause": type(exc).__name__,
+            "inputs_preview": _truncate(self.inputs_of.get(node_id))})
+
+    def _report_skipped(self) -> None:
+        """A node_skipped event for every node that neither ran nor came from the cache."""
+        for node in self.wf.nodes:
+            if node.id not in self.outputs and node.id not in self.inputs_of:
+                self._emit(ev.NODE_SKIPPED, node.id, {
+                    "kind": node.kind, "reason": "an upstream node failed or the run stopped"})
+
+    # -- how the run ended
+    def _result(self) -> RunResult:
+        result = RunResult(run_id=self.run_id, status=SUCCEEDED, node_outputs=self.outputs, stats=self.state.stats)
+        if self.failure is not None:
+            result.status, result.failure, result.error = FAILED, self.failure, str(self.failure)
+            if self.failure.inputs_preview:
+                result.error += f" (inputs: {self.failure.inputs_preview})"
+        elif self.state.cancel.cancelled or self.stop_reason:
+            reason = self.state.cancel.reason or self.stop_reason or "cancelled"
+            result.status = stop_status(reason)
+            result.error = reason
+        if result.status == SUCCEEDED or self._outputs_available():
+            result.outputs = self._workflow_outputs()
+        return result
+
+    def _outputs_available(self) -> bool:
+        """Whether every workflow output refers to a run input or to a node that produced its outputs."""
+        refs = [split_ref(ref) for ref in self.wf.outputs.values()]
+        return all(parts is not None and (parts[0] in self.outputs or parts[0] == "inputs") for parts in refs)
+
+    def _workflow_outputs(self) -> dict[str, Any]:
+        outputs: dict[str, Any] = {}
+        for name, ref in self.wf.outputs.items():
+            head, tail = split_ref(ref)  # type: ignore[misc]
+            outputs[name] = self.values[tail] if head == "inputs" else self.outputs[head][tail]
+        return outputs

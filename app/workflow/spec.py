@@ -169,27 +169,63 @@ def _type_issue(what: str, expected: str, got: Any, line: int | None, node_id: s
     )
 
 
+@dataclass
+class _Issues:
+    """The structural problems found while loading, and the key-path -> line map to place them."""
+
+    lines: dict[Path_, int]
+    found: list[Issue] = field(default_factory=list)
+
+    def line(self, *path: str | int) -> int | None:
+        """Line of the deepest known prefix of `path` (the empty path included)."""
+        for end in range(len(path), -1, -1):
+            if tuple(path[:end]) in self.lines:
+                return self.lines[tuple(path[:end])]
+        return None
+
+    def add(self, issue: Issue) -> None:
+        self.found.append(issue)
+
+    def unknown_keys(self, given: dict[Any, Any], allowed: tuple[str, ...], where: str, *path: str | int,
+                     hint: str | None = None, node_id: str | None = None) -> None:
+        """An unknown_key issue for each key of `given` not in `allowed` (`path` locates `given`)."""
+        for key in given:
+            if key not in allowed:
+                self.add(Issue("unknown_key", f"unknown key {key!r} in {where}",
+                               hint or f"allowed keys: {', '.join(allowed)}", node_id=node_id,
+                               line=self.line(*path, key)))
+
+
 def workflow_from_dict(data: Any, lines: dict[Path_, int] | None = None) -> Workflow:
     """Build a Workflow, recording structural problems in `load_issues` instead of raising where the
     rest can still be checked. Raises WorkflowError only when nothing sensible can be built."""
-    lines = lines or {}
-    issues: list[Issue] = []
-
-    def line(*path: str | int) -> int | None:
-        for end in range(len(path), -1, -1):
-            if tuple(path[:end]) in lines:
-                return lines[tuple(path[:end])]
-        return None
-
+    issues = _Issues(lines or {})
     if data is None:
         raise WorkflowError([Issue("empty", "the workflow file is empty", "start from a file in workflows/", line=1)])
     if not isinstance(data, dict):
         raise WorkflowError([_type_issue("the workflow", "a mapping (key: value lines)", data, 1)])
+    version = _parse_version(data, issues)
+    _check_top_level_keys(data, issues)
+    wf = Workflow(version=version, lines=dict(issues.lines))
+    name = data.get("name", "untitled")
+    wf.name = str(name) if name is not None else "untitled"
+    wf.description = str(data.get("description") or "")
+    wf.models = _parse_models(data.get("models") or {}, issues)
+    wf.inputs = _parse_inputs(data.get("inputs") or {}, issues)
+    wf.nodes = _parse_nodes(data.get("nodes") or [], issues)
+    wf.outputs = _parse_outputs(data.get("outputs") or {}, issues)
+    wf.layout = _parse_layout(data.get("layout") or {}, issues)
+    wf.load_issues = issues.found
+    return wf
+
+
+def _parse_version(data: dict[Any, Any], issues: _Issues) -> int:
+    """The format version; raises WorkflowError when it is not one this code reads."""
     version = data.get("version", FORMAT_VERSION)
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise WorkflowError(
             [Issue("bad_version", f"version must be a positive integer, got {version!r}", "write `version: 1`",
-                   line=line("version"))]
+                   line=issues.line("version"))]
         )
     if version > FORMAT_VERSION:
         raise WorkflowError(
@@ -198,113 +234,117 @@ def workflow_from_dict(data: Any, lines: dict[Path_, int] | None = None) -> Work
                     "unsupported_version",
                     f"this workflow uses format version {version}; this Metagen Studio reads up to {FORMAT_VERSION}",
                     "upgrade metagen-studio to open it",
-                    line=line("version"),
+                    line=issues.line("version"),
                 )
             ]
         )
+    return version
+
+
+def _check_top_level_keys(data: dict[Any, Any], issues: _Issues) -> None:
     for key in data:
         if key not in TOP_LEVEL_KEYS:
-            issues.append(
+            issues.add(
                 Issue(
                     "unknown_key",
                     f"unknown top-level key {key!r}",
                     f"allowed keys: {', '.join(TOP_LEVEL_KEYS)}; check the spelling or remove it",
-                    line=line(str(key)),
+                    line=issues.line(str(key)),
                 )
             )
 
-    wf = Workflow(version=version, lines=dict(lines))
-    name = data.get("name", "untitled")
-    wf.name = str(name) if name is not None else "untitled"
-    wf.description = str(data.get("description") or "")
 
-    models = data.get("models") or {}
-    if isinstance(models, dict):
-        for alias, spec in models.items():
-            if not isinstance(spec, dict):
-                issues.append(_type_issue(f"models.{alias}", "a mapping like {source: bundled}", spec,
-                                          line("models", alias)))
-                continue
-            for key in spec:
-                if key not in MODEL_KEYS:
-                    issues.append(Issue("unknown_key", f"unknown key {key!r} in models.{alias}",
-                                        f"allowed keys: {', '.join(MODEL_KEYS)}", line=line("models", alias, key)))
-            wf.models[str(alias)] = dict(spec)
-    else:
-        issues.append(_type_issue("models", "a mapping of model aliases", models, line("models")))
+def _parse_models(models: Any, issues: _Issues) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    if not isinstance(models, dict):
+        issues.add(_type_issue("models", "a mapping of model aliases", models, issues.line("models")))
+        return out
+    for alias, spec in models.items():
+        if not isinstance(spec, dict):
+            issues.add(_type_issue(f"models.{alias}", "a mapping like {source: bundled}", spec,
+                                   issues.line("models", alias)))
+            continue
+        issues.unknown_keys(spec, MODEL_KEYS, f"models.{alias}", "models", alias)
+        out[str(alias)] = dict(spec)
+    return out
 
-    inputs = data.get("inputs") or {}
-    if isinstance(inputs, dict):
-        for name_, spec in inputs.items():
-            if spec is None or not isinstance(spec, dict):
-                # shorthand: `question: "default text"`
-                wf.inputs[str(name_)] = InputSpec(type="number" if isinstance(spec, int | float) and
-                                                  not isinstance(spec, bool) else "text", default=spec)
-                continue
-            for key in spec:
-                if key not in INPUT_KEYS:
-                    issues.append(Issue("unknown_key", f"unknown key {key!r} in inputs.{name_}",
-                                        f"allowed keys: {', '.join(INPUT_KEYS)}", line=line("inputs", name_, key)))
-            wf.inputs[str(name_)] = InputSpec(
-                type=str(spec.get("type", "text")),
-                default=spec.get("default"),
-                description=str(spec.get("description") or ""),
-            )
-    else:
-        issues.append(_type_issue("inputs", "a mapping of input names", inputs, line("inputs")))
 
-    nodes = data.get("nodes") or []
+def _parse_inputs(inputs: Any, issues: _Issues) -> dict[str, InputSpec]:
+    out: dict[str, InputSpec] = {}
+    if not isinstance(inputs, dict):
+        issues.add(_type_issue("inputs", "a mapping of input names", inputs, issues.line("inputs")))
+        return out
+    for name, spec in inputs.items():
+        if spec is None or not isinstance(spec, dict):
+            # shorthand: `question: "default text"`
+            out[str(name)] = InputSpec(type="number" if isinstance(spec, int | float) and
+                                       not isinstance(spec, bool) else "text", default=spec)
+            continue
+        issues.unknown_keys(spec, INPUT_KEYS, f"inputs.{name}", "inputs", name)
+        out[str(name)] = InputSpec(
+            type=str(spec.get("type", "text")),
+            default=spec.get("default"),
+            description=str(spec.get("description") or ""),
+        )
+    return out
+
+
+def _parse_nodes(nodes: Any, issues: _Issues) -> list[NodeSpec]:
     if not isinstance(nodes, list):
-        issues.append(_type_issue("nodes", "a list of `- id: ...` entries", nodes, line("nodes")))
-        nodes = []
+        issues.add(_type_issue("nodes", "a list of `- id: ...` entries", nodes, issues.line("nodes")))
+        return []
+    out: list[NodeSpec] = []
     for i, entry in enumerate(nodes):
         if not isinstance(entry, dict):
-            issues.append(_type_issue(f"nodes[{i}]", "a mapping with id and kind", entry, line("nodes", i)))
+            issues.add(_type_issue(f"nodes[{i}]", "a mapping with id and kind", entry, issues.line("nodes", i)))
             continue
-        node_id = str(entry.get("id", "")) if entry.get("id") is not None else ""
-        for key in entry:
-            if key not in NODE_KEYS:
-                issues.append(Issue("unknown_key", f"unknown key {key!r} in a node",
-                                    f"allowed node keys: {', '.join(NODE_KEYS)}; params go under `params:`",
-                                    node_id=node_id or None, line=line("nodes", i, key)))
-        params = entry.get("params") or {}
-        if not isinstance(params, dict):
-            issues.append(_type_issue("params", "a mapping", params, line("nodes", i, "params"), node_id))
-            params = {}
-        wiring = entry.get("inputs") or {}
-        if not isinstance(wiring, dict):
-            issues.append(_type_issue("inputs", "a mapping of port: node.port", wiring,
-                                      line("nodes", i, "inputs"), node_id))
-            wiring = {}
-        model = entry.get("model")
-        wf.nodes.append(
-            NodeSpec(
-                id=node_id,
-                kind=str(entry.get("kind", "")),
-                model=str(model) if model is not None else None,
-                params=dict(params),
-                inputs={str(k): str(v) for k, v in wiring.items()},
-            )
-        )
+        out.append(_parse_node(i, entry, issues))
+    return out
 
-    outputs = data.get("outputs") or {}
-    if isinstance(outputs, dict):
-        wf.outputs = {str(k): str(v) for k, v in outputs.items()}
-    else:
-        issues.append(_type_issue("outputs", "a mapping of name: node.port", outputs, line("outputs")))
 
-    layout = data.get("layout") or {}
-    if isinstance(layout, dict):
-        for node_id, pos in layout.items():
-            if (isinstance(pos, list) and len(pos) == 2
-                    and all(isinstance(x, int | float) and not isinstance(x, bool) for x in pos)):
-                wf.layout[str(node_id)] = [float(pos[0]), float(pos[1])]
-            else:
-                issues.append(Issue("bad_layout", f"layout of {node_id!r} must be [x, y]",
-                                    "write positions as `node_id: [120, 80]` or delete the entry",
-                                    node_id=str(node_id), line=line("layout", node_id), severity="warning"))
-    wf.load_issues = issues
-    return wf
+def _parse_node(index: int, entry: dict[Any, Any], issues: _Issues) -> NodeSpec:
+    node_id = str(entry.get("id", "")) if entry.get("id") is not None else ""
+    issues.unknown_keys(entry, NODE_KEYS, "a node", "nodes", index, node_id=node_id or None,
+                        hint=f"allowed node keys: {', '.join(NODE_KEYS)}; params go under `params:`")
+    params = entry.get("params") or {}
+    if not isinstance(params, dict):
+        issues.add(_type_issue("params", "a mapping", params, issues.line("nodes", index, "params"), node_id))
+        params = {}
+    wiring = entry.get("inputs") or {}
+    if not isinstance(wiring, dict):
+        issues.add(_type_issue("inputs", "a mapping of port: node.port", wiring,
+                               issues.line("nodes", index, "inputs"), node_id))
+        wiring = {}
+    model = entry.get("model")
+    return NodeSpec(
+        id=node_id,
+        kind=str(entry.get("kind", "")),
+        model=str(model) if model is not None else None,
+        params=dict(params),
+        inputs={str(k): str(v) for k, v in wiring.items()},
+    )
+
+
+def _parse_outputs(outputs: Any, issues: _Issues) -> dict[str, str]:
+    if not isinstance(outputs, dict):
+        issues.add(_type_issue("outputs", "a mapping of name: node.port", outputs, issues.line("outputs")))
+        return {}
+    return {str(k): str(v) for k, v in outputs.items()}
+
+
+def _parse_layout(layout: Any, issues: _Issues) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    if not isinstance(layout, dict):
+        return out
+    for node_id, pos in layout.items():
+        if (isinstance(pos, list) and len(pos) == 2
+                and all(isinstance(x, int | float) and not isinstance(x, bool) for x in pos)):
+            out[str(node_id)] = [float(pos[0]), float(pos[1])]
+        else:
+            issues.add(Issue("bad_layout", f"layout of {node_id!r} must be [x, y]",
+                             "write positions as `node_id: [120, 80]` or delete the entry",
+                             node_id=str(node_id), line=issues.line("layout", node_id), severity="warning"))
+    return out
 
 
 def load_workflow_text(text: str) -> Workflow:

@@ -10,7 +10,7 @@ import networkx as nx
 
 from app.workflow.problems import Issue
 from app.workflow.spec import INPUT_TYPES, NodeSpec, Workflow
-from nodes.base import JSON, NUMBER, TEXT, node_id_problem, port_compatible
+from nodes.base import JSON, NUMBER, TEXT, NodeKind, node_id_problem, port_compatible
 from nodes.registry import NodeRegistry
 
 MODEL_SOURCES = ("bundled", "path", "fake")
@@ -110,115 +110,153 @@ def check_input_value(type_: str, value: Any) -> str | None:
     return None
 
 
-def _check_node(wf: Workflow, registry: NodeRegistry, index: int, by_id: dict[str, NodeSpec]) -> list[Issue]:
-    node = wf.nodes[index]
-    issues: list[Issue] = []
-    nid = node.id or None
+class _NodeCheck:
+    """The checks of one node of `wf.nodes`, each concern apart; `issues` collects what they find."""
 
-    def line(*rest: str | int) -> int | None:
-        return wf.line_of("nodes", index, *rest)
+    def __init__(self, wf: Workflow, registry: NodeRegistry, index: int, by_id: dict[str, NodeSpec]) -> None:
+        self.wf = wf
+        self.registry = registry
+        self.index = index
+        self.by_id = by_id
+        self.node = wf.nodes[index]
+        self.nid = self.node.id or None
+        self.issues: list[Issue] = []
 
-    if not node.id:
-        issues.append(Issue("missing_id", f"node #{index + 1} has no id", "add `id: a_short_name`", line=line()))
-    elif (id_problem := node_id_problem(node.id)) is not None:
-        issues.append(Issue("bad_id", f"node id {node.id!r} {id_problem}", "rename the node", node_id=nid,
-                            line=line("id")))
-    cls = registry.get(node.kind)
-    if cls is None:
-        if not node.kind:
-            issues.append(Issue("unknown_kind", "node has no kind", f"add `kind:` ({', '.join(registry.kinds())})",
-                                node_id=nid, line=line()))
+    def line(self, *rest: str | int) -> int | None:
+        return self.wf.line_of("nodes", self.index, *rest)
+
+    def add(self, code: str, message: str, hint: str, line: int | None) -> None:
+        self.issues.append(Issue(code, message, hint, node_id=self.nid, line=line))
+
+    def run(self) -> list[Issue]:
+        self.check_id()
+        cls = self.check_kind()
+        if cls is None:
+            return self.issues
+        resolved = self.check_params(cls)
+        self.check_model(cls)
+        for port_name, ref in self.node.inputs.items():
+            self.check_wire(cls, port_name, ref)
+        self.check_required_inputs(cls, resolved)
+        return self.issues
+
+    def check_id(self) -> None:
+        node = self.node
+        if not node.id:
+            self.add("missing_id", f"node #{self.index + 1} has no id", "add `id: a_short_name`", self.line())
+        elif (id_problem := node_id_problem(node.id)) is not None:
+            self.add("bad_id", f"node id {node.id!r} {id_problem}", "rename the node", self.line("id"))
+
+    def check_kind(self) -> type[NodeKind] | None:
+        """The node's kind, or None (reported) when it is unknown or belongs in another section."""
+        kind = self.node.kind
+        cls = self.registry.get(kind)
+        if cls is None:
+            if not kind:
+                self.add("unknown_kind", "node has no kind", f"add `kind:` ({', '.join(self.registry.kinds())})",
+                         self.line())
+            else:
+                self.add("unknown_kind", f"unknown node kind {kind!r}", _suggest(kind, self.registry.kinds()),
+                         self.line("kind"))
+            return None
+        if cls.section:
+            self.add("io_in_nodes", f"{kind!r} nodes are declared in the `{cls.section}:` section",
+                     f"move it to `{cls.section}:`", self.line("kind"))
+            return None
+        return cls
+
+    def check_params(self, cls: type[NodeKind]) -> dict[str, Any]:
+        """Each given param against its schema, then required and cross-param checks; returns the
+        params with defaults filled in (as given: not cast, since they may be wrong)."""
+        known = [p.name for p in cls.params]
+        for name, value in self.node.params.items():
+            param = cls.param(name)
+            if param is None:
+                self.add("bad_param", f"{self.node.kind} has no param {name!r}", _suggest(name, known),
+                         self.line("params", name))
+                continue
+            problem = param.check(value)
+            if problem:
+                default = f"; the default is {param.default!r}" if param.default not in (None, "") else ""
+                hint = f"{param.name}: {param.description}{default}" if param.description else "fix the value"
+                self.add("bad_param", f"param {name!r} {problem}", hint, self.line("params", name))
+        resolved = cls.resolve_params(self.node.params)
+        for param in cls.params:
+            if param.required and resolved.get(param.name) in (None, ""):
+                self.add("bad_param", f"param {param.name!r} is required", param.description or "set it",
+                         self.line("params"))
+        for name, message in cls.validate_params(resolved):
+            self.add("bad_param", f"param {name!r}: {message}", "see `metagen nodes` for the schema",
+                     self.line("params", name))
+        return resolved
+
+    def check_model(self, cls: type[NodeKind]) -> None:
+        model, models = self.node.model, self.wf.models
+        if model is None or model in models:
+            return
+        if cls.uses_model and models:
+            hint = _suggest(model, list(models)) + " Or declare it under `models:`"
+        elif cls.uses_model:
+            hint = "declare it under `models:` (e.g. `main: {source: bundled}`) or remove `model:`"
         else:
-            issues.append(Issue("unknown_kind", f"unknown node kind {node.kind!r}",
-                                _suggest(node.kind, registry.kinds()), node_id=nid, line=line("kind")))
-        return issues
-    if cls.section:
-        issues.append(Issue("io_in_nodes", f"{node.kind!r} nodes are declared in the `{cls.section}:` section",
-                            f"move it to `{cls.section}:`", node_id=nid, line=line("kind")))
-        return issues
+            hint = "declare it under `models:` or remove `model:`"
+        self.add("unknown_model", f"model {model!r} is not declared", hint, self.line("model"))
 
-    # params
-    known = [p.name for p in cls.params]
-    for name, value in node.params.items():
-        param = cls.param(name)
-        if param is None:
-            issues.append(Issue("bad_param", f"{node.kind} has no param {name!r}", _suggest(name, known),
-                                node_id=nid, line=line("params", name)))
-            continue
-        problem = param.check(value)
-        if problem:
-            default = f"; the default is {param.default!r}" if param.default not in (None, "") else ""
-            hint = f"{param.name}: {param.description}{default}" if param.description else "fix the value"
-            issues.append(Issue("bad_param", f"param {name!r} {problem}", hint, node_id=nid,
-                                line=line("params", name)))
-    resolved = cls.resolve_params(node.params)
-    for param in cls.params:
-        if param.required and resolved.get(param.name) in (None, ""):
-            issues.append(Issue("bad_param", f"param {param.name!r} is required", param.description or "set it",
-                                node_id=nid, line=line("params")))
-    for name, message in cls.validate_params(resolved):
-        issues.append(Issue("bad_param", f"param {name!r}: {message}", "see `metagen nodes` for the schema",
-                            node_id=nid, line=line("params", name)))
-
-    # model
-    if cls.uses_model:
-        if node.model is not None and node.model not in wf.models:
-            hint = (_suggest(node.model, list(wf.models)) + " Or declare it under `models:`") if wf.models else \
-                "declare it under `models:` (e.g. `main: {source: bundled}`) or remove `model:`"
-            issues.append(Issue("unknown_model", f"model {node.model!r} is not declared", hint,
-                                node_id=nid, line=line("model")))
-    elif node.model is not None and node.model not in wf.models:
-        issues.append(Issue("unknown_model", f"model {node.model!r} is not declared",
-                            "declare it under `models:` or remove `model:`", node_id=nid, line=line("model")))
-
-    # wiring
-    for port_name, ref in node.inputs.items():
+    def check_wire(self, cls: type[NodeKind], port_name: str, ref: str) -> None:
+        """One `inputs:` entry: the port exists, the reference resolves, the types fit."""
+        line = self.line("inputs", port_name)
         port = cls.input_port(port_name)
         if port is None and not cls.variadic_inputs:
-            issues.append(Issue("unknown_port", f"{node.kind} has no input {port_name!r}",
-                                _suggest(port_name, [p.name for p in cls.inputs]), node_id=nid,
-                                line=line("inputs", port_name)))
-            continue
-        parts = split_ref(ref)
-        if parts is None:
-            issues.append(Issue("unknown_ref", f"input {port_name!r} = {ref!r} is not `node.port` or `inputs.name`",
-                                "wire it as e.g. `think.candidates` or `inputs.question`", node_id=nid,
-                                line=line("inputs", port_name)))
-            continue
-        head, tail = parts
-        if head == "inputs":
-            if tail not in wf.inputs:
-                issues.append(Issue("unknown_ref", f"input {port_name!r} refers to undeclared workflow input {tail!r}",
-                                    f"declare `{tail}` under `inputs:` or " + _suggest(tail, list(wf.inputs)),
-                                    node_id=nid, line=line("inputs", port_name)))
-                continue
-        elif head not in by_id:
-            issues.append(Issue("unknown_ref", f"input {port_name!r} refers to unknown node {head!r}",
-                                _suggest(head, sorted(by_id)), node_id=nid, line=line("inputs", port_name)))
-            continue
-        else:
-            src = by_id[head]
-            src_cls = registry.get(src.kind) if src else None
-            if src_cls is not None and src_cls.output_port(tail) is None:
-                issues.append(Issue("unknown_ref", f"node {head!r} ({src.kind}) has no output {tail!r}",
-                                    _suggest(tail, [p.name for p in src_cls.outputs]), node_id=nid,
-                                    line=line("inputs", port_name)))
-                continue
-        source_type = ref_type(wf, registry, ref, by_id)
+            self.add("unknown_port", f"{self.node.kind} has no input {port_name!r}",
+                     _suggest(port_name, [p.name for p in cls.inputs]), line)
+            return
+        if not self.ref_resolves(port_name, ref, line):
+            return
+        source_type = ref_type(self.wf, self.registry, ref, self.by_id)
         target_type = port.type if port else TEXT
         if port is None and source_type is not None:
-            continue  # a template variable accepts any port type; it is rendered as text
+            return  # a template variable accepts any port type; it is rendered as text
         if source_type is not None and not port_compatible(source_type, target_type):
-            message = f"input {port_name!r} expects {target_type} but {ref} is {source_type}"
-            issues.append(Issue("type_mismatch", message,
-                                f"connect a {target_type} output, or put a node in between that converts it",
-                                node_id=nid, line=line("inputs", port_name)))
-    for required in cls.required_inputs(resolved):
-        if required not in node.inputs:
-            issues.append(Issue("missing_input", f"input {required!r} is not connected",
-                                f"wire it: `inputs: {{{required}: inputs.{required}}}` or from another node's output",
-                                node_id=nid, line=line("inputs") or line()))
-    return issues
+            self.add("type_mismatch", f"input {port_name!r} expects {target_type} but {ref} is {source_type}",
+                     f"connect a {target_type} output, or put a node in between that converts it", line)
+
+    def ref_resolves(self, port_name: str, ref: str, line: int | None) -> bool:
+        """Whether `ref` names a declared workflow input or an existing node's output (else reported)."""
+        parts = split_ref(ref)
+        if parts is None:
+            self.add("unknown_ref", f"input {port_name!r} = {ref!r} is not `node.port` or `inputs.name`",
+                     "wire it as e.g. `think.candidates` or `inputs.question`", line)
+            return False
+        head, tail = parts
+        wf = self.wf
+        if head == "inputs":
+            if tail not in wf.inputs:
+                self.add("unknown_ref", f"input {port_name!r} refers to undeclared workflow input {tail!r}",
+                         f"declare `{tail}` under `inputs:` or " + _suggest(tail, list(wf.inputs)), line)
+                return False
+            return True
+        if head not in self.by_id:
+            self.add("unknown_ref", f"input {port_name!r} refers to unknown node {head!r}",
+                     _suggest(head, sorted(self.by_id)), line)
+            return False
+        src = self.by_id[head]
+        src_cls = self.registry.get(src.kind) if src else None
+        if src_cls is not None and src_cls.output_port(tail) is None:
+            self.add("unknown_ref", f"node {head!r} ({src.kind}) has no output {tail!r}",
+                     _suggest(tail, [p.name for p in src_cls.outputs]), line)
+            return False
+        return True
+
+    def check_required_inputs(self, cls: type[NodeKind], resolved: dict[str, Any]) -> None:
+        for required in cls.required_inputs(resolved):
+            if required not in self.node.inputs:
+                self.add("missing_input", f"input {required!r} is not connected",
+                         f"wire it: `inputs: {{{required}: inputs.{required}}}` or from another node's output",
+                         self.line("inputs") or self.line())
+
+
+def _check_node(wf: Workflow, registry: NodeRegistry, index: int, by_id: dict[str, NodeSpec]) -> list[Issue]:
+    return _NodeCheck(wf, registry, index, by_id).run()
 
 
 def validate(wf: Workflow, registry: NodeRegistry) -> list[Issue]:

@@ -77,7 +77,7 @@ class Generator(NodeKind):
         return problems
 
     def run(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
-        mapped = str(params.get("for_each") or "")
+        mapped = params["for_each"]
         if mapped:
             return self._for_each(mapped, inputs, params, ctx)
         prompt = build_prompt(params, inputs)
@@ -147,13 +147,13 @@ class Sampler(NodeKind):
         return problems
 
     def run(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
-        n = int(params["n"])
+        n = params["n"]
         spec = AnswerSpec.from_params(params)
         if spec.extract == "keep":
             spec = AnswerSpec("auto", spec.pattern, spec.normalize)
         prompt = build_prompt(params, inputs)
         sp = sampling_params(params, ctx.seed)
-        if params.get("adaptive") != "majority":
+        if params["adaptive"] != "majority":
             result = ctx.generate(prompt, sp, n=n, seeds=[ctx.seed + i for i in range(n)])
             candidates = [candidate_from(c, i, ctx.node_id, spec) for i, c in enumerate(result.completions)]
             ctx.progress(n, n)
@@ -167,7 +167,7 @@ class Sampler(NodeKind):
         batches: list[int] = []
         result: GenerateResult | None = None
         decision = None
-        for size in batch_plan(n, int(params["batch_size"]), int(params["min_samples"])):
+        for size in batch_plan(n, params["batch_size"], params["min_samples"]):
             start = len(candidates)
             result = ctx.generate(prompt, sp, n=size, seeds=[ctx.seed + start + i for i in range(size)],
                                   tag={"adaptive_batch": len(batches)})
@@ -175,7 +175,7 @@ class Sampler(NodeKind):
             candidates += [candidate_from(c, start + i, ctx.node_id, spec)
                            for i, c in enumerate(result.completions)]
             ctx.progress(len(candidates), n)
-            decision = stop_decision([c.answer for c in candidates], n, int(params["min_samples"]))
+            decision = stop_decision([c.answer for c in candidates], n, params["min_samples"])
             if decision.stop:
                 break
         drawn = len(candidates)

@@ -63,4 +63,4 @@ class TemplateNode(NodeKind):
     variadic_inputs = True
 
     def run(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
-        return {"text": render(str(params["template"]), inputs)}
+        return {"text": render(params["template"], inputs)}

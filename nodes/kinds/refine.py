@@ -140,8 +140,8 @@ class Refiner(NodeKind):
 
         draft = as_text(inputs["draft"]).strip() if inputs.get("draft") is not None else ask(task_prompt, "draft", 0)
         check = params["check"]
-        max_iters = int(params["max_iters"])
-        threshold = float(params["pass_threshold"])
+        max_iters = params["max_iters"]
+        threshold = params["pass_threshold"]
         iterations: list[dict[str, Any]] = []
         stopped = "max_iters"
         for it in range(max_iters + 1):
@@ -151,7 +151,7 @@ class Refiner(NodeKind):
             verdict = None
             if check != "none":
                 verdict = score_texts(check, [draft], params, values, ctx, prompt=task,
-                                      model=str(params.get("judge_model") or "") or None,
+                                      model=params["judge_model"] or None,
                                       extra=[{"task": task, "draft": draft}])[0]
                 record["score"], record["reason"] = verdict.score, verdict.reason
                 if verdict.score >= threshold:
@@ -169,7 +169,7 @@ class Refiner(NodeKind):
                 parts.append(critique)
             feedback = "\n".join(p for p in parts if p)
             record["feedback"] = feedback
-            phrase = str(params.get("stop_phrase") or "")
+            phrase = params["stop_phrase"]
             if critique and phrase and phrase.casefold() in critique.casefold() and (
                     verdict is None or params["feedback"] == "self"):
                 stopped = "no_issues"

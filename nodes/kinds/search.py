@@ -108,14 +108,14 @@ class _SearchRun:
     def __init__(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> None:
         self.inputs, self.params, self.ctx = inputs, params, ctx
         self.tree = SearchTree()
-        self.delimiter = str(params["step_delimiter"])
-        self.end_marker = str(params.get("end_marker") or "")
-        self.judge_model = str(params.get("judge_model") or "") or None
+        self.delimiter: str = params["step_delimiter"]
+        self.end_marker: str | None = params["end_marker"]
+        self.judge_model: str | None = params["judge_model"] or None
         prompt = build_prompt(params, inputs)
         self.problem = prompt if isinstance(prompt, str) else prompt[-1]["content"]
         base = ctx.backend().render_prompt(prompt) if not isinstance(prompt, str) else prompt + "\n"
         self.base_prompt = base
-        self.sp = sampling_params(params, ctx.seed, stop=[*params.get("stop", []), self.delimiter])
+        self.sp = sampling_params(params, ctx.seed, stop=[*params["stop"], self.delimiter])
         self.expansions = 0
         self.calls = 0
         self.lock = threading.Lock()
@@ -149,8 +149,8 @@ class _SearchRun:
     def _expand(self, nodes: list[TreeNode]) -> list[TreeNode]:
         """Sample k next steps below each node. A sample that stops at the delimiter before writing
         anything (the model wanted a blank line there) is drawn once more after that delimiter."""
-        k = int(self.params["expand_k"])
-        max_depth = int(self.params["max_depth"])
+        k = self.params["expand_k"]
+        max_depth = self.params["max_depth"]
         results = self._sample_steps([(node, k, "") for node in nodes])
         steps: dict[int, list[tuple[str, str, str]]] = {node.id: [] for node in nodes}  # (text, finish, lead)
         retry: list[tuple[TreeNode, int, str]] = []
@@ -202,7 +202,8 @@ class _SearchRun:
 
     # -- strategies
     def _beam(self) -> TreeNode | None:
-        width, max_depth = int(self.params["beam_width"]), int(self.params["max_depth"])
+        # int(): a null beam_width (None) must fail here, not slice the beam to everything
+        width, max_depth = int(self.params["beam_width"]), self.params["max_depth"]
         beam = [self.tree.root]
         finished: list[TreeNode] = []
         for depth in range(1, max_depth + 1):
@@ -220,7 +221,7 @@ class _SearchRun:
         return self.tree.best(finished) or self.tree.best(beam)
 
     def _best_first(self) -> TreeNode | None:
-        budget = int(self.params["max_expansions"])
+        budget = self.params["max_expansions"]
         frontier = Frontier()
         frontier.push(self.tree.root)
         chosen: TreeNode | None = None

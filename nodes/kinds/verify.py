@@ -109,13 +109,13 @@ class Verifier(NodeKind):
         method = params["method"]
         others = {k: v for k, v in inputs.items() if k != "candidates"}
         if method == "combine":
-            weights = params.get("weights") or {}
-            op = str(params["combine"])
+            weights = params["weights"] or {}  # json: '' and null mean no weights
+            op = params["combine"]
             verdicts = []
             for c in cands:
                 value = combine_scores(c.scores, weights, op)
                 verdicts.append(Verdict(value, f"{op} of {', '.join(weights or sorted(c.scores))}", c.answer,
-                                        value >= float(params["pass_threshold"])))
+                                        value >= params["pass_threshold"]))
         else:
             verdicts = score_texts(method, [c.text for c in cands], params, others, ctx,
                                    upstream_answers=[c.answer for c in cands], prompt=cset.prompt)
@@ -128,7 +128,7 @@ class Verifier(NodeKind):
             c.meta.setdefault("passed", {})[ctx.node_id] = v.passed
         scores = [v.score for v in verdicts]
         ctx.event("score", {
-            "method": method, "pass_threshold": float(params["pass_threshold"]),
+            "method": method, "pass_threshold": params["pass_threshold"],
             "passed_count": sum(v.passed for v in verdicts),
             "mean": sum(scores) / len(scores) if scores else None,
             "scores": [{"index": i, "score": v.score, "passed": v.passed, "reason": v.reason, "answer": v.answer}

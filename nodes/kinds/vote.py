@@ -98,13 +98,13 @@ class Voter(NodeKind):
         elif method == "best_of_n":
             vote = best_of_n(answers, scores)
         elif method == "threshold":
-            vote = threshold_vote(answers, scores, float(params["threshold"]), str(params["fallback"]))
+            vote = threshold_vote(answers, scores, params["threshold"], params["fallback"])
         else:
             texts = [(a or "") for a in answers] if params["mbr_on"] == "answer" else [c.text for c in cands]
             weights = None
             if params["mbr_weighted"]:
                 weights = [0.0 if s is None else float(s) for s in scores]
-            vote = mbr_vote(texts, answers, str(params["utility"]), weights)
+            vote = mbr_vote(texts, answers, params["utility"], weights)
             vote.detail["on"] = params["mbr_on"]
         cluster_of = {i: k for k, cl in enumerate(vote.clusters) for i in cl.members}
         for i, c in enumerate(cands):
