@@ -95,7 +95,7 @@ class WorkflowSource:
 
 def _load(source: WorkflowSource) -> tuple[Workflow, str]:
     if source.text is not None:
-        wf = load_workflow_text(source.text, source=source.name or "<editor>")
+        wf = load_workflow_text(source.text)
         return wf, source.name or wf.name or "workflow"
     assert source.path is not None
     wf = load_workflow(source.path)

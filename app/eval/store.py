@@ -9,7 +9,7 @@ import os
 import time
 from typing import Any
 
-from sqlalchemy import Engine, delete, select, update
+from sqlalchemy import Engine, delete, func, select, update
 from sqlalchemy.dialects.sqlite import insert
 
 from app.traces.recovery import process_alive, process_identity
@@ -133,7 +133,7 @@ class EvalStore:
             rows = conn.execute(select(EVALUATIONS.c.id, EVALUATIONS.c.name, EVALUATIONS.c.status,
                                        EVALUATIONS.c.created_at, EVALUATIONS.c.ended_at, EVALUATIONS.c.config)
                                 .order_by(EVALUATIONS.c.created_at.desc()).limit(limit)).mappings().all()
-            done = dict(conn.execute(select(EVAL_ITEMS.c.eval_id, EVAL_ITEMS.c.item_idx.count()).group_by(
+            done = dict(conn.execute(select(EVAL_ITEMS.c.eval_id, func.count()).group_by(
                 EVAL_ITEMS.c.eval_id)).all())
         out = []
         for r in rows:
