@@ -87,24 +87,38 @@ class TokenLogprob:
 
 
 @dataclass
-class Usage:
-    """Counters of one request: what was evaluated, what the prefix cache saved, and the time spent."""
+class TokenCounts:
+    """The token counters, one type for a request (Usage), a run (RunStats) and an evaluation's totals."""
 
     prompt_tokens: int = 0
-    """Tokens in the prompt(s) of this request."""
+    """Tokens in the prompt(s)."""
     prompt_tokens_evaluated: int = 0
     """Prompt tokens actually run through the model (shared prompts count once)."""
     prompt_tokens_cached: int = 0
     """Prompt tokens reused from the KV cache instead of being evaluated."""
     completion_tokens: int = 0
-    prefill_s: float = 0.0
-    decode_s: float = 0.0
 
-    def add(self, other: Usage) -> None:
+    def add_tokens(self, other: TokenCounts) -> None:
         self.prompt_tokens += other.prompt_tokens
         self.prompt_tokens_evaluated += other.prompt_tokens_evaluated
         self.prompt_tokens_cached += other.prompt_tokens_cached
         self.completion_tokens += other.completion_tokens
+
+    @property
+    def tokens_used(self) -> int:
+        """What a token budget counts: prompt tokens evaluated plus completion tokens."""
+        return self.prompt_tokens_evaluated + self.completion_tokens
+
+
+@dataclass
+class Usage(TokenCounts):
+    """Counters of one request: what was evaluated, what the prefix cache saved, and the time spent."""
+
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+
+    def add(self, other: Usage) -> None:
+        self.add_tokens(other)
         self.prefill_s += other.prefill_s
         self.decode_s += other.decode_s
 

@@ -8,7 +8,7 @@
  *   YAML typing  -> mg_parse_yaml  -> canvas reloads, or the error with its line (nothing is lost)
  *   Run          -> mg_run, then mg_status polled while runs are active -> live node states
  *
- * Public: window.MetagenUI.start(element, server), .openYaml(text, name), .state()
+ * Public: window.MetagenUI.start(element, server), .openYaml(text, name), .state(), .currentYaml()
  */
 (function () {
   "use strict";
@@ -844,6 +844,7 @@
   window.MetagenUI = {
     start: start,
     openYaml: openYaml,
+    currentYaml: () => (S.el.yaml ? S.el.yaml.value : ""),  // the YAML pane (the Evaluate tab reads it)
     state: () => ({
       name: S.name, dirty: S.dirty, yamlError: S.yamlError, currentRun: S.currentRun,
       runs: S.runs.map((r) => ({ run_id: r.run_id, status: r.status })),

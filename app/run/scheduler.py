@@ -16,9 +16,13 @@ from typing import Any
 
 from app.run import events as ev
 from app.run.events import Event, EventBus, Observer
+from app.run.node_context import Budget as Budget  # re-exported: callers build budgets from here
+from app.run.node_context import BudgetExceededError as BudgetExceededError
+from app.run.node_context import RunNodeContext, RunState, RunStats
+from app.run.sample_cache import SampleCache
 from app.run.status import BUDGET_EXCEEDED as BUDGET_EXCEEDED  # the statuses, re-exported for callers
 from app.run.status import CANCELLED as CANCELLED
-from app.run.status import FAILED, SUCCEEDED, budget_stop_reason, is_budget_stop, stop_status
+from app.run.status import FAILED, SUCCEEDED, budget_stop_reason, stop_status
 from app.workflow.model_specs import DEFAULT_MODEL_ALIAS, model_specs
 from app.workflow.problems import Issue, WorkflowError, errors
 from app.workflow.spec import Workflow
@@ -27,13 +31,8 @@ from backends.base import (
     BackendError,
     CancelledError,
     CancelToken,
-    ChoiceResult,
-    GenerateResult,
     LLMBackend,
     ModelSpec,
-    Prompt,
-    SamplingParams,
-    ScoreResult,
 )
 from nodes.base import NodeError, NodeKind, to_jsonable
 from nodes.registry import NodeRegistry
@@ -42,33 +41,6 @@ log = logging.getLogger(__name__)
 
 BackendProvider = Callable[[ModelSpec], LLMBackend]
 """Returns the (shared, loaded) backend for a model spec."""
-
-
-class BudgetExceededError(CancelledError):
-    """A run-level budget ran out."""
-
-
-@dataclass(frozen=True)
-class Budget:
-    max_lm_calls: int | None = None
-    max_tokens: int | None = None
-    """Prompt + completion tokens evaluated, over the whole run."""
-    max_seconds: float | None = None
-
-
-@dataclass
-class RunStats:
-    lm_calls: int = 0
-    prompt_tokens: int = 0
-    prompt_tokens_evaluated: int = 0
-    prompt_tokens_cached: int = 0
-    completion_tokens: int = 0
-    nodes_run: int = 0
-    nodes_cached: int = 0
-    wall_s: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -180,192 +152,6 @@ def resolve_inputs(wf: Workflow, given: dict[str, Any]) -> dict[str, Any]:
     return values
 
 
-class _RunState:
-    """Mutable accounting of one run, shared by its node contexts (guarded by a lock)."""
-
-    def __init__(self, run_id: str, budget: Budget, cancel: CancelToken, bus: EventBus) -> None:
-        self.run_id = run_id
-        self.budget = budget
-        self.cancel = cancel
-        self.bus = bus
-        self.stats = RunStats()
-        self.lock = threading.Lock()
-        self.started = time.perf_counter()
-        self.call_counter = 0
-
-    def check_time(self) -> None:
-        b = self.budget
-        if b.max_seconds is not None and time.perf_counter() - self.started > b.max_seconds:
-            self.exceed(f"max_seconds={b.max_seconds:g} reached")
-
-    def exceed(self, why: str) -> None:
-        if not self.cancel.cancelled:
-            self.cancel.cancel(budget_stop_reason(why))
-        raise BudgetExceededError(budget_stop_reason(why))
-
-    def reserve_calls(self, n: int) -> None:
-        with self.lock:
-            b = self.budget
-            if b.max_lm_calls is not None and self.stats.lm_calls + n > b.max_lm_calls:
-                self.exceed(f"max_lm_calls={b.max_lm_calls} would be passed "
-                            f"({self.stats.lm_calls} made, {n} more requested)")
-            self.stats.lm_calls += n
-        self.check_time()
-
-    def add_tokens(self, prompt: int, evaluated: int, cached: int, completion: int) -> None:
-        with self.lock:
-            s = self.stats
-            s.prompt_tokens += prompt
-            s.prompt_tokens_evaluated += evaluated
-            s.prompt_tokens_cached += cached
-            s.completion_tokens += completion
-
-    def tokens_used(self) -> int:
-        return self.stats.prompt_tokens_evaluated + self.stats.completion_tokens
-
-    def next_call_id(self) -> int:
-        with self.lock:
-            self.call_counter += 1
-            return self.call_counter
-
-
-class RunNodeContext:
-    """The NodeContext given to one node run: traced, budgeted, cancellable access to the models."""
-
-    def __init__(self, state: _RunState, node_id: str, kind: str, model: str | None, seed: int,
-                 run_inputs: dict[str, Any], backend_for: Callable[[str], LLMBackend],
-                 default_model: str, python_allowed: bool) -> None:
-        self._state = state
-        self.node_id = node_id
-        self.kind = kind
-        self.seed = seed
-        self.cancel = state.cancel
-        self.run_inputs = run_inputs
-        self._backend_for = backend_for
-        self._model = model or default_model
-        self._python_allowed = python_allowed
-
-    # -- helpers
-    def backend(self, model: str | None = None) -> LLMBackend:
-        return self._backend_for(model or self._model)
-
-    def allow_python(self) -> bool:
-        return self._python_allowed
-
-    def _emit(self, type_: str, data: dict[str, Any]) -> None:
-        self._state.bus.emit(Event(type_, self._state.run_id, self.node_id, data))
-
-    def event(self, kind: str, data: dict[str, Any]) -> None:
-        self._emit(ev.NODE_EVENT, {"kind": kind, **to_jsonable(data)})
-
-    def progress(self, done: float, total: float, message: str = "") -> None:
-        self._emit(ev.PROGRESS, {"done": done, "total": total, "message": message})
-
-    def _token_watch(self, n: int) -> Callable[[int, str], None]:
-        state = self._state
-        max_tokens = state.budget.max_tokens
-
-        def on_token(sample: int, text: str) -> None:
-            self._emit(ev.TOKEN, {"sample": sample, "text": text})
-            if max_tokens is not None:
-                with state.lock:
-                    state.stats.completion_tokens += 1
-                    over = state.tokens_used() > max_tokens
-                    state.stats.completion_tokens -= 1  # counted for real once the request returns
-                if over:
-                    state.cancel.cancel(budget_stop_reason(f"max_tokens={max_tokens} reached"))
-            if state.budget.max_seconds is not None and \
-                    time.perf_counter() - state.started > state.budget.max_seconds:
-                state.cancel.cancel(budget_stop_reason(f"max_seconds={state.budget.max_seconds:g} reached"))
-
-        return on_token
-
-    def _after_call(self, usage_prompt: int, evaluated: int, cached: int, completion: int) -> None:
-        st = self._state
-        st.add_tokens(usage_prompt, evaluated, cached, completion)
-        if st.budget.max_tokens is not None and st.tokens_used() > st.budget.max_tokens:
-            st.exceed(f"max_tokens={st.budget.max_tokens} reached ({st.tokens_used()} used)")
-        st.check_time()
-        if st.cancel.cancelled:
-            raise (BudgetExceededError if is_budget_stop(st.cancel.reason) else CancelledError)(
-                st.cancel.reason)
-
-    # -- LM access
-    def generate(self, prompt: Prompt, params: SamplingParams, n: int = 1, seeds: Sequence[int] | None = None,
-                 model: str | None = None, purpose: str = "generate", parent: str | None = None,
-                 tag: dict[str, Any] | None = None) -> GenerateResult:
-        self.cancel.raise_if_cancelled()
-        self._state.reserve_calls(n)
-        backend = self.backend(model)
-        start = time.time()
-        result = backend.generate(prompt, params, n=n, seeds=seeds, on_token=self._token_watch(n),
-                                  cancel=self.cancel)
-        end = time.time()
-        u = result.usage
-        for i, c in enumerate(result.completions):
-            self._emit(ev.LM_CALL, {
-                "call_id": f"{self.node_id}#{self._state.next_call_id()}",
-                "purpose": purpose, "model": backend.model_id, "sample_index": i, "n": n,
-                "parent": parent, "tag": tag or {},
-                "prompt": result.prompt_text, "completion": c.text,
-                "prompt_tokens": c.prompt_tokens or u.prompt_tokens,
-                # a shared prompt is evaluated once: attribute its evaluation to the first sample
-                "prompt_tokens_evaluated": u.prompt_tokens_evaluated if i == 0 else 0,
-                "prompt_tokens_cached": u.prompt_tokens_cached if i == 0 else 0,
-                "completion_tokens": c.completion_tokens,
-                "logprobs": [asdict(lp) for lp in c.logprobs] if c.logprobs is not None else None,
-                "seed": c.seed, "finish_reason": c.finish_reason,
-                "start": start, "end": start + c.time_s if c.time_s else end,
-                "prefill_s": u.prefill_s, "decode_s": u.decode_s,
-            })
-        self._after_call(u.prompt_tokens, u.prompt_tokens_evaluated, u.prompt_tokens_cached, u.completion_tokens)
-        return result
-
-    def score(self, prefix: Prompt, continuations: Sequence[str], model: str | None = None,
-              purpose: str = "score") -> ScoreResult:
-        self.cancel.raise_if_cancelled()
-        self._state.reserve_calls(len(continuations))
-        backend = self.backend(model)
-        start = time.time()
-        result = backend.score(prefix, continuations, cancel=self.cancel)
-        end = time.time()
-        u = result.usage
-        rendered = backend.render_prompt(prefix)
-        for i, (cont, sc) in enumerate(zip(continuations, result.scores, strict=False)):
-            self._emit(ev.LM_CALL, {
-                "call_id": f"{self.node_id}#{self._state.next_call_id()}", "purpose": purpose,
-                "model": backend.model_id, "sample_index": i, "n": len(continuations), "parent": None, "tag": {},
-                "prompt": rendered, "completion": cont, "prompt_tokens": u.prompt_tokens,
-                "prompt_tokens_evaluated": u.prompt_tokens_evaluated if i == 0 else 0,
-                "prompt_tokens_cached": u.prompt_tokens_cached if i == 0 else 0,
-                "completion_tokens": 0, "scored_tokens": sc.n_tokens, "logprob": sc.logprob,
-                "logprobs": None, "seed": None, "finish_reason": "score", "start": start, "end": end,
-                "prefill_s": u.prefill_s, "decode_s": u.decode_s,
-            })
-        self._after_call(u.prompt_tokens, u.prompt_tokens_evaluated, u.prompt_tokens_cached, 0)
-        return result
-
-    def choice_logprobs(self, prompt: Prompt, choices: Sequence[str], model: str | None = None,
-                        purpose: str = "judge") -> ChoiceResult:
-        self.cancel.raise_if_cancelled()
-        self._state.reserve_calls(1)
-        backend = self.backend(model)
-        start = time.time()
-        result = backend.choice_logprobs(prompt, choices, cancel=self.cancel)
-        u = result.usage
-        self._emit(ev.LM_CALL, {
-            "call_id": f"{self.node_id}#{self._state.next_call_id()}", "purpose": purpose,
-            "model": backend.model_id, "sample_index": 0, "n": 1, "parent": None, "tag": {},
-            "prompt": backend.render_prompt(prompt), "completion": json.dumps(result.logprobs),
-            "prompt_tokens": u.prompt_tokens, "prompt_tokens_evaluated": u.prompt_tokens_evaluated,
-            "prompt_tokens_cached": u.prompt_tokens_cached, "completion_tokens": 0, "logprobs": None,
-            "seed": None, "finish_reason": "choice", "start": start, "end": time.time(),
-            "prefill_s": u.prefill_s, "decode_s": u.decode_s,
-        })
-        self._after_call(u.prompt_tokens, u.prompt_tokens_evaluated, u.prompt_tokens_cached, 0)
-        return result
-
-
 class Scheduler:
     """Compiles workflows to networkx graphs and runs them; one instance serves many runs and keeps
     the node cache between them."""
@@ -375,6 +161,8 @@ class Scheduler:
         self.registry = registry
         self.provider = provider
         self.cache = cache if cache is not None else NodeCache()
+        self.samples = SampleCache()
+        """Seeded samples and candidate scores of every run: raising N draws only the new samples."""
         self.max_workers = max_workers
         self.allow_python = allow_python
 
@@ -394,7 +182,7 @@ class Scheduler:
         cancel = cancel or CancelToken()
         run_id = run_id or uuid.uuid4().hex[:12]
         bus = EventBus(list(observers))
-        state = _RunState(run_id, budget, cancel, bus)
+        state = RunState(run_id, budget, cancel, bus, self.samples if use_cache else None)
         specs = model_specs(wf)
         bus.emit(Event(ev.RUN_START, run_id, None, {
             "workflow": wf.name, "workflow_yaml": wf.to_yaml(), "workflow_hash": wf.semantic_hash(),
@@ -443,7 +231,7 @@ class Scheduler:
         }, sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()
 
-    def _execute(self, wf: Workflow, values: dict[str, Any], seed: int, state: _RunState,
+    def _execute(self, wf: Workflow, values: dict[str, Any], seed: int, state: RunState,
                  specs: dict[str, ModelSpec], use_cache: bool) -> RunResult:
         return _DagRun(self, wf, values, seed, state, specs, use_cache).execute()
 
@@ -454,7 +242,7 @@ class _DagRun:
 
     Everything but `_run_node` runs on the scheduling thread, so the bookkeeping needs no lock."""
 
-    def __init__(self, scheduler: Scheduler, wf: Workflow, values: dict[str, Any], seed: int, state: _RunState,
+    def __init__(self, scheduler: Scheduler, wf: Workflow, values: dict[str, Any], seed: int, state: RunState,
                  specs: dict[str, ModelSpec], use_cache: bool) -> None:
         self.scheduler = scheduler
         self.wf = wf

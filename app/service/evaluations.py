@@ -113,6 +113,17 @@ class EvaluationService:
             raise UserError(str(exc)) from None
         return {"columns": dataset.columns, "rows": dataset.rows[:PREVIEW_ROWS], "count": len(dataset.rows)}
 
+    def _metric_file(self, name: str) -> Path:
+        """A python metric file: by name from the datasets folders, or (on the owner's own app) a path."""
+        clean = str(name or "").strip()
+        if not self.policy.share_mode and clean and Path(clean).expanduser().is_file():
+            return Path(clean).expanduser()
+        for folder in [self.uploads_dir, *dataset_dirs()]:
+            if clean and "/" not in clean and "\\" not in clean and (folder / clean).is_file():
+                return folder / clean
+        raise UserError(f"no metric file {clean!r}: put a .py file defining metric(output, row) in the datasets "
+                        f"folder ({dataset_dirs()[0]}) and give its name, e.g. instructions_metric.py")
+
     # ------------------------------------------------------------------ plans
 
     def plan(self, request: dict[str, Any]) -> Any:
@@ -127,7 +138,7 @@ class EvaluationService:
         if metric.startswith("python:"):
             if not self.policy.allow_python:
                 raise UserError("python: metrics run code and are disabled on this shared app")
-            metric = "python:" + str(self.dataset_path(metric[len("python:"):]))
+            metric = "python:" + str(self._metric_file(metric[len("python:"):]))
         limit = request.get("limit")
         try:
             plan = make_plan(sources, self.dataset_path(str(request.get("dataset") or "")), registry=self.registry,
@@ -212,7 +223,7 @@ class EvaluationService:
     def cancel(self, eval_id: str) -> dict[str, Any]:
         with self._lock:
             live = self._live.get(eval_id)
-        if live is None:
+        if live is None or not live.thread.is_alive():
             raise UserError(f"evaluation {eval_id!r} is not running")
         live.evaluation.cancel("cancelled from the Evaluate tab")
         return self.status(eval_id)

@@ -1,4 +1,4 @@
-"""The Gradio app of `metagen ui`: editor page, Traces tab and Models tab around one StudioService."""
+"""The Gradio app of `metagen ui`: editor page, Traces, Evaluate and Models tabs around one StudioService."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from app.platform.resources import static_dir
 from app.service.studio import StudioService
 from app.ui.assets import asset_tags
 from app.ui.editor_page import editor_page
+from app.ui.evaluate_tab import evaluate_tab
 from app.ui.models_tab import models_tab
 from app.ui.share_links import share_links_component, wire_run_links
 from app.ui.traces_tab import traces_tab
@@ -22,7 +23,7 @@ STATIC_FILES = ("editor.css", "ui.css", "editor.js", "ui_bridge.js")
 """Loaded in this order into the page head (the editor before the bridge that mounts it). editor.js loads the
 editor's ES modules (static/editor/) with its own ?v= version; ui_bridge.js waits for them before mounting."""
 
-EDITOR_TAB, TRACES_TAB, MODELS_TAB = "editor", "traces", "models"
+EDITOR_TAB, TRACES_TAB, EVALUATE_TAB, MODELS_TAB = "editor", "traces", "evaluate", "models"
 
 APP_CSS = """
 footer { display: none !important; }
@@ -49,6 +50,8 @@ def build_app(service: StudioService) -> gr.Blocks:
                 share_links_component(service)
             with gr.Tab("Traces", id=TRACES_TAB, elem_id="mg-tab-traces") as traces:
                 traces_view = traces_tab(service, tabs, traces)
+            with gr.Tab("Evaluate", id=EVALUATE_TAB, elem_id="mg-tab-evaluate") as evaluate:
+                evaluate_tab(service, tabs, evaluate)
             with gr.Tab("Models", id=MODELS_TAB, elem_id="mg-tab-models") as models:
                 models_tab(service, models)
         wire_run_links(demo, service, tabs, traces_view)

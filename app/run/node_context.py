@@ -1,0 +1,273 @@
+"""What a node sees of its run: the run's budget and token accounting, and the NodeContext through which every
+model call is traced (one LM-call event builder), budgeted, cancellable and served from the sample cache when it can."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from app.run import events as ev
+from app.run.events import Event, EventBus
+from app.run.sample_cache import SampleCache, choice_key, sample_key, score_key
+from app.run.status import budget_stop_reason, is_budget_stop
+from backends.base import (
+    CancelledError,
+    CancelToken,
+    ChoiceResult,
+    Completion,
+    GenerateResult,
+    LLMBackend,
+    Prompt,
+    SamplingParams,
+    ScoreResult,
+    TokenCounts,
+    Usage,
+)
+from nodes.base import to_jsonable
+
+
+class BudgetExceededError(CancelledError):
+    """A run-level budget ran out."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_lm_calls: int | None = None
+    max_tokens: int | None = None
+    """Prompt + completion tokens evaluated, over the whole run."""
+    max_seconds: float | None = None
+
+
+@dataclass
+class RunStats(TokenCounts):
+    """The totals of one run: its token counters, LM calls, nodes run and from cache, and wall time."""
+
+    lm_calls: int = 0
+    nodes_run: int = 0
+    nodes_cached: int = 0
+    wall_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class RunState:
+    """Mutable accounting of one run, shared by its node contexts (guarded by a lock)."""
+
+    def __init__(self, run_id: str, budget: Budget, cancel: CancelToken, bus: EventBus,
+                 samples: SampleCache | None = None) -> None:
+        self.run_id = run_id
+        self.samples = samples
+        self.budget = budget
+        self.cancel = cancel
+        self.bus = bus
+        self.stats = RunStats()
+        self.lock = threading.Lock()
+        self.started = time.perf_counter()
+        self.call_counter = 0
+
+    def check_time(self) -> None:
+        b = self.budget
+        if b.max_seconds is not None and time.perf_counter() - self.started > b.max_seconds:
+            self.exceed(f"max_seconds={b.max_seconds:g} reached")
+
+    def exceed(self, why: str) -> None:
+        if not self.cancel.cancelled:
+            self.cancel.cancel(budget_stop_reason(why))
+        raise BudgetExceededError(budget_stop_reason(why))
+
+    def reserve_calls(self, n: int) -> None:
+        with self.lock:
+            b = self.budget
+            if b.max_lm_calls is not None and self.stats.lm_calls + n > b.max_lm_calls:
+                self.exceed(f"max_lm_calls={b.max_lm_calls} would be passed "
+                            f"({self.stats.lm_calls} made, {n} more requested)")
+            self.stats.lm_calls += n
+        self.check_time()
+
+    def add_tokens(self, usage: TokenCounts) -> None:
+        with self.lock:
+            self.stats.add_tokens(usage)
+
+    def tokens_used(self) -> int:
+        return self.stats.tokens_used
+
+    def next_call_id(self) -> int:
+        with self.lock:
+            self.call_counter += 1
+            return self.call_counter
+
+
+class RunNodeContext:
+    """The NodeContext given to one node run: traced, budgeted, cancellable access to the models."""
+
+    def __init__(self, state: RunState, node_id: str, kind: str, model: str | None, seed: int,
+                 run_inputs: dict[str, Any], backend_for: Callable[[str], LLMBackend],
+                 default_model: str, python_allowed: bool) -> None:
+        self._state = state
+        self.node_id = node_id
+        self.kind = kind
+        self.seed = seed
+        self.cancel = state.cancel
+        self.run_inputs = run_inputs
+        self._backend_for = backend_for
+        self._model = model or default_model
+        self._python_allowed = python_allowed
+
+    # -- helpers
+    def backend(self, model: str | None = None) -> LLMBackend:
+        return self._backend_for(model or self._model)
+
+    def allow_python(self) -> bool:
+        return self._python_allowed
+
+    def _emit(self, type_: str, data: dict[str, Any]) -> None:
+        self._state.bus.emit(Event(type_, self._state.run_id, self.node_id, data))
+
+    def event(self, kind: str, data: dict[str, Any]) -> None:
+        self._emit(ev.NODE_EVENT, {"kind": kind, **to_jsonable(data)})
+
+    def progress(self, done: float, total: float, message: str = "") -> None:
+        self._emit(ev.PROGRESS, {"done": done, "total": total, "message": message})
+
+    def _token_watch(self, n: int) -> Callable[[int, str], None]:
+        state = self._state
+        max_tokens = state.budget.max_tokens
+
+        def on_token(sample: int, text: str) -> None:
+            self._emit(ev.TOKEN, {"sample": sample, "text": text})
+            if max_tokens is not None:
+                with state.lock:
+                    state.stats.completion_tokens += 1
+                    over = state.tokens_used() > max_tokens
+                    state.stats.completion_tokens -= 1  # counted for real once the request returns
+                if over:
+                    state.cancel.cancel(budget_stop_reason(f"max_tokens={max_tokens} reached"))
+            if state.budget.max_seconds is not None and \
+                    time.perf_counter() - state.started > state.budget.max_seconds:
+                state.cancel.cancel(budget_stop_reason(f"max_seconds={state.budget.max_seconds:g} reached"))
+
+        return on_token
+
+    def _after_call(self, usage: TokenCounts) -> None:
+        st = self._state
+        st.add_tokens(usage)
+        if st.budget.max_tokens is not None and st.tokens_used() > st.budget.max_tokens:
+            st.exceed(f"max_tokens={st.budget.max_tokens} reached ({st.tokens_used()} used)")
+        st.check_time()
+        if st.cancel.cancelled:
+            raise (BudgetExceededError if is_budget_stop(st.cancel.reason) else CancelledError)(
+                st.cancel.reason)
+
+    def _lm_call(self, backend: LLMBackend, *, purpose: str, index: int, n: int, prompt: str, completion: str,
+                 usage: Usage, share: bool, start: float, end: float, **extra: Any) -> None:
+        """The one place an LM_CALL event is built. A request's prompt is evaluated once for all its items, so
+        with `share` its evaluated and cached prompt tokens go to the first item and 0 to the others."""
+        first = index == 0 or not share
+        self._emit(ev.LM_CALL, {
+            "call_id": f"{self.node_id}#{self._state.next_call_id()}", "purpose": purpose,
+            "model": backend.model_id, "sample_index": index, "n": n, "parent": None, "tag": {},
+            "prompt": prompt, "completion": completion, "prompt_tokens": usage.prompt_tokens,
+            "prompt_tokens_evaluated": usage.prompt_tokens_evaluated if first else 0,
+            "prompt_tokens_cached": usage.prompt_tokens_cached if first else 0,
+            "completion_tokens": 0, "logprobs": None, "seed": None, "start": start, "end": end,
+            "prefill_s": usage.prefill_s, "decode_s": usage.decode_s, **extra,
+        })
+
+    # -- LM access
+    def generate(self, prompt: Prompt, params: SamplingParams, n: int = 1, seeds: Sequence[int] | None = None,
+                 model: str | None = None, purpose: str = "generate", parent: str | None = None,
+                 tag: dict[str, Any] | None = None) -> GenerateResult:
+        """N completions of one prompt. Seeded samples already drawn with the same model, prompt and params
+        come from the sample cache; only the others are drawn (in one batched request)."""
+        self.cancel.raise_if_cancelled()
+        backend = self.backend(model)
+        cache = self._state.samples
+        keys = [sample_key(backend.model_id, prompt, params, s) for s in seeds] \
+            if cache is not None and seeds is not None and len(seeds) == n else None
+        cached: list[Completion | None] = [cache.samples.get(k) for k in keys] if keys and cache else [None] * n
+        missing = [i for i, c in enumerate(cached) if c is None]
+        if not missing:
+            self.event("note", {"message": f"{n} sample(s) from the sample cache", "cached_samples": n})
+            return GenerateResult(completions=list(cached), usage=Usage(),  # type: ignore[arg-type]
+                                  prompt_text=backend.render_prompt(prompt))
+        self._state.reserve_calls(len(missing))
+        start = time.time()
+        draw_seeds = [seeds[i] for i in missing] if seeds is not None else None
+        result = backend.generate(prompt, params, n=len(missing), seeds=draw_seeds,
+                                  on_token=self._token_watch(len(missing)), cancel=self.cancel)
+        end = time.time()
+        u = result.usage
+        for j, c in enumerate(result.completions):
+            index = missing[j] if j < len(missing) else j
+            self._lm_call(backend, purpose=purpose, index=index, n=n, prompt=result.prompt_text, completion=c.text,
+                          usage=u, share=True, start=start, end=start + c.time_s if c.time_s else end,
+                          parent=parent, tag=tag or {}, prompt_tokens=c.prompt_tokens or u.prompt_tokens,
+                          completion_tokens=c.completion_tokens, seed=c.seed, finish_reason=c.finish_reason,
+                          logprobs=[asdict(lp) for lp in c.logprobs] if c.logprobs is not None else None)
+            if keys and cache is not None and j < len(missing):
+                cache.samples.put(keys[missing[j]], c)
+        self._after_call(u)
+        if len(missing) == n:
+            return result
+        self.event("note", {"message": f"{n - len(missing)} of {n} samples from the sample cache",
+                            "cached_samples": n - len(missing)})
+        for j, i in enumerate(missing):
+            cached[i] = result.completions[j]
+        return GenerateResult(completions=list(cached), usage=u, prompt_text=result.prompt_text)  # type: ignore[arg-type]
+
+    def score(self, prefix: Prompt, continuations: Sequence[str], model: str | None = None,
+              purpose: str = "score") -> ScoreResult:
+        """Log-likelihood of each continuation after the prefix; scores already computed come from the cache."""
+        self.cancel.raise_if_cancelled()
+        backend = self.backend(model)
+        cache = self._state.samples
+        keys = [score_key(backend.model_id, prefix, c) for c in continuations] if cache is not None else None
+        known = [cache.scores.get(k) for k in keys] if keys and cache is not None else [None] * len(continuations)
+        missing = [i for i, s in enumerate(known) if s is None]
+        if not missing:
+            return ScoreResult(scores=list(known), usage=Usage())  # type: ignore[arg-type]
+        todo = [continuations[i] for i in missing]
+        self._state.reserve_calls(len(todo))
+        start = time.time()
+        result = backend.score(prefix, todo, cancel=self.cancel)
+        end = time.time()
+        u = result.usage
+        rendered = backend.render_prompt(prefix)
+        for j, (cont, sc) in enumerate(zip(todo, result.scores, strict=False)):
+            self._lm_call(backend, purpose=purpose, index=j, n=len(todo), prompt=rendered, completion=cont,
+                          usage=u, share=True, start=start, end=end, scored_tokens=sc.n_tokens,
+                          logprob=sc.logprob, finish_reason="score")
+            known[missing[j]] = sc
+            if keys and cache is not None:
+                cache.scores.put(keys[missing[j]], sc)
+        self._after_call(Usage(prompt_tokens=u.prompt_tokens, prompt_tokens_evaluated=u.prompt_tokens_evaluated,
+                               prompt_tokens_cached=u.prompt_tokens_cached))
+        return ScoreResult(scores=list(known), usage=u)  # type: ignore[arg-type]
+
+    def choice_logprobs(self, prompt: Prompt, choices: Sequence[str], model: str | None = None,
+                        purpose: str = "judge") -> ChoiceResult:
+        """Log-probabilities of the choices as the next token (judges); a repeated question comes from the cache."""
+        self.cancel.raise_if_cancelled()
+        backend = self.backend(model)
+        cache = self._state.samples
+        key = choice_key(backend.model_id, prompt, list(choices)) if cache is not None else None
+        hit = cache.choices.get(key) if key and cache is not None else None
+        if hit is not None:
+            return ChoiceResult(logprobs=dict(hit.logprobs), usage=Usage())
+        self._state.reserve_calls(1)
+        start = time.time()
+        result = backend.choice_logprobs(prompt, choices, cancel=self.cancel)
+        self._lm_call(backend, purpose=purpose, index=0, n=1, prompt=backend.render_prompt(prompt),
+                      completion=json.dumps(result.logprobs), usage=result.usage, share=False, start=start,
+                      end=time.time(), finish_reason="choice")
+        if key and cache is not None:
+            cache.choices.put(key, result)
+        self._after_call(Usage(prompt_tokens=result.usage.prompt_tokens,
+                               prompt_tokens_evaluated=result.usage.prompt_tokens_evaluated,
+                               prompt_tokens_cached=result.usage.prompt_tokens_cached))
+        return result
