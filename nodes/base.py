@@ -363,8 +363,8 @@ class NodeKind:
     @classmethod
     def typed_params(cls, given: dict[str, Any]) -> dict[str, Any]:
         """The params a run gets: defaults filled in (also for an explicit null), then each value cast to its
-        declared type once (Param.cast), so that nodes read `params["n"]` as an int and `params["temperature"]` as a float.
-        Meant for validated params (the scheduler runs only valid workflows); validation itself uses
+        declared type once (Param.cast), so that nodes read `params["n"]` as an int and `params["temperature"]`
+        as a float. Meant for validated params (the scheduler runs only valid workflows); validation itself uses
         resolve_params, whose values are as written."""
         out = cls.resolve_params(given)
         for p in cls.params:

@@ -13,6 +13,7 @@ from typing import Any
 
 from app.cli.exit_codes import EXIT_FAILED, EXIT_INVALID, EXIT_OK
 from app.platform.fileio import atomic_write_text
+from app.run.status import SUCCEEDED
 
 ACTIONS = ("list", "show", "export", "delete")
 
@@ -125,7 +126,7 @@ def _run(args: argparse.Namespace, resume: str | None = None) -> int:
             except EvalNotFoundError as exc:
                 _err(str(exc))
                 return EXIT_INVALID
-            if record["evaluation"]["status"] == "succeeded":
+            if record["evaluation"]["status"] == SUCCEEDED:
                 _err(f"evaluation {eval_id} already finished; `metagen eval show {eval_id}` shows it")
                 return EXIT_INVALID
             plan = plan_from_config(record["evaluation"]["config"], registry)
@@ -190,12 +191,12 @@ def _run(args: argparse.Namespace, resume: str | None = None) -> int:
     else:
         print(format_table(summary))
         _print_actual(summary, cost)
-        if status != "succeeded":
+        if status != SUCCEEDED:
             print(f"evaluation {evaluation.eval_id} {status}: {evaluation.error or ''}; "
                   f"`metagen eval --resume {evaluation.eval_id}` finishes it", file=sys.stderr)
     if args.html:
         _write_html(summary, Path(args.html))
-    return EXIT_OK if status == "succeeded" else EXIT_FAILED
+    return EXIT_OK if status == SUCCEEDED else EXIT_FAILED
 
 
 def _main_backend(plan: Any, provider: Any) -> Any:

@@ -14,6 +14,7 @@ from app.cli.exit_codes import EXIT_FAILED, EXIT_INVALID, EXIT_OK
 from app.run import events as ev
 from app.run.events import Event
 from app.run.scheduler import Budget, RunResult, Scheduler
+from app.run.status import INVALID, SUCCEEDED
 from app.workflow.problems import Issue, WorkflowError, errors
 from app.workflow.spec import load_workflow
 from app.workflow.validation import validate
@@ -87,7 +88,7 @@ def _invalid(args: argparse.Namespace, issues: Sequence[Any]) -> int:
     """Report an invalid workflow or input: lines on stderr, and with --json also one object on stdout."""
     _print_issues(args.file, issues)
     if getattr(args, "json", False):
-        print(json.dumps({"run_id": None, "status": "invalid", "outputs": {}, "stats": None,
+        print(json.dumps({"run_id": None, "status": INVALID, "outputs": {}, "stats": None,
                           "issues": [i.to_json() for i in issues]}, ensure_ascii=False, indent=2))
     return EXIT_INVALID
 
@@ -148,7 +149,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"run {result.run_id}: {result.status} · {s.lm_calls} LM calls · {s.prompt_tokens} prompt tokens "
               f"({s.prompt_tokens_cached} cached) · {s.completion_tokens} completion tokens · {s.wall_s:.2f}s",
               file=sys.stderr)
-    if result.status != "succeeded":
+    if result.status != SUCCEEDED:
         print(f"error: {result.error}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK

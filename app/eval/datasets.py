@@ -303,7 +303,9 @@ def check_rows(dataset: Dataset, binding: Binding, workflow_inputs: Mapping[str,
             spec = workflow_inputs.get(name, {})
             value = row.get(column)
             if _is_empty(value):
-                if not _has_default(spec):
+                # a text input's default is a demo question, never a stand-in for a missing item; a number or
+                # json input may fall back to its default
+                if _input_type(spec) == "text" or not _has_default(spec):
                     why = "is missing" if column not in row else "is empty"
                     problems.append(f"{where}: no value for input {name!r} (column {column!r} {why})")
                 continue
@@ -334,7 +336,8 @@ def _as_text(value: Any) -> str:
 
 def item_inputs(row: Mapping[str, Any], binding: Binding, workflow_inputs: Mapping[str, Any]) -> dict[str, Any]:
     """The workflow input values of one row: numbers as int/float, text as str, json as given (a string is
-    parsed by the scheduler); an empty cell of an input with a default gives that default."""
+    parsed by the scheduler). An input with no column, or an empty number/json cell, keeps the workflow's
+    default (the scheduler fills it)."""
     values: dict[str, Any] = {}
     for name, column in binding.inputs.items():
         spec = workflow_inputs.get(name, {})

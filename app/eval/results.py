@@ -7,6 +7,7 @@ from collections import defaultdict
 from typing import Any
 
 from app.eval.stats import pareto_front, pass_at_k, wilson_interval
+from app.run.status import SUCCEEDED
 
 
 def point_label(workflow: str, params: dict[str, Any]) -> str:
@@ -44,7 +45,7 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
                 "completion_tokens": sum(r["completion_tokens"] for r in rows),
                 "lm_calls": sum(r["lm_calls"] for r in rows),
                 "wall_s": sum(r["wall_s"] for r in rows),
-                "failed": sum(1 for r in rows if r["status"] not in ("succeeded", "")),
+                "failed": sum(1 for r in rows if r["status"] not in (SUCCEEDED, "")),
             })
     costed = [(i, p) for i, p in enumerate(points) if p["accuracy"] is not None]
     front = pareto_front([(p["completion_tokens"] / max(p["total"], 1), p["accuracy"]) for _, p in costed])

@@ -14,9 +14,10 @@ from typing import Any
 
 from app.eval.metrics import grade_samples
 from app.eval.plan import EvalPlan, EvalWorkflow
-from app.eval.store import CANCELLED, FAILED, SUCCEEDED, EvalStore
+from app.eval.store import EvalStore
 from app.run.events import Observer
 from app.run.scheduler import Budget, RunResult, Scheduler
+from app.run.status import CANCELLED, FAILED, SUCCEEDED
 from app.workflow.problems import WorkflowError
 from backends.base import CancelToken
 from nodes.base import CandidateSet, to_jsonable

@@ -12,12 +12,12 @@ from typing import Any
 from sqlalchemy import Engine, delete, func, select, update
 from sqlalchemy.dialects.sqlite import insert
 
+from app.run.status import INTERRUPTED, RUNNING
 from app.traces.recovery import process_alive, process_identity
 from app.traces.tables import EVAL_ITEMS, EVALUATIONS
 
 log = logging.getLogger(__name__)
 
-RUNNING, SUCCEEDED, FAILED, CANCELLED, INTERRUPTED = "running", "succeeded", "failed", "cancelled", "interrupted"
 ITEM_FIELDS = ("run_id", "status", "score", "correct", "output", "detail", "samples", "prompt_tokens",
                "prompt_tokens_evaluated", "prompt_tokens_cached", "completion_tokens", "lm_calls", "wall_s")
 

@@ -9,9 +9,9 @@ from typing import Any
 
 from app.run import events as ev
 from app.run.events import Event
+from app.run.status import CANCELLED, END_STATUSES, INVALID, NODE_CACHED, NODE_SKIPPED, QUEUED, RUNNING, SUCCEEDED
 
-QUEUED, RUNNING = "queued", "running"
-FINISHED_STATES = ("succeeded", "failed", "cancelled", "budget_exceeded", "invalid")
+FINISHED_STATES = (*END_STATUSES, INVALID)
 TEXT_TAIL = 600
 """Characters of streamed partial output kept per node (the tail)."""
 
@@ -82,8 +82,8 @@ class LiveRun:
                 self.stats = stats
             for node in self.nodes.values():
                 if node.state in (QUEUED, RUNNING):
-                    node.state = "skipped" if status != "succeeded" else node.state
-                    if status == "cancelled" and not node.message:
+                    node.state = NODE_SKIPPED if status != SUCCEEDED else node.state
+                    if status == CANCELLED and not node.message:
                         node.message = "cancelled"
             self.version += 1
 
@@ -131,13 +131,13 @@ class LiveRun:
             node.state, node.progress = "done", 1.0
             self.node_outputs[event.node_id or ""] = data.get("outputs") or {}
         elif event.type == ev.NODE_CACHED:
-            node.state, node.progress = "cached", 1.0
+            node.state, node.progress = NODE_CACHED, 1.0
             self.node_outputs[event.node_id or ""] = data.get("outputs") or {}
         elif event.type == ev.NODE_ERROR:
             node.state = "error"
             node.message = str(data.get("error") or "failed")
         elif event.type == ev.NODE_SKIPPED:
-            node.state = "skipped"
+            node.state = NODE_SKIPPED
             node.message = str(data.get("reason") or "skipped")
 
     # ---------------------------------------------------------------- reading
@@ -147,7 +147,7 @@ class LiveRun:
         with self._lock:
             running = [n for n in self.nodes.values() if n.state == RUNNING]
             fraction = (self.done + sum(n.progress for n in running)) / self.total if self.total else 0.0
-            if self.status == "succeeded":
+            if self.status == SUCCEEDED:
                 fraction = 1.0
             return {
                 "run_id": self.run_id,

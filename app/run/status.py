@@ -22,6 +22,13 @@ QUEUED = "queued"
 INVALID = "invalid"
 """Live-run view: refused before any model was touched (the workflow or its inputs are invalid)."""
 
+# Per-node statuses (a node in the trace store and the views, never a whole run). A node also uses RUNNING,
+# SUCCEEDED, FAILED, CANCELLED and INTERRUPTED above.
+NODE_CACHED = "cached"
+"""A node whose outputs came from the cache (it did not run)."""
+NODE_SKIPPED = "skipped"
+"""A node that never ran (an input it needed failed, or the run stopped first)."""
+
 BUDGET_STOP = "budget exceeded"
 """How the cancel reason of a run stopped by its budget starts."""
 

@@ -15,6 +15,7 @@ from app.platform import paths
 from app.platform.fileio import atomic_write_text
 from app.run.live_run import LiveRun
 from app.run.scheduler import Budget, CancelToken, RunResult, Scheduler, resolve_inputs
+from app.run.status import CANCELLED, FAILED, INVALID, QUEUED, SUCCEEDED
 from app.service.errors import UserError
 from app.service.evaluations import EvaluationService
 from app.service.model_catalog import ModelCatalog
@@ -305,7 +306,7 @@ class StudioService:
         except (TypeError, ValueError):
             raise UserError(f"the seed must be a whole number, got {seed!r}") from None
         with self._runs_lock:
-            waiting = sum(1 for h in self._runs.values() if h.live.status == "queued")
+            waiting = sum(1 for h in self._runs.values() if h.live.status == QUEUED)
             if waiting >= self.policy.max_queue:
                 raise UserError(f"{waiting} runs are already waiting; wait for one to finish or cancel one")
             run_id = uuid.uuid4().hex[:12]
@@ -323,7 +324,7 @@ class StudioService:
         try:
             with self._gate.slot(cancelled=lambda: cancel.cancelled):
                 if cancel.cancelled:
-                    live.finish("cancelled", error="cancelled before it started")
+                    live.finish(CANCELLED, error="cancelled before it started")
                     return
                 live.mark_running()
                 observers: list[Any] = [live]
@@ -335,12 +336,12 @@ class StudioService:
             live.finish(result.status, outputs=_jsonable(result.outputs), error=_friendly_error(result),
                         stats=result.stats.to_json())
         except QueueFullError as exc:
-            live.finish("cancelled" if cancel.cancelled else "failed", error=str(exc))
+            live.finish(CANCELLED if cancel.cancelled else FAILED, error=str(exc))
         except WorkflowError as exc:
-            live.finish("invalid", error=issues_summary(exc.issues))
+            live.finish(INVALID, error=issues_summary(exc.issues))
         except Exception as exc:
             log.exception("run %s crashed", live.run_id)
-            live.finish("failed", error=f"the run stopped on an unexpected error: {type(exc).__name__}: {exc}")
+            live.finish(FAILED, error=f"the run stopped on an unexpected error: {type(exc).__name__}: {exc}")
 
     def _forget_old_runs(self) -> None:
         finished = [rid for rid, h in self._runs.items() if h.live.finished]
@@ -356,9 +357,9 @@ class StudioService:
     def run_status(self, run_id: str) -> dict[str, Any]:
         handle = self._handle(run_id)
         snap = handle.live.snapshot()
-        if snap["status"] == "queued":
+        if snap["status"] == QUEUED:
             with self._runs_lock:
-                queued = [h.live.run_id for h in self._runs.values() if h.live.status == "queued"]
+                queued = [h.live.run_id for h in self._runs.values() if h.live.status == QUEUED]
             snap["queue_position"] = queued.index(run_id) + 1 if run_id in queued else 0
         if snap["finished"]:
             snap["output_views"] = output_views(snap["outputs"])
@@ -419,7 +420,7 @@ def _jsonable(value: Any) -> Any:
 
 
 def _friendly_error(result: RunResult) -> str | None:
-    if result.status == "succeeded":
+    if result.status == SUCCEEDED:
         return None
     if result.failure is not None:
         f = result.failure

@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 
+from app.run.status import INTERRUPTED, RUNNING
 from app.traces.db import TraceStoreError
 from app.traces.jsonutil import dumps
 from app.traces.records import RUN_JSON_FIELDS, TOTAL_FIELDS, load_run, run_exists
@@ -112,8 +113,8 @@ def _insert(conn: Connection, data: dict[str, Any]) -> str:
         row[key] = int(run.get(key) or 0)
     row.update(id=run_id, source="imported", imported_from=original, writer_pid=None, writer_host=None,
                writer_identity=None, heartbeat_at=None)
-    if row.get("status") == "running":
-        row["status"] = "interrupted"
+    if row.get("status") == RUNNING:
+        row["status"] = INTERRUPTED
     conn.execute(RUNS.insert(), [row])
 
     nodes = []

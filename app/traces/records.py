@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.engine import Connection
 
+from app.run.status import RUNNING
 from app.traces.jsonutil import loads
 from app.traces.tables import CALLS, CANDIDATES, NODE_EVENTS, NODES, PROMPTS, RUNS
 
@@ -36,7 +37,7 @@ def list_runs(conn: Connection, workflow: str | None = None, status: str | None 
         query = query.where(RUNS.c.status == status)
     runs = [dict(m) for m in conn.execute(query).mappings()]
     for run in runs:
-        if run["status"] == "running":
+        if run["status"] == RUNNING:
             run.update(_live_totals(conn, run["id"]))
     return runs
 

@@ -11,14 +11,13 @@ from pathlib import Path
 
 from sqlalchemy import Engine, func, select, update
 
+from app.run.status import INTERRUPTED, RUNNING
 from app.traces.tables import RUNS, LmCallRow, NodeRunRow, RunRow
 
 log = logging.getLogger(__name__)
 
 STALE_HEARTBEAT_S = 300.0
 """A run written from another machine counts as dead when its heartbeat is older than this."""
-
-INTERRUPTED = "interrupted"
 
 
 def host_name() -> str:
@@ -92,7 +91,7 @@ def mark_interrupted(engine: Engine, run_ids: list[str] | None = None, reason: s
     this_host = host_name()
     marked: list[str] = []
     with engine.begin() as conn:
-        query = select(RUNS).where(RUNS.c.status == "running")
+        query = select(RUNS).where(RUNS.c.status == RUNNING)
         if run_ids is not None:
             query = query.where(RUNS.c.id.in_(run_ids))
         for run in [RunRow.model_validate(dict(m)) for m in conn.execute(query).mappings()]:
@@ -106,7 +105,7 @@ def mark_interrupted(engine: Engine, run_ids: list[str] | None = None, reason: s
                              "before the run finished")
             conn.execute(update(RunRow).where(RunRow.id == run.id).values(
                 status=INTERRUPTED, ended_at=ended, wall_s=ended - run.started_at, error=why))
-            conn.execute(update(NodeRunRow).where(NodeRunRow.run_id == run.id, NodeRunRow.status == "running")
+            conn.execute(update(NodeRunRow).where(NodeRunRow.run_id == run.id, NodeRunRow.status == RUNNING)
                          .values(status=INTERRUPTED, error=why))
             marked.append(run.id)
     for run_id in marked:

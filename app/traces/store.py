@@ -15,10 +15,11 @@ from sqlalchemy import delete
 from app.platform.paths import trace_db_path
 from app.run import events as ev
 from app.run.events import Event
+from app.run.status import INTERRUPTED
 from app.traces import records
 from app.traces.db import TraceStoreError, create_trace_engine, ensure_schema
 from app.traces.exchange import export_record, import_document
-from app.traces.recovery import INTERRUPTED, mark_interrupted
+from app.traces.recovery import mark_interrupted
 from app.traces.tables import CALLS, CANDIDATES, NODE_EVENTS, NODES, RUNS
 from app.traces.writer import PERSISTED, EventWriter
 

@@ -6,6 +6,8 @@ from sqlalchemy import Index
 from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
+from app.run.status import RUNNING
+
 SCHEMA_VERSION = 1
 """Bump with a migration in app/traces/db.py whenever a table or column changes."""
 
@@ -39,7 +41,7 @@ class RunRow(TraceModel, table=True):
     model_ids: str = "[]"
     """Identities of the engines that answered (file name + content hash + settings), JSON list."""
     budget: str = "{}"
-    status: str = Field(default="running", index=True)
+    status: str = Field(default=RUNNING, index=True)
     error: str | None = None
     outputs: str = "{}"
     stats: str = "{}"
@@ -70,7 +72,7 @@ class NodeRunRow(TraceModel, table=True):
     run_id: str = Field(primary_key=True)
     node_id: str = Field(primary_key=True)
     kind: str = ""
-    status: str = "running"
+    status: str = RUNNING
     """running | succeeded | cached | failed | cancelled | skipped | interrupted."""
     cache_hit: bool = False
     params: str = "{}"
@@ -178,7 +180,7 @@ class EvaluationRow(TraceModel, table=True):
     __tablename__ = "evaluations"
     id: str = Field(primary_key=True)
     name: str = ""
-    status: str = Field(default="running", index=True)
+    status: str = Field(default=RUNNING, index=True)
     config: str = "{}"
     """Workflows (name, YAML, hash), dataset (path, sha256, items), metric, output, sweep, seed (JSON)."""
     estimate: str = "{}"

@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 
 from app.run import events as ev
 from app.run.events import Event
+from app.run.status import CANCELLED, FAILED, INTERRUPTED, NODE_CACHED, NODE_SKIPPED, RUNNING, SUCCEEDED
 from app.traces.jsonutil import dumps, preview
 from app.traces.recovery import host_name, process_identity
 from app.traces.tables import CALLS, CANDIDATES, NODE_EVENTS, NODES, PROMPTS, RUNS
@@ -117,7 +118,7 @@ class EventWriter:
             return
         try:
             with self._engine.begin() as conn:
-                conn.execute(update(RUNS).where(RUNS.c.id.in_(ids), RUNS.c.status == "running")
+                conn.execute(update(RUNS).where(RUNS.c.id.in_(ids), RUNS.c.status == RUNNING)
                              .values(heartbeat_at=now))
         except Exception:
             log.exception("could not record the heartbeat of runs %s", ids)
@@ -170,7 +171,7 @@ class EventWriter:
             "workflow": str(d.get("workflow", "")), "workflow_yaml": str(d.get("workflow_yaml", "")),
             "workflow_hash": str(d.get("workflow_hash", "")), "inputs": dumps(d.get("inputs", {})),
             "seed": int(d.get("seed") or 0), "models": dumps(d.get("models", {})),
-            "budget": dumps(d.get("budget", {})), "status": "running", "started_at": event.time,
+            "budget": dumps(d.get("budget", {})), "status": RUNNING, "started_at": event.time,
             "heartbeat_at": event.time, "writer_pid": self._pid, "writer_host": self._host,
             "writer_identity": self._identity, "source": "live",
         }
@@ -192,8 +193,8 @@ class EventWriter:
             values[key] = int(stats.get(key) or 0)
         conn.execute(update(RUNS).where(RUNS.c.id == event.run_id).values(**values))
         # a node still marked running when its run ended was stopped with the run
-        status = "cancelled" if values["status"] != "succeeded" else "interrupted"
-        conn.execute(update(NODES).where(NODES.c.run_id == event.run_id, NODES.c.status == "running")
+        status = CANCELLED if values["status"] != SUCCEEDED else INTERRUPTED
+        conn.execute(update(NODES).where(NODES.c.run_id == event.run_id, NODES.c.status == RUNNING)
                      .values(status=status, ended_at=event.time))
 
     def _upsert_node(self, conn: Connection, event: Event, values: dict[str, Any],
@@ -212,13 +213,13 @@ class EventWriter:
         kind = str(d.get("kind", ""))
         if event.type == ev.NODE_START:
             self._upsert_node(conn, event, {
-                "kind": kind, "status": "running", "params": dumps(d.get("params", {})),
+                "kind": kind, "status": RUNNING, "params": dumps(d.get("params", {})),
                 "inputs": dumps(preview(d.get("inputs", {}))), "model": d.get("model"), "seed": d.get("seed"),
                 "signature": d.get("signature"), "started_at": event.time})
         elif event.type in (ev.NODE_END, ev.NODE_CACHED):
             cached = event.type == ev.NODE_CACHED
             outputs = d.get("outputs") or {}
-            values: dict[str, Any] = {"kind": kind, "status": "cached" if cached else "succeeded",
+            values: dict[str, Any] = {"kind": kind, "status": NODE_CACHED if cached else SUCCEEDED,
                                       "cache_hit": cached, "outputs": dumps(outputs),
                                       "signature": d.get("signature"), "ended_at": event.time}
             if cached:
@@ -236,8 +237,8 @@ class EventWriter:
         elif event.type == ev.NODE_ERROR:
             cause = str(d.get("cause", ""))
             self._upsert_node(conn, event, {
-                "kind": kind, "status": "cancelled" if cause in CANCEL_CAUSES else "failed",
+                "kind": kind, "status": CANCELLED if cause in CANCEL_CAUSES else FAILED,
                 "error": d.get("error"), "cause": cause, "ended_at": event.time},
                 update_only={"duration_s": event.time - NODES.c.started_at})
         elif event.type == ev.NODE_SKIPPED:
-            self._upsert_node(conn, event, {"kind": kind, "status": "skipped", "error": d.get("reason")})
+            self._upsert_node(conn, event, {"kind": kind, "status": NODE_SKIPPED, "error": d.get("reason")})

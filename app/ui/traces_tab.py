@@ -12,12 +12,13 @@ from typing import Any
 import gradio as gr
 
 from app import viz
+from app.run.status import END_STATUSES, INTERRUPTED, RUNNING
 from app.service.studio import StudioService
 
 log = logging.getLogger(__name__)
 
 ALL = "(all)"
-STATUSES = (ALL, "succeeded", "failed", "cancelled", "budget_exceeded", "running", "interrupted")
+STATUSES = (ALL, *END_STATUSES, RUNNING, INTERRUPTED)
 RUN_COLUMNS = ["run", "workflow", "status", "started", "seconds", "LM calls", "tokens", "cached prompt tokens"]
 EDITOR_TAB = "editor"
 

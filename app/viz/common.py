@@ -6,9 +6,20 @@ import html
 import math
 from typing import Any
 
+from app.run.status import (
+    BUDGET_EXCEEDED,
+    CANCELLED,
+    FAILED,
+    INTERRUPTED,
+    NODE_CACHED,
+    NODE_SKIPPED,
+    RUNNING,
+    SUCCEEDED,
+)
+
 STATUS_COLORS = {
-    "succeeded": "#2f7ed8", "cached": "#2ca02c", "failed": "#d62728", "cancelled": "#ff7f0e",
-    "budget_exceeded": "#ff7f0e", "skipped": "#b0b0b0", "running": "#9467bd", "interrupted": "#8c564b",
+    SUCCEEDED: "#2f7ed8", NODE_CACHED: "#2ca02c", FAILED: "#d62728", CANCELLED: "#ff7f0e",
+    BUDGET_EXCEEDED: "#ff7f0e", NODE_SKIPPED: "#b0b0b0", RUNNING: "#9467bd", INTERRUPTED: "#8c564b",
 }
 WINNER_COLOR = "#e6a700"
 MUTED = "#9aa0a6"

@@ -7,6 +7,7 @@ import json
 from collections import defaultdict
 from typing import Any
 
+from app.run.status import FAILED, NODE_CACHED
 from app.viz.common import badge, esc, events_of, fmt_num, shorten, wrap_section
 
 
@@ -70,8 +71,8 @@ def run_summary(record: dict[str, Any]) -> dict[str, Any]:
         "tokens_saved_by_prefix_sharing": max(0, all_samples - evaluated),
         "samples_saved_by_adaptive_stop": saved_samples,
         "tokens_saved_by_adaptive_stop": saved_tokens,
-        "nodes": len(nodes), "nodes_cached": status_count.get("cached", 0),
-        "nodes_failed": status_count.get("failed", 0), "node_status": dict(status_count),
+        "nodes": len(nodes), "nodes_cached": status_count.get(NODE_CACHED, 0),
+        "nodes_failed": status_count.get(FAILED, 0), "node_status": dict(status_count),
         "calls_by_model": dict(by_model), "calls_by_purpose": dict(by_purpose),
     }
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from app.run.status import NODE_CACHED
 from app.viz.common import MUTED, STATUS_COLORS, esc, run_start, shorten
 from app.viz.summary import request_key
 
@@ -119,7 +120,7 @@ def timeline_figure(record: dict[str, Any]) -> go.Figure:
         last_seen[node_id] = max(last_seen.get(node_id, 0.0), c["end"])
     fig = go.Figure()
     for status in sorted({n.get("status") or "?" for n in nodes}):
-        group = [n for n in nodes if (n.get("status") or "?") == status and n.get("status") != "cached"]
+        group = [n for n in nodes if (n.get("status") or "?") == status and n.get("status") != NODE_CACHED]
         if not group:
             continue
         starts = [((n.get("started_at") or t0) - t0) for n in group]
@@ -133,12 +134,12 @@ def timeline_figure(record: dict[str, Any]) -> go.Figure:
             hovertemplate="<b>%{y}</b> (%{customdata[0]})<br>" + status
             + "<br>start %{base:.3f}s · %{customdata[1]:.3f}s<br>%{customdata[2]}<extra></extra>",
         ))
-    cached = [n for n in nodes if n.get("status") == "cached"]
+    cached = [n for n in nodes if n.get("status") == NODE_CACHED]
     if cached:
         fig.add_trace(go.Scatter(
             x=[(n.get("started_at") or t0) - t0 for n in cached], y=[n["node_id"] for n in cached],
             mode="markers+text", text=["cache hit"] * len(cached), textposition="middle right",
-            marker={"symbol": "diamond", "size": 12, "color": STATUS_COLORS["cached"]}, name="node from cache",
+            marker={"symbol": "diamond", "size": 12, "color": STATUS_COLORS[NODE_CACHED]}, name="node from cache",
             hovertemplate="<b>%{y}</b><br>cache hit: outputs reused, no LM calls<extra></extra>"))
     if bars:
         tokens = [b["tokens"] for b in bars]
