@@ -48,6 +48,7 @@ bench: setup
 	$(BIN)/python benchmarks/bench_scheduler.py
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_batch_scaling.py
+	$(BIN)/python benchmarks/bench_eval.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache test-artifacts
