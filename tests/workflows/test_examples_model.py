@@ -178,3 +178,20 @@ def test_universal_self_consistency(scheduler: Scheduler) -> None:
     choose = next(e.data for e in recorder.of_type("lm_call") if e.node_id == "choose")
     assert "[5]" in choose["prompt"]
     assert isinstance(result.outputs["answer"], str)
+
+
+def test_instruction_best_of_n(scheduler: Scheduler) -> None:
+    result, _ = run_example(scheduler, "instruction_best_of_n")
+    cands = result.node_outputs["check"]["candidates"]
+    scores = check_scores(cands, "check")
+    assert set(scores) <= {0.0, 1.0} and len(scores) == 8
+    for c in cands.candidates:  # the python check's verdict is the rule (default: at most 12 words)
+        assert (c.scores["check"] == 1.0) == (0 < len(c.text.split()) <= 12), c.text
+    top = max(scores)
+    assert result.outputs["answer"] in {c.text.strip() for c in cands.candidates if c.scores["check"] == top}
+
+
+def test_instruction_greedy(scheduler: Scheduler) -> None:
+    result, recorder = run_example(scheduler, "instruction_greedy")
+    (call,) = recorder.of_type("lm_call")
+    assert result.outputs["answer"] == call.data["completion"].strip()
