@@ -214,6 +214,15 @@ def _input_type(spec: Any) -> str:
     return str(value or "text")
 
 
+def _may_be_empty(spec: Any) -> bool:
+    """Whether a row may leave this input empty: a number or json input with a default (it applies), or a text
+    input whose default is "" — a text default like "What is 3 + 4?" is a demo value, never a stand-in for a
+    missing item."""
+    if not _has_default(spec):
+        return False
+    return _input_type(spec) != "text" or _input_default(spec) == ""
+
+
 def _input_default(spec: Any) -> Any:
     return spec.get("default") if isinstance(spec, Mapping) else getattr(spec, "default", None)
 
@@ -303,11 +312,11 @@ def check_rows(dataset: Dataset, binding: Binding, workflow_inputs: Mapping[str,
             spec = workflow_inputs.get(name, {})
             value = row.get(column)
             if _is_empty(value):
-                # a text input's default is a demo question, never a stand-in for a missing item; a number or
-                # json input may fall back to its default
-                if _input_type(spec) == "text" or not _has_default(spec):
+                if not _may_be_empty(spec):
                     why = "is missing" if column not in row else "is empty"
-                    problems.append(f"{where}: no value for input {name!r} (column {column!r} {why})")
+                    hint = " (an input whose workflow default is \"\" may be left empty)" \
+                        if _input_type(spec) == "text" and _has_default(spec) else ""
+                    problems.append(f"{where}: no value for input {name!r} (column {column!r} {why}){hint}")
                 continue
             kind = _input_type(spec)
             if kind == "number":

@@ -83,7 +83,7 @@ class Workflow:
                 name: {
                     k: v
                     for k, v in (("type", spec.type), ("default", spec.default), ("description", spec.description))
-                    if k == "type" or v not in (None, "")
+                    if k == "type" or (v is not None and (k == "default" or v != ""))  # "" is a real default
                 }
                 for name, spec in self.inputs.items()
             }

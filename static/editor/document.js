@@ -114,7 +114,7 @@ export function workflowFromDoc(d) {
     if (n.section === "inputs") {
       const p = n.params || {};
       const spec = { type: p.type || "text" };
-      if (p.default !== undefined && p.default !== null && p.default !== "") spec.default = clone(p.default);
+      if (p.default !== undefined && p.default !== null) spec.default = clone(p.default);  // "" is a real default
       if (p.description) spec.description = p.description;
       inputs[p.name] = spec;
     } else if (n.section === "outputs") {
