@@ -282,18 +282,20 @@ def _print_actual(summary: dict[str, Any], cost: dict[str, Any]) -> None:
 
 def _json_result(summary: dict[str, Any], cost: dict[str, Any] | None) -> dict[str, Any]:
     keys = ("workflow", "params", "accuracy", "correct", "total", "ci", "prompt_tokens", "prompt_tokens_evaluated",
-            "prompt_tokens_cached", "completion_tokens", "wall_s", "pareto")
+            "prompt_tokens_cached", "completion_tokens", "cost_tokens", "wall_s", "pareto")
     return {"eval_id": summary["eval_id"], "status": summary["status"],
             "points": [{k: p.get(k, False) for k in keys} for p in summary["points"]],
             "pass_at_k": summary["pass_at_k"], "estimate": cost if cost is not None else summary["estimate"]}
 
 
 def format_table(summary: dict[str, Any]) -> str:
-    rows = [["POINT", "ACCURACY", "95% CI", "N", "COMPLETION TOK", "PROMPT TOK (EVAL/CACHED)", "SECONDS", ""]]
+    rows = [["POINT", "ACCURACY", "95% CI", "N", "COMPLETION TOK (DRAWN/ALONE)", "PROMPT TOK (EVAL/CACHED)",
+             "SECONDS", ""]]
     for p in summary["points"]:
         acc = "-" if p["accuracy"] is None else f"{p['accuracy']:.1%}"
         rows.append([p["label"], acc, f"{p['ci'][0]:.0%}–{p['ci'][1]:.0%}", f"{p['correct']}/{p['total']}",
-                     f"{p['completion_tokens']:,}", f"{p['prompt_tokens_evaluated']:,}/{p['prompt_tokens_cached']:,}",
+                     f"{p['completion_tokens']:,}/{p['cost_tokens']:,}",
+                     f"{p['prompt_tokens_evaluated']:,}/{p['prompt_tokens_cached']:,}",
                      f"{p['wall_s']:.1f}", "pareto" if p.get("pareto") else ""])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]

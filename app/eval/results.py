@@ -43,12 +43,15 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
                 "prompt_tokens_evaluated": sum(r["prompt_tokens_evaluated"] for r in rows),
                 "prompt_tokens_cached": sum(r["prompt_tokens_cached"] for r in rows),
                 "completion_tokens": sum(r["completion_tokens"] for r in rows),
+                "completion_tokens_reused": sum(r["completion_tokens_reused"] for r in rows),
+                "cost_tokens": sum(r["completion_tokens"] + r["completion_tokens_reused"] for r in rows),
                 "lm_calls": sum(r["lm_calls"] for r in rows),
                 "wall_s": sum(r["wall_s"] for r in rows),
                 "failed": sum(1 for r in rows if r["status"] not in (SUCCEEDED, "")),
             })
     costed = [(i, p) for i, p in enumerate(points) if p["accuracy"] is not None]
-    front = pareto_front([(p["completion_tokens"] / max(p["total"], 1), p["accuracy"]) for _, p in costed])
+    # a point's cost is what it would take alone: its own draws plus those it reused from a larger point
+    front = pareto_front([(p["cost_tokens"] / max(p["total"], 1), p["accuracy"]) for _, p in costed])
     for k in front:
         points[costed[k][0]]["pareto"] = True
     return {

@@ -64,13 +64,20 @@ def _text(value: Any) -> str:
     return str(to_jsonable(value))
 
 
-def _sample_texts(result: RunResult, sampler: str | None) -> list[str]:
+def _sample_texts(result: RunResult, sampler: str | None, output: Any) -> list[str]:
+    """The graded sampler's samples as the graded output shows them: whole texts when the output is a whole
+    sample (best-of-N keeps one), extracted answers when it is an answer (a vote), for pass@k."""
     if sampler is None:
         return []
     cset = (result.node_outputs.get(sampler) or {}).get("candidates")
-    if not isinstance(cset, CandidateSet):
+    if not isinstance(cset, CandidateSet) or not cset.candidates:
         return []
-    return [c.answer if c.answer is not None else c.text for c in cset.candidates]
+    texts = [c.text.strip() for c in cset.candidates]
+    answers = [c.answer for c in cset.candidates]
+    shown = _text(output).strip()
+    if shown in texts or all(a is None for a in answers):
+        return texts
+    return [a if a is not None else "" for a in answers]
 
 
 class Evaluation:
@@ -199,6 +206,7 @@ class Evaluation:
             "run_id": result.run_id, "status": result.status, "wall_s": stats.wall_s,
             "prompt_tokens": stats.prompt_tokens, "prompt_tokens_evaluated": stats.prompt_tokens_evaluated,
             "prompt_tokens_cached": stats.prompt_tokens_cached, "completion_tokens": stats.completion_tokens,
+            "completion_tokens_reused": stats.completion_tokens_reused,
             "lm_calls": stats.lm_calls,
         }
         output = result.outputs.get(wf.output)
@@ -208,7 +216,7 @@ class Evaluation:
             return values
         grade = self.plan.metric.grade(output, row, reference, result.outputs)
         values.update(score=grade.score, correct=grade.correct, detail=grade.detail[:500])
-        texts = _sample_texts(result, wf.sampler)
+        texts = _sample_texts(result, wf.sampler, output)
         if texts:
             values["samples"] = grade_samples(self.plan.metric, texts, row, reference)
         return values

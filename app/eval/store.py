@@ -19,7 +19,8 @@ from app.traces.tables import EVAL_ITEMS, EVALUATIONS
 log = logging.getLogger(__name__)
 
 ITEM_FIELDS = ("run_id", "status", "score", "correct", "output", "detail", "samples", "prompt_tokens",
-               "prompt_tokens_evaluated", "prompt_tokens_cached", "completion_tokens", "lm_calls", "wall_s")
+               "prompt_tokens_evaluated", "prompt_tokens_cached", "completion_tokens", "completion_tokens_reused",
+               "lm_calls", "wall_s")
 
 
 class EvalNotFoundError(LookupError):

@@ -47,6 +47,9 @@ class RunStats(TokenCounts):
     """The totals of one run: its token counters, LM calls, nodes run and from cache, and wall time."""
 
     lm_calls: int = 0
+    completion_tokens_reused: int = 0
+    """Completion tokens of samples served from the sample cache: what they cost when they were drawn, so a
+    point of a sweep can be costed as if it had run alone."""
     nodes_run: int = 0
     nodes_cached: int = 0
     wall_s: float = 0.0
@@ -191,6 +194,10 @@ class RunNodeContext:
             if cache is not None and seeds is not None and len(seeds) == n else None
         cached: list[Completion | None] = [cache.samples.get(k) for k in keys] if keys and cache else [None] * n
         missing = [i for i, c in enumerate(cached) if c is None]
+        reused = sum(c.completion_tokens for c in cached if c is not None)
+        if reused:
+            with self._state.lock:
+                self._state.stats.completion_tokens_reused += reused
         if not missing:
             self.event("note", {"message": f"{n} sample(s) from the sample cache", "cached_samples": n})
             return GenerateResult(completions=list(cached), usage=Usage(),  # type: ignore[arg-type]

@@ -213,6 +213,8 @@ class EvalItemRow(TraceModel, table=True):
     prompt_tokens_evaluated: int = 0
     prompt_tokens_cached: int = 0
     completion_tokens: int = 0
+    completion_tokens_reused: int = 0
+    """Completion tokens of samples this run took from the sample cache (drawn by another point)."""
     lm_calls: int = 0
     wall_s: float = 0.0
     finished_at: float = 0.0

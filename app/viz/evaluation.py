@@ -81,7 +81,8 @@ def _error_bars(points: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _tokens_per_item(point: dict[str, Any]) -> float:
-    return (point.get("completion_tokens") or 0) / max(point.get("total") or 0, 1)
+    cost = point.get("cost_tokens", point.get("completion_tokens")) or 0  # as if the point had run alone
+    return cost / max(point.get("total") or 0, 1)
 
 
 def _hover(point: dict[str, Any]) -> str:

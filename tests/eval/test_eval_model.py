@@ -125,6 +125,8 @@ def test_an_evaluation_sweep_uses_the_first_k_samples_of_its_largest_draw(tmp_pa
     # the n=2 point drew every sample; the n=1 point found its one sample in the cache
     by_point = {p["params"]["think.n"]: p for p in summary["points"]}
     assert by_point[1]["completion_tokens"] == 0 and by_point[2]["completion_tokens"] > 0
+    # costed as if alone: the n=1 point reused the first sample of each item's n=2 draw
+    assert 0 < by_point[1]["cost_tokens"] <= by_point[2]["cost_tokens"] == by_point[2]["completion_tokens"]
     traces.flush()
     for item in range(3):
         runs = {r["point_idx"]: r["run_id"] for r in record["items"] if r["item_idx"] == item}
