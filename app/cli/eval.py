@@ -276,8 +276,11 @@ def _estimate_line(cost: dict[str, Any]) -> str:
 
 def _print_actual(summary: dict[str, Any], cost: dict[str, Any]) -> None:
     completion = sum(p["completion_tokens"] for p in summary["points"])
+    elapsed = summary.get("elapsed_s")
     print(f"cost: {completion:,} completion tokens (estimated ~{cost['expected_completion_tokens']:,}, "
-          f"at most {cost['max_completion_tokens']:,})", file=sys.stderr)
+          f"at most {cost['max_completion_tokens']:,})"
+          + (f", {_duration(elapsed)} (estimated ~{_duration(cost['expected_s'])})" if elapsed else ""),
+          file=sys.stderr)
 
 
 def _json_result(summary: dict[str, Any], cost: dict[str, Any] | None) -> dict[str, Any]:

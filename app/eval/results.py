@@ -59,9 +59,17 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
         "error": evaluation.get("error"), "dataset": config.get("dataset", {}), "metric": config.get("metric"),
         "output": config.get("output"), "sweep": config.get("sweep", []), "points": points,
         "pass_at_k": pass_at_k_curves(items, workflows), "disagreements": disagreements(items, points),
-        "estimate": evaluation.get("estimate") or {},
+        "estimate": evaluation.get("estimate") or {}, "elapsed_s": _elapsed(evaluation),
         "done": len(items), "total": int(config.get("total_tasks", 0)),
     }
+
+
+def _elapsed(evaluation: dict[str, Any]) -> float | None:
+    """Seconds the evaluation has run: from its start to its end (or its last finished item while running).
+    A resumed evaluation counts the pause too; its items' own run times are in the points."""
+    start = evaluation.get("created_at")
+    end = evaluation.get("ended_at") or evaluation.get("heartbeat_at")
+    return round(end - start, 2) if start and end else None
 
 
 def pass_at_k_curves(items: list[dict[str, Any]], workflows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -271,8 +271,10 @@ def _cost_table(summary: dict[str, Any]) -> str:
     est = summary.get("estimate") or {}
     points = summary.get("points") or []
     done, total = int(summary.get("done") or 0), int(summary.get("total") or 0)
+    # the evaluation's own elapsed time (items run concurrently, so their run times add up to more)
+    elapsed = summary.get("elapsed_s")
     actual = {"tokens": sum(p.get("completion_tokens") or 0 for p in points),
-              "seconds": sum(p.get("wall_s") or 0.0 for p in points)}
+              "seconds": elapsed if elapsed is not None else sum(p.get("wall_s") or 0.0 for p in points)}
     partial = 0 < done < total
     rows = []
     for key, label, expected, most in (("tokens", "completion tokens", "expected_completion_tokens",
