@@ -1,362 +1,47 @@
-"""The Evaluate tab: pick workflows (the editor's one included) and a dataset, map columns to inputs, choose a
-metric and a sweep, see the cost estimate, run the evaluation with live progress, and look at past ones."""
+"""The Evaluate tab's Gradio components and handlers: workflows (the editor's one included) and a dataset,
+column mapping, metric and sweep, the cost estimate, the evaluation with live progress, and past ones."""
 
 from __future__ import annotations
 
-import html
 import logging
-import math
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import gradio as gr
 
 from app import viz
-from app.eval.sweep import numeric_params
 from app.service.errors import UserError
 from app.service.studio import StudioService
-from app.ui.models_tab import human_size
-from app.viz.common import wrap_section
-from app.workflow.spec import Workflow, load_workflow_text
+from app.ui.evaluate_form import (
+    DEFAULT_OUTPUT,
+    EDITOR,
+    MAX_AXES,
+    MAX_MAPPED_INPUTS,
+    METRICS,
+    NO_DEFAULT,
+    PAST_COLUMNS,
+    POLL_S,
+    READ_EDITOR_JS,
+    _cell,
+    _safe,
+    _try_selected,
+    add_axis,
+    build_request,
+    dataset_choices,
+    editor_workflow,
+    estimate_html,
+    message_html,
+    past_rows,
+    progress_html,
+    run_link,
+    selected_workflows,
+    sweep_options,
+    workflow_choices,
+)
+from app.workflow.spec import Workflow
 
 log = logging.getLogger(__name__)
-
-EDITOR = "editor"
-"""The multiselect value of the editor's current workflow (saved files are `saved:NAME`, examples `example:NAME`)."""
-SAVED, EXAMPLE = "saved:", "example:"
-MAX_MAPPED_INPUTS = 6
-"""Column dropdowns shown for the first workflow's inputs; further inputs take the column of their own name."""
-MAX_AXES = 3
-DEFAULT_OUTPUT = "answer"
-POLL_S = 1.0
-METRICS = [("exact match", "exact"), ("number (numeric equality)", "number"), ("contains the reference", "contains"),
-           ("regex (pattern below; empty: the reference is the pattern)", "regex"),
-           ("python file (its name below)", "python"), ("a workflow output (its name below)", "output")]
-METRICS_WITH_ARGUMENT = {"python": "the metric file's name, e.g. instructions_metric.py",
-                         "output": "the workflow output that holds the grade, e.g. passed"}
-PAST_COLUMNS = ["id", "name", "status", "runs", "dataset", "created"]
-FINISHED = ("succeeded", "failed", "cancelled")
-NO_DEFAULT = ""
-"""The mapping dropdowns' value for "leave the input to its default"."""
-COUNT_LIKE = ("n", "samples", "beam_width", "expand_k", "max_depth", "min_samples", "batch_size", "max_iters")
-
-READ_EDITOR_JS = """() => {
-  const ui = window.MetagenUI;
-  if (ui && ui.currentYaml) return ui.currentYaml();
-  const pane = document.querySelector('[data-testid=yaml-editor]');
-  return pane ? pane.value : '';
-}"""
-
-
-# ------------------------------------------------------------------ small helpers
-
-
-def message_html(text: str, kind: str = "info") -> str:
-    """A message box (kind: info, ok, error); the text is escaped and keeps its line breaks."""
-    if not text:
-        return ""
-    color = {"error": "#b91c1c", "ok": "#047857"}.get(kind, "inherit")
-    return (f'<div class="mg-eval-msg mg-eval-{kind}" style="white-space:pre-wrap;color:{color};padding:4px 0">'
-            f"{html.escape(text, quote=False)}</div>")
-
-
-def _safe(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call a viz function; a failure becomes a message instead of breaking the tab."""
-    try:
-        return fn(*args, **kwargs)
-    except Exception as exc:
-        log.exception("viz %s failed", getattr(fn, "__name__", fn))
-        return message_html(f"could not draw this view ({type(exc).__name__}: {exc})", "error")
-
-
-def _figure(value: Any) -> dict[str, Any]:
-    """A gr.Plot update: the figure, hidden when there is none (or the view failed)."""
-    if value is None or isinstance(value, str):
-        return gr.update(value=None, visible=False)
-    return gr.update(value=value, visible=True)
-
-
-def run_link(run_id: str) -> str:
-    """A link that opens the run in the Traces tab (app/ui/share_links.py reads `?run=` on page load)."""
-    return "?run=" + quote(str(run_id), safe="")
-
-
-def duration(seconds: Any) -> str:
-    if not isinstance(seconds, int | float) or not math.isfinite(seconds):
-        return "-"
-    seconds = max(0.0, float(seconds))
-    if seconds < 60:
-        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
-    minutes, secs = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {secs} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes} min"
-
-
-def _number(value: Any) -> str:
-    if isinstance(value, bool) or value is None:
-        return "-"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:,.1f}"
-    return html.escape(str(value))
-
-
-def _cell(value: Any) -> Any:
-    """A dataset cell for the preview table (lists and objects as JSON text)."""
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    import json
-
-    return json.dumps(value, ensure_ascii=False)
-
-
-# ------------------------------------------------------------------ workflows
-
-
-def editor_workflow(editor_yaml: str | None) -> Workflow | None:
-    """The editor's workflow when its YAML loads and has nodes, else None."""
-    if not (editor_yaml or "").strip():
-        return None
-    try:
-        wf = load_workflow_text(editor_yaml or "")
-    except Exception:
-        return None
-    return wf if wf.nodes else None
-
-
-def workflow_choices(service: StudioService, editor_yaml: str | None) -> list[tuple[str, str]]:
-    """(label, value) of the editor's workflow, the saved workflows and the examples not saved under their name."""
-    current = editor_workflow(editor_yaml)
-    label = "(current editor workflow" + (f": {current.name})" if current is not None else ")")
-    saved = service.list_workflows()
-    choices = [(label, EDITOR)] + [(name, SAVED + name) for name in saved]
-    choices += [(f"{name} (example)", EXAMPLE + name) for name in service.list_examples() if name not in saved]
-    return choices
-
-
-def selected_workflows(service: StudioService, picked: list[str] | None,
-                       editor_yaml: str | None) -> list[dict[str, str]]:
-    """The request's [{name, yaml}] for the picked choices; UserError when one cannot be read."""
-    chosen = [p for p in (picked or []) if p]
-    if not chosen:
-        raise UserError("pick at least one workflow to evaluate")
-    out = []
-    for value in chosen:
-        if value == EDITOR:
-            text = editor_yaml or ""
-            current = editor_workflow(text)
-            if current is None:
-                raise UserError("the editor has no workflow to evaluate (it is empty or its YAML does not load); "
-                                "open one in the Editor tab or pick a saved workflow or example")
-            out.append({"name": f"{current.name} (editor)", "yaml": text})
-        elif value.startswith(SAVED):
-            name = value[len(SAVED):]
-            out.append({"name": name, "yaml": service.read_workflow_text(name)})
-        elif value.startswith(EXAMPLE):
-            name = value[len(EXAMPLE):]
-            out.append({"name": f"{name} (example)", "yaml": service.read_example_text(name)})
-        else:
-            raise UserError(f"unknown workflow choice {value!r}; refresh the list")
-    return out
-
-
-def _loaded(workflows: list[dict[str, str]]) -> list[Workflow]:
-    """The workflows that load (the others are reported by the plan check)."""
-    found = []
-    for w in workflows:
-        try:
-            found.append(load_workflow_text(w["yaml"]))
-        except Exception:
-            log.debug("workflow %s does not load", w.get("name"))
-    return found
-
-
-def _try_selected(service: StudioService, picked: list[str] | None, editor_yaml: str | None) -> list[Workflow]:
-    try:
-        return _loaded(selected_workflows(service, picked, editor_yaml))
-    except UserError:
-        return []
-
-
-# ------------------------------------------------------------------ sweeps
-
-
-def suggest_values(service: StudioService, workflow: Workflow, node_id: str, param: str, current: Any) -> list[Any]:
-    """A few values worth trying for a numeric param (accepted by the param's own range check)."""
-    node = workflow.node(node_id)
-    cls = service.registry.get(node.kind) if node is not None else None
-    spec = cls.param(param) if cls is not None else None
-    is_int = spec is not None and spec.type == "int"
-    values: list[Any]
-    if is_int or isinstance(current, int):
-        v = int(current) if isinstance(current, int | float) and not isinstance(current, bool) else 1
-        if param in COUNT_LIKE:
-            top = max(v, 8 if param == "n" else 4)
-            values = [2 ** k for k in range(0, 10) if 2 ** k <= top]
-            values = values[-5:] if len(values) > 5 else values
-        else:
-            values = sorted({max(1, v // 2), max(v, 1), max(v, 1) * 2})
-    else:
-        v = float(current) if isinstance(current, int | float) and not isinstance(current, bool) else 1.0
-        values = sorted({round(v * f, 3) for f in (0.5, 1.0, 1.5)}) if v else [0.0, 0.5, 1.0]
-    if spec is not None:
-        values = [x for x in values if spec.check(x) is None] or [current]
-    return values
-
-
-def sweep_line(key: str, values: list[Any]) -> str:
-    return f"{key}=" + ",".join(str(v) for v in values)
-
-
-def sweep_options(service: StudioService, workflows: list[Workflow]) -> tuple[list[tuple[str, str]], str]:
-    """(choices "node.param" with their current value, a suggested sweep line: the first sampler's n)."""
-    choices: dict[str, str] = {}
-    suggestion = ""
-    for wf in workflows:
-        for node_id, param, current in numeric_params(wf, service.registry):
-            key = f"{node_id}.{param}"
-            choices.setdefault(key, f"{key} (now {current})")
-            node = wf.node(node_id)
-            if not suggestion and param == "n" and node is not None and node.kind == "sampler":
-                suggestion = sweep_line(key, suggest_values(service, wf, node_id, param, current))
-    return [(label, key) for key, label in choices.items()], suggestion
-
-
-def add_axis(service: StudioService, workflows: list[Workflow], key: str | None, text: str | None) -> tuple[str, str]:
-    """(new sweep text, message) after adding an axis for `key` with suggested values."""
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    if not key:
-        return text or "", "Pick a numeric param to sweep first."
-    if any(line.partition("=")[0].strip() == key for line in lines):
-        return text or "", f"{key} is swept already; edit its values in the box."
-    if len(lines) >= MAX_AXES:
-        return text or "", f"At most {MAX_AXES} sweep axes; remove one first."
-    node_id, _, param = key.partition(".")
-    for wf in workflows:
-        for nid, name, current in numeric_params(wf, service.registry):
-            if nid == node_id and name == param:
-                lines.append(sweep_line(key, suggest_values(service, wf, nid, name, current)))
-                return "\n".join(lines), ""
-    return text or "", f"None of the picked workflows has {key}."
-
-
-def parse_sweeps(text: str | None) -> list[str]:
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    if len(lines) > MAX_AXES:
-        raise UserError(f"{len(lines)} sweep lines; at most {MAX_AXES} axes (one NODE.PARAM=v1,v2,... a line)")
-    return lines
-
-
-# ------------------------------------------------------------------ request, estimate, progress
-
-
-def metric_spec(kind: str | None, argument: str | None) -> str:
-    kind = (kind or "exact").strip()
-    arg = (argument or "").strip()
-    if kind in METRICS_WITH_ARGUMENT:
-        if not arg:
-            raise UserError(f"the {kind} metric needs an argument: {METRICS_WITH_ARGUMENT[kind]}")
-        return f"{kind}:{arg}"
-    if kind == "regex" and arg:
-        return f"regex:{arg}"
-    return kind
-
-
-def build_request(service: StudioService, *, picked: list[str] | None, editor_yaml: str | None,
-                  dataset: str | None, mapping: dict[str, str] | None = None, reference: str | None = None,
-                  metric: str | None = "exact", metric_arg: str | None = "", output: str | None = DEFAULT_OUTPUT,
-                  limit: Any = 0, shuffle: bool = False, seed: Any = 0, sweeps: str | None = "") -> dict[str, Any]:
-    """The service's evaluation request from the form's values (UserError for what the form itself can tell)."""
-    if not dataset:
-        raise UserError("pick a dataset or upload one (.jsonl or .csv)")
-    graded = (output or "").strip()
-    try:
-        limit_n = int(limit or 0)
-        seed_n = int(seed or 0)
-    except (TypeError, ValueError):
-        raise UserError("limit and seed must be whole numbers") from None
-    if limit_n < 0:
-        raise UserError("limit must be 0 (all rows) or more")
-    return {
-        "workflows": selected_workflows(service, picked, editor_yaml), "dataset": dataset,
-        "metric": metric_spec(metric, metric_arg),
-        # `answer` is also the plan's default, which falls back to a workflow's only output when it has no answer
-        "output": None if graded in ("", DEFAULT_OUTPUT) else graded,
-        "sweeps": parse_sweeps(sweeps), "mapping": {k: v for k, v in (mapping or {}).items() if v},
-        "reference": reference or None, "limit": limit_n or None, "shuffle": bool(shuffle), "seed": seed_n,
-    }
-
-
-def estimate_html(result: dict[str, Any]) -> str:
-    """The estimate as a small table: runs, LM calls, completion tokens, time, and its assumptions."""
-    est = result.get("estimate") or {}
-    rows = [
-        ("runs", f"{_number(result.get('tasks'))} ({_number(est.get('items'))} items × sweep points × workflows)"),
-        ("LM calls (at most)", _number(est.get("lm_calls"))),
-        ("completion tokens", f"expected {_number(est.get('expected_completion_tokens'))} · "
-                              f"at most {_number(est.get('max_completion_tokens'))}"),
-        ("prompt tokens", _number(est.get("prompt_tokens"))),
-        ("time on this machine", f"expected {duration(est.get('expected_s'))} · at most {duration(est.get('max_s'))}"),
-        ("decode speed", f"{_number(est.get('decode_tokens_per_s'))} tokens/s at batch {_number(est.get('batch'))}"
-                         + ("" if est.get("calibrated") else " (not measured here yet)")),
-    ]
-    body = "".join(f"<tr><th>{html.escape(k)}</th><td>{v}</td></tr>" for k, v in rows)
-    note = (f'<p class="mg-muted">Assumptions: {html.escape(str(est["assumptions"]))}</p>'
-            if est.get("assumptions") else "")
-    return wrap_section(f'<h3>Estimate</h3><table id="mg-eval-estimate-table">{body}</table>{note}')
-
-
-def progress_html(status: dict[str, Any]) -> str:
-    """The progress line: runs done of all, % correct so far, ETA; data-state is running or done."""
-    summary = status.get("summary") or {}
-    done, total = int(status.get("done") or 0), int(status.get("total") or 0)
-    points = summary.get("points") or []
-    graded = sum(int(p.get("total") or 0) for p in points)
-    correct = sum(int(p.get("correct") or 0) for p in points)
-    share = f"{100 * correct / graded:.0f}% correct" if graded else "nothing graded yet"
-    pct = f" ({100 * done / total:.0f}%)" if total else ""
-    running = bool(status.get("running"))
-    name = summary.get("name") or status.get("eval_id")
-    if running:
-        eta = status.get("eta_s")
-        text = (f"Running {name}: {done} of {total} runs done{pct} · {share} so far"
-                + (f" · about {duration(eta)} left" if eta is not None else ""))
-    else:
-        word = "Done" if status.get("status") in FINISHED else "Not running here"  # e.g. interrupted
-        text = f"{word} ({status.get('status')}): {name}: {done} of {total} runs{pct} · {share}"
-        if summary.get("error"):
-            text += f" · {summary['error']}"
-    state = "running" if running else "done"
-    bar = f'<progress value="{done}" max="{max(total, 1)}" style="width:100%"></progress>'
-    return (f'<div class="mg-eval-progress" data-state="{state}" data-status="{html.escape(str(status.get("status")))}"'
-            f' data-eval="{html.escape(str(status.get("eval_id")))}">{bar}<div>{html.escape(text)}</div></div>')
-
-
-def past_rows(service: StudioService) -> tuple[list[list[Any]], list[tuple[str, str]]]:
-    """Rows of the past-evaluations table (newest first) and the picker's (label, id) choices."""
-    rows, choices = [], []
-    for e in service.evaluations.list():
-        created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.get("created_at") or 0))
-        runs = f"{e.get('done', 0)}/{e.get('total', 0)}"
-        rows.append([e["id"], e.get("name", ""), e.get("status", ""), runs, e.get("dataset", ""), created])
-        choices.append((f"{e['id']} · {e.get('name', '')} · {e.get('status', '')} · {runs} · {created}", e["id"]))
-    return rows, choices
-
-
-def dataset_choices(service: StudioService) -> list[tuple[str, str]]:
-    out = []
-    for d in service.evaluations.list_datasets():
-        folder = d.get("folder") or ""
-        where = folder if folder == "uploads" else Path(folder).name or folder
-        out.append((f"{d['name']} ({where}, {human_size(d.get('size_bytes'))})", d["name"]))
-    return out
 
 
 # ------------------------------------------------------------------ the tab
@@ -794,3 +479,10 @@ def _wire(v: EvaluateView, h: EvaluateHandlers, tab: gr.Tab) -> None:
     v.timer.tick(h.on_poll, form, [*results, *past_outputs, v.timer, v.message], show_progress="hidden")
     v.past.input(h.on_past, form, [*results, v.timer, v.message])
     v.past_refresh.click(h.on_refresh_past, form, [*past_outputs, v.message])
+
+
+def _figure(value: Any) -> dict[str, Any]:
+    """A gr.Plot update: the figure, hidden when there is none (or the view failed)."""
+    if value is None or isinstance(value, str):
+        return gr.update(value=None, visible=False)
+    return gr.update(value=value, visible=True)

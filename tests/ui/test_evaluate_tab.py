@@ -14,17 +14,8 @@ import pytest
 from app.service.errors import UserError
 from app.service.studio import StudioService
 from app.ui.app import build_app
-from app.ui.evaluate_tab import (
-    EDITOR,
-    SAVED,
-    EvaluateTab,
-    build_request,
-    evaluate_tab,
-    metric_spec,
-    parse_sweeps,
-    progress_html,
-    run_link,
-)
+from app.ui.evaluate_form import EDITOR, SAVED, build_request, metric_spec, parse_sweeps, progress_html, run_link
+from app.ui.evaluate_tab import EvaluateTab, evaluate_tab
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "workflows"
 
