@@ -4,7 +4,6 @@ grammar), and the JSON-schema → GBNF conversion."""
 from __future__ import annotations
 
 import ctypes
-import functools
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -12,6 +11,14 @@ from typing import Any
 import numpy as np
 
 from backends.base import BackendError, SamplingParams
+from backends.grammar_check import (
+    GRAMMAR_HINT,
+    MAX_SCHEMA_BYTES,
+    SCHEMA_HINT,
+    GrammarError,
+    check_grammar,
+    schema_grammar,
+)
 
 PENALTY_LAST_N = 64
 """Tokens the repetition penalty looks back over (llama.cpp's default)."""
@@ -43,24 +50,35 @@ def validate_params(params: SamplingParams) -> None:
         raise BackendError("Bad sampling settings: " + "; ".join(problems) + ".")
 
 
-@functools.lru_cache(maxsize=64)
 def schema_to_grammar(json_schema: str) -> str:
-    """GBNF text constraining output to a JSON schema (given as JSON text)."""
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
+    """GBNF text constraining output to a JSON schema (given as JSON text). The schema is bounded (size, depth,
+    counts) before the converter runs, and the grammar it produces is checked like any other."""
+    if len(json_schema) <= MAX_SCHEMA_BYTES:  # a bigger one is refused by size, unread
+        try:
+            json.loads(json_schema)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise BackendError(f"json_schema is not valid JSON: {exc}. Give the schema as JSON text.") from exc
+    try:
+        return schema_grammar(json_schema)
+    except GrammarError as exc:
+        raise BackendError(f"json_schema refused: {exc} ({SCHEMA_HINT}).") from exc
 
+
+def checked_grammar(grammar: str) -> str:
+    """`grammar` once the bounded checker has passed it; BackendError otherwise. llama.cpp's own parser
+    recurses once per nested group (thousands of them overflow the C stack and kill the process) and
+    expands repetitions without limit, so no grammar reaches it unchecked."""
     try:
-        json.loads(json_schema)
-    except json.JSONDecodeError as exc:
-        raise BackendError(f"json_schema is not valid JSON: {exc}. Give the schema as JSON text.") from exc
-    try:
-        return str(json_schema_to_gbnf(json_schema))
-    except Exception as exc:  # the converter raises bare Exceptions/ValueErrors on unsupported schemas
-        raise BackendError(f"json_schema cannot be turned into a grammar: {exc}") from exc
+        return check_grammar(grammar)
+    except GrammarError as exc:
+        raise BackendError(f"The grammar does not parse or breaks a limit, so llama.cpp never sees it: {exc} "
+                           f"({GRAMMAR_HINT}).") from exc
 
 
 def grammar_for(params: SamplingParams) -> str | None:
+    """The checked grammar a request is constrained by (its GBNF, or its JSON schema's), or None."""
     if params.grammar:
-        return params.grammar
+        return checked_grammar(params.grammar)
     if params.json_schema:
         return schema_to_grammar(params.json_schema)
     return None
@@ -85,6 +103,8 @@ class SequenceSampler:
         history: Sequence[int] = (),
     ) -> None:
         self._lib = lib
+        if grammar:
+            checked_grammar(grammar)  # before any C object exists: nothing to free when it is refused
         self.chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
         if grammar:
             grammar_sampler = lib.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), b"root")

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from backends.base import ChatMessage, Prompt, SamplingParams
+from backends.grammar_check import GRAMMAR_HINT, SCHEMA_HINT, grammar_problem, schema_problem
 from nodes.base import Param, format_value, render_template, template_variables
 
 
@@ -86,6 +87,37 @@ def decoding_problems(params: Mapping[str, Any]) -> list[tuple[str, str]]:
             out.append(("json_schema", f"is not valid JSON: {exc.msg} (line {exc.lineno})"))
     elif schema not in ("", None) and not isinstance(schema, dict):
         out.append(("json_schema", "must be a JSON schema object"))
+    return out
+
+
+def grammar_problems(params: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(param, message, hint) for a `grammar` or `json_schema` llama.cpp must not see: bad GBNF, no root, an
+    undefined rule, or over a size/nesting/repetition limit (validation reports them as `bad_grammar`).
+    Values of the wrong type and schemas that are not JSON are left to the param and decoding checks."""
+    out: list[tuple[str, str, str]] = []
+    grammar = params.get("grammar")
+    if isinstance(grammar, str) and grammar:
+        problem = grammar_problem(grammar)
+        if problem is not None:
+            where = f"line {problem.line} of the grammar: " if problem.line else ""
+            out.append(("grammar", where + problem.message, GRAMMAR_HINT))
+    schema = params.get("json_schema")
+    text: str | None = None
+    if isinstance(schema, dict | list):
+        try:
+            text = json.dumps(schema)
+        except (TypeError, ValueError, RecursionError) as exc:  # a YAML date, a cycle, too deep
+            out.append(("json_schema", f"the JSON schema cannot be written as JSON: {exc}", SCHEMA_HINT))
+    elif isinstance(schema, str) and schema.strip():
+        try:
+            json.loads(schema)
+            text = schema
+        except (json.JSONDecodeError, RecursionError):
+            text = None  # decoding_problems reports it
+    if text is not None:
+        problem = schema_problem(text)
+        if problem is not None:
+            out.append(("json_schema", str(problem), SCHEMA_HINT))
     return out
 
 

@@ -10,13 +10,13 @@ mean, min or product of scores earlier verifiers left on the candidates, by veri
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 from nodes.algorithms.extract import AnswerSpec, answer_params, normalize_answer, normalize_text
+from nodes.algorithms.safe_regex import PatternError, compile_pattern, escape, pattern_problem
 from nodes.algorithms.sandbox import run_python_verifier
 from nodes.base import (
     NodeContext,
@@ -91,6 +91,22 @@ def scoring_params(show_if_method: Callable[[tuple[str, ...]], tuple[str, tuple[
     method_param = show_if_method(())[0]
     return tuple(p for p in every
                  if p.show_if is None or p.show_if[0] != method_param or set(p.show_if[1]) & set(methods))
+
+
+def regex_problems(params: dict[str, Any], method: Any) -> list[tuple[str, str]]:
+    """(param, message) for the user patterns a scorer of `method` would compile and the safe (RE2) engine
+    cannot run: the `regex` of the regex method, the extraction `pattern` (answers are extracted for every
+    method). Each message carries the hint."""
+    out: list[tuple[str, str]] = []
+    if method == "regex" and params.get("regex"):
+        problem = pattern_problem(str(params["regex"]), multiline=True)
+        if problem:
+            out.append(("regex", problem))
+    if params.get("extract") == "regex" and params.get("pattern"):
+        problem = pattern_problem(str(params["pattern"]), multiline=True)
+        if problem:
+            out.append(("pattern", problem))
+    return out
 
 
 def method_show(methods: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
@@ -176,11 +192,11 @@ def _score_regex(job: ScoringJob) -> list[Verdict]:
     if not pattern:
         if job.reference is None:
             raise NodeError("method regex needs the `regex` param or a wired `reference`")
-        pattern = re.escape(job.reference)
-    try:
-        compiled = re.compile(pattern, re.MULTILINE)
-    except re.error as exc:
-        raise NodeError(f"regex {pattern!r} is invalid: {exc}") from None
+        pattern = escape(job.reference)
+    try:  # RE2: linear time, so a pattern such as (a+)+$ cannot hang the run
+        compiled = compile_pattern(pattern, multiline=True)
+    except PatternError as exc:
+        raise NodeError(str(exc)) from None
     return [Verdict(1.0, f"matches /{pattern}/", a) if compiled.search(t)
             else Verdict(0.0, f"no match for /{pattern}/", a)
             for t, a in zip(job.texts, job.answers, strict=True)]

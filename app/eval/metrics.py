@@ -6,13 +6,13 @@ import ast
 import json
 import logging
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nodes.algorithms.extract import AnswerSpec, canonical_number, extract_answer, normalize_text, parse_number
+from nodes.algorithms.safe_regex import PatternError, SafePattern, compile_pattern
 from nodes.algorithms.sandbox import run_python_verifier
 
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ def _contains(output: Any, row: dict[str, Any], reference: str | None, outputs: 
     return _wrong(f"{_short(want)} not found in the output")
 
 
-def _regex_fixed(pattern: re.Pattern[str]) -> GradeFn:
+def _regex_fixed(pattern: SafePattern) -> GradeFn:
     def grade(output: Any, row: dict[str, Any], reference: str | None, outputs: dict[str, Any]) -> Grade:
         if _is_empty(output):
             return _wrong("no output")
@@ -147,9 +147,9 @@ def _regex_reference(output: Any, row: dict[str, Any], reference: str | None, ou
         return _wrong("no output")
     if not reference:
         return _wrong("no reference pattern for this row")
-    try:
-        pattern = re.compile(reference)
-    except re.error as exc:
+    try:  # RE2: linear time, whatever the row's pattern
+        pattern = compile_pattern(reference)
+    except PatternError as exc:
         return _wrong(f"the reference {_short(reference)} is not a valid regular expression: {exc}")
     if pattern.search(as_text(output)):
         return _grade(1.0)
@@ -258,9 +258,9 @@ def parse_metric(spec: str, base_dir: Path | None = None) -> Metric:
     elif form == "regex":
         if not arg:
             raise MetricError("regex: needs a pattern, e.g. regex:^\\d+$ (or plain `regex` to use the reference)")
-        try:
-            pattern = re.compile(arg)
-        except re.error as exc:
+        try:  # RE2: linear time, so no pattern can hang an evaluation
+            pattern = compile_pattern(arg)
+        except PatternError as exc:
             raise MetricError(f"regex:{arg} is not a valid regular expression: {exc}") from None
         return Metric(f"regex:{arg}", _regex_fixed(pattern))
     elif form == "python":

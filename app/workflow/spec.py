@@ -19,6 +19,12 @@ NODE_KEYS = ("id", "kind", "model", "params", "inputs")
 INPUT_KEYS = ("type", "default", "description")
 INPUT_TYPES = ("text", "number", "json")
 MODEL_KEYS = ("source", "path", "device", "n_ctx", "threads", "n_gpu_layers", "flash_attn", "options")
+MAX_WORKFLOW_BYTES = 1_000_000
+"""Largest workflow text (UTF-8 bytes) any entry point parses: files, the editor, links, uploads, the API."""
+MAX_YAML_DEPTH = 100
+"""Deepest nesting of YAML collections (a JSON schema param nests about twice its own depth)."""
+MAX_ALIAS_EXPANSION = 100_000
+"""Most nodes that anchors/aliases may add to a document once expanded (scalars weigh 1 + 1 per 64 chars)."""
 
 Path_ = tuple[str | int, ...]
 
@@ -139,11 +145,106 @@ def _collect_lines(node: yaml.Node, path: Path_, out: dict[Path_, int]) -> None:
             _collect_lines(item, (*path, i), out)
 
 
+def _too_large(text: str, size: int | None = None) -> Issue | None:
+    """A `too_large` issue for a text over MAX_WORKFLOW_BYTES (counted without copying a huge text); `size`
+    is the known size of the whole when `text` is only its first part (a file read up to the limit)."""
+    if size is None:
+        size = len(text) if len(text) > MAX_WORKFLOW_BYTES else len(text.encode("utf-8", "surrogatepass"))
+    if size <= MAX_WORKFLOW_BYTES:
+        return None
+    return Issue("too_large", f"the workflow text is {size:,} bytes; the limit is {MAX_WORKFLOW_BYTES:,} bytes "
+                 f"({MAX_WORKFLOW_BYTES // 1_000_000} MB)",
+                 "keep workflows small: move long texts (examples, datasets) out of the workflow", line=1)
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses, while composing, nodes nested deeper than MAX_YAML_DEPTH (the composer and
+    everything after it recurse once per level), and remembers where the first alias is."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+        self.first_alias_line: int | None = None
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        if self.first_alias_line is None and self.check_event(yaml.AliasEvent):
+            self.first_alias_line = self.peek_event().start_mark.line + 1
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                line = self.peek_event().start_mark.line + 1
+                raise WorkflowError([Issue("too_large", f"the YAML is nested more than {MAX_YAML_DEPTH} levels deep",
+                                           "flatten the structure", line=line)])
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
+def _node_weight(node: yaml.Node) -> int:
+    """What one node costs once constructed: 1, plus 1 per 64 characters of a scalar."""
+    return 1 + len(node.value) // 64 if isinstance(node, yaml.ScalarNode) else 1
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [child for pair in node.value for child in pair]
+    return []
+
+
+def _alias_issue(root: yaml.Node, line: int | None) -> Issue | None:
+    """A `yaml_aliases` issue when anchors/aliases would expand the composed graph (where an alias is a shared
+    node, not yet a copy) by more than MAX_ALIAS_EXPANSION, or make it recursive. Each node's expanded size
+    is computed once (iteratively, memoized), so this costs one pass over the distinct nodes."""
+    cap = MAX_ALIAS_EXPANSION * 1000  # sizes are clamped: a billion-laughs document would make huge integers
+    size: dict[int, int] = {}
+    open_: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    distinct = 0
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            open_.discard(key)
+            size[key] = min(cap, _node_weight(node) + sum(size[id(c)] for c in _children(node)))
+            distinct += _node_weight(node)
+            continue
+        if key in size:
+            continue
+        if key in open_:
+            return Issue("yaml_aliases", "an alias refers to a collection that contains it (a recursive "
+                         "structure); workflows cannot be recursive", "replace the alias with the value", line=line)
+        open_.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in _children(node) if id(c) not in size)
+    if size[id(root)] - distinct > MAX_ALIAS_EXPANSION:
+        return Issue("yaml_aliases", f"anchors and aliases (&name / *name) would expand this document by more "
+                     f"than {MAX_ALIAS_EXPANSION:,} nodes; aliases are limited to that much repetition",
+                     "write the repeated parts out, or use fewer and smaller aliases", line=line)
+    return None
+
+
 def parse_yaml(text: str) -> tuple[Any, dict[Path_, int]]:
-    """safe_load plus a map of key path -> line. Raises WorkflowError(yaml_syntax) on bad YAML."""
+    """The data of a workflow YAML text plus a map of key path -> line, parsed once (compose, check, then
+    construct from the composed nodes). Raises WorkflowError: `too_large` for a text over MAX_WORKFLOW_BYTES
+    or nested over MAX_YAML_DEPTH, `yaml_aliases` when aliases would expand it by more than
+    MAX_ALIAS_EXPANSION nodes (a "billion laughs") or make it recursive, `yaml_syntax` on bad YAML."""
+    issue = _too_large(text)
+    if issue is not None:
+        raise WorkflowError([issue])
+    loader: _BoundedLoader | None = None
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        loader = _BoundedLoader(text)
+        root = loader.get_single_node()
+        if root is None:
+            return None, {}
+        issue = _alias_issue(root, loader.first_alias_line)
+        if issue is not None:
+            raise WorkflowError([issue])
+        lines: dict[Path_, int] = {}
+        _collect_lines(root, (), lines)  # before construction, which flattens `<<:` merge keys in place
+        data = loader.construct_document(root)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -153,9 +254,14 @@ def parse_yaml(text: str) -> tuple[Any, dict[Path_, int]]:
         raise WorkflowError(
             [Issue("yaml_syntax", message, "check indentation, colons and quotes on that line", line=line)]
         ) from None
-    lines: dict[Path_, int] = {}
-    if root is not None:
-        _collect_lines(root, (), lines)
+    except WorkflowError:
+        raise
+    except (ValueError, OverflowError, RecursionError) as exc:  # e.g. an integer of more than 4300 digits
+        raise WorkflowError([Issue("yaml_syntax", f"YAML value cannot be read: {exc}",
+                                   "check the numbers and values in the file")]) from None
+    finally:
+        if loader is not None:
+            loader.dispose()
     return data, lines
 
 
@@ -355,7 +461,8 @@ def load_workflow_text(text: str) -> Workflow:
 def load_workflow(path: str | Path) -> Workflow:
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open(encoding="utf-8") as file:  # at most one character more than the limit: never a whole huge file
+            text = file.read(MAX_WORKFLOW_BYTES + 1)
     except FileNotFoundError:
         raise WorkflowError([Issue("not_found", f"no such workflow file: {p}", "check the path")]) from None
     except OSError as exc:  # a folder, no permission...: a message, not a traceback
@@ -363,6 +470,10 @@ def load_workflow(path: str | Path) -> Workflow:
                                    "give the path of a workflow .yaml file")]) from None
     except UnicodeDecodeError:
         raise WorkflowError([Issue("yaml_syntax", f"{p} is not UTF-8 text", "save the file as UTF-8")]) from None
+    if len(text) > MAX_WORKFLOW_BYTES:  # only the start was read: report the file's size
+        issue = _too_large(text, max(p.stat().st_size, len(text)) if p.is_file() else len(text))
+        if issue is not None:
+            raise WorkflowError([issue])
     return load_workflow_text(text)
 
 

@@ -11,6 +11,7 @@ import networkx as nx
 from app.workflow.problems import Issue
 from app.workflow.spec import INPUT_TYPES, NodeSpec, Workflow
 from nodes.base import JSON, NUMBER, TEXT, NodeKind, node_id_problem, port_compatible
+from nodes.decoding import grammar_problems
 from nodes.registry import NodeRegistry
 
 MODEL_SOURCES = ("bundled", "path", "fake")
@@ -188,6 +189,9 @@ class _NodeCheck:
         for name, message in cls.validate_params(resolved):
             self.add("bad_param", f"param {name!r}: {message}", "see `metagen nodes` for the schema",
                      self.line("params", name))
+        if cls.param("grammar") is not None or cls.param("json_schema") is not None:
+            for name, message, hint in grammar_problems(resolved):
+                self.add("bad_grammar", f"param {name!r}: {message}", hint, self.line("params", name))
         return resolved
 
     def check_model(self, cls: type[NodeKind]) -> None:

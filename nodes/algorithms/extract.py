@@ -22,9 +22,11 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections import deque
 from dataclasses import dataclass
 from fractions import Fraction
 
+from nodes.algorithms.safe_regex import compile_pattern, pattern_problem
 from nodes.base import Param
 
 EXTRACT_METHODS = ("auto", "regex", "last_number", "boxed", "answer_line", "first_line", "full_text", "keep")
@@ -65,10 +67,9 @@ class AnswerSpec:
             if not self.pattern:
                 out.append(("pattern", "extract: regex needs a pattern, e.g. 'Answer:\\s*(-?\\d+)'"))
             else:
-                try:
-                    re.compile(self.pattern)
-                except re.error as exc:
-                    out.append(("pattern", f"is not a valid regular expression: {exc}"))
+                problem = pattern_problem(self.pattern, multiline=True)
+                if problem:
+                    out.append(("pattern", problem))
         return out
 
     def answer(self, text: str, upstream: str | None = None) -> str | None:
@@ -172,11 +173,12 @@ def first_line(text: str) -> str | None:
 
 def regex_answer(text: str, pattern: str) -> str | None:
     """First capture group of the last match (the whole match when the pattern has no group)."""
-    matches = list(re.finditer(pattern, text, flags=re.MULTILINE))
-    if not matches:
+    compiled = compile_pattern(pattern, multiline=True)  # RE2: linear time on any pattern a user writes
+    last = deque(compiled.finditer(text), maxlen=1)
+    if not last:
         return None
-    m = matches[-1]
-    if m.re.groups:
+    m = last[0]
+    if compiled.groups:
         return next((g for g in m.groups() if g is not None), None)
     return m.group(0)
 

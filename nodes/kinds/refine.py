@@ -37,7 +37,7 @@ from nodes.decoding import (
     prompt_params,
     sampling_params,
 )
-from nodes.scoring import RESERVED_VARS, score_texts, scoring_params
+from nodes.scoring import RESERVED_VARS, regex_problems, score_texts, scoring_params
 
 CHECKS = ("none", "exact", "contains", "regex", "python", "llm_judge", "likelihood")
 DEFAULT_FEEDBACK = ("Task: {task}\n\nDraft answer:\n{draft}\n\n"
@@ -114,7 +114,7 @@ class Refiner(NodeKind):
 
     @classmethod
     def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
-        problems = decoding_problems(params)
+        problems = decoding_problems(params) + regex_problems(params, params.get("check"))
         if params.get("feedback") in ("verifier", "both") and params.get("check") == "none":
             problems.append(("feedback", "verifier feedback needs a check: set `check` (e.g. regex or python)"))
         if params.get("keep") == "best" and params.get("check") == "none":

@@ -34,7 +34,7 @@ from nodes.base import (
     template_variables,
 )
 from nodes.decoding import build_prompt, decoding_params, decoding_problems, prompt_params, sampling_params
-from nodes.scoring import RESERVED_VARS, score_texts, scoring_params
+from nodes.scoring import RESERVED_VARS, regex_problems, score_texts, scoring_params
 
 SCORERS = ("llm_judge", "likelihood", "regex", "python", "none")
 DEFAULT_STEP_JUDGE = ("Problem: {problem}\nPartial solution:\n{partial}\n"
@@ -93,7 +93,7 @@ class Search(NodeKind):
 
     @classmethod
     def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
-        problems = decoding_problems(params)
+        problems = decoding_problems(params) + regex_problems(params, params.get("scorer"))
         if not params.get("step_delimiter"):
             problems.append(("step_delimiter", "must not be empty (a blank line '\\n\\n' or '\\n' work well)"))
         return problems

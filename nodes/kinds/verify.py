@@ -11,7 +11,6 @@ Trace event "score":
 from __future__ import annotations
 
 import copy
-import re
 from typing import Any
 
 from nodes.algorithms.extract import AnswerSpec
@@ -34,6 +33,7 @@ from nodes.scoring import (
     Verdict,
     combine_scores,
     method_show,
+    regex_problems,
     score_texts,
     scoring_params,
 )
@@ -84,11 +84,7 @@ class Verifier(NodeKind):
     @classmethod
     def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
         problems = AnswerSpec.from_params(params).problems() if params.get("method") == "exact" else []
-        if params.get("method") == "regex" and params.get("regex"):
-            try:
-                re.compile(str(params["regex"]))
-            except re.error as exc:
-                problems.append(("regex", f"is not a valid regular expression: {exc}"))
+        problems += [p for p in regex_problems(params, params.get("method")) if p not in problems]
         if params.get("method") == "python" and params.get("code"):
             try:
                 compile(str(params["code"]), "<verifier>", "exec")
