@@ -45,10 +45,12 @@ lint: setup
 	$(BIN)/ruff check .
 
 bench: setup
+	$(BIN)/pip install -q -e '.[bench]'  # llama-cpp-python's own server, the baseline of bench_serve.py
 	$(BIN)/python benchmarks/bench_scheduler.py
 	$(BIN)/python benchmarks/bench_engine.py
 	$(BIN)/python benchmarks/bench_batch_scaling.py
 	$(BIN)/python benchmarks/bench_eval.py
+	$(BIN)/python benchmarks/bench_serve.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache test-artifacts

@@ -31,6 +31,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--fake-latency", type=float, default=0.0, metavar="SECONDS",
                    help="with --dry-run: delay each fake model request (to watch live progress)")
     add_share_arguments(p)
+    api = p.add_argument_group("the OpenAI-compatible API on /v1 (see `metagen serve`)")
+    keys = api.add_mutually_exclusive_group()
+    keys.add_argument("--api-key", default=None, metavar="KEY", help="API clients must send `Authorization: Bearer "
+                      "KEY`; without a key only this machine may call /v1 (also $METAGEN_API_KEY)")
+    keys.add_argument("--api-key-file", default=None, metavar="FILE", help="accepted API keys, one per line")
     p.set_defaults(func=cmd_ui)
 
 
@@ -54,8 +59,12 @@ def cmd_ui(args: argparse.Namespace) -> int:
         print(f"error: --workflows {args.workflows} is a file; give the folder that holds (or will hold) your "
               "workflow .yaml files", file=sys.stderr)
         return 2
+    from app.serve.config import load_api_keys, studio_config
+    from app.share.policy import env_share_mode
+
     try:
         policy = policy_from_args(args, args.host)
+        api_keys = load_api_keys(getattr(args, "api_key", None), getattr(args, "api_key_file", None))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -67,11 +76,15 @@ def cmd_ui(args: argparse.Namespace) -> int:
         fake_latency_s=max(0.0, args.fake_latency) if args.dry_run else 0.0,
     )
     demo = build_app(service)
+    api = studio_config(service, api_keys=api_keys, all_remote=bool(args.share),
+                        share_rules_everywhere=bool(getattr(args, "share_mode", False)) or env_share_mode())
     try:
         launched = launch_with_share(demo, host=args.host, port=args.port, share=args.share,
                                      inbrowser=not args.no_browser, quiet=True, show_error=False,
-                                     **launch_kwargs(service))
-        for line in [*launched.lines(policy), "Ctrl+C stops it."]:
+                                     **launch_kwargs(service, api))
+        key_note = "API key required" if api_keys else "no API key: only this machine may call it"
+        api_line = f"OpenAI-compatible API: {launched.local_url.rstrip('/')}/v1 ({key_note})"
+        for line in [*launched.lines(policy), api_line, "Ctrl+C stops it."]:
             print(line, file=sys.stderr, flush=True)
         demo.block_thread()
     except OSError as exc:

@@ -122,6 +122,11 @@ class StudioService:
         return self.policy.share_mode
 
     @property
+    def run_gate(self) -> RunGate:
+        """The queue every run of this app waits in (the UI's, and the /v1 API's when it is mounted here)."""
+        return self._gate
+
+    @property
     def trace_store(self) -> Any:
         """The TraceStore, opened on first use; None (with `trace_error`) when it cannot be used."""
         if self._trace_store is None and self._trace_error is None:

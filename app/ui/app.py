@@ -10,6 +10,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr
 
 from app.platform.resources import static_dir
+from app.serve.config import ServeConfig, studio_config
+from app.serve.routes import api_routes
 from app.service.studio import StudioService
 from app.ui.assets import asset_tags
 from app.ui.editor_page import editor_page
@@ -59,9 +61,12 @@ def build_app(service: StudioService) -> gr.Blocks:
     return demo
 
 
-def launch_kwargs(service: StudioService) -> dict[str, Any]:
-    """Arguments for `Blocks.launch` that every launcher (CLI, desktop) must pass."""
+def launch_kwargs(service: StudioService, api: ServeConfig | None = None) -> dict[str, Any]:
+    """Arguments for `Blocks.launch` that every launcher (CLI, desktop) must pass. The OpenAI-compatible /v1
+    routes (app.serve) go in front of Gradio's own routes on the same server: FastAPI's `routes` argument, passed
+    through Gradio's `app_kwargs`, is where the app Gradio creates starts its route list."""
     return {
+        "app_kwargs": {"routes": api_routes(service, api or studio_config(service))},
         "theme": gr.themes.Default(),
         "css": APP_CSS,
         "allowed_paths": [str(static_dir())],

@@ -1,0 +1,144 @@
+"""`metagen serve`: workflows (and local model files) as OpenAI-compatible models on /v1, for any OpenAI client."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import socket
+import sys
+from pathlib import Path
+
+from app.cli.ui import listen_error
+from app.share.policy import (
+    SHARE_MAX_LM_CALLS,
+    SHARE_MAX_SECONDS,
+    SHARE_MAX_TOKENS,
+    SHARE_MODE_ENV,
+    env_share_mode,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from app.serve.config import API_KEY_ENV, DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_QUEUE
+
+    p = subparsers.add_parser(
+        "serve", help="serve workflows as OpenAI-compatible models (/v1/chat/completions)",
+        description="Serve every workflow of the workflows folder as a model of an OpenAI-compatible API "
+                    "(GET /v1/models, POST /v1/chat/completions), and each local model file for plain "
+                    "completions (POST /v1/completions). Point an OpenAI client's base_url at http://HOST:PORT/v1.")
+    p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST}: this machine "
+                   "only; any other address needs an API key)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")
+    p.add_argument("--workflows", default=None, metavar="DIR", help="workflows folder (default: in the user data "
+                   "dir; $METAGEN_WORKFLOWS)")
+    p.add_argument("--db", default=None, metavar="PATH", help="trace database (default: $METAGEN_TRACE_DB or the "
+                   "user data dir)")
+    keys = p.add_mutually_exclusive_group()
+    keys.add_argument("--api-key", default=None, metavar="KEY", help=f"clients must send `Authorization: Bearer "
+                      f"KEY` (also ${API_KEY_ENV})")
+    keys.add_argument("--api-key-file", default=None, metavar="FILE", help="accepted keys, one per line")
+    p.add_argument("--max-concurrent-runs", type=int, default=DEFAULT_MAX_CONCURRENT_RUNS, metavar="N",
+                   help=f"requests answered at once (the engine batches them); more wait in a queue (default "
+                        f"{DEFAULT_MAX_CONCURRENT_RUNS})")
+    p.add_argument("--max-queue", type=int, default=DEFAULT_MAX_QUEUE, metavar="N",
+                   help=f"requests that may wait; more get 429 with Retry-After (default {DEFAULT_MAX_QUEUE})")
+    g = p.add_argument_group("requests from other machines (share-mode rules)")
+    g.add_argument("--allow-python", action="store_true", help="allow workflows with the python verifier")
+    g.add_argument("--cap-lm-calls", type=int, default=SHARE_MAX_LM_CALLS, metavar="N",
+                   help=f"most LM calls per run (default {SHARE_MAX_LM_CALLS})")
+    g.add_argument("--cap-tokens", type=int, default=SHARE_MAX_TOKENS, metavar="N",
+                   help=f"most tokens per run (default {SHARE_MAX_TOKENS})")
+    g.add_argument("--cap-seconds", type=float, default=SHARE_MAX_SECONDS, metavar="S",
+                   help=f"longest run in seconds (default {SHARE_MAX_SECONDS:g})")
+    g.add_argument("--share-mode", action="store_true",
+                   help=f"apply these rules to requests from this machine too (also ${SHARE_MODE_ENV}=1)")
+    p.add_argument("--dry-run", action="store_true", help="answer with a scripted fake model instead of llama.cpp")
+    p.add_argument("--fake-latency", type=float, default=0.0, metavar="SECONDS",
+                   help="with --dry-run: delay each fake model request")
+    p.set_defaults(func=cmd_serve)
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def _check_numbers(args: argparse.Namespace) -> str | None:
+    if not 0 < args.port < 65536:
+        return f"--port must be between 1 and 65535, got {args.port}"
+    for flag, value in (("--max-concurrent-runs", args.max_concurrent_runs), ("--cap-lm-calls", args.cap_lm_calls),
+                        ("--cap-tokens", args.cap_tokens), ("--cap-seconds", args.cap_seconds)):
+        if value <= 0:
+            return f"{flag} must be a positive number, got {value}"
+    if args.max_queue < 0:
+        return f"--max-queue must be 0 or more, got {args.max_queue}"
+    folder = Path(args.workflows).expanduser() if args.workflows else None
+    if folder is not None and folder.exists() and not folder.is_dir():
+        return f"--workflows {args.workflows} is a file; give the folder that holds your workflow .yaml files"
+    return None
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.strip("[]"), port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from app.serve.catalog import model_files
+    from app.serve.config import ServeConfig, bind_problem, load_api_keys, remote_policy_for
+    from app.serve.server import build_server, make_server
+    from app.service.studio import StudioService
+    from app.share.policy import SharePolicy
+    from app.share.run_gate import RunGate
+
+    problem = _check_numbers(args)
+    if problem:
+        return _fail(problem)
+    try:
+        keys = load_api_keys(args.api_key, args.api_key_file)
+    except ValueError as exc:
+        return _fail(str(exc))
+    problem = bind_problem(args.host, keys)
+    if problem:
+        return _fail(problem)
+    try:
+        sock = _bind(args.host, args.port)
+    except OSError as exc:
+        print(f"error: {listen_error(args.host, args.port, exc)}", file=sys.stderr)
+        return 1
+    service = StudioService(policy=SharePolicy.local(), workflows_dir=Path(args.workflows) if args.workflows else None,
+                            trace_db=Path(args.db) if args.db else None, dry_run=args.dry_run,
+                            fake_latency_s=max(0.0, args.fake_latency) if args.dry_run else 0.0)
+    remote = remote_policy_for(service.policy, allow_python=args.allow_python, models_folder=service.models_dir,
+                               max_lm_calls=args.cap_lm_calls, max_tokens=args.cap_tokens,
+                               max_seconds=args.cap_seconds, max_concurrent_runs=args.max_concurrent_runs,
+                               max_queue=args.max_queue)
+    config = ServeConfig(remote_policy=remote, gate=RunGate(args.max_concurrent_runs, args.max_queue),
+                         api_keys=keys, share_rules_everywhere=args.share_mode or env_share_mode())
+    server = make_server(build_server(service, config), args.host, args.port)
+    shown = f"[{args.host}]" if ":" in args.host else args.host
+    lines = [f"OpenAI-compatible API: http://{shown}:{args.port}/v1  ({len(service.list_workflows())} workflow(s) "
+             f"from {service.workflows_dir}, {len(model_files(service, service.policy))} model file(s))",
+             "requests from other machines: " + remote.describe(),
+             "API key required." if keys else "No API key: only this machine may call it.",
+             "Ctrl+C stops it."]
+    for line in lines:
+        print(line, file=sys.stderr, flush=True)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        service.close()
+    return 0

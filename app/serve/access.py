@@ -1,0 +1,63 @@
+"""Who is calling: an API key check, and whether the request comes from this machine (then the service's own
+policy applies) or from another one (then the share-mode rules apply)."""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+
+from starlette.requests import Request
+
+from app.serve.config import HOW_TO_SET_A_KEY, ServeConfig
+from app.serve.errors import ApiError
+from app.share.policy import SharePolicy, is_loopback_host
+
+FORWARDING_HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")
+"""A proxy on this machine passing on someone else's request sets one of these."""
+
+
+@dataclass(frozen=True)
+class Caller:
+    remote: bool
+    """The request comes from another machine (or through a proxy or share tunnel)."""
+    policy: SharePolicy
+    """The rules for this request."""
+
+    @property
+    def share_rules(self) -> bool:
+        return self.policy.share_mode
+
+
+def is_remote(request: Request, config: ServeConfig) -> bool:
+    if config.all_remote:
+        return True
+    host = request.client.host if request.client else ""
+    if not host or not is_loopback_host(host):
+        return True
+    return any(name in request.headers for name in FORWARDING_HEADERS)
+
+
+def _bearer(request: Request) -> str | None:
+    value = request.headers.get("authorization", "")
+    scheme, _, token = value.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    return None
+
+
+def check_access(request: Request, config: ServeConfig, local_policy: SharePolicy) -> Caller:
+    """The caller of this request; ApiError 401 when a key is needed and missing or wrong."""
+    remote = is_remote(request, config)
+    if config.api_keys:
+        given = _bearer(request)
+        if given is None:
+            raise ApiError(401, "this server needs an API key: send it as `Authorization: Bearer KEY` "
+                           "(the openai SDK's api_key)", code="missing_api_key")
+        if not any(hmac.compare_digest(given.encode(), key.encode()) for key in config.api_keys):
+            raise ApiError(401, "incorrect API key provided", code="invalid_api_key")
+    elif remote:
+        raise ApiError(401, "requests from other machines need an API key, and this server has none: "
+                       f"{HOW_TO_SET_A_KEY}", code="missing_api_key")
+    if remote or config.share_rules_everywhere:
+        return Caller(remote=remote, policy=config.remote_policy)
+    return Caller(remote=False, policy=local_policy)

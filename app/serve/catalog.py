@@ -1,0 +1,120 @@
+"""The models the API offers: every workflow of the workflows folder, and each local model file under its name
+(the bundled model and the GGUF files of the models folder) for plain completions."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.serve.errors import ApiError
+from app.service.errors import UserError
+from app.service.studio import StudioService
+from app.share.policy import SharePolicy
+from app.workflow.problems import WorkflowError
+from app.workflow.spec import Workflow, load_workflow_text
+from backends.base import ModelSpec
+from backends.gguf import find_model_files
+
+log = logging.getLogger(__name__)
+
+OWNER = "metagen"
+BUNDLED_ALIAS = "bundled"
+
+
+@dataclass(frozen=True)
+class WorkflowModel:
+    name: str
+    path: Path
+
+
+@dataclass(frozen=True)
+class FileModel:
+    name: str
+    """The file name: the model's id."""
+    spec: ModelSpec
+
+
+def model_files(service: StudioService, policy: SharePolicy) -> dict[str, FileModel]:
+    """Model files by name: the bundled model, then the models folder (share mode: the policy's choices)."""
+    found: dict[str, FileModel] = {}
+    try:
+        from backends.bundled import bundled_model_path
+
+        bundled = bundled_model_path()
+        found[bundled.name] = FileModel(bundled.name, ModelSpec())
+    except Exception as exc:  # no bundled model installed: the folder's files are still served
+        log.warning("bundled model unavailable: %s", exc)
+    paths = [Path(p) for p in policy.model_choices] if policy.share_mode else find_model_files(service.models_dir)
+    for path in paths:
+        found.setdefault(path.name, FileModel(path.name, ModelSpec(source="path", path=str(path))))
+    return found
+
+
+def _created(path: Path) -> int:
+    try:
+        return int(path.stat().st_mtime)
+    except OSError:
+        return 0
+
+
+def _workflow_entry(service: StudioService, name: str) -> dict[str, Any]:
+    path = service.path_for(name)
+    entry: dict[str, Any] = {"id": name, "object": "model", "created": _created(path), "owned_by": OWNER}
+    try:
+        wf = load_workflow_text(service.read_workflow_text(name))
+    except (UserError, WorkflowError) as exc:
+        entry["description"] = f"(this workflow cannot be read: {exc})"
+        entry["metagen"] = {"kind": "workflow", "valid": False}
+        return entry
+    entry["description"] = wf.description
+    entry["metagen"] = {"kind": "workflow", "title": wf.name,
+                        "inputs": {k: {"type": s.type, "description": s.description} for k, s in wf.inputs.items()},
+                        "outputs": list(wf.outputs)}
+    return entry
+
+
+def list_models(service: StudioService, policy: SharePolicy) -> list[dict[str, Any]]:
+    data = [_workflow_entry(service, name) for name in service.list_workflows()]
+    for name, model in model_files(service, policy).items():
+        created = _created(Path(model.spec.path)) if model.spec.path else 0
+        data.append({"id": name, "object": "model", "created": created, "owned_by": OWNER,
+                     "description": "local model file: plain completions from the engine",
+                     "metagen": {"kind": "model"}})
+    return data
+
+
+def find_model(service: StudioService, policy: SharePolicy, model_id: str) -> WorkflowModel | FileModel:
+    """The workflow (first) or model file called `model_id`; ApiError 404 otherwise."""
+    try:
+        path = service.path_for(model_id)
+    except UserError:
+        path = None
+    if path is not None and path.is_file():
+        return WorkflowModel(path.stem, path)
+    files = model_files(service, policy)
+    if model_id in files:
+        return files[model_id]
+    for name, model in files.items():
+        if model_id == Path(name).stem or (model_id == BUNDLED_ALIAS and model.spec.source == "bundled"):
+            return model
+    raise ApiError(404, f"the model {model_id!r} does not exist: give a workflow name or a model file name "
+                   "(GET /v1/models lists them)", param="model", code="model_not_found")
+
+
+def read_workflow(service: StudioService, model: WorkflowModel) -> Workflow:
+    """The workflow's file, parsed (validation comes later); ApiError 400 when it cannot be read."""
+    try:
+        return load_workflow_text(service.read_workflow_text(model.name))
+    except UserError as exc:
+        raise ApiError(404, str(exc), param="model", code="model_not_found") from None
+    except WorkflowError as exc:
+        raise invalid_workflow(model.name, exc.issues) from None
+
+
+def invalid_workflow(name: str, issues: list[Any]) -> ApiError:
+    from app.service.studio import issues_summary
+
+    return ApiError(400, f"workflow {name!r} is invalid: {issues_summary(issues)}", param="model",
+                    code="invalid_workflow", extra={"issues": [i.to_json() for i in issues]})

@@ -1,0 +1,146 @@
+"""/v1/chat/completions and /v1/completions with a model file as the model: answered straight from the engine
+(n samples over one prompt evaluation, logprobs, stop strings, seeds, JSON-schema grammars)."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import uuid
+from collections.abc import AsyncIterator, Callable
+from functools import partial
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from app.serve import shapes, sse
+from app.serve.access import Caller
+from app.serve.catalog import FileModel
+from app.serve.config import ServeConfig
+from app.serve.errors import ApiError, bad_param
+from app.serve.jobs import Job
+from app.serve.params import ApiRequest
+from app.service.studio import StudioService
+from backends.base import BackendError, GenerateResult, LLMBackend, Prompt, SamplingParams
+
+DEFAULT_CHAT_MAX_TOKENS = 1024
+DEFAULT_COMPLETION_MAX_TOKENS = 16
+"""OpenAI's default for /v1/completions."""
+KEEPALIVE_S = 5.0
+
+
+def sampling_params(req: ApiRequest, chat: bool) -> SamplingParams:
+    s = req.sampling
+    default = DEFAULT_CHAT_MAX_TOKENS if chat else DEFAULT_COMPLETION_MAX_TOKENS
+    return SamplingParams(
+        max_tokens=s.max_tokens or default,
+        temperature=1.0 if s.temperature is None else s.temperature,
+        top_p=1.0 if s.top_p is None else s.top_p,
+        stop=s.stop,
+        seed=s.seed if s.seed is not None else secrets.randbelow(2**31),
+        json_schema=s.json_schema,
+        logprobs=s.logprobs,
+    )
+
+
+def _check_caps(caller: Caller, params: SamplingParams, n: int) -> None:
+    cap = caller.policy.max_tokens if caller.share_rules else None
+    if cap is not None and n * params.max_tokens > cap:
+        raise bad_param("max_tokens", f"n × max_tokens = {n * params.max_tokens} is more than this server's "
+                        f"per-request cap of {cap} tokens; lower max_tokens or n")
+
+
+def _generate(job: Job, backend_for: Callable[[], LLMBackend], prompt: Prompt, params: SamplingParams, n: int,
+              stream: bool, max_seconds: float | None) -> GenerateResult:
+    """Runs on the job's thread: one engine request for the n samples."""
+    cancel = job.token()
+    timer = None
+    if max_seconds is not None:
+        reason = f"stopped at this server's cap of {max_seconds:g} s"
+        timer = threading.Timer(max_seconds, cancel.cancel, args=(reason,))
+        timer.daemon = True
+        timer.start()
+    try:
+        on_token = (lambda i, text: job.post("token", i, text)) if stream else None
+        return backend_for().generate(prompt, params, n=n, on_token=on_token, cancel=cancel)
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+def backend_error(exc: BackendError) -> ApiError:
+    text = str(exc)
+    param = "response_format" if "json_schema" in text or "grammar" in text else None
+    code = "context_length_exceeded" if "context" in text.lower() else "invalid_request"
+    return ApiError(400, text, param=param, code=code)
+
+
+async def plain_completion(request: Request, service: StudioService, config: ServeConfig, caller: Caller,
+                           model: FileModel, req: ApiRequest, chat: bool) -> Response:
+    if chat and not req.messages:
+        raise bad_param("messages", "messages must hold at least one message", "missing_required_parameter")
+    if req.inputs is not None:
+        raise bad_param("inputs", "inputs are for workflows; a model file takes messages or a prompt",
+                        "unsupported_parameter")
+    params = sampling_params(req, chat)
+    n = req.sampling.n
+    _check_caps(caller, params, n)
+    prompt: Prompt = req.messages if chat else (req.prompt or "")
+    job = Job(config.gate, f"serve-{model.name}")
+    max_seconds = caller.policy.max_seconds if caller.share_rules else None
+    job.start(partial(_generate, backend_for=lambda: service.scheduler.provider(model.spec), prompt=prompt,
+                      params=params, n=n, stream=req.stream, max_seconds=max_seconds))
+    await job.admitted()
+    cid, created = (f"chatcmpl-{uuid.uuid4().hex[:24]}" if chat else f"cmpl-{uuid.uuid4().hex[:24]}"), shapes.now()
+    if req.stream:
+        return sse.EventStreamResponse(_stream(job, model.name, req, cid, created, chat), on_close=job.cancel)
+    result: GenerateResult = await job.result(request)
+    if chat:
+        choices = [shapes.chat_choice(i, c.text, shapes.finish_reason(c), shapes.chat_logprobs(c))
+                   for i, c in enumerate(result.completions)]
+        return JSONResponse(shapes.chat_completion(cid, model.name, created, choices, result.usage))
+    choices = [shapes.text_choice(i, c.text, shapes.finish_reason(c), shapes.text_logprobs(c))
+               for i, c in enumerate(result.completions)]
+    return JSONResponse(shapes.text_completion(cid, model.name, created, choices, result.usage))
+
+
+async def _stream(job: Job, model: str, req: ApiRequest, cid: str, created: int, chat: bool) -> AsyncIterator[bytes]:
+    n = req.sampling.n
+
+    def chunk(choices: list[dict[str, Any]]) -> bytes:
+        if chat:
+            return sse.data(shapes.chat_chunk(cid, model, created, choices, include_usage=req.include_usage))
+        return sse.data(shapes.text_completion(cid, model, created, choices, include_usage=req.include_usage))
+
+    def piece(i: int, text: str | None = None, finish: str | None = None, role: bool = False) -> dict[str, Any]:
+        return shapes.delta(i, text, role=role, finish=finish) if chat else shapes.text_choice(i, text or "", finish)
+
+    if chat:
+        yield chunk([piece(i, "", role=True) for i in range(n)])
+    while True:
+        event = await job.next_event(KEEPALIVE_S)
+        if event is None:
+            yield sse.comment("keepalive")
+            continue
+        if event[0] == "token":
+            yield chunk([piece(event[1], event[2])])
+        elif event[0] == "progress":
+            yield sse.comment(f"progress {event[1]}")
+        elif event[0] == "error":
+            exc = event[1]
+            error = backend_error(exc) if isinstance(exc, BackendError) else exc if isinstance(exc, ApiError) else \
+                ApiError(500, f"the request stopped on an unexpected error: {type(exc).__name__}: {exc}",
+                         code="server_error")
+            yield sse.data(error.body())
+            yield sse.DONE
+            return
+        elif event[0] == "done":
+            break
+    result: GenerateResult = event[1]
+    yield chunk([piece(i, None if chat else "", shapes.finish_reason(c)) for i, c in enumerate(result.completions)])
+    if req.include_usage:
+        usage = shapes.usage(result.usage)
+        body = shapes.chat_chunk(cid, model, created, []) if chat else \
+            shapes.text_completion(cid, model, created, [], include_usage=False)
+        yield sse.data({**body, "usage": usage})
+    yield sse.DONE

@@ -1,0 +1,121 @@
+"""The /v1 routes as one ASGI app: GET /models, POST /chat/completions and /completions; every path answers
+JSON, errors in the OpenAI shape and never a traceback."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+
+from app.serve.access import Caller, check_access
+from app.serve.catalog import FileModel, find_model, invalid_workflow, list_models
+from app.serve.config import ServeConfig
+from app.serve.errors import ApiError, route_error
+from app.serve.jobs import ClientGoneError
+from app.serve.params import parse_chat, parse_completion
+from app.serve.plain import backend_error, plain_completion
+from app.serve.workflow_chat import workflow_chat
+from app.service.studio import StudioService
+from app.workflow.problems import WorkflowError
+from backends.base import BackendError, CancelledError
+
+log = logging.getLogger(__name__)
+
+API_PREFIX = "/v1"
+CLIENT_CLOSED = 499
+"""Logged for a request whose client left (nobody receives the response)."""
+
+Handler = Callable[[Request, Caller], Awaitable[Response]]
+
+
+async def read_json(request: Request, limit: int) -> object:
+    """The request body as JSON; 413 over `limit` bytes, 400 when it is not JSON."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, f"the request body is {int(declared)} bytes; this server takes at most {limit}",
+                       code="request_too_large")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"the request body is over {limit} bytes, the most this server takes",
+                           code="request_too_large")
+        chunks.append(chunk)
+    try:
+        return json.loads(b"".join(chunks) or b"null")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"the request body is not valid JSON: {exc}", code="invalid_json") from None
+
+
+def _as_api_error(exc: BaseException) -> ApiError:
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, WorkflowError):
+        return invalid_workflow("the workflow", exc.issues)
+    if isinstance(exc, BackendError):
+        return backend_error(exc)
+    if isinstance(exc, CancelledError):
+        return ApiError(503, f"the request was stopped: {exc}", code="request_cancelled")
+    log.error("request crashed", exc_info=exc)
+    return ApiError(500, f"the server hit an unexpected error: {type(exc).__name__}: {exc}", code="server_error")
+
+
+def create_api(service: StudioService, config: ServeConfig) -> Starlette:
+    """The ASGI app of the routes (mount it at /v1)."""
+
+    def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        async def run(request: Request) -> Response:
+            try:
+                caller = check_access(request, config, service.policy)
+                return await handler(request, caller)
+            except (ClientGoneError, ClientDisconnect):
+                log.info("%s %s: the client disconnected (%d)", request.method, request.url.path, CLIENT_CLOSED)
+                return Response(status_code=CLIENT_CLOSED)
+            except Exception as exc:
+                return _as_api_error(exc).response()
+
+        return run
+
+    async def models(request: Request, caller: Caller) -> Response:
+        return JSONResponse({"object": "list", "data": list_models(service, caller.policy)})
+
+    async def model(request: Request, caller: Caller) -> Response:
+        wanted = request.path_params["model_id"]
+        for entry in list_models(service, caller.policy):
+            if entry["id"] == wanted:
+                return JSONResponse(entry)
+        raise ApiError(404, f"the model {wanted!r} does not exist (GET /v1/models lists them)", param="model",
+                       code="model_not_found")
+
+    async def chat(request: Request, caller: Caller) -> Response:
+        req = parse_chat(await read_json(request, config.max_body_bytes), config.max_n)
+        target = find_model(service, caller.policy, req.model)
+        if isinstance(target, FileModel):
+            return await plain_completion(request, service, config, caller, target, req, chat=True)
+        return await workflow_chat(request, service, config, caller, target, req)
+
+    async def completions(request: Request, caller: Caller) -> Response:
+        req = parse_completion(await read_json(request, config.max_body_bytes), config.max_n)
+        target = find_model(service, caller.policy, req.model)
+        if not isinstance(target, FileModel):
+            raise ApiError(400, f"{req.model!r} is a workflow: workflows answer on /v1/chat/completions; "
+                           "/v1/completions takes a model file", param="model", code="model_not_supported")
+        return await plain_completion(request, service, config, caller, target, req, chat=False)
+
+    return Starlette(routes=[
+        Route("/models", endpoint(models), methods=["GET"]),
+        Route("/models/{model_id:path}", endpoint(model), methods=["GET"]),
+        Route("/chat/completions", endpoint(chat), methods=["POST"]),
+        Route("/completions", endpoint(completions), methods=["POST"]),
+    ], exception_handlers={HTTPException: route_error, Exception: route_error})
+
+
+def api_routes(service: StudioService, config: ServeConfig) -> list[BaseRoute]:
+    """The routes to put in front of another app's (the studio's Gradio server)."""
+    return [Mount(API_PREFIX, app=create_api(service, config))]

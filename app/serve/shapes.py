@@ -1,0 +1,90 @@
+"""The response objects of the OpenAI API: chat completions and their chunks, text completions, usage."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from backends.base import Completion, TokenCounts
+
+FINISH = {"stop": "stop", "eog": "stop", "length": "length", "cancelled": "stop"}
+
+
+def now() -> int:
+    return int(time.time())
+
+
+def finish_reason(completion: Completion) -> str:
+    return FINISH.get(completion.finish_reason, "stop")
+
+
+def usage(counts: TokenCounts) -> dict[str, Any]:
+    return {"prompt_tokens": counts.prompt_tokens, "completion_tokens": counts.completion_tokens,
+            "total_tokens": counts.prompt_tokens + counts.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": counts.prompt_tokens_cached}}
+
+
+def chat_choice(index: int, text: str, finish: str = "stop", logprobs: Any = None) -> dict[str, Any]:
+    return {"index": index, "message": {"role": "assistant", "content": text, "refusal": None},
+            "logprobs": logprobs, "finish_reason": finish}
+
+
+def chat_completion(cid: str, model: str, created: int, choices: list[dict[str, Any]], counts: TokenCounts,
+                    **extra: Any) -> dict[str, Any]:
+    return {"id": cid, "object": "chat.completion", "created": created, "model": model, "choices": choices,
+            "usage": usage(counts), "system_fingerprint": None, **extra}
+
+
+def chat_chunk(cid: str, model: str, created: int, choices: list[dict[str, Any]], *,
+               include_usage: bool = False, counts: TokenCounts | None = None, **extra: Any) -> dict[str, Any]:
+    out = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+           "system_fingerprint": None, "choices": choices, **extra}
+    if include_usage:
+        out["usage"] = usage(counts) if counts is not None else None
+    return out
+
+
+def delta(index: int, content: str | None = None, *, role: bool = False, finish: str | None = None) -> dict[str, Any]:
+    d: dict[str, Any] = {}
+    if role:
+        d["role"] = "assistant"
+    if content is not None:
+        d["content"] = content
+    return {"index": index, "delta": d, "logprobs": None, "finish_reason": finish}
+
+
+def text_choice(index: int, text: str, finish: str | None = "stop", logprobs: Any = None) -> dict[str, Any]:
+    return {"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish}
+
+
+def text_completion(cid: str, model: str, created: int, choices: list[dict[str, Any]],
+                    counts: TokenCounts | None = None, *, include_usage: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": cid, "object": "text_completion", "created": created, "model": model,
+                           "system_fingerprint": None, "choices": choices}
+    if include_usage:
+        out["usage"] = usage(counts) if counts is not None else None
+    return out
+
+
+def chat_logprobs(completion: Completion) -> dict[str, Any] | None:
+    if completion.logprobs is None:
+        return None
+
+    def entry(token: str, logprob: float) -> dict[str, Any]:
+        return {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8"))}
+
+    return {"content": [{**entry(lp.token, lp.logprob), "top_logprobs": [entry(t, v) for t, v in lp.top]}
+                        for lp in completion.logprobs], "refusal": None}
+
+
+def text_logprobs(completion: Completion) -> dict[str, Any] | None:
+    if completion.logprobs is None:
+        return None
+    offsets, at = [], 0
+    for lp in completion.logprobs:
+        offsets.append(at)
+        at += len(lp.token)
+    return {"tokens": [lp.token for lp in completion.logprobs],
+            "token_logprobs": [lp.logprob for lp in completion.logprobs],
+            "top_logprobs": [dict(lp.top) for lp in completion.logprobs],
+            "text_offset": offsets}

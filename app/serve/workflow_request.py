@@ -1,0 +1,150 @@
+"""A chat request for a workflow, made ready to run: its inputs from the messages (or `inputs`), the sampling
+overrides mapped onto its nodes, the checks of the caller's policy, the graded output, seeds and run ids."""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from app.run.scheduler import Budget, derive_seed, resolve_inputs
+from app.serve.access import Caller
+from app.serve.catalog import WorkflowModel, invalid_workflow, read_workflow
+from app.serve.errors import ApiError, bad_param
+from app.serve.params import ApiRequest
+from app.service.studio import StudioService, issues_summary
+from app.share.policy import check_workflow_allowed, resolve_model_choices
+from app.workflow.problems import WorkflowError, errors
+from app.workflow.spec import Workflow
+from app.workflow.validation import ref_type, split_ref, validate
+from nodes.registry import NodeRegistry
+
+GRADED_OUTPUT = "answer"
+OVERRIDES = ("temperature", "max_tokens")
+"""Request fields mapped onto every node whose kind declares the param of the same name."""
+NOT_FOR_WORKFLOWS = {"stop": "stop", "logprobs": "logprobs", "json_schema": "response_format", "top_p": "top_p"}
+
+
+@dataclass(frozen=True)
+class Graded:
+    """The output whose text is the assistant message, and the node that makes it."""
+
+    output: str
+    node_id: str | None
+    """None when the output passes a run input through."""
+    port: str
+    streams_tokens: bool
+    """The node's tokens are the answer as it is decoded (a plain generator's text)."""
+
+
+@dataclass
+class PreparedRun:
+    model: str
+    wf: Workflow
+    values: dict[str, Any]
+    budget: Budget
+    seeds: list[int]
+    run_ids: list[str]
+    graded: Graded
+    overrides: dict[str, list[str]] = field(default_factory=dict)
+
+
+def graded_output(wf: Workflow, registry: NodeRegistry) -> Graded:
+    """`answer` if the workflow has it, else its first text output, else its first output."""
+    names = list(wf.outputs)
+    texts = [n for n in names if ref_type(wf, registry, wf.outputs[n]) == "text"]
+    name = GRADED_OUTPUT if GRADED_OUTPUT in wf.outputs else (texts or names)[0]
+    head, port = split_ref(wf.outputs[name]) or ("inputs", name)
+    if head == "inputs":
+        return Graded(name, None, port, False)
+    node = wf.node(head)
+    streams = node is not None and node.kind == "generator" and port == "text" and \
+        not (node.params or {}).get("for_each")
+    return Graded(name, head, port, streams)
+
+
+def apply_overrides(wf: Workflow, registry: NodeRegistry, values: dict[str, Any]) -> tuple[Workflow,
+                                                                                           dict[str, list[str]]]:
+    """A copy of `wf` with each given value set on the nodes whose kind declares that param."""
+    given = {k: v for k, v in values.items() if v is not None}
+    if not given:
+        return wf, {}
+    touched: dict[str, list[str]] = {k: [] for k in given}
+    nodes = []
+    for node in wf.nodes:
+        cls = registry.get(node.kind)
+        declared = {p.name for p in cls.params} if cls is not None else set()
+        params = dict(node.params or {})
+        for key, value in given.items():
+            if key in declared:
+                params[key] = value
+                touched[key].append(node.id)
+        nodes.append(replace(node, params=params))
+    return replace(wf, nodes=nodes), touched
+
+
+def _may_be_left_out(spec: Any) -> bool:
+    """A number or json input with a default, or a text input whose default is "" (as in evaluations: a text
+    default like "What is 3 + 4?" is a demo value, never a stand-in for the client's question)."""
+    if spec.default is None:
+        return False
+    return spec.type != "text" or spec.default == ""
+
+
+def workflow_inputs(wf: Workflow, name: str, req: ApiRequest) -> dict[str, Any]:
+    """Input values: `inputs` first; the last user message fills the workflow's single text input."""
+    given = dict(req.inputs or {})
+    unknown = sorted(set(given) - set(wf.inputs))
+    if unknown:
+        raise bad_param("inputs", f"workflow {name!r} has no input(s) {', '.join(unknown)}; its inputs are: "
+                        f"{', '.join(wf.inputs) or 'none'}", "unknown_input")
+    texts = [k for k, s in wf.inputs.items() if s.type == "text"]
+    last_user = next((m["content"] for m in reversed(req.messages) if m["role"] == "user"), None)
+    if last_user is not None and len(texts) == 1 and texts[0] not in given:
+        given[texts[0]] = last_user
+    missing = [k for k, s in wf.inputs.items() if k not in given and not _may_be_left_out(s)]
+    if missing:
+        how = ("send a user message" if len(texts) == 1 and missing == texts else
+               'send them as `inputs` in the request body (openai SDK: extra_body={"inputs": {...}}) or as '
+               "metadata.inputs")
+        raise ApiError(400, f"workflow {name!r} is missing input(s) {', '.join(missing)}: {how}",
+                       param="messages" if missing == texts and len(texts) == 1 else "inputs",
+                       code="missing_inputs", extra={"missing": missing})
+    try:
+        return resolve_inputs(wf, given)
+    except WorkflowError as exc:
+        raise bad_param("inputs", f"workflow {name!r}: {issues_summary(exc.issues)}") from None
+
+
+def _check(wf: Workflow, registry: NodeRegistry, name: str, caller: Caller) -> None:
+    problems = errors(validate(wf, registry))
+    if problems:
+        raise invalid_workflow(name, problems)
+    refused = check_workflow_allowed(wf, caller.policy)
+    if refused:
+        raise ApiError(403, f"workflow {name!r} cannot run for this request: {issues_summary(refused)}",
+                       param="model", code="refused_by_share_mode", extra={"issues": [i.to_json() for i in refused]})
+
+
+def prepare(service: StudioService, caller: Caller, model: WorkflowModel, req: ApiRequest) -> PreparedRun:
+    s = req.sampling
+    for attr, param in NOT_FOR_WORKFLOWS.items():
+        if getattr(s, attr) not in (None, ()):
+            raise bad_param(param, f"{param} is not supported for workflows (set it on the workflow's nodes); "
+                            "it works with model files", "unsupported_parameter")
+    wf = read_workflow(service, model)
+    _check(wf, service.registry, model.name, caller)
+    wf, overrides = apply_overrides(wf, service.registry, {"temperature": s.temperature, "max_tokens": s.max_tokens})
+    problems = errors(validate(wf, service.registry))
+    if problems:
+        param = next((k for k in overrides if any(k in p.message for p in problems)), "max_tokens")
+        raise bad_param(param, f"{param} does not fit workflow {model.name!r}: {issues_summary(problems)}")
+    wf = resolve_model_choices(wf, caller.policy)
+    values = workflow_inputs(wf, model.name, req)
+    base = s.seed if s.seed is not None else secrets.randbelow(2**31)
+    seeds = [base if i == 0 else derive_seed(base, "choice", i) for i in range(s.n)]
+    budget = caller.policy.cap_budget(None) if caller.share_rules else Budget()
+    return PreparedRun(model=model.name, wf=wf, values=values, budget=budget, seeds=seeds,
+                       run_ids=[uuid.uuid4().hex[:12] for _ in seeds], graded=graded_output(wf, service.registry),
+                       overrides={k: v for k, v in overrides.items() if v})

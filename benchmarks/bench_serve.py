@@ -1,0 +1,237 @@
+"""Benchmark of `metagen serve` against llama-cpp-python's own OpenAI server, side by side in one run.
+
+Both servers run as their own processes on the bundled model file with the same thread count (CPU), and are
+called over HTTP with the openai SDK:
+  A. 16 concurrent clients, each asking for 64 tokens (/v1/completions): total wall time and tokens/s for
+     `python -m llama_cpp.server` (from the `llama-cpp-python[server]` extra; the row is skipped, saying so,
+     when it is not installed) and for Metagen (target: ≥ 1.5× its throughput);
+  B. one request with n=16 against 16 separate concurrent requests to Metagen (target: ≤ 0.9× the time), on
+     row A's short prompt and on a ~700-token prompt new to the server (its evaluation is what n shares: 16
+     separate requests that arrive together each evaluate it);
+  C. time to first token of a streamed workflow answer (chain_of_thought: its answer node streams once its
+     reasoning node is done), with the time to the first byte and to the end.
+Each row is the median of --runs runs, the two sides interleaved run by run so drifting load hits them alike.
+
+Usage: python benchmarks/bench_serve.py [--runs 3] [--clients 16] [--tokens 64] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+import openai  # noqa: E402
+
+from backends.bundled import bundled_model_path  # noqa: E402
+from backends.devices import default_threads  # noqa: E402
+
+PROMPT = "Once upon a time, in a small village by the sea, there lived"
+LONG_PROMPT = ("The committee reviewed every proposal carefully and wrote detailed notes on each one. " * 50
+               + "\nSummary of the notes:")
+WORKFLOW_QUESTION = [{"role": "user", "content": "What is 17 + 25?"}]
+START_TIMEOUT_S = 180.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def server(command: list[str], env: dict[str, str], ready_url: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    with log.open("wb") as out:
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            while True:
+                if process.poll() is not None:
+                    raise RuntimeError(f"{command[2]} exited with {process.returncode}:\n{log.read_text()[-2000:]}")
+                try:
+                    httpx.get(ready_url, timeout=2)
+                    break
+                except httpx.HTTPError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"{command[2]} did not start:\n{log.read_text()[-2000:]}") from None
+                    time.sleep(0.3)
+            yield process
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def concurrent_completions(client: openai.OpenAI, model: str, clients: int, tokens: int,
+                           prompt: str = PROMPT) -> tuple[float, int]:
+    """`clients` requests at once, one per thread; (wall seconds, completion tokens)."""
+
+    def one(i: int) -> int:
+        reply = client.completions.create(model=model, prompt=prompt, max_tokens=tokens, temperature=0.8,
+                                          seed=1000 + i)
+        return reply.usage.completion_tokens
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=clients) as pool:
+        produced = sum(pool.map(one, range(clients)))
+    return time.perf_counter() - started, produced
+
+
+def one_request_n(client: openai.OpenAI, model: str, n: int, tokens: int, prompt: str = PROMPT) -> tuple[float, int]:
+    started = time.perf_counter()
+    reply = client.completions.create(model=model, prompt=prompt, max_tokens=tokens, temperature=0.8, seed=1000, n=n)
+    return time.perf_counter() - started, reply.usage.completion_tokens
+
+
+def streamed_workflow(base_url: str) -> tuple[float, float, float]:
+    """(first byte, first answer token, end) in seconds, for a streamed chain_of_thought answer."""
+    started = time.perf_counter()
+    first_byte = first_token = None
+    with httpx.stream("POST", f"{base_url}/chat/completions", timeout=300, json={
+            "model": "chain_of_thought", "messages": WORKFLOW_QUESTION, "stream": True}) as response:
+        for line in response.iter_lines():
+            now = time.perf_counter() - started
+            if first_byte is None:
+                first_byte = now
+            if first_token is None and line.startswith("data: {") and '"content":"' in line \
+                    and '"content":""' not in line:
+                first_token = now
+    end = time.perf_counter() - started
+    return first_byte or end, first_token or end, end
+
+
+class Row:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.times: list[float] = []
+        self.tokens: list[int] = []
+
+    def add(self, result: tuple[float, int]) -> None:
+        self.times.append(result[0])
+        self.tokens.append(result[1])
+
+    @property
+    def wall(self) -> float:
+        return statistics.median(self.times)
+
+    @property
+    def rate(self) -> float:
+        return statistics.median(t / s for s, t in zip(self.times, self.tokens, strict=True))
+
+    def line(self) -> str:
+        tokens = statistics.median(self.tokens)
+        return f"  {self.name:<46} {self.wall:7.2f} s   {self.rate:7.1f} tokens/s   ({tokens:.0f} tokens)"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=default_threads())
+    args = parser.parse_args()
+    model_path = bundled_model_path()
+    home = Path(tempfile.mkdtemp(prefix="bench-serve-"))
+    env = {**os.environ, "METAGEN_HOME": str(home), "PYTHONPATH": str(ROOT), "GRADIO_ANALYTICS_ENABLED": "False"}
+    for key in ("METAGEN_WORKFLOWS", "METAGEN_TRACE_DB", "METAGEN_MODELS", "METAGEN_SHARE_MODE", "METAGEN_API_KEY"):
+        env.pop(key, None)
+    from app.platform.settings import update_device_settings
+
+    update_device_settings({"device": "cpu", "threads": args.threads}, path=home / "settings.json")
+    have_llama_server = importlib.util.find_spec("sse_starlette") is not None and \
+        importlib.util.find_spec("starlette_context") is not None and \
+        importlib.util.find_spec("pydantic_settings") is not None
+    print(f"model {model_path.name}, {args.threads} threads (CPU), {args.clients} clients × {args.tokens} tokens, "
+          f"median of {args.runs} run(s); load before: {os.getloadavg()[0]:.2f}")
+    mg_port, lc_port = free_port(), free_port()
+    mg_url, lc_url = f"http://127.0.0.1:{mg_port}/v1", f"http://127.0.0.1:{lc_port}/v1"
+    metagen_cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(mg_port),
+                   "--max-concurrent-runs", str(max(16, args.clients))]
+    llama_cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--host", "127.0.0.1",
+                 "--port", str(lc_port), "--n_threads", str(args.threads), "--n_threads_batch", str(args.threads),
+                 "--n_ctx", "4096", "--n_gpu_layers", "0"]
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(server(metagen_cmd, env, f"{mg_url}/models", home / "metagen.log"))
+        mg = openai.OpenAI(base_url=mg_url, api_key="unused", max_retries=0, timeout=600)
+        mg_model = model_path.name
+        lc: openai.OpenAI | None = None
+        if have_llama_server:
+            stack.enter_context(server(llama_cmd, env, f"{lc_url}/models", home / "llama_cpp_server.log"))
+            lc = openai.OpenAI(base_url=lc_url, api_key="unused", max_retries=0, timeout=600)
+        for client in (mg, lc):  # warm-up: model load, first-call caches
+            if client is not None:
+                client.completions.create(model=mg_model, prompt=PROMPT, max_tokens=8)
+        streamed_workflow(mg_url)
+
+        rows = {k: Row(v) for k, v in (
+            ("lc", f"llama_cpp.server, {args.clients} concurrent clients"),
+            ("mg", f"metagen serve, {args.clients} concurrent clients"),
+            ("sep", f"metagen serve, {args.clients} separate requests"),
+            ("n", f"metagen serve, one request with n={args.clients}"),
+            ("sep_long", f"metagen serve, {args.clients} separate requests"),
+            ("n_long", f"metagen serve, one request with n={args.clients}"))}
+        ttft: list[tuple[float, float, float]] = []
+        tags = iter(range(10**6))
+
+        def fresh_long() -> str:
+            """The long prompt behind a tag no earlier request had (nothing of it is in the prefix cache)."""
+            return f"[{next(tags)}] {LONG_PROMPT}"
+
+        jobs: list[tuple[str, Callable[[], tuple[float, int]]]] = [
+            ("mg", lambda: concurrent_completions(mg, mg_model, args.clients, args.tokens)),
+            ("n", lambda: one_request_n(mg, mg_model, args.clients, args.tokens)),
+            ("sep_long", lambda: concurrent_completions(mg, mg_model, args.clients, args.tokens, fresh_long())),
+            ("n_long", lambda: one_request_n(mg, mg_model, args.clients, args.tokens, fresh_long()))]
+        if lc is not None:
+            jobs.insert(1, ("lc", lambda: concurrent_completions(lc, mg_model, args.clients, args.tokens)))
+        for run in range(args.runs):
+            for key, job in (jobs if run % 2 == 0 else list(reversed(jobs))):
+                result = job()
+                rows[key].add(result)
+                if key == "mg":
+                    rows["sep"].add(result)
+            ttft.append(streamed_workflow(mg_url))
+
+    print("\nA. concurrent clients, /v1/completions")
+    if lc is not None:
+        print(rows["lc"].line())
+    print(rows["mg"].line())
+    if lc is not None:
+        ratio = rows["mg"].rate / rows["lc"].rate
+        print(f"  → metagen / llama_cpp.server throughput: {ratio:.2f}× (target ≥ 1.5×)")
+    else:
+        print("  llama_cpp.server: skipped — its extra is not installed "
+              "(pip install 'llama-cpp-python[server]', or '.[bench]')")
+    print(f"\nB. one request with n={args.clients} vs {args.clients} separate requests (metagen)")
+    for sep, n, what in (("sep", "n", "short prompt (row A's)"), ("sep_long", "n_long", "~700-token new prompt")):
+        print(f"  {what}:")
+        print(rows[sep].line())
+        print(rows[n].line())
+        print(f"  → n={args.clients} / separate: {rows[n].wall / rows[sep].wall:.2f}× the time (target ≤ 0.9×)")
+    first_byte, first_token, end = (statistics.median(x) for x in zip(*ttft, strict=True))
+    print("\nC. streamed workflow answer (chain_of_thought)")
+    print(f"  first byte {first_byte * 1000:.0f} ms · first answer token {first_token * 1000:.0f} ms · "
+          f"end {end * 1000:.0f} ms")
+    print(f"\nload after: {os.getloadavg()[0]:.2f}")
+    shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
