@@ -4,9 +4,11 @@ unloaded on request or least-recently-used first when a memory budget is exceede
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,41 @@ from backends.devices import resolve_device
 from backends.llama_backend import LlamaBackend
 
 log = logging.getLogger(__name__)
+
+POOL_MEMORY_ENV = "METAGEN_POOL_MEMORY"
+"""Environment variable: the pool's memory budget in bytes (suffixes K, M, G accepted, e.g. `4G`)."""
+MIN_DEFAULT_BUDGET = 2 * 1024**3
+
+Loader = Callable[[Path, ModelSpec, dict[str, Any]], LlamaBackend]
+
+
+def _total_ram_bytes() -> int | None:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def parse_size(text: str) -> int:
+    """'4G' / '512M' / '1000000' -> bytes; raises ValueError on anything else."""
+    value = text.strip().upper().removesuffix("B")
+    scale = {"K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}.get(value[-1:], 1)
+    number = float(value[:-1] if scale != 1 else value)
+    if number <= 0:
+        raise ValueError(f"a memory budget must be positive, got {text!r}")
+    return int(number * scale)
+
+
+def default_memory_budget() -> int:
+    """$METAGEN_POOL_MEMORY when set and valid, else max(2 GiB, half the machine's RAM)."""
+    env = os.environ.get(POOL_MEMORY_ENV, "").strip()
+    if env:
+        try:
+            return parse_size(env)
+        except ValueError:
+            log.warning("ignoring %s=%r: give a size in bytes such as 4G or 4000000000", POOL_MEMORY_ENV, env)
+    ram = _total_ram_bytes()
+    return max(MIN_DEFAULT_BUDGET, ram // 2 if ram else 0)
 
 
 @dataclass
@@ -44,11 +81,14 @@ def model_path(spec: ModelSpec) -> Path:
 
 
 class ModelPool:
-    """Thread-safe cache of loaded models. `memory_budget_bytes` (None = unlimited) bounds the weights plus
-    KV caches kept loaded; the least recently used idle model is unloaded first."""
+    """Thread-safe cache of loaded models. `memory_budget_bytes` (None = `default_memory_budget()`) bounds
+    the weights plus KV caches kept loaded: before a new model loads, the least recently used idle models
+    are unloaded until it fits, and a model that cannot fit beside busy ones is refused (BackendError).
+    `loader` builds a backend (LlamaBackend; tests pass a stub)."""
 
-    def __init__(self, memory_budget_bytes: int | None = None) -> None:
-        self.memory_budget_bytes = memory_budget_bytes
+    def __init__(self, memory_budget_bytes: int | None = None, loader: Loader | None = None) -> None:
+        self.memory_budget_bytes = default_memory_budget() if memory_budget_bytes is None else memory_budget_bytes
+        self._loader: Loader = loader or LlamaBackend
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.RLock()
 
@@ -66,8 +106,9 @@ class ModelPool:
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
+                self._make_room(path, key)
                 started = time.perf_counter()
-                backend = LlamaBackend(path, spec, device)
+                backend = self._loader(path, spec, device)
                 now = time.time()
                 entry = _Entry(key, backend, path, device, now, now)
                 self._entries[key] = entry
@@ -115,9 +156,30 @@ class ModelPool:
         with self._lock:
             return sum(e.backend.memory_bytes() for e in self._entries.values())
 
+    def _make_room(self, path: Path, key: str) -> None:
+        """Unload idle models, least recently used first, until a model file of this size fits the budget;
+        BackendError when the models in use leave no room for it."""
+        try:
+            needed = path.stat().st_size
+        except OSError:
+            needed = 0
+        budget = self.memory_budget_bytes
+        while self._entries and self.total_bytes() + needed > budget:
+            victim = next((k for k, e in self._entries.items() if not e.backend.busy), None)
+            if victim is None:
+                raise BackendError(
+                    f"Not enough model memory to load {path.name}: the models in use take "
+                    f"{self.total_bytes() / 1e6:.0f} MB of the {budget / 1e6:.0f} MB budget and it needs about "
+                    f"{needed / 1e6:.0f} MB. Wait for the running models to finish, or raise "
+                    f"${POOL_MEMORY_ENV}.")
+            log.info("unloading %s to make room for %s (memory budget %d bytes)",
+                     self._entries[victim].backend.model_id, path.name, budget)
+            self._close(victim)
+        if needed > budget:
+            log.warning("%s (%d bytes) is larger than the model memory budget (%d bytes); loading it alone",
+                        path.name, needed, budget)
+
     def _enforce_budget(self, keep: str) -> None:
-        if self.memory_budget_bytes is None:
-            return
         while self.total_bytes() > self.memory_budget_bytes:
             victim = next((k for k, e in self._entries.items() if k != keep and not e.backend.busy), None)
             if victim is None:

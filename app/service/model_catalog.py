@@ -151,6 +151,8 @@ class ModelCatalog:
         return paths_
 
     def load(self, key: str) -> None:
+        if self._service.share_mode:
+            raise UserError("loading models is disabled on a shared app; runs load the owner's models as needed")
         if self._service.dry_run:
             raise UserError("this app runs with --dry-run (a fake model); start it without --dry-run to load models")
         from backends.base import BackendError
@@ -161,6 +163,9 @@ class ModelCatalog:
             raise UserError(str(exc)) from None
 
     def unload(self, key: str) -> bool:
+        if self._service.share_mode:
+            raise UserError("unloading models is disabled on a shared app; only the owner can unload them, on "
+                            "their own machine")
         pool = self._service.loaded_pool
         if pool is None:
             return False

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from app.run.scheduler import Budget
+from app.workflow.model_specs import model_int
 from app.workflow.problems import Issue
 from app.workflow.spec import Workflow
 from backends.gguf import find_model_files
@@ -219,6 +220,27 @@ def _uses_python(value: Any) -> bool:
     return False
 
 
+def _code_strings(value: Any) -> list[str]:
+    """Every `code` param inside params (nested settings included)."""
+    if isinstance(value, dict):
+        found = [str(v) for k, v in value.items() if k == "code" and isinstance(v, str) and v.strip()]
+        return found + [c for k, v in value.items() if k != "code" for c in _code_strings(v)]
+    if isinstance(value, list | tuple):
+        return [c for v in value for c in _code_strings(v)]
+    return []
+
+
+def python_code(wf: Workflow) -> list[dict[str, str]]:
+    """The python verifier code a workflow would run, one {node_id, code} per node that uses python
+    (empty when it runs none); what the user is shown before a workflow from a link or upload runs."""
+    found: list[dict[str, str]] = []
+    for node in wf.nodes:
+        if node.kind == "python" or _uses_python(node.params):
+            codes = _code_strings(node.params) or ["(no code given)"]
+            found.extend({"node_id": node.id, "code": code} for code in codes)
+    return found
+
+
 def check_workflow_allowed(wf: Workflow, policy: SharePolicy) -> list[Issue]:
     """Problems that make this workflow unrunnable under `policy` (empty when it may run)."""
     issues: list[Issue] = []
@@ -251,14 +273,14 @@ def check_workflow_allowed(wf: Workflow, policy: SharePolicy) -> list[Issue]:
                                     f"model {alias!r} points at {value!r}, which is not one of this app's models",
                                     f"pick a model from the list ({choices}) or use `source: bundled`",
                                     line=wf.line_of("models", alias, "path") or line))
-        n_ctx = spec.get("n_ctx")
-        if policy.max_n_ctx is not None and isinstance(n_ctx, int) and n_ctx > policy.max_n_ctx:
+        n_ctx = model_int(spec, "n_ctx")
+        if policy.max_n_ctx is not None and n_ctx is not None and n_ctx > policy.max_n_ctx:
             issues.append(Issue("model_option_refused",
                                 f"model {alias!r} asks for n_ctx={n_ctx}; this shared app allows at most "
                                 f"{policy.max_n_ctx}", f"set n_ctx to {policy.max_n_ctx} or less",
                                 line=wf.line_of("models", alias, "n_ctx") or line))
-        threads = spec.get("threads")
-        if policy.max_threads is not None and isinstance(threads, int) and threads > policy.max_threads:
+        threads = model_int(spec, "threads")
+        if policy.max_threads is not None and threads is not None and threads > policy.max_threads:
             issues.append(Issue("model_option_refused",
                                 f"model {alias!r} asks for {threads} threads; this shared app allows at most "
                                 f"{policy.max_threads}", "lower `threads` or remove it",
@@ -266,18 +288,27 @@ def check_workflow_allowed(wf: Workflow, policy: SharePolicy) -> list[Issue]:
     return issues
 
 
+OWNER_MODEL_SETTINGS = ("device", "n_ctx", "threads", "n_gpu_layers", "flash_attn")
+"""Settings that decide which copy of a model is loaded; in share mode the owner's settings replace a
+visitor's, so that visitors share one loaded copy per model file and cannot make the app load another."""
+
+
 def resolve_model_choices(wf: Workflow, policy: SharePolicy) -> Workflow:
-    """A copy of `wf` whose model paths given as bare file names are replaced by the allowed full path
-    (call after `check_workflow_allowed` found no problem)."""
+    """A copy of `wf` whose model paths given as bare file names are replaced by the allowed full path, and
+    whose `OWNER_MODEL_SETTINGS` are dropped in share mode, so the owner's defaults (and remembered device
+    settings) apply (call after `check_workflow_allowed` found no problem)."""
     if not policy.share_mode or not wf.models:
         return wf
     models = {}
     for alias, spec in wf.models.items():
-        spec = dict(spec)
+        spec = {k: v for k, v in spec.items() if k not in OWNER_MODEL_SETTINGS}
         if spec.get("path"):
             choice = policy.model_choice_for(str(spec["path"]))
             if choice is not None:
                 spec["path"] = choice
+        dropped = sorted(set(wf.models[alias]) & set(OWNER_MODEL_SETTINGS))
+        if dropped:
+            log.info("share mode: model %r runs with the owner's %s", alias, ", ".join(dropped))
         models[alias] = spec
     return replace(wf, models=models, lines=wf.lines, load_issues=wf.load_issues)
 

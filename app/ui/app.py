@@ -64,7 +64,8 @@ def build_app(service: StudioService) -> gr.Blocks:
 def launch_kwargs(service: StudioService, api: ServeConfig | None = None) -> dict[str, Any]:
     """Arguments for `Blocks.launch` that every launcher (CLI, desktop) must pass. The OpenAI-compatible /v1
     routes (app.serve) go in front of Gradio's own routes on the same server: FastAPI's `routes` argument, passed
-    through Gradio's `app_kwargs`, is where the app Gradio creates starts its route list."""
+    through Gradio's `app_kwargs`, is where the app Gradio creates starts its route list. In share mode
+    Gradio's traffic monitoring (`/monitoring`, `/monitoring/summary`, open to anyone by default) is off."""
     return {
         "app_kwargs": {"routes": api_routes(service, api or studio_config(service))},
         "theme": gr.themes.Default(),
@@ -73,4 +74,5 @@ def launch_kwargs(service: StudioService, api: ServeConfig | None = None) -> dic
         "auth": service.policy.gradio_auth(),
         "footer_links": [],
         "ssr_mode": False,
+        "enable_monitoring": False if service.policy.share_mode else None,
     }

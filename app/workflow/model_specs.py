@@ -1,26 +1,122 @@
-"""Model specs of a workflow (`models:` section) and the provider that turns them into backends."""
+"""Model specs of a workflow (`models:` section): the one schema of a model entry, its checks, and specs."""
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from app.workflow.problems import Issue
 from app.workflow.spec import Workflow
 from backends.base import ModelSpec
 
 DEFAULT_MODEL_ALIAS = "main"
+MODEL_SOURCES = ("bundled", "path", "fake")
+DEVICES = ("auto", "cpu", "gpu", "metal")
+
+
+@dataclass(frozen=True)
+class ModelField:
+    """One key of a `models:` entry: its type, and its allowed values or range."""
+
+    type: type
+    choices: tuple[str, ...] = ()
+    low: int | None = None
+    high: int | None = None
+    example: str = ""
+    nullable: bool = False
+    """True when `null` means "not set" (the backend's default)."""
+
+
+MODEL_FIELDS: dict[str, ModelField] = {
+    "source": ModelField(str, choices=MODEL_SOURCES, example="source: bundled"),
+    "path": ModelField(str, example="path: /path/to/model.gguf", nullable=True),
+    "device": ModelField(str, choices=DEVICES, example="device: auto"),
+    "n_ctx": ModelField(int, low=128, high=131072, example="n_ctx: 4096"),
+    "threads": ModelField(int, low=1, high=256, example="threads: 4", nullable=True),
+    "n_gpu_layers": ModelField(int, low=-1, high=1000, example="n_gpu_layers: -1", nullable=True),
+    "flash_attn": ModelField(bool, example="flash_attn: true"),
+    "options": ModelField(dict, example="options: {seed: 1}", nullable=True),
+}
+"""The schema of a `models:` entry; validation, the share caps and `model_spec_from_dict` all read it."""
+
+_TYPE_WORDS = {str: "text", int: "a whole number", bool: "true or false", dict: "a mapping"}
+
+
+def _suggest(word: str, options: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(word, list(options), n=1)
+    return f"did you mean {close[0]!r}?" if close else f"choose one of: {', '.join(options)}"
+
+
+def _has_type(value: Any, wanted: type) -> bool:
+    if wanted is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, wanted)
+
+
+def model_field_problem(key: str, value: Any) -> tuple[str, str] | None:
+    """(problem, hint) when `value` does not fit the schema of `key`, else None (unknown keys: None)."""
+    field = MODEL_FIELDS.get(key)
+    if field is None or (value is None and field.nullable):
+        return None
+    if not _has_type(value, field.type):
+        quoted = " (remove the quotes)" if isinstance(value, str) and field.type in (int, bool) else ""
+        return (f"{key} must be {_TYPE_WORDS[field.type]}, got {type(value).__name__} {value!r}",
+                f"write `{field.example}`{quoted}")
+    if field.choices and value not in field.choices:
+        return f"{key} {value!r} is not one of {', '.join(field.choices)}", _suggest(str(value), field.choices)
+    if field.low is not None and field.high is not None and not field.low <= value <= field.high:
+        return (f"{key} must be between {field.low} and {field.high}, got {value}",
+                f"write `{field.example}`")
+    return None
+
+
+def check_model_entry(alias: str, spec: dict[str, Any],
+                      line_of: Callable[..., int | None]) -> list[Issue]:
+    """Every problem of one `models:` entry against `MODEL_FIELDS` (code `bad_model`, with line and hint)."""
+    issues: list[Issue] = []
+    for key, value in spec.items():
+        problem = model_field_problem(str(key), value)
+        if problem is not None:
+            issues.append(Issue("bad_model", f"model {alias!r}: {problem[0]}", problem[1],
+                                line=line_of("models", alias, str(key))))
+    source = spec.get("source", "path" if "path" in spec else "bundled")
+    if source == "path" and not spec.get("path"):
+        issues.append(Issue("bad_model", f"model {alias!r} has source 'path' but no path",
+                            "add `path: /path/to/model.gguf`", line=line_of("models", alias)))
+    return issues
+
+
+def model_int(spec: dict[str, Any], key: str) -> int | None:
+    """The integer setting `key` of a model entry: an int, or a string of digits (as a cap must see it)."""
+    value = spec.get(key)
+    if _has_type(value, int):
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    return None
 
 
 def model_spec_from_dict(data: dict[str, Any]) -> ModelSpec:
+    """The spec of one entry; raises ValueError on a field that does not fit `MODEL_FIELDS`."""
+    for key, value in data.items():
+        problem = model_field_problem(str(key), value)
+        if problem is not None:
+            raise ValueError(f"{problem[0]}; {problem[1]}")
     source = data.get("source", "path" if data.get("path") else "bundled")
     options = data.get("options") or {}
     return ModelSpec(
-        source=str(source),
-        path=str(data["path"]) if data.get("path") else None,
-        device=str(data.get("device", "auto")),
-        n_ctx=int(data.get("n_ctx", 4096)),
-        threads=int(data["threads"]) if data.get("threads") is not None else None,
-        n_gpu_layers=int(data["n_gpu_layers"]) if data.get("n_gpu_layers") is not None else None,
-        flash_attn=bool(data.get("flash_attn", False)),
+        source=source,
+        path=data["path"] if data.get("path") else None,
+        device=data.get("device", "auto"),
+        n_ctx=data.get("n_ctx", 4096),
+        threads=data.get("threads"),
+        n_gpu_layers=data.get("n_gpu_layers"),
+        flash_attn=data.get("flash_attn", False),
         options=tuple(sorted((str(k), v) for k, v in options.items())),
     )
 
@@ -30,5 +126,3 @@ def model_specs(wf: Workflow) -> dict[str, ModelSpec]:
     if not wf.models:
         return {DEFAULT_MODEL_ALIAS: ModelSpec()}
     return {alias: model_spec_from_dict(spec) for alias, spec in wf.models.items()}
-
-

@@ -157,6 +157,12 @@ def _too_large(text: str, size: int | None = None) -> Issue | None:
                  "keep workflows small: move long texts (examples, datasets) out of the workflow", line=1)
 
 
+def size_problem(text: str) -> str | None:
+    """'problem (hint)' when `text` is over MAX_WORKFLOW_BYTES, else None: the check every save path runs first."""
+    issue = _too_large(text)
+    return None if issue is None else f"{issue.message} ({issue.hint})"
+
+
 class _BoundedLoader(yaml.SafeLoader):
     """SafeLoader that refuses, while composing, nodes nested deeper than MAX_YAML_DEPTH (the composer and
     everything after it recurse once per level), and remembers where the first alias is."""

@@ -8,14 +8,13 @@ from typing import Any
 
 import networkx as nx
 
+from app.workflow.model_specs import check_model_entry
 from app.workflow.problems import Issue
 from app.workflow.spec import INPUT_TYPES, NodeSpec, Workflow
 from nodes.base import JSON, NUMBER, TEXT, NodeKind, node_id_problem, port_compatible
 from nodes.decoding import grammar_problems
 from nodes.registry import NodeRegistry
 
-MODEL_SOURCES = ("bundled", "path", "fake")
-DEVICES = ("auto", "cpu", "gpu", "metal")
 INPUT_TYPE_TO_PORT = {"text": TEXT, "number": NUMBER, "json": JSON}
 
 
@@ -66,20 +65,10 @@ def build_graph(wf: Workflow) -> nx.DiGraph:
 
 
 def _check_models(wf: Workflow) -> list[Issue]:
-    issues = []
+    """Each `models:` entry against the one schema `MODEL_FIELDS` (types, choices, ranges)."""
+    issues: list[Issue] = []
     for alias, spec in wf.models.items():
-        line = wf.line_of("models", alias)
-        source = spec.get("source", "path" if "path" in spec else "bundled")
-        if source not in MODEL_SOURCES:
-            issues.append(Issue("bad_model", f"model {alias!r} has unknown source {source!r}",
-                                _suggest(str(source), list(MODEL_SOURCES)), line=line))
-        if source == "path" and not spec.get("path"):
-            issues.append(Issue("bad_model", f"model {alias!r} has source 'path' but no path",
-                                "add `path: /path/to/model.gguf`", line=line))
-        device = spec.get("device", "auto")
-        if device not in DEVICES:
-            issues.append(Issue("bad_model", f"model {alias!r} has unknown device {device!r}",
-                                _suggest(str(device), list(DEVICES)), line=wf.line_of("models", alias, "device")))
+        issues += check_model_entry(alias, spec, wf.line_of)
     return issues
 
 
