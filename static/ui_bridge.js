@@ -36,6 +36,8 @@
     firstError: null,      // the first of them, quoted when a run is refused
     problemsNotice: false, // the notice says "fix the problems": clear it once they are fixed
     yamlEdits: 0,          // keystrokes in the YAML pane (a canvas sync started before one must not overwrite it)
+    origin: "file",        // where the workflow came from: "file" (saved/example/new), "link" (?wf=) or "upload"
+    pythonConfirmed: false, // the user saw and accepted its python code (asked before the first run, see run())
   };
 
   // ------------------------------------------------------------------ helpers
@@ -91,7 +93,7 @@
     if (!S.dirty) return;
     try {
       localStorage.setItem(DRAFT_KEY, JSON.stringify({
-        name: S.name, yaml: S.el.yaml.value, saved_at: new Date().toISOString(),
+        name: S.name, yaml: S.el.yaml.value, saved_at: new Date().toISOString(), origin: S.origin,
       }));
     } catch (e) { /* storage full or disabled: the beforeunload warning still protects the work */ }
   }
@@ -287,7 +289,9 @@
 
   // ------------------------------------------------------------------ opening and saving
 
-  function applyOpened(result, name, dirty) {
+  function applyOpened(result, name, dirty, origin) {
+    S.origin = origin || "file";
+    S.pythonConfirmed = false;
     if (result.error && typeof result.error === "object") {
       // the file does not parse: show its text and the error; the canvas is left as it was
       setYamlText(result.yaml || "");
@@ -403,7 +407,7 @@
       const result = await call("mg_parse_yaml", { text: text });
       if (typeof result.error === "string") return notice(result.error, "error");
       result.yaml = text;
-      applyOpened(result, null, true);
+      applyOpened(result, null, true, "upload");
       notice("Loaded " + file.name + "; use Save as to keep it in the workflows folder.", "ok");
     };
     reader.onerror = () => notice("Could not read " + file.name + ".", "error");
@@ -496,7 +500,22 @@
     }
     const seed = parseInt(S.el.seed.value || "0", 10);
     S.el.runBtn.disabled = true;
-    const snap = await call("mg_run", { workflow: currentWorkflow(), inputs: readInputs(), seed: isNaN(seed) ? 0 : seed });
+    const request = { workflow: currentWorkflow(), inputs: readInputs(), seed: isNaN(seed) ? 0 : seed,
+      origin: S.origin, confirmed_python: S.pythonConfirmed };
+    let snap = await call("mg_run", request);
+    if (snap.needs_confirmation) {
+      // a workflow from a link or an upload runs python on this machine: show the code, run only if accepted
+      const code = (snap.code || []).map((c) => "[" + c.node_id + "]\n" + c.code).join("\n\n");
+      const ok = window.confirm("This workflow came from " + (S.origin === "upload" ? "an uploaded file" : "a link") +
+        " and runs this Python code on your computer, with your file permissions:\n\n" + code +
+        "\n\nRun it only if you trust where it came from. Run it?");
+      if (!ok) {
+        S.el.runBtn.disabled = false;
+        return notice("Not run: the workflow's python code was not accepted.", "warn");
+      }
+      S.pythonConfirmed = true;
+      snap = await call("mg_run", { ...request, confirmed_python: true });
+    }
     S.el.runBtn.disabled = false;
     if (snap.error && !snap.run_id) {
       S.el.runText.textContent = snap.error;
@@ -815,7 +834,8 @@
       const result = await call("mg_parse_yaml", { text: draft.yaml });
       if (typeof result.error !== "string") {
         result.yaml = draft.yaml;
-        applyOpened(result, draft.name, true);
+        applyOpened(result, draft.name, true,
+          draft.origin === "upload" || draft.origin === "link" ? draft.origin : "file");
         S.el.draft.hidden = false;
         S.el.draft.querySelector(".mg-draft-text").textContent = "Restored your unsaved draft" +
           (draft.name ? " of '" + draft.name + "'" : "") +
@@ -833,11 +853,12 @@
     window.dispatchEvent(new CustomEvent("metagen:ready"));
   }
 
-  async function openYaml(text, name) {
+  /** Open YAML from outside the workflows folder (a ?wf= link, a traced run): "link" origin unless told. */
+  async function openYaml(text, name, origin) {
     const result = await call("mg_parse_yaml", { text: text });
     if (typeof result.error === "string") return notice(result.error, "error");
     result.yaml = text;
-    applyOpened(result, null, true);
+    applyOpened(result, null, true, origin || "link");
     notice("Opened " + (name || "the workflow") + " in the editor (not saved yet).", "ok");
   }
 

@@ -51,6 +51,8 @@ class _RunHandle:
     live: LiveRun
     cancel: CancelToken
     thread: threading.Thread | None = None
+    owner: str | None = None
+    """The visitor who started the run (share mode keeps visitors' runs apart)."""
 
 
 class StudioService:
@@ -94,9 +96,12 @@ class StudioService:
         self._trace_db = Path(trace_db).expanduser() if trace_db else None
         self._trace_store = trace_store
         self._trace_error: str | None = None
+        self._trace_lock = threading.Lock()
         self._gate = RunGate.for_policy(self.policy)
         self._runs: dict[str, _RunHandle] = {}
         self._runs_lock = threading.Lock()
+        self._run_owners: dict[str, str | None] = {}
+        """Who started each run of this app session (kept after the live run is forgotten, for traces)."""
         self.models = ModelCatalog(self)
         self._evaluations: EvaluationService | None = None
         self.ensure_workflows_dir()
@@ -129,6 +134,10 @@ class StudioService:
     @property
     def trace_store(self) -> Any:
         """The TraceStore, opened on first use; None (with `trace_error`) when it cannot be used."""
+        with self._trace_lock:  # two runs starting together must not both create the database
+            return self._open_trace_store()
+
+    def _open_trace_store(self) -> Any:
         if self._trace_store is None and self._trace_error is None:
             try:
                 from app.traces.store import TraceStore
@@ -197,8 +206,14 @@ class StudioService:
         return [p.stem for p in self._example_files()]
 
     def read_workflow_text(self, name: str) -> str:
+        from app.workflow.spec import MAX_WORKFLOW_BYTES
+
         path = self.path_for(name)
         try:
+            size = path.stat().st_size
+            if size > MAX_WORKFLOW_BYTES:
+                raise UserError(f"workflow {path.stem!r} is {size:,} bytes; the limit is {MAX_WORKFLOW_BYTES:,} "
+                                "bytes (keep workflows small: move long texts out of the workflow)")
             return path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise UserError(f"there is no workflow named {safe_workflow_name(name)!r} in the workflows folder; "
@@ -217,8 +232,21 @@ class StudioService:
         path = self.path_for(name)
         if path.exists() and not overwrite:
             raise UserError(f"a workflow named {path.stem!r} already exists; choose another name or use Save")
+        import json
+
+        from app.workflow.spec import size_problem
+
+        try:
+            too_large = size_problem(json.dumps(data, ensure_ascii=False, default=str))
+        except (TypeError, ValueError, RecursionError):
+            too_large = None  # not JSON-like: workflow_from_json below says what is wrong
+        if too_large:
+            raise UserError(f"not saved: {too_large}")
         wf = self.workflow_from_json(data)
         text = wf.to_yaml()
+        too_large = size_problem(text)
+        if too_large:
+            raise UserError(f"not saved: {too_large}")
         try:
             atomic_write_text(path, text)
         except OSError as exc:
@@ -227,7 +255,14 @@ class StudioService:
         return {"name": path.stem, "yaml": text}
 
     def save_yaml_text(self, name: str, text: str, *, overwrite: bool = True) -> dict[str, Any]:
-        """Save YAML exactly as given (an uploaded file), after checking that it parses."""
+        """Save YAML exactly as given (an uploaded file), after checking its size and that it parses."""
+        from app.workflow.spec import size_problem
+
+        if not isinstance(text, str):
+            raise UserError("not saved: the upload is not text; give a workflow .yaml file")
+        too_large = size_problem(text)
+        if too_large:
+            raise UserError(f"not saved: {too_large}")
         parsed = self.parse_yaml(text)
         if parsed["error"]:
             raise UserError(f"not saved: {parsed['error']['message']}")
@@ -295,8 +330,9 @@ class StudioService:
     # ------------------------------------------------------------------ runs
 
     def start_run(self, data: Any, inputs: dict[str, Any] | None = None, seed: int = 0,
-                  budget: Budget | None = None) -> dict[str, Any]:
-        """Validate, then queue the run on a worker thread; returns its first snapshot at once."""
+                  budget: Budget | None = None, *, visitor: str | None = None) -> dict[str, Any]:
+        """Validate, then queue the run on a worker thread; returns its first snapshot at once.
+        The run belongs to `visitor`: in share mode only that visitor sees, reads or cancels it."""
         wf = self.workflow_from_json(data)
         problems = errors(self.check(wf))
         if problems:
@@ -315,14 +351,16 @@ class StudioService:
             if waiting >= self.policy.max_queue:
                 raise UserError(f"{waiting} runs are already waiting; wait for one to finish or cancel one")
             run_id = uuid.uuid4().hex[:12]
-            handle = _RunHandle(LiveRun(run_id, wf.name, [n.id for n in wf.nodes]), CancelToken())
+            handle = _RunHandle(LiveRun(run_id, wf.name, [n.id for n in wf.nodes]), CancelToken(),
+                                owner=visitor)
             self._runs[run_id] = handle
+            self._run_owners[run_id] = visitor
             self._forget_old_runs()
         budget = self.policy.cap_budget(budget) if self.policy.share_mode else (budget or Budget())
         handle.thread = threading.Thread(target=self._work, args=(handle, wf, values, seed, budget),
                                          name=f"run-{run_id}", daemon=True)
         handle.thread.start()
-        return self.run_status(run_id)
+        return self.run_status(run_id, visitor=visitor)
 
     def _work(self, handle: _RunHandle, wf: Workflow, values: dict[str, Any], seed: int, budget: Budget) -> None:
         live, cancel = handle.live, handle.cancel
@@ -353,14 +391,32 @@ class StudioService:
         for rid in finished[: max(0, len(finished) - MAX_KEPT_RUNS)]:
             del self._runs[rid]
 
-    def _handle(self, run_id: str) -> _RunHandle:
+    def _visible(self, handle: _RunHandle, visitor: str | None) -> bool:
+        """The owner (local mode) sees every run; a share-mode visitor only the runs it started (None is the
+        app's own callers: the CLI, tests; browser calls always carry their Gradio session)."""
+        return not self.policy.share_mode or handle.owner == visitor
+
+    def owns_run(self, run_id: str, visitor: str | None) -> bool:
+        """Whether `visitor` may see run `run_id` (any run in local mode; in share mode one it started here)."""
+        if not self.policy.share_mode:
+            return True
+        return run_id in self._run_owners and self._run_owners[run_id] == visitor
+
+    def visitor_run_ids(self, visitor: str | None) -> set[str] | None:
+        """The run ids `visitor` may see in the traces: None (all of them) in local mode."""
+        if not self.policy.share_mode:
+            return None
+        with self._runs_lock:
+            return {rid for rid, owner in self._run_owners.items() if owner == visitor}
+
+    def _handle(self, run_id: str, visitor: str | None = None) -> _RunHandle:
         handle = self._runs.get(run_id)
-        if handle is None:
+        if handle is None or not self._visible(handle, visitor):
             raise UserError(f"no live run {run_id!r} (it may be older than this app session; see the Traces tab)")
         return handle
 
-    def run_status(self, run_id: str) -> dict[str, Any]:
-        handle = self._handle(run_id)
+    def run_status(self, run_id: str, *, visitor: str | None = None) -> dict[str, Any]:
+        handle = self._handle(run_id, visitor)
         snap = handle.live.snapshot()
         if snap["status"] == QUEUED:
             with self._runs_lock:
@@ -370,27 +426,28 @@ class StudioService:
             snap["output_views"] = output_views(snap["outputs"])
         return snap
 
-    def cancel_run(self, run_id: str) -> dict[str, Any]:
-        handle = self._handle(run_id)
+    def cancel_run(self, run_id: str, *, visitor: str | None = None) -> dict[str, Any]:
+        handle = self._handle(run_id, visitor)
         if not handle.live.finished:
             handle.cancel.cancel("cancelled by the user")
-        return self.run_status(run_id)
+        return self.run_status(run_id, visitor=visitor)
 
-    def wait_run(self, run_id: str, timeout: float | None = None) -> dict[str, Any]:
+    def wait_run(self, run_id: str, timeout: float | None = None, *, visitor: str | None = None) -> dict[str, Any]:
         """Block until the run ends (tests and the CLI); returns the final snapshot."""
-        handle = self._handle(run_id)
+        handle = self._handle(run_id, visitor)
         if handle.thread is not None:
             handle.thread.join(timeout)
-        return self.run_status(run_id)
+        return self.run_status(run_id, visitor=visitor)
 
-    def active_runs(self) -> list[dict[str, Any]]:
+    def active_runs(self, *, visitor: str | None = None) -> list[dict[str, Any]]:
+        """Unfinished runs: all of them for the owner (local mode), a visitor's own in share mode."""
         with self._runs_lock:
-            handles = list(self._runs.values())
-        return [self.run_status(h.live.run_id) for h in handles if not h.live.finished]
+            handles = [h for h in self._runs.values() if self._visible(h, visitor)]
+        return [self.run_status(h.live.run_id, visitor=visitor) for h in handles if not h.live.finished]
 
-    def node_outputs(self, run_id: str, node_id: str) -> dict[str, Any]:
+    def node_outputs(self, run_id: str, node_id: str, *, visitor: str | None = None) -> dict[str, Any]:
         """A node's outputs from a live run, as table-ready views (see `output_views`)."""
-        outputs = self._handle(run_id).live.outputs_of(node_id)
+        outputs = self._handle(run_id, visitor).live.outputs_of(node_id)
         if outputs is None:
             raise UserError(f"node {node_id!r} has no outputs in this run (it has not finished, or failed)")
         return {"node_id": node_id, "views": output_views(outputs)}

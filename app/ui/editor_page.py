@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import logging
+import threading
+import weakref
 from typing import Any
 
 import gradio as gr
 
 from app.service.errors import UserError
-from app.service.studio import StudioService
-from app.ui.endpoints import endpoint
+from app.service.studio import StudioService, issues_summary
+from app.share.policy import check_workflow_allowed, python_code
+from app.ui.endpoints import VISITOR_KEY, endpoint
+from app.workflow.problems import errors
 from nodes.registry import graph_rules
 
 log = logging.getLogger(__name__)
@@ -85,8 +89,26 @@ PAGE_MARKUP = """
 
 JS_ON_LOAD = "window.MetagenUI.start(element, server);"
 
+UNTRUSTED_ORIGINS = ("link", "upload")
+"""Where a workflow came from when its python code must be shown and confirmed before its first run."""
 
-def mg_init(service: StudioService, _payload: dict[str, Any]) -> dict[str, Any]:
+_saved_by: weakref.WeakKeyDictionary[StudioService, dict[str, set[str]]] = weakref.WeakKeyDictionary()
+_saved_lock = threading.Lock()
+
+
+def _visitor(payload: dict[str, Any]) -> str | None:
+    """The visitor the endpoint wrapper found for this call (None outside a browser request)."""
+    value = payload.get(VISITOR_KEY)
+    return str(value) if value else None
+
+
+def _visitor_saves(service: StudioService, visitor: str | None) -> set[str]:
+    """The workflow names this visitor saved in this app session (the only ones it may overwrite)."""
+    with _saved_lock:
+        return _saved_by.setdefault(service, {}).setdefault(visitor or "", set())
+
+
+def mg_init(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
     return {
         "schema": service.schema(),
         "rules": graph_rules(),
@@ -95,7 +117,7 @@ def mg_init(service: StudioService, _payload: dict[str, Any]) -> dict[str, Any]:
         "share_mode": service.policy.share_mode,
         "policy": service.policy.describe(),
         "dry_run": service.dry_run,
-        "active_runs": service.active_runs(),
+        "active_runs": service.active_runs(visitor=_visitor(payload)),
     }
 
 
@@ -112,8 +134,25 @@ def mg_example(service: StudioService, payload: dict[str, Any]) -> dict[str, Any
 
 
 def mg_save(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
-    saved = service.save_workflow(str(payload.get("name", "")), payload.get("workflow"),
-                                  overwrite=bool(payload.get("overwrite", True)))
+    """Save the editor's workflow. In share mode a visitor's save gets the share policy's checks a run gets
+    (an unfinished workflow still saves), and may
+    overwrite only the workflows that visitor saved in this session (the owner's files are read-only)."""
+    name = str(payload.get("name", ""))
+    if service.share_mode:
+        wf = service.workflow_from_json(payload.get("workflow"))
+        refused = errors(check_workflow_allowed(wf, service.policy))  # the policy's checks, as for a run
+        if refused:
+            raise UserError("not saved: this shared app does not allow it: " + issues_summary(refused))
+        stem = service.path_for(name).stem
+        mine = _visitor_saves(service, _visitor(payload))
+        if service.path_for(name).exists() and stem not in mine:
+            raise UserError(f"a workflow named {stem!r} already exists and is not yours to change; "
+                            "use Save as… with another name")
+        saved = service.save_workflow(name, payload.get("workflow"), overwrite=bool(payload.get("overwrite", True)))
+        with _saved_lock:
+            mine.add(saved["name"])
+    else:
+        saved = service.save_workflow(name, payload.get("workflow"), overwrite=bool(payload.get("overwrite", True)))
     return {**saved, "workflows": service.list_workflows()}
 
 
@@ -129,19 +168,27 @@ def mg_run(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
     inputs = payload.get("inputs") or {}
     if not isinstance(inputs, dict):
         raise UserError("the run form sent bad inputs; reload the page")
-    return service.start_run(payload.get("workflow"), inputs, payload.get("seed", 0) or 0)
+    # python from a link or an upload: show the code and ask first (where python is off, the run is refused anyway)
+    if (str(payload.get("origin", "")) in UNTRUSTED_ORIGINS and service.policy.allow_python
+            and not payload.get("confirmed_python")):
+        code = python_code(service.workflow_from_json(payload.get("workflow")))
+        if code:
+            return {"needs_confirmation": True, "code": code}
+    return service.start_run(payload.get("workflow"), inputs, payload.get("seed", 0) or 0,
+                             visitor=_visitor(payload))
 
 
 def mg_status(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
-    return service.run_status(str(payload.get("run_id", "")))
+    return service.run_status(str(payload.get("run_id", "")), visitor=_visitor(payload))
 
 
 def mg_cancel(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
-    return service.cancel_run(str(payload.get("run_id", "")))
+    return service.cancel_run(str(payload.get("run_id", "")), visitor=_visitor(payload))
 
 
 def mg_node_outputs(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
-    return service.node_outputs(str(payload.get("run_id", "")), str(payload.get("node_id", "")))
+    return service.node_outputs(str(payload.get("run_id", "")), str(payload.get("node_id", "")),
+                                visitor=_visitor(payload))
 
 
 SERVER_FUNCTIONS = (mg_init, mg_list, mg_open, mg_example, mg_save, mg_from_editor, mg_parse_yaml, mg_run,

@@ -22,7 +22,7 @@ from app.share.deeplink import (
     workflow_link,
 )
 from app.ui.assets import asset_tags
-from app.ui.endpoints import endpoint
+from app.ui.endpoints import endpoint, visitor_of
 from app.ui.traces_tab import TracesTab
 
 log = logging.getLogger(__name__)
@@ -125,8 +125,10 @@ def share_links_component(service: StudioService) -> gr.HTML:
 # ------------------------------------------------------------------ ?run=ID on page load
 
 
-def open_run_from_query(service: StudioService, query: dict[str, str]) -> tuple[Any, Any, str]:
-    """(tabs update, run picker update, message) for a `?run=ID` page query."""
+def open_run_from_query(service: StudioService, query: dict[str, str],
+                        visitor: str | None = None) -> tuple[Any, Any, str]:
+    """(tabs update, run picker update, message) for a `?run=ID` page query; in share mode only a run of
+    `visitor`'s own opens."""
     raw = query.get(RUN)
     if not raw:
         return gr.update(), gr.update(), ""
@@ -139,7 +141,7 @@ def open_run_from_query(service: StudioService, query: dict[str, str]) -> tuple[
         return gr.Tabs(selected=TRACES_TAB), gr.update(), "**Cannot open the linked run:** the trace store is " \
                                                           f"unavailable ({service.trace_error})"
     try:
-        record = store.get_run(run_id)
+        record = store.get_run(run_id) if service.owns_run(run_id, visitor) else None
     except Exception:
         record = None
     if not record:
@@ -157,6 +159,6 @@ def wire_run_links(demo: gr.Blocks, service: StudioService, tabs: gr.Tabs, trace
         return
 
     def on_load(request: gr.Request) -> tuple[Any, Any, str]:
-        return open_run_from_query(service, dict(request.query_params) if request else {})
+        return open_run_from_query(service, dict(request.query_params) if request else {}, visitor_of(request))
 
     demo.load(on_load, None, [tabs, traces.run_pick, traces.message])

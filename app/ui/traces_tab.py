@@ -14,6 +14,7 @@ import gradio as gr
 from app import viz
 from app.run.status import END_STATUSES, INTERRUPTED, RUNNING
 from app.service.studio import StudioService
+from app.ui.endpoints import visitor_of
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +52,20 @@ def _split(value: Any) -> tuple[Any, str]:
     return value, ""
 
 
-def run_rows(service: StudioService, workflow: str | None, status: str | None) -> tuple[list[list[Any]], list[str]]:
-    """Table rows (newest first) and the workflow names seen, from the trace store."""
+def run_rows(service: StudioService, workflow: str | None, status: str | None,
+             visitor: str | None = None) -> tuple[list[list[Any]], list[str]]:
+    """Table rows (newest first) and the workflow names seen, from the trace store. In share mode only the
+    runs `visitor` started in this app session (the owner, in local mode, sees all)."""
     store = service.trace_store
     if store is None:
         return [], []
+    mine = service.visitor_run_ids(visitor)
     runs = store.list_runs(workflow=None if workflow in (None, "", ALL) else workflow,
                            status=None if status in (None, "", ALL) else status, limit=200)
+    every = store.list_runs(limit=500)
+    if mine is not None:
+        runs = [r for r in runs if r["id"] in mine]
+        every = [r for r in every if r["id"] in mine]
     rows = []
     for r in runs:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.get("started_at") or 0))
@@ -66,8 +74,15 @@ def run_rows(service: StudioService, workflow: str | None, status: str | None) -
         rows.append([r["id"], r.get("workflow", ""), r.get("status", ""), started,
                      round(wall, 2) if isinstance(wall, int | float) else None, r.get("lm_calls", 0), tokens,
                      r.get("prompt_tokens_cached", 0)])
-    names = sorted({r.get("workflow", "") for r in store.list_runs(limit=500)} - {""})
+    names = sorted({r.get("workflow", "") for r in every} - {""})
     return rows, names
+
+
+def visitor_record(service: StudioService, run_id: str, visitor: str | None) -> dict[str, Any]:
+    """A run's trace record, if `visitor` may see it (share mode: only its own runs); else 'no such run'."""
+    if not service.owns_run(run_id, visitor):
+        raise LookupError(f"no run {run_id!r} in the trace database")
+    return service.trace_store.get_run(run_id)
 
 
 def run_choice(row: list[Any]) -> tuple[str, str]:
@@ -139,8 +154,9 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
     yaml_box = gr.Textbox(visible="hidden", elem_id="mg-traces-yaml")
     message = gr.Markdown(elem_id="mg-traces-message")
 
-    def load_list(workflow: str, status: str, picked: str | None = None) -> tuple[Any, ...]:
-        rows, names = run_rows(service, workflow, status)
+    def load_list(workflow: str, status: str, picked: str | None = None,
+                  request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
+        rows, names = run_rows(service, workflow, status, visitor_of(request))
         choices = [run_choice(r) for r in rows]
         keys = [key for _, key in choices]
         # keep the run already picked (e.g. opened by a ?run= link), else show the newest
@@ -161,11 +177,11 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
                 tree_html: "", refine_html: "", call_pick: gr.update(choices=[], value=None), tokens_html: "",
                 export_btn: gr.update(value=None), message: ""}
 
-    def show_run(run_id: str | None) -> dict[Any, Any]:
+    def show_run(run_id: str | None, request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
         if not run_id:
             return empty_views("Pick a run.")
         try:
-            record = service.trace_store.get_run(run_id)
+            record = visitor_record(service, run_id, visitor_of(request))
         except Exception as exc:
             return empty_views(str(exc))
         samples_fig, samples_text = _sample_views(record, None)
@@ -193,44 +209,46 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
 
     run_pick.change(show_run, [run_pick], run_views)
 
-    def show_samples(run_id: str | None, node_id: str | None) -> tuple[Any, Any]:
+    def show_samples(run_id: str | None, node_id: str | None,
+                     request: gr.Request = None) -> tuple[Any, Any]:  # type: ignore[assignment]
         if not run_id:
             return gr.update(visible=False), ""
         try:
-            record = service.trace_store.get_run(run_id)
+            record = visitor_record(service, run_id, visitor_of(request))
         except Exception as exc:
             return gr.update(visible=False), _message(str(exc))
         return _sample_views(record, node_id or None)
 
     sample_node.input(show_samples, [run_pick, sample_node], [samples_plot, samples_html])
 
-    def show_tokens(run_id: str | None, call_id: str | None) -> str:
+    def show_tokens(run_id: str | None, call_id: str | None, request: gr.Request = None) -> str:  # type: ignore[assignment]
         if not run_id or not call_id:
             return ""
         try:
-            record = service.trace_store.get_run(run_id)
+            record = visitor_record(service, run_id, visitor_of(request))
         except Exception as exc:
             return _message(str(exc))
         return _as_html(_safe(viz.token_view_html, record, call_id))
 
     call_pick.input(show_tokens, [run_pick, call_pick], [tokens_html])
 
-    def compare(a: str | None, b: str | None) -> str:
+    def compare(a: str | None, b: str | None, request: gr.Request = None) -> str:  # type: ignore[assignment]
         if not a or not b:
             return _message("Pick two runs to compare.")
-        store = service.trace_store
+        visitor = visitor_of(request)
         try:
-            return _as_html(_safe(viz.compare_runs_html, store.get_run(a), store.get_run(b)))
+            return _as_html(_safe(viz.compare_runs_html, visitor_record(service, a, visitor),
+                                  visitor_record(service, b, visitor)))
         except Exception as exc:
             return _message(str(exc))
 
     compare_btn.click(compare, [compare_a, compare_b], [compare_html])
 
-    def open_in_editor(run_id: str | None) -> tuple[Any, Any, str]:
+    def open_in_editor(run_id: str | None, request: gr.Request = None) -> tuple[Any, Any, str]:  # type: ignore[assignment]
         if not run_id:
             return gr.update(), gr.update(), "Pick a run first."
         try:
-            record = service.trace_store.get_run(run_id)
+            record = visitor_record(service, run_id, visitor_of(request))
         except Exception as exc:
             return gr.update(), gr.update(), str(exc)
         text = record["run"].get("workflow_yaml") or ""

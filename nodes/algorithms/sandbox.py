@@ -11,8 +11,13 @@ Limits, applied inside the child before any user code runs:
 - no network and no escape hatches: an audit hook refuses socket creation/connection, new
   processes (subprocess, os.system, exec, fork) and ctypes — a guard rail against accidents and
   sloppy generated code, not a boundary against a determined attacker;
-- files written are capped at 1 MB (RLIMIT_FSIZE), the child runs isolated (`python -I`) in an
-  empty temporary directory with a minimal environment.
+- files: the audit hook refuses opening any file outside the child's temporary directory, except
+  reading the Python installation (standard library, site-packages) that imports need, and refuses
+  removing, renaming, linking or changing files outside it; files written are capped at 1 MB
+  (RLIMIT_FSIZE); the child runs isolated (`python -I`) in that empty temporary directory with a
+  minimal environment.
+All of this is a guard rail, not a security boundary: code that means harm can find ways around an
+audit hook. Run python verifiers only from people you trust (share mode disables them by default).
 Every failure (timeout, exception, blocked call, memory) becomes a clean `SandboxResult` with
 score 0, passed False and a one-line reason; nothing raises to the caller.
 """
@@ -61,10 +66,45 @@ BLOCKED = {
 class Blocked(Exception):
     pass
 
+import os
+WORKDIR = os.path.realpath(os.getcwd())
+READ_ROOTS = tuple(sorted({os.path.realpath(p) for p in
+                           (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *sys.path)
+                           if p}))
+PATH_EVENTS = {"os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.rename": (0, 1),
+               "os.link": (0, 1), "os.symlink": (0, 1), "os.chmod": (0,), "os.chown": (0,),
+               "os.truncate": (0,), "os.utime": (0,), "shutil.rmtree": (0,), "shutil.copyfile": (1,),
+               "shutil.copymode": (1,), "shutil.copystat": (1,), "shutil.move": (0, 1),
+               "os.chdir": (0,)}
+
+def _inside(path, roots):
+    real = os.path.realpath(os.path.join(WORKDIR, os.fsdecode(path)))
+    return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
+
+def _writes(mode, flags):
+    if isinstance(mode, str):
+        return any(c in mode for c in "wax+")
+    return bool((flags or 0) & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC))
+
 def hook(event, args):
     what = BLOCKED.get(event)
     if what is not None:
         raise Blocked(f"{what} is blocked in the python verifier ({event})")
+    if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
+        path = args[0]
+        if _inside(path, (WORKDIR,)):
+            return
+        mode = args[1] if len(args) > 1 else None
+        flags = args[2] if len(args) > 2 else 0
+        if not _writes(mode, flags) and _inside(path, READ_ROOTS):
+            return
+        raise Blocked(f"opening {os.fsdecode(path)!r} is blocked in the python verifier "
+                      "(only files in its own temporary folder)")
+    if event in PATH_EVENTS:
+        for i in PATH_EVENTS[event]:
+            if i < len(args) and isinstance(args[i], (str, bytes, os.PathLike)) and not _inside(args[i], (WORKDIR,)):
+                raise Blocked(f"changing {os.fsdecode(args[i])!r} is blocked in the python verifier "
+                              f"(only files in its own temporary folder; {event})")
     if event == "import" and args and args[0] in ("socket", "_socket", "ctypes", "_ctypes"):
         raise Blocked(f"importing {args[0]} is blocked in the python verifier (no network, no native code)")
 

@@ -164,3 +164,35 @@ def test_payload_is_not_trusted_to_be_small(ui: Any) -> None:
     noise = base64.b64encode(os.urandom(14_000)).decode()
     with pytest.raises(ValueError):
         encode_workflow(LINKED.replace("carried in a link", noise))
+
+
+LINKED_PYTHON = LINKED.replace("""outputs:
+  answer: vote.answer
+""", """  - id: check
+    kind: verifier
+    params: {method: python, code: "answer == '42'"}
+    inputs: {candidates: think.candidates}
+outputs:
+  answer: vote.answer
+""")
+
+
+def test_python_from_a_link_is_shown_and_asked_before_it_runs(ui: Any, shot: Any) -> None:
+    _goto(ui, "?wf=" + encode_workflow(LINKED_PYTHON))
+    ui.wait_yaml(lambda t: "linked_demo" in t)
+    ui.settle()
+    seen: list[str] = []
+
+    def refuse(dialog: Any) -> None:
+        seen.append(dialog.message)
+        dialog.dismiss()
+
+    ui.page.once("dialog", refuse)
+    ui.page.locator("[data-testid=run-btn]").click()
+    _wait_notice(ui, "not accepted")
+    assert seen and "answer == '42'" in seen[0] and "[check]" in seen[0]
+    assert ui.page.evaluate("window.MetagenUI.state().runs.length") == 0
+    ui.page.once("dialog", lambda dialog: dialog.accept())
+    ui.click_run()
+    assert ui.wait_run_finished() == "succeeded"
+    shot(ui.page, "python-link-confirmed")

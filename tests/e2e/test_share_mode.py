@@ -201,3 +201,31 @@ def test_run_budget_is_capped_by_the_server(page: Any, studio: Any, shot: Any, p
     assert page.locator("[data-testid=run-status]").get_attribute("data-status") == "budget_exceeded"
     assert "max_lm_calls=5" in page.locator("[data-testid=run-status]").inner_text()
     shot(page, "budget-capped")
+
+
+def test_visitors_do_not_see_each_others_runs(page: Any, studio: Any, browser: Any, page_watch: Any) -> None:
+    page_watch.allow("401")
+    _login(page, studio)
+    _paste_yaml(page, BIG_WF.replace("visitor_big", "first_visitor"))
+    page.wait_for_selector("[data-node-id='think']", timeout=20_000)
+    page.wait_for_function("document.querySelector('[data-testid=issue-count]').textContent === '0'",
+                           timeout=20_000)
+    page.locator("[data-testid=run-btn]").click()
+    page.wait_for_function("['succeeded','failed','budget_exceeded'].includes("
+                           "document.querySelector('[data-testid=run-status]').dataset.status)", timeout=60_000)
+    run_id = page.evaluate("window.MetagenUI.state().currentRun")
+    page.get_by_role("tab", name="Traces").click()  # the visitor's own run is in its Traces tab
+    page.wait_for_function("(id) => document.querySelector('#mg-traces-runs').innerText.includes(id)", arg=run_id,
+                           timeout=30_000)
+    other = browser.new_context()
+    try:
+        visitor = other.new_page()  # another visitor, logged in with the same account
+        _login(visitor, studio)
+        assert visitor.evaluate("window.MetagenUI.state().runs.length") == 0
+        visitor.get_by_role("tab", name="Traces").click()
+        visitor.locator("#mg-traces-refresh").click()
+        visitor.wait_for_timeout(3000)
+        table = visitor.locator("#mg-traces-runs").inner_text()
+        assert run_id not in table and "first_visitor" not in table
+    finally:
+        other.close()

@@ -74,3 +74,38 @@ def test_memory_hog() -> None:
 def test_nan_is_refused() -> None:
     res = run_python_verifier("float('nan')", "x")
     assert not res.ok and "NaN" in res.reason
+
+
+def test_writing_outside_its_folder_is_refused(tmp_path) -> None:
+    target = tmp_path / "x_outside"
+    result = run_python_verifier(f"open({str(target)!r}, 'w').write('pwned') or True", "c")
+    assert not result.ok and "blocked" in result.reason and "x_outside" in result.reason
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("code", [
+    "open('/etc/passwd').read() != ''",
+    "import os; os.open('/etc/passwd', os.O_RDONLY); score = 1",
+])
+def test_reading_outside_its_folder_is_refused(code: str) -> None:
+    result = run_python_verifier(code, "c")
+    assert not result.ok and "blocked" in result.reason and "/etc/passwd" in result.reason
+
+
+def test_removing_and_renaming_outside_is_refused(tmp_path) -> None:
+    victim = tmp_path / "keep.txt"
+    victim.write_text("precious")
+    for code in (f"import os; os.remove({str(victim)!r}); score = 1",
+                 f"import os; os.rename({str(victim)!r}, 'mine.txt'); score = 1",
+                 f"import shutil; shutil.rmtree({str(tmp_path)!r}); score = 1"):
+        result = run_python_verifier(code, "c")
+        assert not result.ok and "blocked" in result.reason, code
+    assert victim.read_text() == "precious"
+
+
+def test_own_folder_and_stdlib_imports_still_work() -> None:
+    code = ("import json, re, math, collections, fractions\n"
+            "open('scratch.txt', 'w').write('ok')\n"
+            "score = open('scratch.txt').read() == 'ok'")
+    result = run_python_verifier(code, "c")
+    assert result.ok and result.score == 1.0, result.reason
