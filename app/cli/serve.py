@@ -8,11 +8,9 @@ import socket
 import sys
 from pathlib import Path
 
+from app.cli.share_flags import add_cap_arguments
 from app.cli.ui import listen_error
 from app.share.policy import (
-    SHARE_MAX_LM_CALLS,
-    SHARE_MAX_SECONDS,
-    SHARE_MAX_TOKENS,
     SHARE_MODE_ENV,
     env_share_mode,
 )
@@ -49,12 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help=f"requests that may wait; more get 429 with Retry-After (default {DEFAULT_MAX_QUEUE})")
     g = p.add_argument_group("requests from other machines (share-mode rules)")
     g.add_argument("--allow-python", action="store_true", help="allow workflows with the python verifier")
-    g.add_argument("--cap-lm-calls", type=int, default=SHARE_MAX_LM_CALLS, metavar="N",
-                   help=f"most LM calls per run (default {SHARE_MAX_LM_CALLS})")
-    g.add_argument("--cap-tokens", type=int, default=SHARE_MAX_TOKENS, metavar="N",
-                   help=f"most tokens per run (default {SHARE_MAX_TOKENS})")
-    g.add_argument("--cap-seconds", type=float, default=SHARE_MAX_SECONDS, metavar="S",
-                   help=f"longest run in seconds (default {SHARE_MAX_SECONDS:g})")
+    add_cap_arguments(g)
     g.add_argument("--share-mode", action="store_true",
                    help=f"apply these rules to requests from this machine too (also ${SHARE_MODE_ENV}=1)")
     p.add_argument("--dry-run", action="store_true", help="answer with a scripted fake model instead of llama.cpp")

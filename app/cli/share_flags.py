@@ -26,6 +26,16 @@ from app.share.policy import (
 log = logging.getLogger(__name__)
 
 
+def add_cap_arguments(group: Any, scope: str = "") -> None:
+    """--cap-lm-calls, --cap-tokens, --cap-seconds: the per-run caps of share mode (`metagen ui`, `metagen serve`)."""
+    group.add_argument("--cap-lm-calls", type=int, default=SHARE_MAX_LM_CALLS, metavar="N",
+                       help=f"{scope}most LM calls per run (default {SHARE_MAX_LM_CALLS})")
+    group.add_argument("--cap-tokens", type=int, default=SHARE_MAX_TOKENS, metavar="N",
+                       help=f"{scope}most tokens per run (default {SHARE_MAX_TOKENS})")
+    group.add_argument("--cap-seconds", type=float, default=SHARE_MAX_SECONDS, metavar="S",
+                       help=f"{scope}longest run in seconds (default {SHARE_MAX_SECONDS:g})")
+
+
 def add_share_arguments(p: argparse.ArgumentParser) -> None:
     """The share flags; `--host` stays with the caller (share mode turns on for a non-loopback host)."""
     g = p.add_argument_group("sharing (share mode turns on with --share or a non-loopback --host)")
@@ -35,12 +45,7 @@ def add_share_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--auth-file", default=None, metavar="FILE", help="USER:PASSWORD lines, # comments")
     g.add_argument("--allow-python", action="store_true",
                    help="allow the python verifier in share mode (it runs visitors' code on this machine)")
-    g.add_argument("--cap-lm-calls", type=int, default=SHARE_MAX_LM_CALLS, metavar="N",
-                   help=f"share mode: most LM calls per run (default {SHARE_MAX_LM_CALLS})")
-    g.add_argument("--cap-tokens", type=int, default=SHARE_MAX_TOKENS, metavar="N",
-                   help=f"share mode: most tokens per run (default {SHARE_MAX_TOKENS})")
-    g.add_argument("--cap-seconds", type=float, default=SHARE_MAX_SECONDS, metavar="S",
-                   help=f"share mode: longest run in seconds (default {SHARE_MAX_SECONDS:g})")
+    add_cap_arguments(g, "share mode: ")
     g.add_argument("--max-concurrent-runs", type=int, default=SHARE_MAX_CONCURRENT_RUNS, metavar="N",
                    help=f"share mode: runs at once; more wait in a queue (default {SHARE_MAX_CONCURRENT_RUNS})")
     g.add_argument("--share-mode", action="store_true",

@@ -3,11 +3,14 @@ via Playwright, console errors and off-machine requests collected, screenshots s
 
 from __future__ import annotations
 
+import functools
+import http.server
 import os
 import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -311,3 +314,20 @@ class Studio:
 @pytest.fixture
 def ui(page: Any, studio: StudioServer) -> Studio:
     return Studio(page, studio).open()
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def static_url() -> Iterator[str]:
+    """static/ served as plain files on a free localhost port (the editor harness and the module tests)."""
+    handler = functools.partial(_QuietHandler, directory=str(Path(__file__).resolve().parents[2] / "static"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()

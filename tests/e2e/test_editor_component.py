@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import functools
-import http.server
 import itertools
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,29 +15,12 @@ from nodes import registry
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
-STATIC = REPO / "static"
 ARTIFACTS = REPO / "test-artifacts" / "editor"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-background-networking", "--disable-component-update", "--disable-sync",
     "--no-first-run", "--disable-gpu",
 ]
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture(scope="module")
-def static_url() -> Iterator[str]:
-    handler = functools.partial(_QuietHandler, directory=str(STATIC))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.fixture(scope="module")

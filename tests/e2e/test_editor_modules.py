@@ -5,9 +5,6 @@ graph rules are checked against their one source, nodes.registry.graph_rules()."
 from __future__ import annotations
 
 import copy
-import functools
-import http.server
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +18,6 @@ from nodes.base import PORT_TYPES, node_id_problem, port_compatible, template_va
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
-STATIC = REPO / "static"
 
 TEMPLATES = [
     "",
@@ -39,30 +35,14 @@ NODE_IDS = ["think", "vote_2", "_x", "think-2", "A9", "inputs", "outputs", "inpu
             "-x", "caf\u00e9", "x\n"]
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-@pytest.fixture(scope="module")
-def static_base() -> Iterator[str]:
-    handler = functools.partial(_QuietHandler, directory=str(STATIC))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
-
-
 @pytest.fixture
-def tests_page(chromium_browser: Any, static_base: str) -> Iterator[Any]:
+def tests_page(chromium_browser: Any, static_url: str) -> Iterator[Any]:
     context = chromium_browser.new_context()
     page = context.new_page()
     errors: list[str] = []
     page.on("console", lambda msg: errors.append(f"console.{msg.type}: {msg.text}") if msg.type == "error" else None)
     page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
-    page.goto(f"{static_base}/editor/tests.html")
+    page.goto(f"{static_url}/editor/tests.html")
     page.wait_for_function("typeof window.runEditorTests === 'function'")
     yield page
     context.close()
@@ -117,12 +97,12 @@ def test_the_module_tests_can_fail(tests_page: Any) -> None:
     assert "layout: nodes are placed in dependency order" not in failed  # a tampered fixture fails only where it should
 
 
-def test_the_harness_rules_are_graph_rules(chromium_browser: Any, static_base: str) -> None:
+def test_the_harness_rules_are_graph_rules(chromium_browser: Any, static_url: str) -> None:
     """static/editor_harness.html carries a copy of graph_rules() as test data: it must not drift from Python."""
     context = chromium_browser.new_context()
     page = context.new_page()
     try:
-        page.goto(f"{static_base}/editor_harness.html?empty")
+        page.goto(f"{static_url}/editor_harness.html?empty")
         page.wait_for_function("window.ed !== undefined")
         assert page.evaluate("window.SAMPLE_RULES") == registry.graph_rules()
         # the exported helpers use the rules of the last mount
