@@ -350,6 +350,11 @@ class StudioService:
             waiting = sum(1 for h in self._runs.values() if h.live.status == QUEUED)
             if waiting >= self.policy.max_queue:
                 raise UserError(f"{waiting} runs are already waiting; wait for one to finish or cancel one")
+            mine = sum(1 for h in self._runs.values() if h.owner == visitor and not h.live.finished)
+            limit = self.policy.max_runs_per_visitor
+            if limit is not None and visitor is not None and mine >= limit:
+                raise UserError(f"you already have {mine} run(s) going on this shared app (the limit is {limit}); "
+                                "wait for one to finish or cancel one")
             run_id = uuid.uuid4().hex[:12]
             handle = _RunHandle(LiveRun(run_id, wf.name, [n.id for n in wf.nodes]), CancelToken(),
                                 owner=visitor)

@@ -26,6 +26,8 @@ SHARE_MAX_TOKENS = 20_000
 SHARE_MAX_SECONDS = 120.0
 SHARE_MAX_CONCURRENT_RUNS = 1
 SHARE_MAX_QUEUE = 8
+SHARE_MAX_RUNS_PER_VISITOR = 2
+"""Share mode: unfinished runs (running or waiting) one visitor may have; more are refused until one ends."""
 SHARE_MAX_N_CTX = 8192
 SHARE_MAX_THREADS = 4
 
@@ -89,6 +91,8 @@ class SharePolicy:
     max_seconds: float | None = None
     max_concurrent_runs: int = 2
     max_queue: int = 32
+    max_runs_per_visitor: int | None = None
+    """Unfinished runs one visitor may have at once (None: no limit, the owner's local mode)."""
     model_choices: tuple[str, ...] = ()
     """Model files (absolute paths) a share-mode visitor may pick; `bundled` is always allowed."""
     auth: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -137,6 +141,7 @@ class SharePolicy:
             max_seconds=max_seconds,
             max_concurrent_runs=max(1, max_concurrent_runs),
             max_queue=max(0, max_queue),
+            max_runs_per_visitor=SHARE_MAX_RUNS_PER_VISITOR,
             model_choices=tuple(str(Path(p).expanduser().resolve()) for p in model_choices),
             auth=auth_pairs,
             max_n_ctx=SHARE_MAX_N_CTX,
@@ -176,7 +181,7 @@ class SharePolicy:
         python = "allowed" if self.allow_python else "disabled"
         return (f"share mode: workflows by name only, {len(self.model_choices) + 1} model choice(s), python "
                 f"verifier {python}, per-run caps {self.max_lm_calls} LM calls / {self.max_tokens} tokens / "
-                f"{self.max_seconds:g} s, {self.max_concurrent_runs} concurrent run(s)")
+                f"{self.max_seconds:g} s, {self.max_concurrent_runs} concurrent run(s), {self.max_runs_per_visitor} per visitor")
 
 
 def _min_opt(a: int | float | None, b: int | float | None) -> Any:

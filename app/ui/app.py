@@ -34,6 +34,10 @@ footer { display: none !important; }
 """
 
 
+GRADIO_CACHE_CLEANUP = (900, 3600)
+"""Every 15 minutes Gradio deletes the files it copied for this app (downloads, uploads) that are over an hour old."""
+
+
 def static_head() -> str:
     """<link>/<script> tags for the editor page's JS and CSS (served from static/, never a CDN)."""
     return asset_tags(STATIC_FILES)
@@ -43,7 +47,8 @@ def build_app(service: StudioService) -> gr.Blocks:
     """The whole UI; every request goes through `service`, whose policy (local or share mode) was fixed
     when it was built, together with its scheduler and run queue."""
     gr.set_static_paths([static_dir()])
-    with gr.Blocks(title=APP_TITLE, analytics_enabled=False, fill_width=True) as demo:
+    with gr.Blocks(title=APP_TITLE, analytics_enabled=False, fill_width=True,
+                   delete_cache=GRADIO_CACHE_CLEANUP) as demo:
         banner = service.policy.describe() + (" · dry run (fake model)" if service.dry_run else "")
         gr.Markdown(f"**{APP_TITLE}** · {banner}", elem_id="mg-banner")
         with gr.Tabs(selected=EDITOR_TAB) as tabs:

@@ -12,6 +12,7 @@ from typing import Any
 import gradio as gr
 
 from app import viz
+from app.platform.scratch import ScratchFolder
 from app.run.status import END_STATUSES, INTERRUPTED, RUNNING
 from app.service.studio import StudioService
 from app.ui.endpoints import visitor_of
@@ -262,19 +263,17 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
     return TracesTab(run_pick=run_pick, message=message)
 
 
+REPORTS = ScratchFolder("metagen-reports", keep=16)
+"""The reports the download button serves: a private folder of at most 16, removed when the app exits (Gradio's
+own copies are cleared by the app's `delete_cache`)."""
+
+
 def _export_file(record: dict[str, Any]) -> str | None:
-    """Write the run's standalone HTML report to a temp file for the download button."""
+    """Write the run's standalone HTML report to the reports folder for the download button."""
     text = _safe(viz.export_html, record)
     if not isinstance(text, str) or not text:
         return None
-    import tempfile
-    from pathlib import Path
-
-    folder = Path(tempfile.gettempdir()) / "metagen-reports"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"run-{record['run']['id']}.html"
-    path.write_text(text, encoding="utf-8")
-    return str(path)
+    return str(REPORTS.write_text(f"run-{record['run']['id']}.html", text))
 
 
 COPY_RUN_LINK_JS = """(run) => {

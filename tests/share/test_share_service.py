@@ -139,3 +139,23 @@ def test_concurrent_runs_are_limited_and_queued(tmp_path: Path) -> None:
     release.set()
     assert service.wait_run(first["run_id"], timeout=30)["status"] == "succeeded"
     assert service.wait_run(second["run_id"], timeout=30)["status"] == "succeeded"
+
+
+def test_one_visitor_cannot_fill_the_queue(tmp_path: Path) -> None:
+    """Class 7: a visitor may have SHARE_MAX_RUNS_PER_VISITOR unfinished runs; another visitor still gets in."""
+    release = threading.Event()
+    backend = FakeBackend(reply_fn=lambda prompt, i: "Answer: 4" if release.wait(20) else "late")
+    service = _service(tmp_path, provider=lambda spec: backend, max_concurrent_runs=1, max_queue=8)
+    limit = service.policy.max_runs_per_visitor
+    assert limit == 2
+    mine = [service.start_run(SAMPLER_WF, seed=i, visitor="alice") for i in range(limit)]
+    with pytest.raises(UserError, match=r"you already have 2 run\(s\) going.*the limit is 2"):
+        service.start_run(SAMPLER_WF, seed=9, visitor="alice")
+    other = service.start_run(SAMPLER_WF, visitor="bob")
+    assert other["status"] in ("queued", "running")
+    release.set()
+    for run in [*mine, other]:
+        owner = "bob" if run is other else "alice"
+        assert service.wait_run(run["run_id"], timeout=30, visitor=owner)["status"] == "succeeded"
+    again = service.start_run(SAMPLER_WF, seed=10, visitor="alice")
+    assert service.wait_run(again["run_id"], timeout=30, visitor="alice")["status"] == "succeeded"
