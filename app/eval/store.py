@@ -123,17 +123,28 @@ class EvalStore:
             item["correct"] = bool(item["correct"])
         return {"evaluation": evaluation, "items": items}
 
+    def run_ids(self, eval_ids: set[str]) -> set[str]:
+        """The trace run ids of the recorded items of these evaluations."""
+        if not eval_ids:
+            return set()
+        with self._engine.connect() as conn:
+            return {r for (r,) in conn.execute(select(EVAL_ITEMS.c.run_id).where(
+                EVAL_ITEMS.c.eval_id.in_(sorted(eval_ids)), EVAL_ITEMS.c.run_id.is_not(None))).all()}
+
     def finished_keys(self, eval_id: str) -> set[tuple[int, int, int]]:
         with self._engine.connect() as conn:
             return {(w, p, i) for w, p, i in conn.execute(
                 select(EVAL_ITEMS.c.workflow_idx, EVAL_ITEMS.c.point_idx, EVAL_ITEMS.c.item_idx).where(
                     EVAL_ITEMS.c.eval_id == eval_id)).all()}
 
-    def list(self, limit: int = 100) -> list[dict[str, Any]]:
+    def list(self, limit: int = 100, ids: set[str] | None = None) -> list[dict[str, Any]]:
+        """The newest evaluations first; only those of `ids` when given (share mode: a visitor's own)."""
+        query = select(EVALUATIONS.c.id, EVALUATIONS.c.name, EVALUATIONS.c.status, EVALUATIONS.c.created_at,
+                       EVALUATIONS.c.ended_at, EVALUATIONS.c.config)
+        if ids is not None:
+            query = query.where(EVALUATIONS.c.id.in_(sorted(ids)))
         with self._engine.connect() as conn:
-            rows = conn.execute(select(EVALUATIONS.c.id, EVALUATIONS.c.name, EVALUATIONS.c.status,
-                                       EVALUATIONS.c.created_at, EVALUATIONS.c.ended_at, EVALUATIONS.c.config)
-                                .order_by(EVALUATIONS.c.created_at.desc()).limit(limit)).mappings().all()
+            rows = conn.execute(query.order_by(EVALUATIONS.c.created_at.desc()).limit(limit)).mappings().all()
             done = dict(conn.execute(select(EVAL_ITEMS.c.eval_id, func.count()).group_by(
                 EVAL_ITEMS.c.eval_id)).all())
         out = []

@@ -1,5 +1,6 @@
 """Evaluations for the UI: datasets to pick or upload (with a preview), plans checked before anything runs,
-the estimate, evaluations running in the background with live progress, cancel, and past results."""
+the estimate, evaluations running in the background with live progress, cancel, and past results; in share
+mode each visitor sees only its own evaluations and uploads."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from app.eval.store import EvalNotFoundError, EvalStore
 from app.platform.fileio import atomic_write_bytes
 from app.run.scheduler import Budget, Scheduler
 from app.service.errors import UserError
+from app.service.visitor_uploads import check_room, visitor_folder
 from app.share.policy import SharePolicy
 from nodes.registry import NodeRegistry
 
@@ -39,7 +41,13 @@ class _Live:
 
 class EvaluationService:
     """Everything the Evaluate tab asks. Share mode: datasets only by name from the datasets folders or as
-    uploads, the share caps apply to the whole evaluation, python: metrics follow the python-verifier rule."""
+    uploads, the share caps apply to the whole evaluation, python: metrics follow the python-verifier rule.
+
+    Visitors (share mode) follow StudioService's rule: every method takes `visitor` (the browser session; None
+    is the app's own callers, the CLI and tests, itself one visitor). An evaluation belongs to the visitor that
+    started it in this app session: another visitor's status and cancel answer "no evaluation", as for an id
+    that does not exist, and the list shows a visitor its own only (evaluations from before the app started
+    are the owner's, in local mode). A visitor's uploads go to a folder of its own (`visitor_uploads`)."""
 
     def __init__(self, *, registry: NodeRegistry, scheduler: Scheduler, policy: SharePolicy,
                  trace_store: Any, uploads_dir: Path, observers: list[Any] | None = None,
@@ -56,7 +64,10 @@ class EvaluationService:
         self.max_concurrent = max_concurrent
         self.dry_run = dry_run
         self._live: dict[str, _Live] = {}
+        self._owners: dict[str, str | None] = {}
+        """Who started each evaluation of this app session (share mode keeps visitors' evaluations apart)."""
         self._lock = threading.Lock()
+        self._upload_lock = threading.Lock()
 
     def _need_store(self) -> EvalStore:
         if self.store is None:
@@ -65,30 +76,45 @@ class EvaluationService:
 
     # ------------------------------------------------------------------ datasets
 
-    def list_datasets(self) -> list[dict[str, Any]]:
+    def upload_folder(self, visitor: str | None = None) -> Path:
+        """Where `visitor`'s uploads go: the uploads folder (local mode), its own folder in it (share mode)."""
+        return visitor_folder(self.uploads_dir, visitor) if self.policy.share_mode else self.uploads_dir
+
+    def _folders(self, visitor: str | None) -> list[Path]:
+        """Where a dataset name is looked up, the first folder holding it wins: the uploads, then the datasets
+        folders (`dataset_dirs()`: the data folder's datasets/, then the bundled ones). In share mode the uploads
+        are the visitor's own folder (never the owner's uploads or another visitor's), so a visitor's upload
+        named like a built-in dataset is that visitor's copy, for that visitor only."""
+        return [self.upload_folder(visitor), *dataset_dirs()]
+
+    def list_datasets(self, *, visitor: str | None = None) -> list[dict[str, Any]]:
+        """Datasets `visitor` may pick, by name (a name in an earlier folder of `_folders` hides later ones)."""
         seen: dict[str, dict[str, Any]] = {}
-        for folder in [self.uploads_dir, *dataset_dirs()]:
+        uploads = self.upload_folder(visitor)
+        for folder in self._folders(visitor):
             try:
                 files = sorted(p for p in folder.iterdir() if p.suffix.lower() in DATASET_SUFFIXES and p.is_file())
             except OSError:
                 continue
             for path in files:
                 seen.setdefault(path.name, {"name": path.name, "size_bytes": path.stat().st_size,
-                                            "folder": "uploads" if folder == self.uploads_dir else str(folder)})
+                                            "folder": "uploads" if folder == uploads else str(folder)})
         return list(seen.values())
 
-    def dataset_path(self, name: str) -> Path:
-        """A dataset by its file name (never a path) in the uploads or datasets folders."""
+    def dataset_path(self, name: str, *, visitor: str | None = None) -> Path:
+        """A dataset by its file name (never a path) in `visitor`'s uploads or the datasets folders."""
         clean = str(name or "").strip()
         if not clean or "/" in clean or "\\" in clean or clean.startswith(".") or ".." in clean:
             raise UserError("pick a dataset from the list (a file name, not a path)")
-        for folder in [self.uploads_dir, *dataset_dirs()]:
+        for folder in self._folders(visitor):
             path = folder / clean
             if path.is_file():
                 return path
         raise UserError(f"there is no dataset named {clean!r}; pick one from the list or upload it")
 
-    def upload_dataset(self, filename: str, data: bytes) -> dict[str, Any]:
+    def upload_dataset(self, filename: str, data: bytes, *, visitor: str | None = None) -> dict[str, Any]:
+        """Keep an uploaded dataset (checked by reading it; a file that does not load is removed again). In
+        share mode it goes to the visitor's own folder, which holds a bounded number of files and bytes."""
         name = Path(str(filename or "")).name
         if Path(name).suffix.lower() not in DATASET_SUFFIXES:
             raise UserError("upload a .jsonl or .csv file (UTF-8; a header row for CSV)")
@@ -96,29 +122,34 @@ class EvaluationService:
             raise UserError(f"the file is {len(data) / 1e6:.1f} MB; datasets are limited to "
                             f"{MAX_UPLOAD_BYTES // 1_000_000} MB")
         safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name).lstrip(".") or "dataset.jsonl"
-        target = self.uploads_dir / safe
-        self.uploads_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(target, data)
-        try:
-            preview = self.preview(safe)
-        except UserError:
-            target.unlink(missing_ok=True)
-            raise
+        folder = self.upload_folder(visitor)
+        target = folder / safe
+        with self._upload_lock:  # the bound is checked and the file written as one step
+            if self.policy.share_mode:
+                check_room(folder, safe, len(data), DATASET_SUFFIXES)
+            folder.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(target, data)
+            try:
+                preview = self.preview(safe, visitor=visitor)
+            except UserError:
+                target.unlink(missing_ok=True)
+                raise
+        log.info("dataset uploaded to %s", target)
         return {"name": safe, **preview}
 
-    def preview(self, name: str) -> dict[str, Any]:
+    def preview(self, name: str, *, visitor: str | None = None) -> dict[str, Any]:
         try:
-            dataset = load_dataset(self.dataset_path(name))
+            dataset = load_dataset(self.dataset_path(name, visitor=visitor))
         except DatasetError as exc:
             raise UserError(str(exc)) from None
         return {"columns": dataset.columns, "rows": dataset.rows[:PREVIEW_ROWS], "count": len(dataset.rows)}
 
-    def _metric_file(self, name: str) -> Path:
+    def _metric_file(self, name: str, visitor: str | None = None) -> Path:
         """A python metric file: by name from the datasets folders, or (on the owner's own app) a path."""
         clean = str(name or "").strip()
         if not self.policy.share_mode and clean and Path(clean).expanduser().is_file():
             return Path(clean).expanduser()
-        for folder in [self.uploads_dir, *dataset_dirs()]:
+        for folder in self._folders(visitor):
             if clean and "/" not in clean and "\\" not in clean and (folder / clean).is_file():
                 return folder / clean
         raise UserError(f"no metric file {clean!r}: put a .py file defining metric(output, row) in the datasets "
@@ -126,9 +157,10 @@ class EvaluationService:
 
     # ------------------------------------------------------------------ plans
 
-    def plan(self, request: dict[str, Any]) -> Any:
+    def plan(self, request: dict[str, Any], *, visitor: str | None = None) -> Any:
         """An EvalPlan from the tab's form: {workflows: [{name, yaml}], dataset, metric, output, sweeps,
-        mapping, reference, limit, shuffle, seed}. UserError lists every problem."""
+        mapping, reference, limit, shuffle, seed}, the dataset as `visitor` sees it. UserError lists every
+        problem."""
         workflows = request.get("workflows") or []
         if not isinstance(workflows, list) or not workflows:
             raise UserError("pick at least one workflow to evaluate")
@@ -138,11 +170,11 @@ class EvaluationService:
         if metric.startswith("python:"):
             if not self.policy.allow_python:
                 raise UserError("python: metrics run code and are disabled on this shared app")
-            metric = "python:" + str(self._metric_file(metric[len("python:"):]))
+            metric = "python:" + str(self._metric_file(metric[len("python:"):], visitor))
         limit = request.get("limit")
         try:
-            plan = make_plan(sources, self.dataset_path(str(request.get("dataset") or "")), registry=self.registry,
-                             metric=metric, output=request.get("output") or None,
+            plan = make_plan(sources, self.dataset_path(str(request.get("dataset") or ""), visitor=visitor),
+                             registry=self.registry, metric=metric, output=request.get("output") or None,
                              sweeps=[str(s) for s in request.get("sweeps") or [] if str(s).strip()],
                              mapping={str(k): str(v) for k, v in (request.get("mapping") or {}).items() if v},
                              reference=request.get("reference") or None,
@@ -157,8 +189,8 @@ class EvaluationService:
             raise UserError("; ".join(refused[:5]))
         return plan
 
-    def estimate(self, request: dict[str, Any]) -> dict[str, Any]:
-        plan = self.plan(request)
+    def estimate(self, request: dict[str, Any], *, visitor: str | None = None) -> dict[str, Any]:
+        plan = self.plan(request, visitor=visitor)
         return {"estimate": self._estimate(plan), "tasks": plan.total_tasks}
 
     def _main_backend(self, plan: Any) -> Any:
@@ -189,13 +221,17 @@ class EvaluationService:
 
     # ------------------------------------------------------------------ running
 
-    def start(self, request: dict[str, Any]) -> dict[str, Any]:
+    def start(self, request: dict[str, Any], *, visitor: str | None = None) -> dict[str, Any]:
+        """Start an evaluation in the background; it belongs to `visitor` (see the class)."""
         store = self._need_store()
-        plan = self.plan(request)
+        plan = self.plan(request, visitor=visitor)
         with self._lock:
-            running = [e for e in self._live.values() if e.thread.is_alive()]
+            running = [i for i, e in self._live.items() if e.thread.is_alive()]
             if len(running) >= self.max_concurrent:
-                raise UserError("an evaluation is already running; cancel it or wait for it to finish")
+                if all(self._visible(i, visitor) for i in running):
+                    raise UserError("an evaluation is already running; cancel it or wait for it to finish")
+                raise UserError("another evaluation is running on this shared app; wait for it to finish and "
+                                "start yours again")
         cost = self._estimate(plan, measure=True)
         caps = self.policy.budget_caps if self.policy.share_mode else Budget()
         evaluation = Evaluation(plan, self.scheduler, store, observers=self.observers, total_budget=caps,
@@ -210,8 +246,9 @@ class EvaluationService:
         evaluation.on_progress = on_progress
         with self._lock:
             self._live[evaluation.eval_id] = live
+            self._owners[evaluation.eval_id] = visitor
         live.thread.start()
-        return self.status(evaluation.eval_id)
+        return self.status(evaluation.eval_id, visitor=visitor)
 
     @staticmethod
     def _run(evaluation: Evaluation) -> None:
@@ -220,27 +257,76 @@ class EvaluationService:
         except Exception:
             log.exception("evaluation %s crashed", evaluation.eval_id)
 
-    def cancel(self, eval_id: str) -> dict[str, Any]:
+    # ------------------------------------------------------------------ visitors
+
+    def _visible(self, eval_id: str, visitor: str | None) -> bool:
+        """The owner (local mode) sees every evaluation; a share-mode visitor only those it started here.
+        Call with `_lock` held."""
+        return not self.policy.share_mode or (eval_id in self._owners and self._owners[eval_id] == visitor)
+
+    def _own_id(self, eval_id: str, visitor: str | None) -> str:
+        """The id to read for `visitor`: as given in local mode (the store resolves prefixes); in share mode
+        exactly one of its own evaluations, else the "no evaluation" an unknown id gets (ids are not confirmed)."""
+        clean = str(eval_id or "").strip()
+        if not self.policy.share_mode:
+            return clean
+        with self._lock:
+            if clean and self._visible(clean, visitor):
+                return clean
+        raise UserError(f"no evaluation {clean!r}; pick one from the list")
+
+    def visitor_eval_ids(self, visitor: str | None) -> set[str] | None:
+        """The evaluations `visitor` may see: None (all of them) in local mode."""
+        if not self.policy.share_mode:
+            return None
+        with self._lock:
+            return {eid for eid, owner in self._owners.items() if owner == visitor}
+
+    def visitor_run_ids(self, visitor: str | None) -> set[str] | None:
+        """The trace runs of `visitor`'s evaluations (each item's run): None (all of them) in local mode. For
+        the Traces tab, beside `StudioService.visitor_run_ids` (an evaluation's runs belong to its starter)."""
+        mine = self.visitor_eval_ids(visitor)
+        if mine is None:
+            return None
+        return self.store.run_ids(mine) if self.store is not None and mine else set()
+
+    def owns_run(self, run_id: str, visitor: str | None) -> bool:
+        """Whether `run_id` is a run of one of `visitor`'s evaluations (any run in local mode)."""
+        mine = self.visitor_run_ids(visitor)
+        return mine is None or run_id in mine
+
+    # ------------------------------------------------------------------ control and progress
+
+    def cancel(self, eval_id: str, *, visitor: str | None = None) -> dict[str, Any]:
+        eval_id = self._own_id(eval_id, visitor)
         with self._lock:
             live = self._live.get(eval_id)
         if live is None or not live.thread.is_alive():
             raise UserError(f"evaluation {eval_id!r} is not running")
         live.evaluation.cancel("cancelled from the Evaluate tab")
-        return self.status(eval_id)
+        return self.status(eval_id, visitor=visitor)
 
-    def status(self, eval_id: str) -> dict[str, Any]:
+    def status(self, eval_id: str, *, visitor: str | None = None) -> dict[str, Any]:
         """Progress and the results so far (the curve fills in as items finish)."""
         store = self._need_store()
+        eval_id = self._own_id(eval_id, visitor)
+        with self._lock:  # alive first, then the record: a finished thread has written its final status
+            live = next((e for i, e in self._live.items() if i == eval_id or i.startswith(eval_id)), None)
+        running = live is not None and live.thread.is_alive()
         try:
             summary = summarize(store.get(eval_id))
         except EvalNotFoundError as exc:
             raise UserError(str(exc)) from None
-        with self._lock:
-            live = self._live.get(summary["eval_id"])
-        running = live is not None and live.thread.is_alive()
+        if live is not None and live.evaluation.eval_id != summary["eval_id"]:
+            live, running = None, False
         eta = live.progress.eta_s if (live and live.progress) else None
         return {"eval_id": summary["eval_id"], "running": running, "status": summary["status"],
                 "done": summary["done"], "total": summary["total"], "eta_s": eta, "summary": summary}
 
-    def list(self) -> list[dict[str, Any]]:
-        return self._need_store().list()
+    def list(self, *, visitor: str | None = None) -> list[dict[str, Any]]:
+        """Evaluations, newest first: all of them for the owner (local mode), a visitor's own in share mode."""
+        store = self._need_store()
+        mine = self.visitor_eval_ids(visitor)
+        if mine is None:
+            return store.list()
+        return store.list(ids=mine) if mine else []

@@ -405,14 +405,19 @@ class StudioService:
         """Whether `visitor` may see run `run_id` (any run in local mode; in share mode one it started here)."""
         if not self.policy.share_mode:
             return True
-        return run_id in self._run_owners and self._run_owners[run_id] == visitor
+        if run_id in self._run_owners and self._run_owners[run_id] == visitor:
+            return True
+        return self._evaluations is not None and self._evaluations.owns_run(run_id, visitor)
 
     def visitor_run_ids(self, visitor: str | None) -> set[str] | None:
         """The run ids `visitor` may see in the traces: None (all of them) in local mode."""
         if not self.policy.share_mode:
             return None
         with self._runs_lock:
-            return {rid for rid, owner in self._run_owners.items() if owner == visitor}
+            mine = {rid for rid, owner in self._run_owners.items() if owner == visitor}
+        if self._evaluations is not None:  # the runs of the visitor's own evaluations
+            mine |= self._evaluations.visitor_run_ids(visitor) or set()
+        return mine
 
     def _handle(self, run_id: str, visitor: str | None = None) -> _RunHandle:
         handle = self._runs.get(run_id)

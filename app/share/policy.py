@@ -181,7 +181,8 @@ class SharePolicy:
         python = "allowed" if self.allow_python else "disabled"
         return (f"share mode: workflows by name only, {len(self.model_choices) + 1} model choice(s), python "
                 f"verifier {python}, per-run caps {self.max_lm_calls} LM calls / {self.max_tokens} tokens / "
-                f"{self.max_seconds:g} s, {self.max_concurrent_runs} concurrent run(s), {self.max_runs_per_visitor} per visitor")
+                f"{self.max_seconds:g} s, {self.max_concurrent_runs} concurrent run(s), "
+                f"{self.max_runs_per_visitor} per visitor")
 
 
 def _min_opt(a: int | float | None, b: int | float | None) -> Any:
@@ -265,7 +266,7 @@ def check_workflow_allowed(wf: Workflow, policy: SharePolicy) -> list[Issue]:
         line = wf.line_of("models", alias)
         if not isinstance(spec, dict):
             continue
-        extra = sorted(set(spec) - _SHARE_MODEL_KEYS)
+        extra = sorted(str(key) for key in set(spec) - _SHARE_MODEL_KEYS)  # YAML keys may be 1, true, null
         if extra:
             issues.append(Issue("model_option_refused",
                                 f"model {alias!r} sets {', '.join(extra)}, which a shared app does not accept",

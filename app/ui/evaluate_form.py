@@ -316,10 +316,11 @@ def progress_html(status: dict[str, Any]) -> str:
             f' data-eval="{html.escape(str(status.get("eval_id")))}">{bar}<div>{html.escape(text)}</div></div>')
 
 
-def past_rows(service: StudioService) -> tuple[list[list[Any]], list[tuple[str, str]]]:
-    """Rows of the past-evaluations table (newest first) and the picker's (label, id) choices."""
+def past_rows(service: StudioService, visitor: str | None = None) -> tuple[list[list[Any]], list[tuple[str, str]]]:
+    """Rows of the past-evaluations table (newest first) and the picker's (label, id) choices: the evaluations
+    `visitor` may see (its own in share mode)."""
     rows, choices = [], []
-    for e in service.evaluations.list():
+    for e in service.evaluations.list(visitor=visitor):
         created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.get("created_at") or 0))
         runs = f"{e.get('done', 0)}/{e.get('total', 0)}"
         rows.append([e["id"], e.get("name", ""), e.get("status", ""), runs, e.get("dataset", ""), created])
@@ -327,9 +328,10 @@ def past_rows(service: StudioService) -> tuple[list[list[Any]], list[tuple[str, 
     return rows, choices
 
 
-def dataset_choices(service: StudioService) -> list[tuple[str, str]]:
+def dataset_choices(service: StudioService, visitor: str | None = None) -> list[tuple[str, str]]:
+    """(label, name) of the datasets `visitor` may pick (in share mode its own uploads, not others')."""
     out = []
-    for d in service.evaluations.list_datasets():
+    for d in service.evaluations.list_datasets(visitor=visitor):
         folder = d.get("folder") or ""
         where = folder if folder == "uploads" else Path(folder).name or folder
         out.append((f"{d['name']} ({where}, {human_size(d.get('size_bytes'))})", d["name"]))

@@ -1,9 +1,11 @@
 """The Evaluate tab's Gradio components and handlers: workflows (the editor's one included) and a dataset,
-column mapping, metric and sweep, the cost estimate, the evaluation with live progress, and past ones."""
+column mapping, metric and sweep, the cost estimate, the evaluation with live progress, and past ones; each
+event's visitor (its Gradio session) sees only its own evaluations and uploads in share mode."""
 
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ import gradio as gr
 from app import viz
 from app.service.errors import UserError
 from app.service.studio import StudioService
+from app.ui.endpoints import visitor_of
 from app.ui.evaluate_form import (
     DEFAULT_OUTPUT,
     EDITOR,
@@ -114,11 +117,22 @@ class EvaluateTab:
 
 
 class EvaluateHandlers:
-    """The tab's event handlers: each takes the form as {component: value} and returns {component: update}."""
+    """The tab's event handlers: each takes the form as {component: value} and returns {component: update}.
+    Gradio also passes the event's request (by the `gr.Request` annotation, after the form's dict); its session
+    is the visitor every evaluation call is made for. Called directly (tests), there is no request: the app."""
 
     def __init__(self, service: StudioService, view: EvaluateView) -> None:
         self.service = service
         self.v = view
+
+    def _visitor(self, request: gr.Request | None) -> str | None:
+        """The visitor behind an event; in share mode an event without a Gradio session is a visitor of its
+        own, sharing nothing (as in app/ui/endpoints.py)."""
+        visitor = visitor_of(request)
+        if visitor is None and request is not None and self.service.share_mode:
+            log.warning("an Evaluate tab event without a Gradio session in share mode")
+            visitor = f"no-session-{uuid.uuid4().hex}"
+        return visitor
 
     # ---------------------------------------------------------------- reading the form
 
@@ -172,8 +186,8 @@ class EvaluateHandlers:
         out[v.reference] = gr.update(choices=ref_choices, value=ref)
         return out
 
-    def _check(self, d: dict[Any, Any], mapping: dict[str, str] | None = None,
-               reference: str | None = None) -> str:
+    def _check(self, d: dict[Any, Any], mapping: dict[str, str] | None = None, reference: str | None = None,
+               visitor: str | None = None) -> str:
         """Whether every row fills the picked workflows' inputs (the plan check, without the sweep)."""
         dataset = d.get(self.v.dataset)
         if not dataset or not self._picked(d):
@@ -183,14 +197,14 @@ class EvaluateHandlers:
             plan = self.service.evaluations.plan({"workflows": workflows, "dataset": dataset, "metric": "exact",
                                                   "mapping": mapping if mapping is not None else self._mapping(d),
                                                   "reference": reference if reference is not None
-                                                  else d.get(self.v.reference) or None})
+                                                  else d.get(self.v.reference) or None}, visitor=visitor)
         except Exception as exc:
             return self._error(exc, "check the dataset")
         rows = len(plan.dataset.rows)
         return message_html(f"All {rows} rows fill the inputs of {len(plan.workflows)} workflow"
                             f"{'s' if len(plan.workflows) != 1 else ''}.", "ok")
 
-    def _workflow_updates(self, d: dict[Any, Any], picked: list[str]) -> dict[Any, Any]:
+    def _workflow_updates(self, d: dict[Any, Any], picked: list[str], visitor: str | None) -> dict[Any, Any]:
         """Mapping, sweep params and the suggested sweep for the picked workflows."""
         v = self.v
         loaded = _try_selected(self.service, picked, d.get(v.editor_yaml))
@@ -204,12 +218,14 @@ class EvaluateHandlers:
             out[v.sweep_suggested] = suggestion
         mapping = {name: out[slot]["value"] for name, slot in zip(out[v.map_names], v.map_slots, strict=False)
                    if out[slot].get("value")}
-        out[v.check] = self._check({**d, v.workflows: picked}, mapping, out[v.reference]["value"] or None)
+        out[v.check] = self._check({**d, v.workflows: picked}, mapping, out[v.reference]["value"] or None,
+                                   visitor)
         return out
 
-    def on_select(self, d: dict[Any, Any]) -> dict[Any, Any]:
+    def on_select(self, d: dict[Any, Any], request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
         """The tab was opened: fresh lists of workflows, datasets and past evaluations."""
         v = self.v
+        visitor = self._visitor(request)
         editor = d.get(v.editor_yaml)
         choices = workflow_choices(self.service, editor)
         values = {value for _, value in choices}
@@ -219,31 +235,31 @@ class EvaluateHandlers:
         out: dict[Any, Any] = {v.workflows: gr.update(choices=choices, value=picked), v.message: ""}
         problems = []
         try:
-            datasets = dataset_choices(self.service)
+            datasets = dataset_choices(self.service, visitor)
             names = [value for _, value in datasets]
             out[v.dataset] = gr.update(choices=datasets, value=d.get(v.dataset) if d.get(v.dataset) in names else None)
         except Exception as exc:
             problems.append(self._error(exc, "list the datasets"))
         try:
-            out.update(self._past_updates(d.get(v.past)))
+            out.update(self._past_updates(d.get(v.past), visitor))
         except Exception as exc:
             problems.append(self._error(exc, "list the past evaluations"))
-        out.update(self._workflow_updates(d, picked))
+        out.update(self._workflow_updates(d, picked, visitor))
         if problems:
             out[v.message] = "".join(problems)
         return out
 
-    def on_workflows(self, d: dict[Any, Any]) -> dict[Any, Any]:
-        return {**self._workflow_updates(d, self._picked(d)), self.v.message: ""}
+    def on_workflows(self, d: dict[Any, Any], request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
+        return {**self._workflow_updates(d, self._picked(d), self._visitor(request)), self.v.message: ""}
 
-    def _dataset_updates(self, d: dict[Any, Any], name: str | None,
+    def _dataset_updates(self, d: dict[Any, Any], name: str | None, visitor: str | None,
                          preview: dict[str, Any] | None = None) -> dict[Any, Any]:
         v = self.v
         if not name:
             return {v.preview: gr.update(value=None), v.dataset_info: "", v.columns: [], v.check: "",
                     **self._mapping_updates(_try_selected(self.service, self._picked(d), d.get(v.editor_yaml)), [])}
         try:
-            preview = preview or self.service.evaluations.preview(name)
+            preview = preview or self.service.evaluations.preview(name, visitor=visitor)
         except Exception as exc:
             return {v.preview: gr.update(value=None), v.dataset_info: "", v.columns: [],
                     v.check: self._error(exc, "read the dataset")}
@@ -260,30 +276,31 @@ class EvaluateHandlers:
         out.update(self._mapping_updates(loaded, columns))
         mapping = {n: out[slot]["value"] for n, slot in zip(out[v.map_names], v.map_slots, strict=False)
                    if out[slot].get("value")}
-        out[v.check] = self._check({**d, v.dataset: name}, mapping, out[v.reference]["value"] or None)
+        out[v.check] = self._check({**d, v.dataset: name}, mapping, out[v.reference]["value"] or None, visitor)
         return out
 
-    def on_dataset(self, d: dict[Any, Any]) -> dict[Any, Any]:
-        return {**self._dataset_updates(d, d.get(self.v.dataset)), self.v.message: ""}
+    def on_dataset(self, d: dict[Any, Any], request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
+        return {**self._dataset_updates(d, d.get(self.v.dataset), self._visitor(request)), self.v.message: ""}
 
-    def on_upload(self, d: dict[Any, Any]) -> dict[Any, Any]:
+    def on_upload(self, d: dict[Any, Any], request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
         v = self.v
+        visitor = self._visitor(request)
         path = d.get(v.upload)
         if not path:
             return {}
         path = getattr(path, "name", path)  # a file object from older Gradio versions
         try:
             data = Path(path).read_bytes()
-            added = self.service.evaluations.upload_dataset(Path(path).name, data)
+            added = self.service.evaluations.upload_dataset(Path(path).name, data, visitor=visitor)
         except Exception as exc:
             return {v.message: self._error(exc, "upload the dataset")}
-        out = {v.dataset: gr.update(choices=dataset_choices(self.service), value=added["name"])}
-        out.update(self._dataset_updates({**d, v.dataset: added["name"]}, added["name"], added))
+        out = {v.dataset: gr.update(choices=dataset_choices(self.service, visitor), value=added["name"])}
+        out.update(self._dataset_updates({**d, v.dataset: added["name"]}, added["name"], visitor, added))
         out[v.message] = message_html(f"Uploaded {added['name']} ({added['count']} rows).", "ok")
         return out
 
-    def on_mapping(self, d: dict[Any, Any]) -> dict[Any, Any]:
-        return {self.v.check: self._check(d)}
+    def on_mapping(self, d: dict[Any, Any], request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
+        return {self.v.check: self._check(d, visitor=self._visitor(request))}
 
     def on_add_axis(self, d: dict[Any, Any]) -> dict[Any, Any]:
         v = self.v
@@ -293,10 +310,10 @@ class EvaluateHandlers:
 
     # ---------------------------------------------------------------- estimate, start, cancel, progress
 
-    def on_estimate(self, d: dict[Any, Any]) -> dict[Any, Any]:
+    def on_estimate(self, d: dict[Any, Any], request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
         v = self.v
         try:
-            result = self.service.evaluations.estimate(self.request(d))
+            result = self.service.evaluations.estimate(self.request(d), visitor=self._visitor(request))
         except Exception as exc:
             return {v.estimate: "", v.message: self._error(exc, "estimate the evaluation")}
         return {v.estimate: estimate_html(result), v.message: ""}
@@ -314,67 +331,71 @@ class EvaluateHandlers:
             v.items: _safe(viz.items_table_html, summary, run_link=run_link) or "",
         }
 
-    def _past_updates(self, current: str | None) -> dict[Any, Any]:
-        rows, choices = past_rows(self.service)
+    def _past_updates(self, current: str | None, visitor: str | None) -> dict[Any, Any]:
+        rows, choices = past_rows(self.service, visitor)
         return {self.v.past_table: gr.update(value=rows), self.v.past: gr.update(choices=choices, value=current)}
 
-    def on_start(self, d: dict[Any, Any]) -> dict[Any, Any]:
+    def on_start(self, d: dict[Any, Any], request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
         v = self.v
+        visitor = self._visitor(request)
         try:
-            status = self.service.evaluations.start(self.request(d))
+            status = self.service.evaluations.start(self.request(d), visitor=visitor)
         except Exception as exc:
             return {v.message: self._error(exc, "start the evaluation")}
-        out = {**self._views(status), **self._past_updates(status["eval_id"])}
+        out = {**self._views(status), **self._past_updates(status["eval_id"], visitor)}
         out[v.timer] = gr.Timer(active=bool(status.get("running")))
         out[v.message] = message_html(f"Started evaluation {status['eval_id']}: {status.get('total', 0)} runs.", "ok")
         return out
 
-    def on_cancel(self, d: dict[Any, Any]) -> dict[Any, Any]:
+    def on_cancel(self, d: dict[Any, Any], request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
         v = self.v
+        visitor = self._visitor(request)
         eval_id = d.get(v.past)
         if not eval_id:
             return {v.message: message_html("No evaluation is picked.", "error")}
         try:
-            status = self.service.evaluations.status(eval_id)
+            status = self.service.evaluations.status(eval_id, visitor=visitor)
             if not status.get("running"):
                 return {v.message: message_html(f"Evaluation {eval_id} is not running ({status.get('status')}).")}
-            status = self.service.evaluations.cancel(eval_id)
+            status = self.service.evaluations.cancel(eval_id, visitor=visitor)
         except Exception as exc:
             return {v.message: self._error(exc, "cancel the evaluation")}
         return {**self._views(status), v.timer: gr.Timer(active=True),
                 v.message: message_html(f"Cancelling {eval_id}: runs in flight stop, finished items are kept.")}
 
-    def on_poll(self, d: dict[Any, Any]) -> dict[Any, Any]:
+    def on_poll(self, d: dict[Any, Any], request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
         """The timer: the picked evaluation's progress; the timer stops once it is not running."""
         v = self.v
+        visitor = self._visitor(request)
         eval_id = d.get(v.past)
         if not eval_id:
             return {v.timer: gr.Timer(active=False)}
         try:
-            status = self.service.evaluations.status(eval_id)
+            status = self.service.evaluations.status(eval_id, visitor=visitor)
         except Exception as exc:
             return {v.timer: gr.Timer(active=False), v.message: self._error(exc, "read the evaluation's progress")}
         out = self._views(status)
         if not status.get("running"):
             out[v.timer] = gr.Timer(active=False)
-            out.update(self._past_updates(eval_id))
+            out.update(self._past_updates(eval_id, visitor))
         return out
 
-    def on_past(self, d: dict[Any, Any]) -> dict[Any, Any]:
+    def on_past(self, d: dict[Any, Any], request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
         """Show a past (or running) evaluation in the same views."""
         v = self.v
         eval_id = d.get(v.past)
         if not eval_id:
             return {v.timer: gr.Timer(active=False)}
         try:
-            status = self.service.evaluations.status(eval_id)
+            status = self.service.evaluations.status(eval_id, visitor=self._visitor(request))
         except Exception as exc:
             return {v.message: self._error(exc, "open the evaluation"), v.timer: gr.Timer(active=False)}
         return {**self._views(status), v.timer: gr.Timer(active=bool(status.get("running"))), v.message: ""}
 
-    def on_refresh_past(self, d: dict[Any, Any]) -> dict[Any, Any]:
+    def on_refresh_past(self, d: dict[Any, Any],
+                        request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
         try:
-            return {**self._past_updates(d.get(self.v.past)), self.v.message: ""}
+            return {**self._past_updates(d.get(self.v.past), self._visitor(request)), self.v.message: ""}
         except Exception as exc:
             return {self.v.message: self._error(exc, "list the evaluations")}
 
