@@ -66,6 +66,8 @@ def ensure_schema(engine: Engine, path: Path) -> int:
     Returns the schema version the database had when opened (0 for a new one)."""
     try:
         with engine.begin() as conn:
+            # the write lock first: processes opening a new database at once create it one at a time
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
             tables = set(inspect(conn).get_table_names())
             if not tables:
                 TRACE_REGISTRY.metadata.create_all(conn)
