@@ -504,14 +504,18 @@
       origin: S.origin, confirmed_python: S.pythonConfirmed };
     let snap = await call("mg_run", request);
     if (snap.needs_confirmation) {
-      // a workflow from a link or an upload runs python on this machine: show the code, run only if accepted
+      // a workflow from a link or an upload runs python here, or calls another server: show it, run only if accepted
       const code = (snap.code || []).map((c) => "[" + c.node_id + "]\n" + c.code).join("\n\n");
+      const remote = (snap.remote || []).map((r) => "[model " + r.alias + "] " + r.base_url + " (" + r.model + ")" +
+        (r.api_key_env ? ", sending the key in $" + r.api_key_env : "")).join("\n");
       const ok = window.confirm("This workflow came from " + (S.origin === "upload" ? "an uploaded file" : "a link") +
-        " and runs this Python code on your computer, with your file permissions:\n\n" + code +
+        (code ? " and runs this Python code on your computer, with your file permissions:\n\n" + code : "") +
+        (remote ? (code ? "\n\nIt also" : " and") + " sends your prompts to these servers:\n\n" + remote : "") +
         "\n\nRun it only if you trust where it came from. Run it?");
       if (!ok) {
         S.el.runBtn.disabled = false;
-        return notice("Not run: the workflow's python code was not accepted.", "warn");
+        return notice("Not run: the workflow's " + (code ? "python code" : "remote servers") + " were not accepted.",
+          "warn");
       }
       S.pythonConfirmed = true;
       snap = await call("mg_run", { ...request, confirmed_python: true });

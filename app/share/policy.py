@@ -247,6 +247,14 @@ def python_code(wf: Workflow) -> list[dict[str, str]]:
     return found
 
 
+def remote_models(wf: Workflow) -> list[dict[str, str]]:
+    """The remote servers a workflow sends prompts to, one {alias, base_url, model, api_key_env} per
+    `source: openai` entry; what the user is shown before a workflow from a link or upload runs."""
+    return [{"alias": str(alias), "base_url": str(spec.get("base_url") or ""), "model": str(spec.get("model") or ""),
+             "api_key_env": str(spec.get("api_key_env") or "")}
+            for alias, spec in wf.models.items() if isinstance(spec, dict) and spec.get("source") == "openai"]
+
+
 def check_workflow_allowed(wf: Workflow, policy: SharePolicy) -> list[Issue]:
     """Problems that make this workflow unrunnable under `policy` (empty when it may run)."""
     issues: list[Issue] = []
@@ -265,6 +273,12 @@ def check_workflow_allowed(wf: Workflow, policy: SharePolicy) -> list[Issue]:
     for alias, spec in wf.models.items():
         line = wf.line_of("models", alias)
         if not isinstance(spec, dict):
+            continue
+        if spec.get("source") == "openai":  # the app's server would call any URL a visitor names (SSRF)
+            issues.append(Issue("model_source_refused",
+                                f"model {alias!r} runs on another server ({spec.get('base_url')}); this shared app "
+                                "runs only its own models", f"use `source: bundled` or a model from the list "
+                                f"({choices})", line=wf.line_of("models", alias, "source") or line))
             continue
         extra = sorted(str(key) for key in set(spec) - _SHARE_MODEL_KEYS)  # YAML keys may be 1, true, null
         if extra:

@@ -11,7 +11,7 @@ import gradio as gr
 
 from app.service.errors import UserError
 from app.service.studio import StudioService, issues_summary
-from app.share.policy import check_workflow_allowed, python_code
+from app.share.policy import check_workflow_allowed, python_code, remote_models
 from app.ui.endpoints import VISITOR_KEY, endpoint
 from app.workflow.problems import errors
 from nodes.registry import graph_rules
@@ -168,12 +168,14 @@ def mg_run(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
     inputs = payload.get("inputs") or {}
     if not isinstance(inputs, dict):
         raise UserError("the run form sent bad inputs; reload the page")
-    # python from a link or an upload: show the code and ask first (where python is off, the run is refused anyway)
-    if (str(payload.get("origin", "")) in UNTRUSTED_ORIGINS and service.policy.allow_python
-            and not payload.get("confirmed_python")):
-        code = python_code(service.workflow_from_json(payload.get("workflow")))
-        if code:
-            return {"needs_confirmation": True, "code": code}
+    # a workflow from a link or an upload that runs python here (where python is off, the run is refused anyway)
+    # or sends prompts, and maybe an API key from this machine's environment, to another server: show it and ask
+    if str(payload.get("origin", "")) in UNTRUSTED_ORIGINS and not payload.get("confirmed_python"):
+        wf = service.workflow_from_json(payload.get("workflow"))
+        code = python_code(wf) if service.policy.allow_python else []
+        remote = [] if service.share_mode else remote_models(wf)  # share mode refuses remote models outright
+        if code or remote:
+            return {"needs_confirmation": True, "code": code, **({"remote": remote} if remote else {})}
     return service.start_run(payload.get("workflow"), inputs, payload.get("seed", 0) or 0,
                              visitor=_visitor(payload))
 

@@ -187,3 +187,30 @@ def test_server_functions_find_the_session_in_gradios_raw_request(tmp_path: Path
         assert [r["run_id"] for r in fns["mg_init"]({}, request=_as("alice"))["active_runs"]] == [run_id]
     finally:
         release.set()
+
+
+REMOTE_MODELS = {"main": {"source": "openai", "base_url": "https://elsewhere.example/v1", "model": "m",
+                          "api_key_env": "AWS_SECRET_ACCESS_KEY"}}
+
+
+@pytest.mark.parametrize("origin", ["link", "upload"])
+def test_a_remote_server_from_a_link_or_upload_needs_confirmation(tmp_path: Path, origin: str) -> None:
+    """A shared workflow could send prompts, and a secret from this machine's environment as its API key, to any
+    server: the first run shows where and asks."""
+    fns = _fns(_service(tmp_path, share=False))
+    answer = fns["mg_run"]({"workflow": {**WF, "models": REMOTE_MODELS}, "origin": origin}, request=_as("me"))
+    assert answer == {"needs_confirmation": True, "code": [], "remote": [
+        {"alias": "main", "base_url": "https://elsewhere.example/v1", "model": "m",
+         "api_key_env": "AWS_SECRET_ACCESS_KEY"}]}
+
+
+def test_share_mode_refuses_remote_models(tmp_path: Path) -> None:
+    """A visitor's base_url would make the app's server call any address it names (SSRF)."""
+    service = _service(tmp_path)
+    fns = _fns(service)
+    for origin in ("", "link"):
+        answer = fns["mg_run"]({"workflow": {**WF, "models": REMOTE_MODELS}, "origin": origin}, request=_as("bob"))
+        assert "runs on another server" in answer["error"] and "run_id" not in answer
+    saved = fns["mg_save"]({"name": "remote", "workflow": {**WF, "models": REMOTE_MODELS}}, request=_as("bob"))
+    assert "runs on another server" in saved["error"]
+    assert not service._runs
