@@ -181,7 +181,8 @@ class ModelSpec:
     """Where a model comes from and how to run it; the `models:` entries of a workflow."""
 
     source: str = "bundled"
-    """"bundled" (the embedded SmolLM2), "path" (a local GGUF) or "fake" (test double)."""
+    """"bundled" (the embedded SmolLM2), "path" (a local GGUF), "openai" (a remote OpenAI-compatible server) or
+    "fake" (test double)."""
     path: str | None = None
     device: str = "auto"
     """"auto" | "cpu" | "gpu" | "metal"."""
@@ -189,8 +190,23 @@ class ModelSpec:
     threads: int | None = None
     n_gpu_layers: int | None = None
     flash_attn: bool = False
+    cpu_weights: str | None = None
+    """"auto" | "original" | "q8_0": which weights run on CPU (backends/cpu_weights.py); None = the source's
+    default (cpu_weights.DEFAULT_CPU_WEIGHTS: original)."""
     options: tuple[tuple[str, Any], ...] = ()
     """Extra backend-specific settings as sorted (key, value) pairs (hashable)."""
+    base_url: str | None = None
+    """source "openai": the server's API root, e.g. http://host:8000/v1."""
+    model: str | None = None
+    """source "openai": the model name the server knows (GET /v1/models lists them)."""
+    api_key_env: str | None = None
+    """source "openai": the environment variable holding the API key (the key itself is never in a spec)."""
+    max_concurrency: int | None = None
+    """source "openai": requests in flight at once to this server (default 8)."""
+    timeout_s: int | None = None
+    """source "openai": seconds to wait for the server's next bytes before giving up (default 300)."""
+    context_length: int | None = None
+    """source "openai": the server's context size, when known (shown in the model's info)."""
 
     def option(self, key: str, default: Any = None) -> Any:
         return dict(self.options).get(key, default)

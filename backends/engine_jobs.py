@@ -215,6 +215,8 @@ class GenerateJob(PrefillMixin, Job):
         self.n_ctx_seq = n_ctx_seq
         self.stream_tokens = stream_tokens
         self.samples: list[Sample] = []
+        self._live: list[Sample] = []
+        """Samples with a token to decode next step: each step's work is O(live samples), not O(n)."""
         self.fed = 0
         self.prompt_row = -1
         self.prompt_logits: np.ndarray | None = None
@@ -246,7 +248,7 @@ class GenerateJob(PrefillMixin, Job):
 
     def add_decode_tokens(self, batch: BatchBuilder) -> None:
         n_prompt = len(self.prompt)
-        for sample in self.samples:
+        for sample in self._live:
             if sample.pending >= 0:
                 sample.row = batch.add(sample.pending, n_prompt + len(sample.tokens) - 1, (sample.seq_id,), True)
 
@@ -263,12 +265,13 @@ class GenerateJob(PrefillMixin, Job):
         if self._commit_prefill(core):
             self._prompt_done(core)
         else:
-            for sample in self.samples:
+            for sample in self._live:
                 if sample.pending >= 0:
                     if sample.index == 0:
                         self.kv0.append(sample.pending)
                     sample.pending = -1
                     self._sample_next(core, sample, sample.row)
+            self._live = [s for s in self._live if s.pending >= 0]
         self.usage.decode_s += time.perf_counter() - started
 
     def _prompt_done(self, core: EngineView) -> None:
@@ -278,6 +281,7 @@ class GenerateJob(PrefillMixin, Job):
                 self._finish(core, sample, "length")
             else:
                 self._sample_next(core, sample, -1)
+        self._live = [s for s in self.samples if s.pending >= 0]
 
     def _check_done(self) -> None:
         if self.fed == len(self.prompt) and all(s.finish for s in self.samples):

@@ -283,13 +283,15 @@ MODEL_SUFFIX = ".gguf"
 
 def find_model_files(folder: str | Path) -> list[Path]:
     """The model files of a models folder: every *.gguf under it, subfolders included (resolved, sorted by
-    path); none when it does not exist. The one scanner of model folders: the Models tab and share mode's
-    model list both come from it."""
+    path), except inside hidden folders such as `.cpu-weights` (the app's re-quantised copies, shown on their
+    source's row); none when it does not exist. The one scanner of model folders: the Models tab and share
+    mode's model list both come from it."""
     folder = Path(folder).expanduser()
     try:
         if not folder.is_dir():
             return []
-        return sorted(p.resolve() for p in folder.rglob("*") if p.suffix.lower() == MODEL_SUFFIX and p.is_file())
+        return sorted(p.resolve() for p in folder.rglob("*") if p.suffix.lower() == MODEL_SUFFIX and p.is_file()
+                      and not any(part.startswith(".") for part in p.relative_to(folder).parts[:-1]))
     except OSError as exc:
         log.warning("cannot scan the models folder %s: %s", folder, exc)
         return []

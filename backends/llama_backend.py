@@ -55,6 +55,8 @@ class LlamaBackend:
         self.device = dict(device or resolve_device(self.spec))
         self.file_info = model_file_info(self.path)  # a clear ModelFileError for missing/corrupt files
         self.fingerprint = content_fingerprint(self.path)
+        self.weights: dict[str, Any] | None = None
+        """Which weights these are and why (a cpu_weights.WeightsChoice as JSON; set by the model pool)."""
         self.model = LlamaModel(self.path, n_gpu_layers=self.device["n_gpu_layers"])
         self._architecture = self.model.metadata_summary()
         try:
@@ -127,6 +129,9 @@ class LlamaBackend:
             "loaded": not self._closed,
             "device": dict(self.device),
             "memory_bytes": self.memory_bytes(),
+            "weights": self.weights or {"ran": "original", "path": str(self.path), "fingerprint": self.fingerprint,
+                                        "quantization": self.file_info.quantization,
+                                        "reason": "loaded directly, not through the model pool"},
             "build": build_info(),
             "engine": self.engine.snapshot(),
         }

@@ -15,6 +15,7 @@ from typing import Any
 
 from backends.base import BackendError, LLMBackend, ModelFileError, ModelSpec
 from backends.bundled import bundled_model_path
+from backends.cpu_weights import WeightsChoice, WeightsChooser
 from backends.devices import resolve_device
 from backends.llama_backend import LlamaBackend
 
@@ -61,6 +62,7 @@ class _Entry:
     key: str
     backend: LlamaBackend
     path: Path
+    weights: WeightsChoice | None
     device: dict[str, Any]
     loaded_at: float
     last_used: float
@@ -84,11 +86,15 @@ class ModelPool:
     """Thread-safe cache of loaded models. `memory_budget_bytes` (None = `default_memory_budget()`) bounds
     the weights plus KV caches kept loaded: before a new model loads, the least recently used idle models
     are unloaded until it fits, and a model that cannot fit beside busy ones is refused (BackendError).
-    `loader` builds a backend (LlamaBackend; tests pass a stub)."""
+    `loader` builds a backend (LlamaBackend; tests pass a stub). `weights_dir` is where re-quantised CPU
+    copies and their measurements are kept (backends/cpu_weights.py; the app passes <models>/.cpu-weights);
+    without it every model runs its original weights."""
 
-    def __init__(self, memory_budget_bytes: int | None = None, loader: Loader | None = None) -> None:
+    def __init__(self, memory_budget_bytes: int | None = None, loader: Loader | None = None,
+                 weights_dir: Path | None = None) -> None:
         self.memory_budget_bytes = default_memory_budget() if memory_budget_bytes is None else memory_budget_bytes
         self._loader: Loader = loader or LlamaBackend
+        self.weights = WeightsChooser(weights_dir)
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.RLock()
 
@@ -99,18 +105,22 @@ class ModelPool:
         return f"{path}|{settings}|{options}"
 
     def get(self, spec: ModelSpec) -> LLMBackend:
-        """The loaded backend for this spec, loading it on first use."""
-        path = model_path(spec)
+        """The loaded backend for this spec, loading it on first use (and, for `cpu_weights: auto` on a file
+        type without a fast CPU path, making and measuring a Q8_0 copy the first time on this machine)."""
+        source = model_path(spec)
         device = resolve_device(spec)
-        key = self.key_for(path, device, spec)
         with self._lock:
+            choice = self.weights.choose(source, spec, device, together=lambda: self.room_for_probe(source))
+            path = Path(choice.path)
+            key = self.key_for(path, device, spec)
             entry = self._entries.get(key)
             if entry is None:
                 self._make_room(path, key)
                 started = time.perf_counter()
                 backend = self._loader(path, spec, device)
+                backend.weights = choice.to_json()
                 now = time.time()
-                entry = _Entry(key, backend, path, device, now, now)
+                entry = _Entry(key, backend, path, choice, device, now, now)
                 self._entries[key] = entry
                 log.info("loaded %s in %.2fs", backend.model_id, time.perf_counter() - started)
                 self._enforce_budget(keep=key)
@@ -128,6 +138,8 @@ class ModelPool:
                 "model": e.backend.model_id,
                 "name": e.backend.file_info.name,
                 "path": str(e.path),
+                "source_path": e.weights.source_path if e.weights else str(e.path),
+                "weights": e.weights.to_json() if e.weights else None,
                 "device": dict(e.backend.device),
                 "size": e.backend.memory_bytes(),
                 "loaded_at": e.loaded_at,
@@ -144,7 +156,7 @@ class ModelPool:
                 victims = list(self._entries)
             else:
                 victims = [k for k, e in self._entries.items()
-                           if key in (k, e.backend.model_id, str(e.path))]
+                           if key in (k, e.backend.model_id, str(e.path), e.weights and e.weights.source_path)]
             for victim in victims:
                 self._close(victim)
         return len(victims)
@@ -155,6 +167,15 @@ class ModelPool:
     def total_bytes(self) -> int:
         with self._lock:
             return sum(e.backend.memory_bytes() for e in self._entries.values())
+
+    def room_for_probe(self, source: Path) -> bool:
+        """Whether measuring a source against its Q8_0 copy (about 2.5 times the source's size together) fits
+        beside the loaded models; if not the two are measured one after the other."""
+        try:
+            needed = int(source.stat().st_size * 2.5)
+        except OSError:
+            return False
+        return self.total_bytes() + needed <= self.memory_budget_bytes
 
     def _make_room(self, path: Path, key: str) -> None:
         """Unload idle models, least recently used first, until a model file of this size fits the budget;

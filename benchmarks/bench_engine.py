@@ -8,9 +8,13 @@ them alike):
   B. a ~1,000-token shared prompt + 16 samples: the prompt evaluated once, time vs short case + one prefill;
   C. two independent 8-sample requests submitted at once vs one after the other;
   D. scoring 16 candidates behind one shared prefix vs 16 separate evaluations;
+  E. each CPU weights choice of the bundled model (the original Q4_1, its Q8_0 copy, and a Q4_0 copy for
+     reference): the engine at batch 1 and batch 16, the plain batched loop at batch 16 on the same weights,
+     the mean log-probability of the quality text, and what `cpu_weights: auto` picks on this machine;
   and the peak memory of this process.
 
 Usage: python benchmarks/bench_engine.py [--runs 3] [--threads N] [--tokens 64] [--samples 16]
+                                          [--weights-only | --no-weights]
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -36,9 +41,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from backends.base import ModelSpec, SamplingParams
 from backends.bundled import bundled_model_path
-from backends.devices import default_threads
+from backends.cpu_weights import choose_weights
+from backends.devices import default_threads, resolve_device
 from backends.llama_backend import LlamaBackend
 from backends.llama_model import llama_lib
+from backends.quantize import quantized_copy
+from backends.weights_probe import quality_logprob
 
 SHORT_PROMPT = "Once upon a time, in a small village by the sea,"
 PREFIX_SENTENCE = "The committee reviewed every proposal carefully and wrote detailed notes on each one. "
@@ -224,8 +232,13 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=16)
     parser.add_argument("--flash-attn", choices=["default", "on", "off"], default="default",
                         help="the engine's flash-attention setting (default: the engine's choice, off on CPU)")
+    parser.add_argument("--weights-only", action="store_true", help="run only section E (CPU weights choices)")
+    parser.add_argument("--no-weights", action="store_true", help="skip section E")
     args = parser.parse_args()
     n, tokens, threads = args.samples, args.tokens, args.threads
+    if args.weights_only:
+        weights_section(args)
+        return
     model_path = str(bundled_model_path())
     print(f"model {Path(model_path).name}, {threads} threads, {n} samples x {tokens} tokens, "
           f"median of {args.runs} runs (alternatives interleaved)")
@@ -337,6 +350,79 @@ def main() -> None:
     engine.close()
     lib.llama_model_free(plain_model)
     report(rows, produced, n, flash, long_prompt_len, long_evaluated, engine_stats)
+    if not args.no_weights:
+        weights_section(args)
+
+
+def weights_section(args: argparse.Namespace) -> None:
+    """E: the engine and the plain loop on each weights file, the quality check, and auto's pick."""
+    n, tokens, threads = args.samples, args.tokens, args.threads
+    options = () if args.flash_attn == "default" else (("flash_attn", args.flash_attn),)
+    source = bundled_model_path()
+    folder = Path(tempfile.mkdtemp(prefix="metagen-bench-weights-"))
+    print(f"\nE. CPU weights of {source.name}: {n} samples x {tokens} tokens, {threads} threads, median of "
+          f"{args.runs} runs (choices interleaved); copies in {folder}")
+    started = time.perf_counter()
+    files = {"original Q4_1": source, "q8_0 copy": quantized_copy(source, folder, "q8_0", threads),
+             "q4_0 copy (reference)": quantized_copy(source, folder, "q4_0", threads)}
+    print(f"  two copies written by llama_model_quantize in {time.perf_counter() - started:.1f}s")
+    spec = ModelSpec(device="cpu", n_ctx=2048, threads=threads, options=options)
+    engines = {name: LlamaBackend(path, spec) for name, path in files.items()}
+    quality = {name: quality_logprob(engine) for name, engine in engines.items()}  # fresh engines, as the probe
+    for engine in engines.values():
+        engine.generate(SHORT_PROMPT, SamplingParams(max_tokens=2))  # warm up
+    flash = bool(next(iter(engines.values())).device["flash_attn"])
+    lib = llama_lib()
+    plain_models = {name: lib.llama_model_load_from_file(str(path).encode(), lib.llama_model_default_params())
+                    for name, path in files.items()}
+    params = SamplingParams(max_tokens=tokens, temperature=0.8, top_k=40)
+    rows = {(name, case): Row(f"{name}: {case}") for name in files
+            for case in ("engine batch 1", f"engine batch {n}", f"plain loop batch {n}")}
+    produced: dict[tuple[str, str], int] = {}
+    for run in range(args.runs):
+        for name in files:
+            engine = engines[name]
+            with timed(rows[(name, "engine batch 1")]):
+                produced[(name, "engine batch 1")] = engine.generate(
+                    SHORT_PROMPT, params.with_seed(500 + run)).usage.completion_tokens
+            with timed(rows[(name, f"engine batch {n}")]):
+                produced[(name, f"engine batch {n}")] = engine.generate(
+                    SHORT_PROMPT, params.with_seed(1000 + run), n=n).usage.completion_tokens
+            with timed(rows[(name, f"plain loop batch {n}")]):
+                produced[(name, f"plain loop batch {n}")] = plain_batched_loop(
+                    plain_models[name], n, tokens, threads, flash)
+        print(f"  run {run + 1}/{args.runs} done", flush=True)
+    for engine in engines.values():
+        engine.close()
+    for model in plain_models.values():
+        lib.llama_model_free(model)
+
+    auto_spec = ModelSpec(device="cpu", threads=threads, cpu_weights="auto", options=options)
+    started = time.perf_counter()
+    choice = choose_weights(source, auto_spec, resolve_device(auto_spec), folder)
+    auto_s = time.perf_counter() - started
+
+    base = "original Q4_1"
+    print()
+    print(f"{'case':48} {'median s':>9} {'tokens':>7} {'tok/s':>7}  {'vs original':>11}  engine/plain")
+    for name in files:
+        for case in ("engine batch 1", f"engine batch {n}", f"plain loop batch {n}"):
+            row, toks = rows[(name, case)], produced[(name, case)]
+            ratio = row.median / rows[(base, case)].median
+            extra = ""
+            if case.startswith("engine batch") and case != "engine batch 1":
+                extra = f"{row.median / rows[(name, f'plain loop batch {n}')].median:.3f}x"
+            print(f"{row.name:48} {row.median:9.2f} {toks:7d} {toks / row.median:7.0f}  {ratio:10.2f}x  {extra}")
+    print()
+    base_lp = quality[base][0]
+    for name, (mean, count) in quality.items():
+        print(f"quality: {name:38} mean logprob {mean:8.4f} over {count} tokens  (diff {mean - base_lp:+.4f})")
+    picked = "q8_0 copy" if choice.ran == "q8_0" else base
+    ratio = rows[(picked, f"engine batch {n}")].median / rows[(base, f"engine batch {n}")].median
+    print(f"\ncpu_weights: auto picks {choice.ran} ({auto_s:.1f}s to measure, once per machine): {choice.reason}")
+    print(f"best-of-{n} with auto: {ratio:.2f}x the Q4_1 time (target <= 0.80x); mean logprob diff "
+          f"{quality[picked][0] - base_lp:+.4f} (target within 0.01)")
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def report(rows: dict[str, Row], produced: dict[str, int], n: int, flash: bool, long_prompt_len: int,

@@ -1,7 +1,8 @@
-"""Model providers: turn a workflow's model specs into backends (llama.cpp pool, or the fake for dry runs)."""
+"""Model providers: turn a workflow's model specs into backends (llama.cpp pool, remote servers, or the fake)."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from backends.base import LLMBackend, ModelSpec
@@ -19,21 +20,40 @@ def fake_provider(**fake_kwargs: Any):  # type: ignore[no-untyped-def]
     return provide
 
 
+def remote_key(spec: ModelSpec) -> tuple[Any, ...]:
+    """What makes two `source: openai` specs the same remote backend (device settings play no part)."""
+    return (spec.base_url, spec.model, spec.api_key_env, spec.max_concurrency, spec.timeout_s, spec.context_length,
+            spec.options)
+
+
 def llama_provider(pool: Any = None):  # type: ignore[no-untyped-def]
     """The real provider: bundled/path specs go to a llama.cpp ModelPool (one loaded model per file and
-    device settings per pool), `source: fake` specs to a seeded-echo FakeBackend."""
+    device settings per pool), `source: openai` specs to one OpenAIBackend per server, model and settings,
+    `source: fake` specs to a seeded-echo FakeBackend."""
     from backends.fake import FakeBackend
 
     fake = FakeBackend()
+    remotes: dict[tuple[Any, ...], LLMBackend] = {}
+    remotes_lock = threading.Lock()
 
     def provide(spec: ModelSpec) -> LLMBackend:
         nonlocal pool
         if spec.source == "fake":
             return fake
+        if spec.source == "openai":
+            from backends.openai_backend import OpenAIBackend
+
+            with remotes_lock:
+                key = remote_key(spec)
+                if key not in remotes:
+                    remotes[key] = OpenAIBackend(spec)
+                return remotes[key]
         if pool is None:
+            from app.platform.paths import models_dir
+            from backends.cpu_weights import WEIGHTS_SUBDIR
             from backends.pool import ModelPool
 
-            pool = ModelPool()
+            pool = ModelPool(weights_dir=models_dir() / WEIGHTS_SUBDIR)
         return pool.get(spec)
 
     return provide

@@ -209,7 +209,8 @@ class Scheduler:
 
     # ------------------------------------------------------------------ internals
 
-    def _backend_resolver(self, specs: dict[str, ModelSpec]) -> Callable[[str], LLMBackend]:
+    def _backend_resolver(self, specs: dict[str, ModelSpec],
+                          on_resolved: Callable[[str, LLMBackend], None] | None = None) -> Callable[[str], LLMBackend]:
         lock = threading.Lock()
         resolved: dict[str, LLMBackend] = {}
 
@@ -219,6 +220,8 @@ class Scheduler:
                     if alias not in specs:
                         raise NodeError(f"model {alias!r} is not declared in the workflow's models")
                     resolved[alias] = self.provider(specs[alias])
+                    if on_resolved is not None:
+                        on_resolved(alias, resolved[alias])
                 return resolved[alias]
 
         return backend_for
@@ -254,7 +257,7 @@ class _DagRun:
         self.bus = state.bus
         self.run_id = state.run_id
         self.graph = build_graph(wf)
-        self.backend_for = scheduler._backend_resolver(specs)
+        self.backend_for = scheduler._backend_resolver(specs, self._record_model)
         self.default_model = next(iter(specs), DEFAULT_MODEL_ALIAS)
         self.by_id = {n.id: n for n in wf.nodes}
         self.order = {n.id: i for i, n in enumerate(wf.nodes)}
@@ -274,6 +277,15 @@ class _DagRun:
 
     def _emit(self, type_: str, node_id: str | None, data: dict[str, Any]) -> None:
         self.bus.emit(Event(type_, self.run_id, node_id, data))
+
+    def _record_model(self, alias: str, backend: LLMBackend) -> None:
+        """A run-level `model` event when a model that knows its weights (a llama.cpp model from the pool:
+        backends.cpu_weights.WeightsChoice) is first used: which weights ran and why, so the trace says what
+        produced the numbers."""
+        weights = getattr(backend, "weights", None)
+        if weights is not None:
+            self.bus.emit(Event(ev.NODE_EVENT, self.run_id, None, {
+                "kind": "model", "alias": alias, "model_id": backend.model_id, "weights": to_jsonable(weights)}))
 
     # -- the loop
     def execute(self) -> RunResult:

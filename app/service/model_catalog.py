@@ -91,7 +91,7 @@ class ModelCatalog:
             if info.path not in seen:
                 found.append(("added", info))
                 seen.add(info.path)
-        loaded = self.loaded_paths()
+        loaded = self._loaded_items()
         rows = []
         for source, info in found:
             key = "bundled" if source == "bundled" else info.path
@@ -99,9 +99,66 @@ class ModelCatalog:
                 "key": key, "source": source, "name": info.name, "path": info.path, "size_bytes": info.size_bytes,
                 "quantization": info.quantization, "context_length": info.context_length,
                 "architecture": info.architecture, "device": self.device_for(key),
-                "loaded": info.path in loaded,
+                "loaded": info.path in loaded, "weights": self.weights_for(info, loaded.get(info.path)),
             })
         return rows
+
+    @property
+    def weights_dir(self) -> Path:
+        """Where CPU-fast copies of models and their measurements are kept."""
+        from backends.cpu_weights import WEIGHTS_SUBDIR
+
+        return Path(self._service.models_dir) / WEIGHTS_SUBDIR
+
+    def weights_for(self, info: Any, loaded: dict[str, Any] | None) -> str:
+        """Which weights run for this model on CPU, or would: the loaded model's choice, else a stored
+        measurement, else what its file type means (backends/cpu_weights.py)."""
+        from backends.cpu_weights import decision_summary, find_decision, lacks_fast_cpu_path
+
+        weights = (loaded or {}).get("weights")
+        if weights:
+            return f"running {weights['ran']} ({weights['quantization']}): {weights['reason']}"
+        try:
+            decision = find_decision(Path(info.path), self.weights_dir)
+        except OSError:
+            decision = None
+        if decision:
+            return decision_summary(decision)
+        if lacks_fast_cpu_path(info.quantization):
+            return f"original; {info.quantization} has no fast CPU matrix path: make a CPU-fast copy to measure one"
+        return f"original ({info.quantization} has a fast CPU path)"
+
+    def make_cpu_copy(self, key: str) -> str:
+        """Write the Q8_0 copy of a model (once) and measure it against the original on this machine now;
+        `cpu_weights: auto` follows the stored result from then on. Returns the result as one line."""
+        if self._service.share_mode:
+            raise UserError("making model copies is disabled on a shared app; the owner can make them locally")
+        if self._service.dry_run:
+            raise UserError("this app runs with --dry-run (a fake model); start it without --dry-run to measure "
+                            "models")
+        from backends.base import BackendError
+        from backends.cpu_weights import decision_summary, make_and_measure
+        from backends.devices import resolve_device
+
+        entry = next((e for e in self.entries() if e["key"] == key), None)
+        if entry is None:
+            raise UserError(f"no model {key!r} in the list")
+        spec = self._spec(key)
+        try:
+            device = resolve_device(spec)
+            if device["n_gpu_layers"] != 0:
+                raise UserError(f"{entry['name']} runs on the GPU with the current device settings, where a CPU copy "
+                                "changes nothing; set Device to cpu first to measure it for CPU runs")
+            source = Path(entry["path"])
+            decision = make_and_measure(source, spec, device, self.weights_dir,
+                                        together=lambda: self._service.pool.room_for_probe(source))
+        except BackendError as exc:
+            raise UserError(str(exc)) from None
+        pool = self._service.loaded_pool
+        if pool is not None:
+            pool.weights.forget()
+        note = " Unload and load the model to switch." if entry["loaded"] else ""
+        return f"{decision_summary(decision)}.{note}"
 
     def device_for(self, key: str) -> str:
         try:
@@ -140,15 +197,19 @@ class ModelCatalog:
         return info.path
 
     def loaded_paths(self) -> set[str]:
+        return set(self._loaded_items())
+
+    def _loaded_items(self) -> dict[str, dict[str, Any]]:
+        """The pool's loaded models by source file path (a model running a CPU copy counts as its source)."""
         pool = self._service.loaded_pool
         if pool is None:
-            return set()
-        paths_: set[str] = set()
+            return {}
+        items: dict[str, dict[str, Any]] = {}
         for item in pool.loaded():
             path = _loaded_path(item)
             if path:
-                paths_.add(path)
-        return paths_
+                items[path] = item if isinstance(item, dict) else {}
+        return items
 
     def load(self, key: str) -> None:
         if self._service.share_mode:
@@ -177,11 +238,38 @@ class ModelCatalog:
             raise UserError(f"{entry['name']} is answering a run right now; cancel the run or wait, then unload")
         return bool(pool.unload(entry["path"]))
 
+    def check_remote(self, base_url: str, model: str | None = None, api_key_env: str | None = None) -> dict[str, Any]:
+        """Contact a remote OpenAI-compatible server: its models and what it supports for one of them (the first it
+        lists when no model is given). Only the owner may: on a shared app, visitors would make this machine open
+        connections to addresses of their choosing."""
+        if self._service.share_mode:
+            raise UserError("checking remote servers is disabled on a shared app; the owner can check them locally")
+        import re
+
+        from backends.base import BackendError
+        from backends.openai_caps import check_server
+
+        url = str(base_url or "").strip()
+        if not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", url):
+            raise UserError("type the server's base URL first, such as http://127.0.0.1:8000/v1")
+        key_env = str(api_key_env or "").strip() or None
+        if key_env and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key_env):
+            raise UserError(f"{key_env!r} is not an environment variable name; give the variable's name (such as "
+                            "OPENAI_API_KEY), never the key itself")
+        try:
+            caps = check_server(url, str(model or "").strip() or None, key_env, timeout_s=30)
+        except BackendError as exc:
+            raise UserError(str(exc)) from None
+        entry = {"source": "openai", "base_url": url, "model": caps.model, **({"api_key_env": key_env} if key_env
+                                                                                else {})}
+        return {"base_url": url, "model": caps.model, "server": caps.server, "models": list(caps.models),
+                "rows": caps.rows(), "notes": list(caps.notes), "entry": entry}
+
 
 def _loaded_path(item: Any) -> str | None:
     """The model file path of an entry of ModelPool.loaded() (a dict, an object or a key tuple)."""
     if isinstance(item, dict):
-        value = item.get("path")
+        value = item.get("source_path") or item.get("path")
     else:
         value = getattr(item, "path", None)
     return str(Path(value).resolve()) if value else None

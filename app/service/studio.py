@@ -112,9 +112,10 @@ class StudioService:
     def pool(self) -> Any:
         """The app's one llama.cpp ModelPool (created on first use)."""
         if self._pool is None and not self.dry_run:
+            from backends.cpu_weights import WEIGHTS_SUBDIR
             from backends.pool import ModelPool
 
-            self._pool = ModelPool()
+            self._pool = ModelPool(weights_dir=self.models_dir / WEIGHTS_SUBDIR)
         return self._pool
 
     @property

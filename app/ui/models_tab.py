@@ -1,4 +1,5 @@
-"""The Models tab: bundled and local GGUF models with size, quantisation, context, device; load/unload."""
+"""The Models tab: bundled and local GGUF models with size, quantisation, context, device and CPU weights;
+load/unload, and making a CPU-fast copy."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import gradio as gr
 
 from app.service.errors import UserError
 from app.service.studio import StudioService
+from app.ui.remote_check import remote_check_section
 
 log = logging.getLogger(__name__)
 
-MODEL_COLUMNS = ["name", "source", "size", "quant", "context", "arch", "device", "loaded", "path"]
+MODEL_COLUMNS = ["name", "source", "size", "quant", "context", "arch", "device", "loaded", "path", "CPU weights"]
 """Short headers: the long ones wrapped mid-word ('quant isati on') in the narrow columns."""
 
 
@@ -30,7 +32,8 @@ def human_size(n: int | None) -> str:
 def model_rows(service: StudioService) -> tuple[list[list[Any]], list[tuple[str, str]]]:
     entries = service.models.entries()
     rows = [[e["name"], e["source"], human_size(e["size_bytes"]), e["quantization"], e["context_length"],
-             e["architecture"], e["device"], "yes" if e["loaded"] else "no", e["path"]] for e in entries]
+             e["architecture"], e["device"], "yes" if e["loaded"] else "no", e["path"], e.get("weights", "")]
+            for e in entries]
     choices = [(f"{e['name']} ({e['source']})", e["key"]) for e in entries]
     return rows, choices
 
@@ -70,6 +73,8 @@ def models_tab(service: StudioService, tab: gr.Tab) -> None:
         pick = gr.Dropdown([], label="Model", elem_id="mg-models-pick", scale=3)
         load_btn = gr.Button("Load", elem_id="mg-models-load", scale=0)
         unload_btn = gr.Button("Unload", elem_id="mg-models-unload", scale=0)
+        copy_btn = gr.Button("Make CPU-fast copy", elem_id="mg-models-cpu-copy", scale=0,
+                             visible=not service.policy.share_mode)
         refresh = gr.Button("Refresh", elem_id="mg-models-refresh", scale=0)
     with gr.Row(visible=not service.policy.share_mode):
         add_path = gr.Textbox(label="Add a GGUF file by path", placeholder="/path/to/model.gguf",
@@ -88,7 +93,10 @@ def models_tab(service: StudioService, tab: gr.Tab) -> None:
                             elem_id="mg-models-layers")
         save_device = gr.Button("Save device settings", elem_id="mg-models-save-device", scale=0)
     message = gr.Markdown(elem_id="mg-models-message")
-    gr.Markdown(f"Models folder: `{service.models_dir}` — drop .gguf files there, then Refresh.")
+    gr.Markdown(f"Models folder: `{service.models_dir}` — drop .gguf files there, then Refresh. "
+                "**Make CPU-fast copy** writes a Q8_0 copy of the picked model (for types such as Q4_1 that "
+                "llama.cpp has no fast CPU matrix path for) and measures it against the original here; a model "
+                "with `cpu_weights: auto` then runs the copy only if it was faster with quality held.")
 
     def refresh_list(current: str | None = None, note: str = "") -> tuple[Any, Any, str]:
         try:
@@ -111,6 +119,8 @@ def models_tab(service: StudioService, tab: gr.Tab) -> None:
             if kind == "load":
                 service.models.load(key)
                 note = "Loaded."
+            elif kind == "copy":
+                note = service.models.make_cpu_copy(key)
             else:
                 note = "Unloaded." if service.models.unload(key) else "That model was not loaded."
         except UserError as exc:
@@ -122,6 +132,7 @@ def models_tab(service: StudioService, tab: gr.Tab) -> None:
 
     load_btn.click(lambda key: act("load", key), [pick], outputs)
     unload_btn.click(lambda key: act("unload", key), [pick], outputs)
+    copy_btn.click(lambda key: act("copy", key), [pick], outputs)
 
     def add(path: str) -> tuple[Any, Any, str]:
         try:
@@ -141,3 +152,4 @@ def models_tab(service: StudioService, tab: gr.Tab) -> None:
                                   "to apply them to it).")
 
     save_device.click(save_settings, [device, threads, layers], outputs)
+    remote_check_section(service)

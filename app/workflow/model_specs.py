@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -10,9 +11,10 @@ from typing import Any
 from app.workflow.problems import Issue
 from app.workflow.spec import Workflow
 from backends.base import ModelSpec
+from backends.cpu_weights import CPU_WEIGHTS
 
 DEFAULT_MODEL_ALIAS = "main"
-MODEL_SOURCES = ("bundled", "path", "fake")
+MODEL_SOURCES = ("bundled", "path", "openai", "fake")
 DEVICES = ("auto", "cpu", "gpu", "metal")
 
 
@@ -37,11 +39,22 @@ MODEL_FIELDS: dict[str, ModelField] = {
     "threads": ModelField(int, low=1, high=256, example="threads: 4", nullable=True),
     "n_gpu_layers": ModelField(int, low=-1, high=1000, example="n_gpu_layers: -1", nullable=True),
     "flash_attn": ModelField(bool, example="flash_attn: true"),
+    "cpu_weights": ModelField(str, choices=CPU_WEIGHTS, example="cpu_weights: auto", nullable=True),
     "options": ModelField(dict, example="options: {seed: 1}", nullable=True),
+    "base_url": ModelField(str, example="base_url: http://127.0.0.1:8000/v1"),
+    "model": ModelField(str, example="model: Qwen/Qwen2.5-7B-Instruct"),
+    "api_key_env": ModelField(str, example="api_key_env: OPENAI_API_KEY", nullable=True),
+    "max_concurrency": ModelField(int, low=1, high=256, example="max_concurrency: 8", nullable=True),
+    "timeout_s": ModelField(int, low=1, high=3600, example="timeout_s: 300", nullable=True),
+    "context_length": ModelField(int, low=128, high=10_000_000, example="context_length: 32768", nullable=True),
 }
 """The schema of a `models:` entry; validation, the share caps and `model_spec_from_dict` all read it."""
 
 _TYPE_WORDS = {str: "text", int: "a whole number", bool: "true or false", dict: "a mapping"}
+REMOTE_FIELDS = ("base_url", "model", "api_key_env", "max_concurrency", "timeout_s", "context_length")
+"""Keys that only a `source: openai` entry (a remote OpenAI-compatible server) takes."""
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_URL = re.compile(r"https?://[^\s/?#]+(/[^\s?#]*)?")
 
 
 def _suggest(word: str, options: tuple[str, ...]) -> str:
@@ -85,6 +98,47 @@ def check_model_entry(alias: str, spec: dict[str, Any],
     if source == "path" and not spec.get("path"):
         issues.append(Issue("bad_model", f"model {alias!r} has source 'path' but no path",
                             "add `path: /path/to/model.gguf`", line=line_of("models", alias)))
+    issues += _remote_issues(alias, spec, source, line_of)
+    return issues
+
+
+def _remote_issues(alias: str, spec: dict[str, Any], source: Any,
+                   line_of: Callable[..., int | None]) -> list[Issue]:
+    """The checks of a `source: openai` entry: a base URL, a model, a key only by environment variable."""
+    def issue(message: str, hint: str, *key: str) -> Issue:
+        return Issue("bad_model", f"model {alias!r} {message}", hint,
+                     line=line_of("models", alias, *key) or line_of("models", alias))
+
+    issues = []
+    if "api_key" in spec:
+        issues.append(issue("writes an API key into the workflow, where runs, traces and shared files would "
+                            "carry it", "remove `api_key:`, put the key in an environment variable and write "
+                            "`api_key_env: NAME_OF_THAT_VARIABLE`", "api_key"))
+    if source != "openai":
+        remote = [k for k in REMOTE_FIELDS if k in spec]
+        if remote:
+            issues.append(issue(f"sets {', '.join(remote)}, which only a remote server takes",
+                                "add `source: openai` for a remote server, or remove those keys", remote[0]))
+        return issues
+    base_url = spec.get("base_url")
+    if not base_url:
+        issues.append(issue("has source 'openai' but no base_url",
+                            "add `base_url: http://HOST:PORT/v1` (the server's OpenAI-compatible API root)"))
+    elif isinstance(base_url, str) and not _URL.fullmatch(base_url.strip()):
+        issues.append(issue(f"base_url {base_url!r} is not an http:// or https:// URL",
+                            "write `base_url: http://HOST:PORT/v1`", "base_url"))
+    if not spec.get("model"):
+        issues.append(issue("has source 'openai' but no model",
+                            "add `model: NAME` (the name the server lists at GET /v1/models; `metagen models "
+                            "check URL` prints them)"))
+    key_env = spec.get("api_key_env")
+    if isinstance(key_env, str) and not _ENV_NAME.fullmatch(key_env):
+        issues.append(issue(f"api_key_env {key_env!r} is not an environment variable name",
+                            "give the variable's name (letters, digits, _), such as `api_key_env: "
+                            "OPENAI_API_KEY`, never the key itself", "api_key_env"))
+    if "path" in spec:
+        issues.append(issue("has source 'openai' and a path", "remove `path:` (a remote server loads its own "
+                            "model)", "path"))
     return issues
 
 
@@ -117,7 +171,9 @@ def model_spec_from_dict(data: dict[str, Any]) -> ModelSpec:
         threads=data.get("threads"),
         n_gpu_layers=data.get("n_gpu_layers"),
         flash_attn=data.get("flash_attn", False),
+        cpu_weights=data.get("cpu_weights"),
         options=tuple(sorted((str(k), v) for k, v in options.items())),
+        **{key: data.get(key) for key in REMOTE_FIELDS},
     )
 
 
