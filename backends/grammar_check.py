@@ -3,9 +3,11 @@
 llama.cpp parses GBNF recursively (one C stack frame set per nested group) and expands `{m,n}` repetitions into
 copies and rule chains; a grammar with thousands of nested parentheses overflows the stack (the process dies
 with SIGSEGV), `{5,2}` loops forever and huge counts exhaust memory. This module parses the same syntax
-iteratively, with explicit limits, and says what is wrong and on which line of the grammar. JSON schemas are
-bounded (size, depth, counts) before llama-cpp-python's converter runs, and the grammar it produces is checked
-the same way.
+iteratively, with explicit limits, and says what is wrong and on which line of the grammar. It also builds the
+rules as llama.cpp does (groups and repetitions become rules of their own) to refuse what llama.cpp refuses when
+it sets a grammar up (left recursion, over 2,000 stacked copies) and what stalls that setup (alternatives that
+begin alike, nested, multiply the parse stacks it follows). JSON schemas are bounded (size, depth, counts) before
+llama-cpp-python's converter runs, and the grammar it produces is checked the same way.
 """
 
 from __future__ import annotations
@@ -31,6 +33,16 @@ MAX_EXPANDED_RULES = 20_000
 """Most rules after expansion (groups and the rule chain of each optional repetition count)."""
 MAX_TOKEN_CHARS = 256
 """Longest `<token>` reference."""
+MAX_STACKED_COPIES = 2000
+"""llama.cpp's own limit (MAX_REPETITION_THRESHOLD) on the product of repetitions stacked on one item, `x{50}{50}`."""
+MAX_PARSE_STACKS = 4096
+"""Most ways one rule may begin (the parse stacks llama.cpp builds when it expands it, at start and at every
+token). Alternatives that begin alike multiply them: 17 nested rules `r ::= s "y" | s "z" | "x"` keep llama.cpp's
+grammar setup busy for minutes, 12 (4,096 ways) for milliseconds; a JSON schema of 300 optional properties
+makes about 900."""
+MAX_LEFT_WALK = 1_000_000
+"""Most rule visits of llama.cpp's left-recursion check, which walks a rule again every time it meets it (a JSON
+schema of 300 optional properties makes about 140,000)."""
 
 MAX_SCHEMA_BYTES = 64 * 1024
 """Largest JSON schema text (UTF-8 bytes)."""
@@ -97,6 +109,8 @@ class _GbnfParser:
         """Each referenced rule name -> position of its first use."""
         self.symbols = 0
         self.rules = 0
+        self.shapes = _RuleShapes()
+        """The rules as llama.cpp builds them (for left recursion and ambiguity, checked after the parse)."""
 
     # ---------------------------------------------------------------- lexing
 
@@ -224,9 +238,8 @@ class _GbnfParser:
         n_opt = 1 if high is None else high - low
         copies = last * (low - 1) if low > 0 else -last
         self.add(copies + n_opt * (last + 3) + (1 if n_opt > 0 else 0), n_opt, pos)
-        if n_opt > 0:
-            return 1
-        return last * low if low > 0 else None
+        self.shapes.repeat(low, high, op, pos)
+        return (last * low + (1 if n_opt > 0 else 0)) or None  # the copies and the rule of the optional ones
 
     # ---------------------------------------------------------------- grammar
 
@@ -241,6 +254,7 @@ class _GbnfParser:
                 raise _RefusedError(f"rule {name!r} is used but never defined", at)
         if "root" not in self.defined:
             raise _RefusedError("there is no `root` rule (generation starts at `root ::= ...`)", 0)
+        self.shapes.check()
 
     def rule(self, pos: int) -> int:
         start = pos
@@ -257,7 +271,9 @@ class _GbnfParser:
             if len(self.defined) > MAX_RULES:
                 raise _RefusedError(f"more than {MAX_RULES} rules", start)
         self.add(1, 1, start)
+        self.shapes.begin(name, start)
         pos = self.alternatives(self.space(pos + 3, True))
+        self.shapes.end()
         c = self.char(pos)
         if c == "\r":
             pos += 2 if self.char(pos + 1) == "\n" else 1
@@ -279,26 +295,31 @@ class _GbnfParser:
                 pos, size = self.literal(pos)
                 self.add(size, 0, pos)
                 last = size or None
+                self.shapes.item(_TERMINAL if size else None)  # "" adds nothing (and cannot be repeated)
                 pos = self.space(pos, nested)
             elif c == "[":
                 pos, size = self.char_class(pos)
                 self.add(size, 0, pos)
                 last = size or None
+                self.shapes.item(_TERMINAL if size else None)
                 pos = self.space(pos, nested)
             elif c and _is_word_char(c):
                 end = self.name_end(pos)
                 self.refs.setdefault(self.text[pos:end], pos)
                 self.add(1, 0, pos)
                 last = 1
+                self.shapes.item(self.shapes.rule_id(self.text[pos:end], pos))
                 pos = self.space(end, nested)
             elif c and c in "<!":
                 pos = self.token(pos)
                 self.add(1, 0, pos)
                 last = 1
+                self.shapes.item(_TERMINAL)
                 pos = self.space(pos, nested)
             elif c == ".":
                 self.add(1, 0, pos)
                 last = 1
+                self.shapes.item(_TERMINAL)
                 pos = self.space(pos + 1, nested)
             elif c == "(":
                 if len(opened) >= MAX_NESTING:
@@ -306,14 +327,17 @@ class _GbnfParser:
                 opened.append(pos)
                 self.add(2, 1, pos)
                 last = None
+                self.shapes.open(pos)
                 pos = self.space(pos + 1, True)
             elif c == ")" and opened:
                 opened.pop()
                 last = 1
+                self.shapes.close()
                 pos = self.space(pos + 1, bool(opened))
             elif c == "|":
                 self.add(1, 0, pos)
                 last = None
+                self.shapes.alternative()
                 pos = self.space(pos + 1, True)
             elif c and c in "*+?":
                 low, high = {"*": (0, None), "+": (1, None), "?": (0, 1)}[c]
@@ -342,6 +366,239 @@ class _GbnfParser:
                 raise _RefusedError(f"unexpected {c!r} inside a group", pos)
             else:
                 return pos
+
+
+_TERMINAL = -1
+"""An element of a rule's shape that matches text (a literal, class, token or `.`); rule references are ids >= 0."""
+
+
+@dataclass
+class _Sequence:
+    """The alternatives of one rule (or group) being read, and the item a repetition would apply to."""
+
+    rule: int
+    alternatives: list[list[int]]
+    items: list[int]
+    start: int | None = None
+    """Where the last item begins in `items` (llama.cpp's last_sym_start); None: nothing to repeat."""
+    copies: int = 1
+    """Product of the repetitions stacked on the last item (llama.cpp's n_prev_rules)."""
+    first_rule: int = 0
+    """A group's: the number of rules before it (a group counts as copies of each rule made inside it)."""
+
+
+class _RuleShapes:
+    """The rules as llama.cpp builds them from the text (groups and repetitions become rules of their own), kept
+    as the rule ids each alternative begins with; `check()` then refuses what llama.cpp refuses (left recursion)
+    or chokes on (rules that can begin in very many ways)."""
+
+    def __init__(self) -> None:
+        self.ids: dict[str, int] = {}
+        self.bodies: list[list[list[int]]] = []
+        self.names: list[str] = []
+        self.where: list[int] = []
+        self.open_: list[_Sequence] = []
+
+    def _new(self, name: str, pos: int) -> int:
+        self.bodies.append([[]])
+        self.names.append(name)
+        self.where.append(pos)
+        return len(self.bodies) - 1
+
+    def rule_id(self, name: str, pos: int) -> int:
+        if name not in self.ids:
+            self.ids[name] = self._new(name, pos)
+        return self.ids[name]
+
+    def begin(self, name: str, pos: int) -> None:
+        rule = self.rule_id(name, pos)
+        self.where[rule] = pos
+        self.open_ = [_Sequence(rule, [], [])]
+
+    def open(self, pos: int) -> None:
+        before = len(self.bodies)
+        self.open_.append(_Sequence(self._new(self.names[self.open_[0].rule], pos), [], [], first_rule=before))
+
+    def alternative(self) -> None:
+        seq = self.open_[-1]
+        seq.alternatives.append(seq.items)
+        seq.items, seq.start = [], None
+
+    def close(self) -> None:
+        self.alternative()
+        done = self.open_.pop()
+        self.bodies[done.rule] = done.alternatives  # a rule defined twice keeps its last body, as in llama.cpp
+        self.item(done.rule)
+        if self.open_:
+            self.open_[-1].copies = max(1, len(self.bodies) - done.first_rule)
+
+    def end(self) -> None:
+        self.close()
+
+    def item(self, element: int | None) -> None:
+        if not self.open_:
+            return
+        seq = self.open_[-1]
+        seq.start, seq.copies = len(seq.items), 1
+        if element is not None:
+            seq.items.append(element)
+
+    def repeat(self, low: int, high: int | None, op: str, pos: int) -> None:
+        """llama.cpp's handle_repetitions: S{m,n} -> S..S (m times) and n-m nested optional rules of S."""
+        seq = self.open_[-1]
+        assert seq.start is not None
+        seq.copies *= high if high else (low or 1)
+        if seq.copies > MAX_STACKED_COPIES:
+            raise _RefusedError(f"the repetition {op} makes {seq.copies:,} copies of what it repeats (repetitions "
+                                "stacked on one item, or a group holding repetitions, multiply), over llama.cpp's "
+                                f"limit of {MAX_STACKED_COPIES:,}: move the inner repetition into a rule of its own",
+                                pos)
+        prev = seq.items[seq.start:]
+        if low == 0:
+            del seq.items[seq.start:]
+        else:
+            seq.items.extend(prev * (low - 1))
+        optional = 1 if high is None else high - low
+        last = -1
+        for i in range(optional):
+            rule = self._new(self.names[self.open_[0].rule], pos)
+            tail = [rule if high is None else last] if (i > 0 or high is None) else []
+            self.bodies[rule] = [prev + tail, []]
+            last = rule
+        if optional:
+            seq.items.append(last)
+
+    # ---------------------------------------------------------------- what llama.cpp makes of the rules
+
+    def check(self) -> None:
+        self.open_ = []
+        count = len(self.bodies)
+        direct_empty = [any(not alt for alt in body) for body in self.bodies]
+        # llama.cpp's left-recursion check walks into each leading rule, and on past it while that rule has an
+        # empty alternative; it walks a rule again each time it meets it (so count the visits)
+        leading = [[e for alt in body for e in _lead(alt, lambda r: direct_empty[r])] for body in self.bodies]
+        visits = _post_order_sum(leading, count, on_cycle=self._left_recursion)
+        worst = max(range(count), key=visits.__getitem__)
+        if sum(visits) > MAX_LEFT_WALK:
+            raise _RefusedError(f"rule {self.names[worst]!r} begins with rules that begin with rules... in too many "
+                                f"ways: llama.cpp's left-recursion check would walk more than {MAX_LEFT_WALK:,} rules",
+                                self.where[worst])
+        ways = _begin_ways(self.bodies, _nullable(self.bodies))
+        over = [rule for rule in range(count) if ways[rule] > MAX_PARSE_STACKS]
+        if over:
+            worst = min(over, key=ways.__getitem__)  # where the ways multiply past the limit, not the root above
+            raise _RefusedError(f"rule {self.names[worst]!r} can begin in more than {MAX_PARSE_STACKS:,} ways (its "
+                                "alternatives begin with the same rules, nested), and llama.cpp follows every way at "
+                                "every token (thousands make it crawl, a few more levels stall it for minutes): make "
+                                "the alternatives begin with different text", self.where[worst])
+
+    def _left_recursion(self, rule: int) -> None:
+        raise _RefusedError(f"rule {self.names[rule]!r} can begin with itself (left recursion), which llama.cpp "
+                            "refuses: begin each alternative with text, e.g. `list ::= item (\",\" item)*`, and do "
+                            "not repeat something that can be empty (`x?*`)", self.where[rule])
+
+
+def _lead(alt: list[int], passes: Any) -> list[int]:
+    """The rules an alternative may begin with: up to its first text, or first rule that cannot be skipped."""
+    out = []
+    for element in alt:
+        if element == _TERMINAL:
+            break
+        out.append(element)
+        if not passes(element):
+            break
+    return out
+
+
+_CAP = 1 << 40
+
+
+def _post_order_sum(edges: list[list[int]], count: int, on_cycle: Any) -> list[int]:
+    """value(r) = 1 + sum of value(s) over r's edges (with repeats), iteratively; `on_cycle(r)` on a cycle."""
+    value = [0] * count
+    state = [0] * count  # 0 new, 1 open, 2 done
+    for root in range(count):
+        if state[root]:
+            continue
+        stack = [(root, 0)]
+        state[root] = 1
+        while stack:
+            rule, i = stack[-1]
+            if i < len(edges[rule]):
+                stack[-1] = (rule, i + 1)
+                nxt = edges[rule][i]
+                if state[nxt] == 1:
+                    on_cycle(nxt)
+                elif state[nxt] == 0:
+                    state[nxt] = 1
+                    stack.append((nxt, 0))
+                continue
+            stack.pop()
+            state[rule] = 2
+            value[rule] = min(_CAP, 1 + sum(value[s] for s in edges[rule]))
+    return value
+
+
+def _nullable(bodies: list[list[list[int]]]) -> list[bool]:
+    """Which rules can match the empty text (a worklist over the alternatives: linear time)."""
+    nullable = [False] * len(bodies)
+    waiting: list[list[int]] = []  # per alternative: how many of its elements are not yet known to be skippable
+    owner: list[int] = []
+    uses: dict[int, list[int]] = {}
+    queue = []
+    for rule, body in enumerate(bodies):
+        for alt in body:
+            index = len(waiting)
+            owner.append(rule)
+            blocked = _TERMINAL in alt
+            waiting.append([len(alt) if not blocked else -1])
+            if not blocked:
+                for element in alt:
+                    uses.setdefault(element, []).append(index)
+            if not alt:
+                queue.append(rule)
+    while queue:
+        rule = queue.pop()
+        if nullable[rule]:
+            continue
+        nullable[rule] = True
+        for index in uses.get(rule, ()):
+            waiting[index][0] -= 1
+            if waiting[index][0] == 0:
+                queue.append(owner[index])
+    return nullable
+
+
+def _begin_ways(bodies: list[list[list[int]]], nullable: list[bool]) -> list[int]:
+    """For each rule, how many parse stacks llama.cpp builds when it expands it: each alternative gives one per
+    way its first element can begin, plus those of the next one while the elements before can be skipped."""
+    leading = [[e for alt in body for e in _lead(alt, nullable.__getitem__)] for body in bodies]
+    ways = [0] * len(bodies)
+    state = [0] * len(bodies)
+    for root in range(len(bodies)):
+        if state[root]:
+            continue
+        stack = [(root, 0)]
+        state[root] = 1
+        while stack:
+            rule, i = stack[-1]
+            if i < len(leading[rule]):
+                stack[-1] = (rule, i + 1)
+                nxt = leading[rule][i]
+                if state[nxt] == 0:
+                    state[nxt] = 1
+                    stack.append((nxt, 0))
+                continue  # an open rule (a cycle through empty matches) counts as it stands: llama.cpp dedups it
+            stack.pop()
+            state[rule] = 2
+            total = 0
+            for alt in bodies[rule]:
+                way = 1
+                for element in reversed(_lead(alt, nullable.__getitem__) or [_TERMINAL]):
+                    way = 1 if element == _TERMINAL else max(ways[element], 1) + (way if nullable[element] else 0)
+                total += way
+            ways[rule] = min(_CAP, total)
+    return ways
 
 
 def _line_of(text: str, pos: int) -> int:
@@ -422,7 +679,7 @@ def _pattern_count_problem(pattern: str) -> str | None:
             continue
         if pattern[i] == "{":
             j = i + 1
-            while j < n and (pattern[j].isdigit() or pattern[j] == ","):
+            while j < n and ("0" <= pattern[j] <= "9" or pattern[j] == ","):  # ASCII only: int("²") fails
                 j += 1
             counts = [part for part in pattern[i + 1:j].split(",") if part]
             if j < n and pattern[j] == "}" and any(len(c) > _MAX_COUNT_DIGITS or int(c) > MAX_SCHEMA_COUNT

@@ -178,6 +178,9 @@ class Scheduler:
         if problems:
             raise WorkflowError(problems)
         values = resolve_inputs(wf, inputs or {})
+        if isinstance(seed, bool) or not isinstance(seed, int) or not -(2**63) <= seed < 2**63:  # a trace column
+            raise WorkflowError([Issue("bad_input", f"the run seed must be a whole number from -2**63 to 2**63 - 1, "
+                                       f"got {str(seed)[:40]}", "pick a smaller seed")])
         budget = budget or Budget()
         cancel = cancel or CancelToken()
         run_id = run_id or uuid.uuid4().hex[:12]

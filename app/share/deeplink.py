@@ -62,10 +62,10 @@ def decode_payload(payload: str) -> str:
         raise DeepLinkError(f"the workflow in the link is too large ({len(payload)} characters; at most "
                             f"{MAX_PAYLOAD_CHARS}); ask for a ?workflow=NAME link instead")
     version, dot, body = payload.partition(".")
-    if not dot or not version.isdigit():
+    if not dot or not version.isdigit() or not version.isascii():  # "²" and "١" are digits too, not int()'s
         raise DeepLinkError("the link's workflow is not in a format this app knows (was the link cut or edited?)")
-    if int(version) != PAYLOAD_VERSION:
-        raise DeepLinkError(f"the link's workflow uses link format {version}; this app reads format "
+    if version.lstrip("0") != str(PAYLOAD_VERSION):  # compared as text: int() refuses over 4,300 digits
+        raise DeepLinkError(f"the link's workflow uses link format {version[:12]}; this app reads format "
                             f"{PAYLOAD_VERSION} (upgrade metagen-studio to open it)")
     if not _PAYLOAD_RE.fullmatch(body):
         raise DeepLinkError("the link's workflow contains characters a link cannot carry; it was damaged "

@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import SQLAlchemyError
 
 from app.run.status import INTERRUPTED, RUNNING
 from app.traces.db import TraceStoreError
@@ -86,8 +87,11 @@ def import_document(conn: Connection, data: Any) -> str:
     _check_document(data)
     try:
         return _insert(conn, data)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError, RecursionError) as exc:
         raise TraceStoreError(f"this trace export is damaged: {type(exc).__name__}: {exc}") from exc
+    except SQLAlchemyError as exc:  # a value the column cannot take, two nodes with one id...: the caller rolls back
+        cause = getattr(exc, "orig", None) or exc  # the driver's own error, without the SQL and its parameters
+        raise TraceStoreError(f"this trace export is damaged: {type(cause).__name__}: {cause}") from exc
 
 
 def _complete(model: type[TraceModel], source: dict[str, Any]) -> dict[str, Any]:

@@ -122,10 +122,10 @@ class Workflow:
 
 
 def _tidy_number(x: Any) -> Any:
-    if isinstance(x, float) and x.is_integer():
-        return int(x)
     if isinstance(x, float):
-        return round(x, 1)
+        x = round(x, 1)  # then whole: 99.96 and -1e-320 would round to 100.0 and -0.0, and dump differently next time
+        if x.is_integer():
+            return int(x)
     return x
 
 
@@ -309,6 +309,37 @@ class _Issues:
                                line=self.line(*path, key)))
 
 
+def lone_surrogate(value: Any) -> tuple[Path_, str] | None:
+    """(key path, "\\udXXX") of the first text in `value` (keys included) holding a lone surrogate, which the
+    "\\ud800" escapes of YAML and JSON make but UTF-8 cannot encode (no file, trace or model can take it)."""
+    stack: list[tuple[Path_, Any]] = [((), value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii():
+                try:
+                    item.encode("utf-8")
+                except UnicodeEncodeError as exc:
+                    return path, f"\\u{ord(item[exc.start]):04x}"
+        elif isinstance(item, dict):
+            stack.extend(((*path, k), k) for k in item)
+            stack.extend(((*path, k), v) for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend(((*path, i), v) for i, v in enumerate(item))
+    return None
+
+
+def _surrogate_issue(data: Any, issues: _Issues) -> Issue | None:
+    found = lone_surrogate(data)
+    if found is None:
+        return None
+    path, escape = found
+    where = "".join(f".{k}" if isinstance(k, str) and k.isidentifier() else f"[{k!r}]" for k in path).lstrip(".")
+    return Issue("yaml_syntax", f"the text at {where or 'the top'} holds {escape}, half of a surrogate pair: "
+                 "not a character", "write the character itself, or escape it whole (\\U0001F600, not "
+                 "\\ud83d\\ude00)", line=issues.line(*path))
+
+
 def workflow_from_dict(data: Any, lines: dict[Path_, int] | None = None) -> Workflow:
     """Build a Workflow, recording structural problems in `load_issues` instead of raising where the
     rest can still be checked. Raises WorkflowError only when nothing sensible can be built."""
@@ -317,6 +348,9 @@ def workflow_from_dict(data: Any, lines: dict[Path_, int] | None = None) -> Work
         raise WorkflowError([Issue("empty", "the workflow file is empty", "start from a file in workflows/", line=1)])
     if not isinstance(data, dict):
         raise WorkflowError([_type_issue("the workflow", "a mapping (key: value lines)", data, 1)])
+    surrogate = _surrogate_issue(data, issues)
+    if surrogate is not None:
+        raise WorkflowError([surrogate])
     version = _parse_version(data, issues)
     _check_top_level_keys(data, issues)
     wf = Workflow(version=version, lines=dict(issues.lines))

@@ -10,7 +10,7 @@ import networkx as nx
 
 from app.workflow.model_specs import check_model_entry
 from app.workflow.problems import Issue
-from app.workflow.spec import INPUT_TYPES, NodeSpec, Workflow
+from app.workflow.spec import INPUT_TYPES, NodeSpec, Workflow, lone_surrogate
 from nodes.base import JSON, NUMBER, TEXT, NodeKind, node_id_problem, port_compatible
 from nodes.decoding import grammar_problems
 from nodes.registry import NodeRegistry
@@ -19,7 +19,7 @@ INPUT_TYPE_TO_PORT = {"text": TEXT, "number": NUMBER, "json": JSON}
 
 
 def _suggest(word: str, options: list[str]) -> str:
-    close = difflib.get_close_matches(word, options, n=1)
+    close = difflib.get_close_matches(str(word), options, n=1)  # a YAML key may be a number: `params: {1: x}`
     return f"did you mean {close[0]!r}?" if close else f"choose one of: {', '.join(options)}"
 
 
@@ -97,6 +97,9 @@ def check_input_value(type_: str, value: Any) -> str | None:
         return f"must be a finite number, got {value!r}"
     if type_ == "text" and not isinstance(value, str | int | float):
         return f"must be text, got {type(value).__name__}"
+    surrogate = lone_surrogate(value)  # e.g. "\ud800" from JSON, or bytes that are not UTF-8 from a command line
+    if surrogate is not None:
+        return f"holds {surrogate[1]}, half of a surrogate pair, which is not a character"
     return None
 
 

@@ -75,7 +75,7 @@ class Verifier(NodeKind):
         if method in ("exact", "contains") or (method == "regex" and not params.get("regex")):
             names.append("reference")
         templates = {"llm_judge": "judge_prompt", "likelihood": "prefix"}
-        if method in templates:
+        if isinstance(method, str) and method in templates:  # a wrong `method: [..]` is reported, not hashed
             for var in template_variables(str(params.get(templates[method]) or "")):
                 if var not in RESERVED_VARS and var not in names:
                     names.append(var)
@@ -90,6 +90,8 @@ class Verifier(NodeKind):
                 compile(str(params["code"]), "<verifier>", "exec")
             except SyntaxError as exc:
                 problems.append(("code", f"is not valid Python: {exc.msg} (line {exc.lineno})"))
+            except (ValueError, MemoryError, RecursionError):  # how the parser says `- - - ... 1` nests too deep
+                problems.append(("code", "is not valid Python: it nests too deeply for Python's parser"))
         weights = params.get("weights")
         if params.get("method") == "combine" and weights not in (None, "", {}) and (
                 not isinstance(weights, dict) or not all(isinstance(v, int | float) for v in weights.values())):
