@@ -232,6 +232,17 @@ def _alias_issue(root: yaml.Node, line: int | None) -> Issue | None:
     return None
 
 
+def _construct(loader: _BoundedLoader, root: yaml.Node) -> Any:
+    """The data of the composed document; WorkflowError where PyYAML's constructors slip on a value that does not
+    fit its tag (`!!int ` raises IndexError, `!!bool x` KeyError, `!!timestamp 2001-12-140` AttributeError)."""
+    try:
+        return loader.construct_document(root)
+    except (AttributeError, IndexError, KeyError, TypeError):
+        raise WorkflowError([Issue("yaml_syntax", "YAML value cannot be read: a value does not fit its `!!` tag "
+                                   "(such as !!int, !!bool or !!timestamp)", "fix the tagged value, or remove "
+                                   "the tag")]) from None
+
+
 def parse_yaml(text: str) -> tuple[Any, dict[Path_, int]]:
     """The data of a workflow YAML text plus a map of key path -> line, parsed once (compose, check, then
     construct from the composed nodes). Raises WorkflowError: `too_large` for a text over MAX_WORKFLOW_BYTES
@@ -251,7 +262,7 @@ def parse_yaml(text: str) -> tuple[Any, dict[Path_, int]]:
             raise WorkflowError([issue])
         lines: dict[Path_, int] = {}
         _collect_lines(root, (), lines)  # before construction, which flattens `<<:` merge keys in place
-        data = loader.construct_document(root)
+        data = _construct(loader, root)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         line = mark.line + 1 if mark is not None else None

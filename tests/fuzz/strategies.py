@@ -315,7 +315,8 @@ YAML_SNIPPETS = (
     "!<tag:yaml.org,2002:str> x", "%YAML 1.1\n---\n", "%TAG ! tag:x,2000:\n---\n", "---\n", "...\n",
     "--- a\n--- b\n", "? [a, b]\n: c\n", "{[1]: 2}", "\ufeff", "\x00", "\x85", "\u2028", "\ud800", "\t",
     "9" * 5000, "1e999", ".nan", "-.inf", "'", '"', "|\n", ">-\n", "- ", ": ", "#", "[", "]", "{", "}", ",", "\\",
-    '"\\ud800"', '"\\x00"', '"\\U0010ffff"', "0x" + "f" * 40,
+    '"\\ud800"', '"\\x00"', '"\\U0010ffff"', "0x" + "f" * 40, "!!int ", "!!float ", "!!bool x",
+    "!!timestamp 2001-12-140", "!!timestamp 2001-13-45",
 )
 """Pieces of YAML syntax to splice into a text: anchors, aliases, tags (python ones too), directives, keys."""
 

@@ -173,6 +173,20 @@ def test_the_canonical_dump_of_a_layout_is_stable(x: str) -> None:
     assert load_workflow_text(canonical).to_yaml() == canonical
 
 
+@pytest.mark.parametrize("text", ["!!timestamp 2001-12-140version: 1\n", "version: !!int \n", "name: !!float \n",
+                                  "version: 1\nname: !!bool 2001-12-140\n"])
+def test_a_value_that_does_not_fit_its_tag_is_a_syntax_error(text: str, tmp_path: Path) -> None:
+    # was: AttributeError / IndexError / KeyError from PyYAML's constructors, out of load_workflow_text
+    with pytest.raises(WorkflowError) as caught:
+        load_workflow_text(text)
+    assert caught.value.issues[0].code == "yaml_syntax"
+    service = StudioService(workflows_dir=tmp_path / "wf", dry_run=True, models_dir=tmp_path)
+    try:
+        assert service.parse_yaml(text)["error"]["code"] == "yaml_syntax"
+    finally:
+        service.close()
+
+
 def test_a_param_named_by_a_number_is_reported() -> None:
     # was: TypeError ("'int' object is not iterable") from difflib in the "did you mean" hint, out of validate()
     wf = load_workflow_text(workflow("1: x"))
