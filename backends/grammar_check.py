@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -513,11 +514,12 @@ def _lead(alt: list[int], passes: Any) -> list[int]:
 _CAP = 1 << 40
 
 
-def _post_order_sum(edges: list[list[int]], count: int, on_cycle: Any) -> list[int]:
-    """value(r) = 1 + sum of value(s) over r's edges (with repeats), iteratively; `on_cycle(r)` on a cycle."""
-    value = [0] * count
-    state = [0] * count  # 0 new, 1 open, 2 done
-    for root in range(count):
+def _post_order(edges: list[list[int]], finish: Callable[[int], None],
+                on_cycle: Callable[[int], None] | None = None) -> None:
+    """Visit every rule depth-first without recursion, calling `finish(r)` once all of r's edges are done;
+    `on_cycle(r)` when an edge leads back to a rule still open (a cycle)."""
+    state = [0] * len(edges)  # 0 new, 1 open, 2 done
+    for root in range(len(edges)):
         if state[root]:
             continue
         stack = [(root, 0)]
@@ -527,7 +529,7 @@ def _post_order_sum(edges: list[list[int]], count: int, on_cycle: Any) -> list[i
             if i < len(edges[rule]):
                 stack[-1] = (rule, i + 1)
                 nxt = edges[rule][i]
-                if state[nxt] == 1:
+                if state[nxt] == 1 and on_cycle is not None:
                     on_cycle(nxt)
                 elif state[nxt] == 0:
                     state[nxt] = 1
@@ -535,7 +537,17 @@ def _post_order_sum(edges: list[list[int]], count: int, on_cycle: Any) -> list[i
                 continue
             stack.pop()
             state[rule] = 2
-            value[rule] = min(_CAP, 1 + sum(value[s] for s in edges[rule]))
+            finish(rule)
+
+
+def _post_order_sum(edges: list[list[int]], count: int, on_cycle: Any) -> list[int]:
+    """value(r) = 1 + sum of value(s) over r's edges (with repeats), iteratively; `on_cycle(r)` on a cycle."""
+    value = [0] * count
+
+    def finish(rule: int) -> None:
+        value[rule] = min(_CAP, 1 + sum(value[s] for s in edges[rule]))
+
+    _post_order(edges, finish, on_cycle)
     return value
 
 
@@ -571,33 +583,21 @@ def _nullable(bodies: list[list[list[int]]]) -> list[bool]:
 
 def _begin_ways(bodies: list[list[list[int]]], nullable: list[bool]) -> list[int]:
     """For each rule, how many parse stacks llama.cpp builds when it expands it: each alternative gives one per
-    way its first element can begin, plus those of the next one while the elements before can be skipped."""
+    way its first element can begin, plus those of the next one while the elements before can be skipped.
+    An open rule (a cycle through empty matches) counts as it stands: llama.cpp dedups it."""
     leading = [[e for alt in body for e in _lead(alt, nullable.__getitem__)] for body in bodies]
     ways = [0] * len(bodies)
-    state = [0] * len(bodies)
-    for root in range(len(bodies)):
-        if state[root]:
-            continue
-        stack = [(root, 0)]
-        state[root] = 1
-        while stack:
-            rule, i = stack[-1]
-            if i < len(leading[rule]):
-                stack[-1] = (rule, i + 1)
-                nxt = leading[rule][i]
-                if state[nxt] == 0:
-                    state[nxt] = 1
-                    stack.append((nxt, 0))
-                continue  # an open rule (a cycle through empty matches) counts as it stands: llama.cpp dedups it
-            stack.pop()
-            state[rule] = 2
-            total = 0
-            for alt in bodies[rule]:
-                way = 1
-                for element in reversed(_lead(alt, nullable.__getitem__) or [_TERMINAL]):
-                    way = 1 if element == _TERMINAL else max(ways[element], 1) + (way if nullable[element] else 0)
-                total += way
-            ways[rule] = min(_CAP, total)
+
+    def finish(rule: int) -> None:
+        total = 0
+        for alt in bodies[rule]:
+            way = 1
+            for element in reversed(_lead(alt, nullable.__getitem__) or [_TERMINAL]):
+                way = 1 if element == _TERMINAL else max(ways[element], 1) + (way if nullable[element] else 0)
+            total += way
+        ways[rule] = min(_CAP, total)
+
+    _post_order(leading, finish)
     return ways
 
 

@@ -3,7 +3,6 @@ an API key), and helpers that build `source: openai` specs for it."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -16,18 +15,13 @@ import httpx
 import pytest
 
 from backends.base import ModelSpec
+from tests.serve.conftest import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT_S = 120.0
 KEY_ENV = "METAGEN_TEST_REMOTE_KEY"
 API_KEY = "remote-test-key-7f3a"
 MODEL = "smol"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
