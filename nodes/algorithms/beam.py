@@ -3,7 +3,9 @@
 A tree node is one step (a piece of text) below its parent; the root (id 0) is the empty solution.
 Ranking is by score, highest first, ties to the lower id (the earlier generated), unscored last.
 `to_json()` is the "tree" trace payload: {"nodes": [{"id", "parent", "depth", "text", "score", "lead",
-"pruned", "chosen", "terminal", "finish"}], "chosen_path": [ids root..leaf]}.
+"pruned", "chosen", "terminal", "finish"} plus, where a strategy sets them, "subtree" (DVTS), "generation" and
+"copies" (particles: the round that drew it, how many particles resampling gave it), "visits", "value" and
+"rollout" (MCTS)], "chosen_path": [ids root..leaf]}.
 """
 
 from __future__ import annotations
@@ -30,6 +32,22 @@ class TreeNode:
     pruned: bool = False
     chosen: bool = False
     expanded: bool = False
+    subtree: int | None = None
+    """DVTS: which independent subtree the node belongs to."""
+    generation: int | None = None
+    """Particle filtering: the resampling round that drew this step."""
+    copies: int | None = None
+    """Particle filtering: how many of the next round's particles resampling gave this node."""
+    visits: int | None = None
+    """MCTS: simulations that passed through the node."""
+    value: float | None = None
+    """MCTS: the sum of the rollout values backed up through the node (mean = value / visits)."""
+    rollout: bool | None = None
+    """MCTS: the step was drawn by a rollout rather than by expanding a selected node."""
+
+
+_STRATEGY_FIELDS = ("subtree", "generation", "copies", "visits", "value", "rollout")
+"""Fields only some strategies set: left out of the trace payload while None."""
 
 
 def rank_key(node: TreeNode) -> tuple[int, float, int]:
@@ -49,9 +67,10 @@ class SearchTree:
     def root(self) -> TreeNode:
         return self.nodes[0]
 
-    def add(self, parent: int, text: str, *, terminal: bool = False, finish: str = "", lead: str = "") -> TreeNode:
+    def add(self, parent: int, text: str, *, terminal: bool = False, finish: str = "", lead: str = "",
+            subtree: int | None = None) -> TreeNode:
         node = TreeNode(len(self.nodes), parent, self.nodes[parent].depth + 1, text, terminal=terminal,
-                        finish=finish, lead=lead)
+                        finish=finish, lead=lead, subtree=subtree)
         self.nodes.append(node)
         self.nodes[parent].expanded = True
         return node
@@ -119,6 +138,9 @@ class SearchTree:
         for n in self.nodes:
             data = asdict(n)
             data.pop("expanded")
+            for key in _STRATEGY_FIELDS:
+                if data[key] is None:
+                    del data[key]
             nodes.append(data)
         return {"nodes": nodes, "chosen_path": [n.id for n in self.nodes if n.chosen]}
 

@@ -1,4 +1,4 @@
-"""The `search` kind: step-level tree search (beam or best-first) with a process scorer.
+"""The `search` kind: step-level tree search (beam, best-first, DVTS, particle filtering, MCTS) with a process scorer.
 
 Each expansion samples `expand_k` next steps of a partial solution (generation stops at the step
 delimiter), each new partial solution is scored (llm_judge on "is it correct so far", likelihood,
@@ -8,9 +8,13 @@ A step containing the end marker, or one after which the model ends generation, 
 branch; `max_depth` bounds every branch. The prompt of every expansion is the rendered task
 followed by the partial solution, so the engine's prefix cache serves the shared part.
 
+DVTS, particle filtering and MCTS live in nodes/kinds/search_strategies.py; every strategy's expansion round
+sends all its live branches to the engine at once, so they decode as one batch.
+
 Trace event "tree" (SearchTree.to_json() plus): {"strategy", "delimiter", "expansions",
 "answer": chosen solution text, "nodes": [{"id", "parent", "depth", "text", "lead", "score",
-"pruned", "chosen", "terminal", "finish"}], "chosen_path": [ids]}. Node 0 is the root (empty solution).
+"pruned", "chosen", "terminal", "finish", and per strategy "subtree" | "generation", "copies" |
+"visits", "value", "rollout"}], "chosen_path": [ids]}. Node 0 is the root (empty solution).
 """
 
 from __future__ import annotations
@@ -34,9 +38,13 @@ from nodes.base import (
     template_variables,
 )
 from nodes.decoding import build_prompt, decoding_params, decoding_problems, prompt_params, sampling_params
+from nodes.kinds.search_strategies import run_dvts, run_mcts, run_particles, strategy_problems
 from nodes.scoring import RESERVED_VARS, regex_problems, score_texts, scoring_params
 
 SCORERS = ("llm_judge", "likelihood", "regex", "python", "none")
+STRATEGIES = ("beam", "best_first", "dvts", "particles", "mcts")
+MAX_PARALLEL_REQUESTS = 64
+"""Expansion requests in flight at once (a round's branches; the engine batches what is in flight)."""
 DEFAULT_STEP_JUDGE = ("Problem: {problem}\nPartial solution:\n{partial}\n"
                       "Is every step so far correct? Reply Yes or No.")
 
@@ -62,10 +70,25 @@ class Search(NodeKind):
     params = (
         *prompt_params("{question}", description="The problem; {name} fills in the input wired as `name`"),
         Param("strategy", "choice", "beam", "beam: keep the best beam_width per depth; best_first: always "
-              "expand the best partial solution", choices=("beam", "best_first")),
-        Param("beam_width", "int", 2, "Partial solutions kept per depth (beam)", min=1, max=16,
-              show_if=("strategy", ("beam",))),
-        Param("expand_k", "int", 2, "Next steps sampled per expansion", min=1, max=16),
+              "expand the best partial solution; dvts: beam_width x expand_k split into independent greedy "
+              "subtrees; particles: particle filtering (resample partial solutions by softmaxed score); "
+              "mcts: Monte Carlo tree search (UCT, rollouts scored by the scorer)", choices=STRATEGIES),
+        Param("beam_width", "int", 2, "Partial solutions kept per depth (beam); with expand_k, the samples per "
+              "step (dvts)", min=1, max=16, show_if=("strategy", ("beam", "dvts"))),
+        Param("expand_k", "int", 2, "Next steps sampled per expansion", min=1, max=16,
+              show_if=("strategy", ("beam", "best_first", "dvts", "mcts"))),
+        Param("subtrees", "int", 2, "DVTS: independent subtrees sharing the beam_width x expand_k samples of "
+              "each step; each keeps only its best step (greedy by score)", min=1, max=64,
+              show_if=("strategy", ("dvts",))),
+        Param("particles", "int", 4, "Particle filtering: partial solutions kept and resampled at each step",
+              min=1, max=64, show_if=("strategy", ("particles",))),
+        Param("resample_temperature", "float", 1.0, "Particle filtering: temperature of the softmax over "
+              "scores that resampling draws from (lower = greedier; the node's `temperature` is the sampling "
+              "temperature of the steps)", min=0.001, max=100.0, show_if=("strategy", ("particles",))),
+        Param("simulations", "int", 8, "MCTS: simulations (select by UCT, expand, roll out, back up)",
+              min=1, max=256, show_if=("strategy", ("mcts",))),
+        Param("c_explore", "float", 1.0, "MCTS: exploration constant c of UCT (0 = pure exploitation)",
+              min=0.0, max=10.0, show_if=("strategy", ("mcts",))),
         Param("max_depth", "int", 3, "Most steps in a solution", min=1, max=32),
         Param("max_expansions", "int", 6, "Best-first: most expansions before stopping", min=1, max=256,
               show_if=("strategy", ("best_first",))),
@@ -96,7 +119,7 @@ class Search(NodeKind):
         problems = decoding_problems(params) + regex_problems(params, params.get("scorer"))
         if not params.get("step_delimiter"):
             problems.append(("step_delimiter", "must not be empty (a blank line '\\n\\n' or '\\n' work well)"))
-        return problems
+        return problems + strategy_problems(params)
 
     def run(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
         return _SearchRun(inputs, params, ctx).run()
@@ -137,7 +160,8 @@ class _SearchRun:
                                      purpose="expand", parent=f"{self.ctx.node_id}:{node.id}",
                                      tag={"depth": node.depth + 1, "tree_node": node.id, "lead": lead})
 
-        with ThreadPoolExecutor(max_workers=max(1, min(4, len(requests)))) as pool:
+        # one request per live branch, all in flight at once: the engine decodes them as one batch
+        with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL_REQUESTS, len(requests)))) as pool:
             return list(pool.map(one, requests))
 
     def _take_seeds(self, n: int) -> int:
@@ -146,12 +170,13 @@ class _SearchRun:
             self.calls += n
         return start
 
-    def _expand(self, nodes: list[TreeNode]) -> list[TreeNode]:
-        """Sample k next steps below each node. A sample that stops at the delimiter before writing
-        anything (the model wanted a blank line there) is drawn once more after that delimiter."""
-        k = self.params["expand_k"]
+    def _expand(self, nodes: list[TreeNode], ks: list[int] | None = None, *, score: bool = True) -> list[TreeNode]:
+        """Sample k next steps below each node (ks[i] below nodes[i]; default expand_k each) and score them
+        unless `score` is False. A sample that stops at the delimiter before writing anything (the model
+        wanted a blank line there) is drawn once more after that delimiter."""
+        ks = ks if ks is not None else [self.params["expand_k"]] * len(nodes)
         max_depth = self.params["max_depth"]
-        results = self._sample_steps([(node, k, "") for node in nodes])
+        results = self._sample_steps([(node, k, "") for node, k in zip(nodes, ks, strict=True)])
         steps: dict[int, list[tuple[str, str, str]]] = {node.id: [] for node in nodes}  # (text, finish, lead)
         retry: list[tuple[TreeNode, int, str]] = []
         for node, result in zip(nodes, results, strict=True):
@@ -171,7 +196,7 @@ class _SearchRun:
         for node in nodes:
             for text, finish_reason, lead in steps[node.id]:
                 if not text:
-                    child = self.tree.add(node.id, "", terminal=True, finish="empty", lead=lead)
+                    child = self.tree.add(node.id, "", terminal=True, finish="empty", lead=lead, subtree=node.subtree)
                     child.pruned = True
                     continue
                 finish = ""
@@ -181,8 +206,10 @@ class _SearchRun:
                     finish = "eog"
                 elif node.depth + 1 >= max_depth:
                     finish = "max_depth"
-                children.append(self.tree.add(node.id, text, terminal=bool(finish), finish=finish, lead=lead))
-        self._score(children)
+                children.append(self.tree.add(node.id, text, terminal=bool(finish), finish=finish, lead=lead,
+                                              subtree=node.subtree))
+        if score:
+            self._score(children)
         return children
 
     def _score(self, nodes: list[TreeNode]) -> None:
@@ -248,7 +275,9 @@ class _SearchRun:
 
     def run(self) -> dict[str, Any]:
         strategy = self.params["strategy"]
-        chosen = self._beam() if strategy == "beam" else self._best_first()
+        runners = {"beam": _SearchRun._beam, "best_first": _SearchRun._best_first, "dvts": run_dvts,
+                   "particles": run_particles, "mcts": run_mcts}
+        chosen = runners[strategy](self)
         chosen_path = self.tree.mark_chosen(chosen.id) if chosen is not None else [0]
         answer = self.tree.solution(chosen.id, self.delimiter).strip() if chosen is not None else ""
         solutions = [n for n in self.tree.nodes if n.terminal and n.finish != "empty"]
