@@ -10,12 +10,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("app", "nodes", "backends")
+PACKAGES = ("app", "nodes", "backends", "metagen")
 APP_LAYERS = ["platform", "workflow", "run", "traces", "viz", "share", "eval", "service", "serve", "ui", "desktop",
               "cli"]
 """Sub-packages of app/ from the bottom up; a package may import only those before it (viz, traces and share
 sit side by side: see ALLOWED_SIDEWAYS)."""
 ALLOWED_SIDEWAYS: set[tuple[str, str]] = set()
+METAGEN_MAY_IMPORT = ("app.service", "app.workflow", "app.run.scheduler", "app.run.events", "app.run.status")
+"""The public Python API (`metagen`) sits above app.service: of `app` it imports only the service layer, the
+workflow model and the run results (the scheduler's RunResult and Budget, the events, the statuses)."""
 
 
 def _module_name(path: Path) -> str:
@@ -101,7 +104,8 @@ def test_no_import_cycles() -> None:
     assert _cycles() == []
 
 
-@pytest.mark.parametrize(("lower", "forbidden"), [("backends", ("nodes", "app")), ("nodes", ("app",))])
+@pytest.mark.parametrize(("lower", "forbidden"), [("backends", ("nodes", "app", "metagen")),
+                                                  ("nodes", ("app", "metagen")), ("app", ("metagen",))])
 def test_no_upward_imports_between_packages(lower: str, forbidden: tuple[str, ...]) -> None:
     bad = sorted(f"{m} -> {t}" for m, ts in GRAPH.items() if m.split(".")[0] == lower for t in ts
                  if t.split(".")[0] in forbidden)
@@ -123,6 +127,13 @@ def test_app_sub_packages_import_only_downwards() -> None:
                     and (src, dst) not in ALLOWED_SIDEWAYS:
                 bad.append(f"{module} -> {target}")
     assert bad == []
+
+
+def test_metagen_sits_on_the_service_layer() -> None:
+    bad = sorted(f"{m} -> {t}" for m, ts in GRAPH.items() if m.split(".")[0] == "metagen" for t in ts
+                 if t.split(".")[0] == "app" and not any(t == a or t.startswith(a + ".") for a in METAGEN_MAY_IMPORT))
+    assert bad == []
+    assert any(t.startswith("app.service.") for m, ts in GRAPH.items() if m.startswith("metagen") for t in ts)
 
 
 def test_only_the_ui_imports_gradio() -> None:

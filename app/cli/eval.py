@@ -284,10 +284,9 @@ def _print_actual(summary: dict[str, Any], cost: dict[str, Any]) -> None:
 
 
 def _json_result(summary: dict[str, Any], cost: dict[str, Any] | None) -> dict[str, Any]:
-    keys = ("workflow", "params", "accuracy", "correct", "total", "ci", "prompt_tokens", "prompt_tokens_evaluated",
-            "prompt_tokens_cached", "completion_tokens", "cost_tokens", "wall_s", "pareto")
-    return {"eval_id": summary["eval_id"], "status": summary["status"],
-            "points": [{k: p.get(k, False) for k in keys} for p in summary["points"]],
+    from app.eval.results import json_points
+
+    return {"eval_id": summary["eval_id"], "status": summary["status"], "points": json_points(summary),
             "pass_at_k": summary["pass_at_k"], "estimate": cost if cost is not None else summary["estimate"]}
 
 

@@ -64,6 +64,30 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+POINT_JSON_KEYS = ("workflow", "params", "accuracy", "correct", "total", "ci", "prompt_tokens",
+                   "prompt_tokens_evaluated", "prompt_tokens_cached", "completion_tokens", "cost_tokens", "wall_s",
+                   "pareto")
+"""The fields of a point in `metagen eval --json` (and the Python API's `Evaluation.points`)."""
+
+
+def json_points(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The summary's points as `metagen eval --json` prints them (`pareto` False when not on the frontier)."""
+    return [{k: p.get(k, False) for k in POINT_JSON_KEYS} for p in summary["points"]]
+
+
+def item_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """One dict per graded item and point (EvalStore.get's items), with its workflow, sweep params and label."""
+    workflows = record["evaluation"]["config"].get("workflows", [])
+    rows = []
+    for item in record["items"]:
+        wf = workflows[item["workflow_idx"]] if item["workflow_idx"] < len(workflows) else {}
+        points = wf.get("points") or [{}]
+        params = points[item["point_idx"]] if item["point_idx"] < len(points) else {}
+        name = wf.get("name", "")
+        rows.append({"workflow": name, "params": params, "label": point_label(name, params), **item})
+    return rows
+
+
 def _elapsed(evaluation: dict[str, Any]) -> float | None:
     """Seconds the evaluation has run: from its start to its end (or its last finished item while running).
     A resumed evaluation counts the pause too; its items' own run times are in the points."""

@@ -4,24 +4,29 @@ mode each visitor sees only its own evaluations and uploads."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.eval.datasets import DatasetError, dataset_dirs, load_dataset
+from app.eval.datasets import DatasetError, dataset_dirs, load_dataset, resolve_dataset
 from app.eval.estimate import calibrate, estimate, load_calibration
-from app.eval.plan import EvalSetupError, WorkflowSource, make_plan
-from app.eval.results import summarize
+from app.eval.plan import EvalSetupError, WorkflowSource, make_plan, plan_from_config
+from app.eval.results import item_rows, json_points, summarize
 from app.eval.runner import DEFAULT_CONCURRENCY, Evaluation, Progress
 from app.eval.store import EvalNotFoundError, EvalStore
 from app.platform.fileio import atomic_write_bytes
 from app.run.scheduler import Budget, Scheduler
+from app.run.status import CANCELLED, FAILED, SUCCEEDED
 from app.service.errors import UserError
+from app.service.inline_datasets import rows_file
 from app.service.visitor_uploads import check_room, visitor_folder
 from app.share.policy import SharePolicy
+from app.share.run_gate import QueueFullError, RunGate
 from nodes.registry import NodeRegistry
 
 log = logging.getLogger(__name__)
@@ -29,6 +34,19 @@ log = logging.getLogger(__name__)
 DATASET_SUFFIXES = (".jsonl", ".csv")
 PREVIEW_ROWS = 5
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
+
+
+def read_upload(path: Path) -> bytes:
+    """The bytes of an uploaded dataset file, refused (UserError) by its size before anything is read."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_UPLOAD_BYTES:
+            raise UserError(f"the file is {size / 1e6:.1f} MB; datasets are limited to "
+                            f"{MAX_UPLOAD_BYTES // 1_000_000} MB")
+        with path.open("rb") as f:
+            return f.read(MAX_UPLOAD_BYTES + 1)  # never more, even if the file grew since
+    except OSError as exc:
+        raise UserError(f"cannot read the uploaded file: {exc.strerror or exc}") from None
 
 
 @dataclass
@@ -51,7 +69,8 @@ class EvaluationService:
 
     def __init__(self, *, registry: NodeRegistry, scheduler: Scheduler, policy: SharePolicy,
                  trace_store: Any, uploads_dir: Path, observers: list[Any] | None = None,
-                 max_concurrent: int = 1, dry_run: bool = False) -> None:
+                 max_concurrent: int = 1, dry_run: bool = False, gate: RunGate | None = None,
+                 runs_of: Callable[[str | None], int] | None = None) -> None:
         self.registry = registry
         self.scheduler = scheduler
         self.policy = policy
@@ -63,11 +82,16 @@ class EvaluationService:
         self.observers = observers if observers is not None else ([trace_store] if trace_store else [])
         self.max_concurrent = max_concurrent
         self.dry_run = dry_run
+        self.gate = gate
+        """Share mode: the run gate a visitor's evaluation waits in and holds one slot of, as a run does."""
+        self.runs_of = runs_of
+        """Share mode: a visitor's unfinished runs and evaluations (the per-visitor limit counts both)."""
         self._live: dict[str, _Live] = {}
         self._owners: dict[str, str | None] = {}
         """Who started each evaluation of this app session (share mode keeps visitors' evaluations apart)."""
         self._lock = threading.Lock()
         self._upload_lock = threading.Lock()
+        self._folder_locks: dict[str, threading.Lock] = {}
 
     def _need_store(self) -> EvalStore:
         if self.store is None:
@@ -124,18 +148,23 @@ class EvaluationService:
         safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name).lstrip(".") or "dataset.jsonl"
         folder = self.upload_folder(visitor)
         target = folder / safe
-        with self._upload_lock:  # the bound is checked and the file written as one step
+        with self._folder_lock(folder):  # the bound is checked and the file written as one step (per visitor)
             if self.policy.share_mode:
                 check_room(folder, safe, len(data), DATASET_SUFFIXES)
             folder.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(target, data)
-            try:
-                preview = self.preview(safe, visitor=visitor)
-            except UserError:
-                target.unlink(missing_ok=True)
-                raise
+        try:  # parsing holds no lock: a slow file delays only its own upload
+            preview = self.preview(safe, visitor=visitor)
+        except UserError:
+            target.unlink(missing_ok=True)
+            raise
         log.info("dataset uploaded to %s", target)
         return {"name": safe, **preview}
+
+    def _folder_lock(self, folder: Path) -> threading.Lock:
+        """One lock per uploads folder (a visitor's in share mode), so one upload never waits for another's."""
+        with self._upload_lock:
+            return self._folder_locks.setdefault(str(folder), threading.Lock())
 
     def preview(self, name: str, *, visitor: str | None = None) -> dict[str, Any]:
         try:
@@ -225,6 +254,7 @@ class EvaluationService:
         """Start an evaluation in the background; it belongs to `visitor` (see the class)."""
         store = self._need_store()
         plan = self.plan(request, visitor=visitor)
+        self._check_visitor_room(visitor)
         with self._lock:
             running = [i for i, e in self._live.items() if e.thread.is_alive()]
             if len(running) >= self.max_concurrent:
@@ -250,12 +280,107 @@ class EvaluationService:
         live.thread.start()
         return self.status(evaluation.eval_id, visitor=visitor)
 
-    @staticmethod
-    def _run(evaluation: Evaluation) -> None:
+    def _check_visitor_room(self, visitor: str | None) -> None:
+        """Share mode: an evaluation counts as a run of its visitor (the per-visitor limit) and of the run gate
+        (refused when the queue is full, as a run is)."""
+        if not self.policy.share_mode:
+            return
+        limit = self.policy.max_runs_per_visitor
+        if limit is not None and self.runs_of is not None:
+            mine = self.runs_of(visitor)
+            if mine >= limit:
+                raise UserError(f"you already have {mine} run(s) or evaluation(s) going on this shared app (the "
+                                f"limit is {limit}); wait for one to finish or cancel one")
+        gate = self.gate
+        if gate is not None and gate.running >= gate.max_concurrent and gate.waiting >= gate.max_queue:
+            raise UserError(f"the app is busy: {gate.running} run(s) running and {gate.waiting} waiting; try again "
+                            "in a minute")
+
+    def unfinished_of(self, visitor: str | None) -> int:
+        """Evaluations `visitor` started here that have not ended."""
+        with self._lock:
+            return sum(1 for i, e in self._live.items() if e.thread.is_alive() and self._owners.get(i) == visitor)
+
+    def _run(self, evaluation: Evaluation) -> None:
+        gate = self.gate if self.policy.share_mode else None
         try:
-            evaluation.run(resume=True)  # the record was written by start()
+            if gate is None:
+                evaluation.run(resume=True)  # the record was written by start()
+                return
+            with gate.slot(cancelled=lambda: evaluation.cancel_token.cancelled):  # one run slot, as a run holds
+                evaluation.run(resume=True)
+        except QueueFullError as exc:
+            evaluation.status, evaluation.error = CANCELLED if evaluation.cancel_token.cancelled else FAILED, str(exc)
+            if self.store is not None:
+                self.store.finish(evaluation.eval_id, evaluation.status, evaluation.error)
         except Exception:
             log.exception("evaluation %s crashed", evaluation.eval_id)
+
+    # ------------------------------------------------------------------ in the caller's thread (Python API)
+
+    def evaluate(self, workflows: list[tuple[str, str]], data: Any, *, metric: str, output: str | None = None,
+                 sweeps: list[str] | dict[str, Any] | None = None, mapping: dict[str, str] | None = None,
+                 limit: int | None = None, concurrency: int | None = None, resume: str | None = None,
+                 on_progress: Callable[[Progress], None] | None = None) -> str:
+        """Run an evaluation to its end and return its id: `workflows` as (name, YAML text), `data` a dataset path
+        or name, or rows (list of dicts, kept as a JSONL file by content). `resume` finishes a recorded one with
+        its own plan. Checked before anything runs (UserError lists every problem); Ctrl+C cancels it cleanly."""
+        store = self._need_store()
+        eval_id = None
+        try:
+            if resume:
+                eval_id = store.resolve_id(resume)
+                record = store.get(eval_id)
+                if record["evaluation"]["status"] == SUCCEEDED:
+                    return eval_id
+                plan = plan_from_config(record["evaluation"]["config"], self.registry)
+            else:
+                if isinstance(sweeps, dict):  # {"think.n": [1, 2, 4]}: the CLI's NODE.PARAM=V1,V2 texts
+                    sweeps = [f"{key}=" + ",".join(json.dumps(v) for v in (values if isinstance(values, list | tuple)
+                                                                         else [values]))
+                              for key, values in sweeps.items()]
+                path = resolve_dataset(data) if isinstance(data, str | Path) else rows_file(data, self.uploads_dir)
+                plan = make_plan([WorkflowSource(text=text, name=name) for name, text in workflows], path,
+                                 registry=self.registry, metric=metric, output=output, sweeps=list(sweeps or []),
+                                 mapping=mapping, limit=limit)
+        except EvalSetupError as exc:
+            raise UserError("the evaluation cannot start (nothing was run):\n" + "\n".join(exc.problems)) from None
+        except (DatasetError, EvalNotFoundError) as exc:
+            raise UserError(str(exc)) from None
+        evaluation = Evaluation(plan, self.scheduler, store, eval_id=eval_id, observers=self.observers,
+                                concurrency=concurrency or DEFAULT_CONCURRENCY, on_progress=on_progress,
+                                total_budget=self.policy.budget_caps if self.policy.share_mode else Budget())
+        cost = None if resume else self._estimate(plan)
+        worker = threading.Thread(target=evaluation.run, kwargs={"resume": bool(resume), "estimate": cost},
+                                  name=f"eval-{evaluation.eval_id}", daemon=True)
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(0.2)
+        except BaseException:  # Ctrl+C in a terminal or a notebook: stop the runs in flight, keep finished items
+            evaluation.cancel("interrupted")
+            worker.join()
+            raise
+        return evaluation.eval_id
+
+    def result(self, eval_id: str) -> dict[str, Any]:
+        """{summary, points (as `metagen eval --json`), items (one per item and point)} of a recorded evaluation."""
+        store = self._need_store()
+        try:
+            record = store.get(eval_id)
+        except EvalNotFoundError as exc:
+            raise UserError(str(exc)) from None
+        summary = summarize(record)
+        return {"summary": summary, "points": json_points(summary), "items": item_rows(record)}
+
+    def close(self) -> None:
+        """Cancel the evaluations running in the background and wait for their threads."""
+        with self._lock:
+            running = [e for e in self._live.values() if e.thread.is_alive()]
+        for live in running:
+            live.evaluation.cancel("the app is shutting down")
+        for live in running:
+            live.thread.join()
 
     # ------------------------------------------------------------------ visitors
 

@@ -6,7 +6,7 @@ import logging
 import shutil
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from app.share.policy import (
     resolve_model_choices,
 )
 from app.share.run_gate import QueueFullError, RunGate
+from app.share.visitors import VisitorIdentities
 from app.workflow.files import list_workflow_names, safe_workflow_name, workflow_path
 from app.workflow.problems import Issue, WorkflowError, errors
 from app.workflow.spec import Workflow, load_workflow_text, workflow_from_dict
@@ -98,6 +99,8 @@ class StudioService:
         self._trace_error: str | None = None
         self._trace_lock = threading.Lock()
         self._gate = RunGate.for_policy(self.policy)
+        self.visitors = VisitorIdentities()
+        """Share mode: who a browser call is for (its session, within a bound per client address)."""
         self._runs: dict[str, _RunHandle] = {}
         self._runs_lock = threading.Lock()
         self._run_owners: dict[str, str | None] = {}
@@ -161,7 +164,7 @@ class StudioService:
                 self._evaluations = EvaluationService(
                     registry=self.registry, scheduler=self.scheduler, policy=self.policy,
                     trace_store=self.trace_store, uploads_dir=paths.datasets_dir() / "uploads",
-                    dry_run=self.dry_run)
+                    dry_run=self.dry_run, gate=self._gate, runs_of=self.unfinished_runs_of)
             return self._evaluations
 
     def schema(self) -> list[dict[str, Any]]:
@@ -170,6 +173,11 @@ class StudioService:
     def close(self) -> None:
         for handle in list(self._runs.values()):
             handle.cancel.cancel("the app is shutting down")
+        for handle in list(self._runs.values()):
+            if handle.thread is not None:
+                handle.thread.join()
+        if self._evaluations is not None:
+            self._evaluations.close()
         if self._trace_store is not None and hasattr(self._trace_store, "close"):
             self._trace_store.close()
         if self._pool is not None and hasattr(self._pool, "close"):
@@ -351,7 +359,7 @@ class StudioService:
             waiting = sum(1 for h in self._runs.values() if h.live.status == QUEUED)
             if waiting >= self.policy.max_queue:
                 raise UserError(f"{waiting} runs are already waiting; wait for one to finish or cancel one")
-            mine = sum(1 for h in self._runs.values() if h.owner == visitor and not h.live.finished)
+            mine = self._unfinished_runs_of(visitor)
             limit = self.policy.max_runs_per_visitor
             if limit is not None and visitor is not None and mine >= limit:
                 raise UserError(f"you already have {mine} run(s) going on this shared app (the limit is {limit}); "
@@ -367,6 +375,41 @@ class StudioService:
                                          name=f"run-{run_id}", daemon=True)
         handle.thread.start()
         return self.run_status(run_id, visitor=visitor)
+
+    def run_workflow(self, wf: Workflow, inputs: dict[str, Any] | None = None, *, seed: int = 0,
+                     budget: Budget | None = None, observers: Sequence[Any] = (), trace: bool = True,
+                     cancel: CancelToken | None = None) -> RunResult:
+        """Run in the caller's thread (the Python API) with `start_run`'s checks, queue and trace store; raises
+        WorkflowError before any model loads when the workflow or its inputs are invalid."""
+        problems = errors(self.check(wf))
+        if problems:
+            raise WorkflowError(problems)
+        wf = resolve_model_choices(wf, self.policy)
+        cancel = cancel or CancelToken()
+        budget = self.policy.cap_budget(budget) if self.policy.share_mode else (budget or Budget())
+        store = self.trace_store if trace else None
+        watchers = [*observers, *([store] if store is not None else [])]
+        with self._gate.slot(cancelled=lambda: cancel.cancelled):
+            return self.scheduler.run(wf, inputs or {}, seed=seed, budget=budget, cancel=cancel, observers=watchers)
+
+    def trace_record(self, run_id: str) -> dict[str, Any]:
+        """A traced run's full record (its id or an unambiguous prefix), after pending trace writes land."""
+        store = self.trace_store
+        if store is None:
+            raise UserError(f"the trace database cannot be used: {self.trace_error}")
+        store.flush()
+        try:
+            return store.get_run(run_id)
+        except Exception as exc:  # TraceStoreError: unknown or ambiguous id
+            raise UserError(str(exc)) from None
+
+    def list_traces(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The newest traced runs first, as the Traces tab lists them."""
+        store = self.trace_store
+        if store is None:
+            raise UserError(f"the trace database cannot be used: {self.trace_error}")
+        store.flush()
+        return store.list_runs(limit=limit)
 
     def _work(self, handle: _RunHandle, wf: Workflow, values: dict[str, Any], seed: int, budget: Budget) -> None:
         live, cancel = handle.live, handle.cancel
@@ -391,6 +434,16 @@ class StudioService:
         except Exception as exc:
             log.exception("run %s crashed", live.run_id)
             live.finish(FAILED, error=f"the run stopped on an unexpected error: {type(exc).__name__}: {exc}")
+
+    def _unfinished_runs_of(self, visitor: str | None) -> int:
+        """Runs and evaluations `visitor` has going (call with `_runs_lock` held)."""
+        runs = sum(1 for h in self._runs.values() if h.owner == visitor and not h.live.finished)
+        return runs + (self._evaluations.unfinished_of(visitor) if self._evaluations is not None else 0)
+
+    def unfinished_runs_of(self, visitor: str | None) -> int:
+        """Runs and evaluations `visitor` has going: together they count against the per-visitor limit."""
+        with self._runs_lock:
+            return self._unfinished_runs_of(visitor)
 
     def _forget_old_runs(self) -> None:
         finished = [rid for rid, h in self._runs.items() if h.live.finished]

@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from app.viz.common import esc, fmt_num, shorten, wrap_section
+import plotly.graph_objects as go
+
+from app.viz.common import esc, fmt_num, shorten, wrap_for_hover, wrap_section
 
 
 def find_call(record: dict[str, Any], call_id: str) -> dict[str, Any] | None:
@@ -66,3 +68,26 @@ def token_view_body(record: dict[str, Any], call_id: str) -> str:
 def token_view_html(record: dict[str, Any], call_id: str) -> str:
     return wrap_section(f'<div class="mg-token-view" data-call="{esc(call_id)}">'
                         f"{token_view_body(record, call_id)}</div>")
+
+
+def token_figure(record: dict[str, Any], call_id: str | None = None) -> go.Figure | None:
+    """The token view as a figure: each completion token's probability for one LM call (the first call that
+    recorded log-probabilities unless `call_id` is given), coloured as in the HTML view. None when the call (or
+    every call) recorded no log-probabilities."""
+    call = find_call(record, call_id) if call_id else next(
+        (c for c in record.get("lm_calls", []) if c.get("logprobs")), None)
+    items = [i for i in (call or {}).get("logprobs") or [] if isinstance(i.get("logprob"), int | float)]
+    if call is None or not items:
+        return None
+    probs = [math.exp(i["logprob"]) if i["logprob"] > -700 else 0.0 for i in items]
+    fig = go.Figure(go.Bar(
+        x=list(range(len(items))), y=probs, marker={"color": [prob_color(p).replace("0.38)", "0.9)") for p in probs]},
+        hovertext=[wrap_for_hover(f"{str(i.get('token', ''))!r}: p = {p:.4f}") for i, p in zip(items, probs,
+                                                                                             strict=True)],
+        hoverinfo="text"))
+    fig.update_layout(title={"text": f"Token probabilities of {esc(call.get('call_id'))} · "
+                                     f"{esc(shorten(call.get('completion'), 60))}", "font": {"size": 14}},
+                      template="plotly_white", height=320, margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    fig.update_xaxes(title={"text": "completion token"})
+    fig.update_yaxes(title={"text": "probability"}, range=[0, 1])
+    return fig
