@@ -97,12 +97,16 @@ class TokenCounts:
     prompt_tokens_cached: int = 0
     """Prompt tokens reused from the KV cache instead of being evaluated."""
     completion_tokens: int = 0
+    thinking_tokens: int = 0
+    """Of the completion tokens, those spent thinking (inside a thinking block, or a server's reasoning_content);
+    the answer's tokens are completion_tokens - thinking_tokens."""
 
     def add_tokens(self, other: TokenCounts) -> None:
         self.prompt_tokens += other.prompt_tokens
         self.prompt_tokens_evaluated += other.prompt_tokens_evaluated
         self.prompt_tokens_cached += other.prompt_tokens_cached
         self.completion_tokens += other.completion_tokens
+        self.thinking_tokens += other.thinking_tokens
 
     @property
     def tokens_used(self) -> int:
@@ -137,6 +141,10 @@ class Completion:
     prompt_tokens: int = 0
     time_s: float = 0.0
     """Wall time from the request's start until this sample finished."""
+    thinking: str = ""
+    """A remote server's separate reasoning text (reasoning_content), not part of `text`."""
+    thinking_tokens: int = 0
+    """Tokens of `thinking` where the server reports them (counted in completion_tokens too)."""
 
 
 @dataclass

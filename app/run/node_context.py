@@ -28,6 +28,7 @@ from backends.base import (
     Usage,
 )
 from nodes.base import to_jsonable
+from nodes.thinking import THINK_PURPOSE
 
 
 class BudgetExceededError(CancelledError):
@@ -209,13 +210,18 @@ class RunNodeContext:
                                   on_token=self._token_watch(len(missing)), cancel=self.cancel)
         end = time.time()
         u = result.usage
+        if purpose == THINK_PURPOSE:  # a thinking phase (nodes/thinking.py): every token it wrote is thinking
+            u.thinking_tokens = u.completion_tokens
         for j, c in enumerate(result.completions):
             index = missing[j] if j < len(missing) else j
+            thought = {"thinking_tokens": c.completion_tokens if purpose == THINK_PURPOSE else c.thinking_tokens,
+                       **({"thinking": c.thinking} if c.thinking else {})}
             self._lm_call(backend, purpose=purpose, index=index, n=n, prompt=result.prompt_text, completion=c.text,
                           usage=u, share=True, start=start, end=start + c.time_s if c.time_s else end,
                           parent=parent, tag=tag or {}, prompt_tokens=c.prompt_tokens or u.prompt_tokens,
                           completion_tokens=c.completion_tokens, seed=c.seed, finish_reason=c.finish_reason,
-                          logprobs=[asdict(lp) for lp in c.logprobs] if c.logprobs is not None else None)
+                          logprobs=[asdict(lp) for lp in c.logprobs] if c.logprobs is not None else None,
+                          **thought)
             if keys and cache is not None and j < len(missing):
                 cache.samples.put(keys[missing[j]], c)
         self._after_call(u)

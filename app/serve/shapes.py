@@ -21,7 +21,8 @@ def finish_reason(completion: Completion) -> str:
 def usage(counts: TokenCounts) -> dict[str, Any]:
     return {"prompt_tokens": counts.prompt_tokens, "completion_tokens": counts.completion_tokens,
             "total_tokens": counts.prompt_tokens + counts.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": counts.prompt_tokens_cached}}
+            "prompt_tokens_details": {"cached_tokens": counts.prompt_tokens_cached},
+            "completion_tokens_details": {"reasoning_tokens": counts.thinking_tokens}}
 
 
 def chat_choice(index: int, text: str, finish: str = "stop", logprobs: Any = None) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from nodes.algorithms.adaptive import batch_plan, stop_decision
 from nodes.algorithms.extract import AnswerSpec, answer_params
 from nodes.base import (
     CANDIDATES,
+    JSON,
     TEXT,
     Candidate,
     CandidateSet,
@@ -28,6 +29,7 @@ from nodes.base import (
     template_variables,
 )
 from nodes.decoding import build_prompt, decoding_params, decoding_problems, prompt_params, sampling_params
+from nodes.thinking import ThinkingResult, ThinkSettings, generate_thinking, think_params, think_problems
 
 
 def candidate_from(c: Completion, index: int, source: str, spec: AnswerSpec | None = None) -> Candidate:
@@ -45,6 +47,17 @@ def candidate_from(c: Completion, index: int, source: str, spec: AnswerSpec | No
     )
 
 
+def thinking_candidates(result: ThinkingResult, source: str, spec: AnswerSpec | None = None) -> list[Candidate]:
+    """The answers of thinking samples as candidates, each with its thinking (text, tokens, forced, waits) in meta;
+    the answer is extracted from the answer alone."""
+    out = []
+    for i, (c, thought) in enumerate(zip(result.answers, result.thoughts, strict=True)):
+        cand = candidate_from(c, i, source, spec)
+        cand.meta.update(thought.meta())
+        out.append(cand)
+    return out
+
+
 class Generator(NodeKind):
     """One completion of a prompt template, or one per candidate of a wired set (`for_each`)."""
 
@@ -57,26 +70,41 @@ class Generator(NodeKind):
     outputs = (
         Port("text", TEXT, "The completion, whitespace stripped (for_each: all completions as a numbered list)"),
         Port("candidates", CANDIDATES, "The completion(s) as a candidate set, for verifiers and voters"),
+        Port("thinking", TEXT, "think: the thinking before the answer ('' without one); never in `text`"),
     )
     params = (
         *prompt_params("{question}"),
         Param("for_each", "str", "", "Name of an input holding a candidate set: run the prompt once per "
               "candidate, {name} being that candidate's text ('' = one completion)"),
         *decoding_params(temperature=0.0, max_tokens=128),
+        *think_params(),
     )
     variadic_inputs = True
     uses_model = True
 
     @classmethod
     def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
-        problems = decoding_problems(params)
+        problems = decoding_problems(params) + think_problems(params)
         mapped = str(params.get("for_each") or "")
+        if mapped and params.get("think", "off") != "off":
+            problems.append(("think", "for_each does not think yet: set think: off, or think in a sampler or a "
+                                      "generator before it"))
         if mapped and mapped not in template_variables(str(params.get("prompt") or "")):
             problems.append(("for_each", f"the prompt does not use {{{mapped}}}; add it where each "
                                          "candidate's text should go"))
         return problems
 
     def run(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
+        settings = ThinkSettings.from_params(params)
+        if not settings.on:
+            return {"thinking": "", **self._complete(inputs, params, ctx)}
+        prompt = build_prompt(params, inputs)
+        thought = generate_thinking(ctx, prompt, sampling_params(params, ctx.seed), 1, [ctx.seed], settings)
+        (candidate,) = thinking_candidates(thought, ctx.node_id)
+        return {"text": candidate.text, "thinking": thought.thoughts[0].text,
+                "candidates": CandidateSet([candidate], prompt=thought.prompt_text)}
+
+    def _complete(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
         mapped = params["for_each"]
         if mapped:
             return self._for_each(mapped, inputs, params, ctx)
@@ -122,7 +150,8 @@ class Sampler(NodeKind):
     category = "generate"
     description = ("N sampled completions of one prompt (sample i uses seed + i), as a candidate set. "
                    "Optional adaptive stop: quit once the leading answer cannot be overtaken.")
-    outputs = (Port("candidates", CANDIDATES, "The N samples with their seeds and extracted answers"),)
+    outputs = (Port("candidates", CANDIDATES, "The N samples with their seeds and extracted answers"),
+               Port("thinking", JSON, "think: each sample's thinking, in sample order ([] without thinking)"))
     params = (
         *prompt_params("{question}"),
         Param("n", "int", 8, "Number of samples to draw", min=1, max=256),
@@ -135,18 +164,37 @@ class Sampler(NodeKind):
         Param("min_samples", "int", 3, "Adaptive stop: never stop before this many samples", min=1, max=256,
               show_if=("adaptive", ("majority",))),
         *answer_params("auto"),
+        *think_params(),
     )
     variadic_inputs = True
     uses_model = True
 
     @classmethod
     def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
-        problems = decoding_problems(params) + AnswerSpec.from_params(params).problems()
+        problems = decoding_problems(params) + AnswerSpec.from_params(params).problems() + think_problems(params)
+        if params.get("think", "off") != "off" and (params.get("adaptive", "off") != "off"
+                                                    or params.get("method", "sample") != "sample"):
+            problems.append(("think", "thinking budgets work with method: sample and adaptive: off; set think: off "
+                                      "or draw the samples without adaptive stop"))
         if params.get("adaptive") == "majority" and params.get("extract") == "keep":
             problems.append(("extract", "adaptive stop extracts answers itself: choose a method other than keep"))
         return problems
 
     def run(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
+        settings = ThinkSettings.from_params(params)
+        if not settings.on:
+            return {"thinking": [], **self._draw(inputs, params, ctx)}
+        n = params["n"]
+        spec = AnswerSpec.from_params(params)
+        if spec.extract == "keep":
+            spec = AnswerSpec("auto", spec.pattern, spec.normalize)
+        thought = generate_thinking(ctx, build_prompt(params, inputs), sampling_params(params, ctx.seed), n,
+                                    [ctx.seed + i for i in range(n)], settings)
+        ctx.progress(n, n)
+        return {"candidates": CandidateSet(thinking_candidates(thought, ctx.node_id, spec), prompt=thought.prompt_text),
+                "thinking": [t.text for t in thought.thoughts]}
+
+    def _draw(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
         n = params["n"]
         spec = AnswerSpec.from_params(params)
         if spec.extract == "keep":

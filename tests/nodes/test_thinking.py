@@ -1,0 +1,147 @@
+"""Thinking budgets: splitting thinking off answers, budget forcing, s1's Wait, the ports and the token counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app.run.events import EventRecorder
+from app.run.providers import fake_provider
+from app.run.scheduler import SUCCEEDED, RunResult, Scheduler
+from app.workflow.spec import workflow_from_dict
+from app.workflow.validation import validate
+from nodes.algorithms.thinking import split_thinking, tags_problem, with_wait
+from nodes.registry import default_registry
+
+REGISTRY = default_registry()
+
+
+def test_split_thinking() -> None:
+    assert split_thinking("<think>hmm</think> 7", "<think>", "</think>") == ("hmm", "7")
+    assert split_thinking("  <think>\nhmm\n</think>\n\nAnswer: 7", "<think>", "</think>") == ("hmm", "Answer: 7")
+    assert split_thinking("Answer: 7", "<think>", "</think>") == ("", "Answer: 7")  # no block: all answer
+    assert split_thinking("hmm</think>7", "<think>", "</think>", opened=True) == ("hmm", "7")
+    assert split_thinking("<think>never closed", "<think>", "</think>") == ("never closed", "")
+    # tags are text: regex or grammar characters mean nothing
+    assert split_thinking("[(a|b)*]x.*y", "[(a|b)*]", ".*") == ("x", "y")
+
+
+def test_wait_and_tags() -> None:
+    assert with_wait("so 3") == "so 3\nWait"
+    assert with_wait("so 3\n") == "so 3\nWait"
+    assert tags_problem(["<think>", "</think>"]) is None
+    assert tags_problem(["<think>"]) and tags_problem("<think>") and tags_problem(["x", "x"])
+    assert tags_problem(["", "</think>"]) and tags_problem(["a", "b" * 65])
+
+
+def node(kind: str, **params: Any) -> dict[str, Any]:
+    base = {"prompt": "{question}", "think": "on"}
+    if kind == "sampler":
+        base["n"] = 3
+    return {"id": "g", "kind": kind, "params": {**base, **params}, "inputs": {"question": "inputs.question"}}
+
+
+def make(kind: str, **params: Any):
+    outputs = {"text": "g.text"} if kind == "generator" else {}
+    return workflow_from_dict({
+        "version": 1, "name": "t", "inputs": {"question": {"type": "text", "default": "What is 3 + 4?"}},
+        "nodes": [node(kind, **params)], "outputs": {**outputs, "thinking": "g.thinking", "c": "g.candidates"}})
+
+
+def run(wf, **fake: Any) -> tuple[RunResult, EventRecorder]:
+    rec = EventRecorder(skip=("token",))
+    result = Scheduler(REGISTRY, fake_provider(**fake)).run(wf, seed=0, observers=[rec])
+    assert result.status == SUCCEEDED, result.error
+    return result, rec
+
+
+def thinker(thought: str, answer: str = "Answer: 7", after_wait: str = " more thoughts here</think>"):
+    def reply(prompt: str, seed: int) -> str:
+        if prompt.endswith("<think>"):
+            return thought
+        if prompt.endswith("Wait"):
+            return after_wait
+        return answer
+    return reply
+
+
+def test_generator_thinks_then_answers_and_keeps_thinking_out_of_the_answer() -> None:
+    result, rec = run(make("generator"), reply_fn=thinker("I guess 5 hmm no</think>ignored"))
+    assert result.outputs["text"] == "Answer: 7"
+    assert result.outputs["thinking"] == "I guess 5 hmm no"
+    (cand,) = result.outputs["c"].candidates
+    assert cand.text == "Answer: 7" and cand.meta["thinking_tokens"] == 5 and not cand.meta["think_forced"]
+    calls = [e.data for e in rec.of_type("lm_call")]
+    assert [c["purpose"] for c in calls] == ["think", "generate"]
+    assert calls[0]["prompt"].endswith("<|assistant|>\n<think>")
+    assert calls[1]["prompt"].endswith("<think>I guess 5 hmm no</think>\n")
+    assert [c["thinking_tokens"] for c in calls] == [5, 0]
+    # the run counts thinking apart from the answer: 5 thinking of 7 completion tokens
+    assert (result.stats.thinking_tokens, result.stats.completion_tokens) == (5, 7)
+
+
+def test_the_budget_forces_the_close_tag() -> None:
+    result, rec = run(make("generator", think_budget=4), reply_fn=thinker("one two three four five six seven"))
+    (cand,) = result.outputs["c"].candidates
+    assert cand.meta["thinking_tokens"] == 4 and cand.meta["think_forced"]
+    assert result.outputs["thinking"] == "one two three four"
+    answer_call = [e.data for e in rec.of_type("lm_call")][-1]
+    assert answer_call["prompt"].endswith("<think>one two three four</think>\n")
+    assert result.outputs["text"] == "Answer: 7"
+
+
+def test_an_early_close_becomes_wait_until_think_min() -> None:
+    result, rec = run(make("generator", think_budget=20, think_min=3), reply_fn=thinker("short</think>"))
+    (cand,) = result.outputs["c"].candidates
+    assert cand.meta["think_waits"] == 1
+    assert result.outputs["thinking"] == "short\nWait more thoughts here"
+    assert cand.meta["thinking_tokens"] == 1 + 3
+    calls = [e.data for e in rec.of_type("lm_call")]
+    assert [c["purpose"] for c in calls] == ["think", "think", "generate"]
+    assert calls[1]["prompt"].endswith("<think>short\nWait")
+    assert calls[1]["tag"]["wait"] == 1
+
+
+def test_sampler_thinks_per_sample_and_extracts_answers_from_the_answer_only() -> None:
+    result, rec = run(make("sampler", extract="last_number"), reply_fn=thinker("maybe 5</think>"))
+    cands = result.outputs["c"].candidates
+    assert [c.answer for c in cands] == ["7", "7", "7"]
+    assert result.outputs["thinking"] == ["maybe 5"] * 3
+    think = [e.data for e in rec.of_type("lm_call") if e.data["purpose"] == "think"]
+    assert len(think) == 3 and {c["n"] for c in think} == {3}  # one request of 3 samples
+    assert result.stats.thinking_tokens == 6
+
+
+def test_auto_splits_a_thinking_block_the_model_opens_itself() -> None:
+    result, rec = run(make("generator", think="auto"), replies=["<think>hmm 5</think>\nAnswer: 7"])
+    assert result.outputs["text"] == "Answer: 7" and result.outputs["thinking"] == "hmm 5"
+    assert [e.data["purpose"] for e in rec.of_type("lm_call")] == ["generate"]  # no template opened a block
+
+
+def test_off_leaves_the_text_alone() -> None:
+    result, _ = run(make("generator", think="off"), replies=["<think>x</think>y"])
+    assert result.outputs["text"] == "<think>x</think>y" and result.outputs["thinking"] == ""
+
+
+@pytest.mark.parametrize("kind,params,param", [
+    ("generator", {"think_budget": 8, "think_min": 9}, "think_min"),
+    ("sampler", {"think_budget": 8, "think_min": 9}, "think_min"),
+    ("generator", {"think_tags": ["<think>"]}, "think_tags"),
+    ("generator", {"think_tags": ["", "</think>"]}, "think_tags"),
+    ("generator", {"think_budget": 0}, "think_budget"),
+    ("generator", {"think": "maybe"}, "think"),
+    ("sampler", {"adaptive": "majority", "extract": "last_number"}, "think"),
+])
+def test_bad_think_params_are_refused_with_a_code_and_a_hint(kind: str, params: dict[str, Any], param: str) -> None:
+    issues = validate(make(kind, **params), REGISTRY)
+    assert [i.code for i in issues] == ["bad_param"], issues
+    assert f"'{param}'" in issues[0].message and issues[0].hint
+
+
+def test_think_params_show_only_when_thinking() -> None:
+    for kind in ("generator", "sampler"):
+        shown = {p.name: p.show_if for p in REGISTRY.get(kind).params}
+        assert shown["think"] is None
+        for name in ("think_tags", "think_budget", "think_min"):
+            assert shown[name] == ("think", ("auto", "on"))
