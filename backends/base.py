@@ -120,11 +120,22 @@ class Usage(TokenCounts):
 
     prefill_s: float = 0.0
     decode_s: float = 0.0
+    draft_tokens: int = 0
+    """Speculative decoding: draft tokens proposed and verified (not counted in completion_tokens)."""
+    draft_accepted: int = 0
+    """Speculative decoding: draft tokens the target accepted (each is also a completion token)."""
 
     def add(self, other: Usage) -> None:
         self.add_tokens(other)
         self.prefill_s += other.prefill_s
         self.decode_s += other.decode_s
+        self.draft_tokens += other.draft_tokens
+        self.draft_accepted += other.draft_accepted
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """Accepted / drafted tokens, or None when nothing was drafted."""
+        return self.draft_accepted / self.draft_tokens if self.draft_tokens else None
 
 
 @dataclass
@@ -141,6 +152,10 @@ class Completion:
     prompt_tokens: int = 0
     time_s: float = 0.0
     """Wall time from the request's start until this sample finished."""
+    draft_tokens: int = 0
+    """Speculative decoding: draft tokens proposed for this sample."""
+    accepted: list[bool] | None = None
+    """Speculative decoding: per token of `tokens`, True where it was an accepted draft token."""
     thinking: str = ""
     """A remote server's separate reasoning text (reasoning_content), not part of `text`."""
     thinking_tokens: int = 0
@@ -185,6 +200,24 @@ class ChoiceResult:
 
 
 @dataclass(frozen=True)
+class SpeculativeSpec:
+    """A model entry's `speculative:` option: how its engine drafts tokens and verifies them in one decode
+    (backends/speculative.py; docs/speculative.md)."""
+
+    method: str = "ngram"
+    """"ngram" (prompt lookup over the sequence, its prompt and its sibling samples) or "draft" (a second model)."""
+    k: int = 4
+    """Draft tokens proposed per sequence and step (1..16)."""
+    ngram: int = 3
+    """Tokens matched to find a draft (1..8)."""
+    draft: ModelSpec | None = None
+    """method "draft": the draft model's spec (resolved from its alias)."""
+    draft_alias: str | None = None
+    adaptive: bool = True
+    """Shrink k per sequence where its drafts fail (and grow it back where they pass)."""
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """Where a model comes from and how to run it; the `models:` entries of a workflow."""
 
@@ -215,6 +248,8 @@ class ModelSpec:
     """source "openai": seconds to wait for the server's next bytes before giving up (default 300)."""
     context_length: int | None = None
     """source "openai": the server's context size, when known (shown in the model's info)."""
+    speculative: SpeculativeSpec | None = None
+    """Speculative decoding for every request to this model (llama.cpp only), or None."""
 
     def option(self, key: str, default: Any = None) -> Any:
         return dict(self.options).get(key, default)

@@ -10,6 +10,8 @@ from typing import Any
 
 from app.workflow.problems import Issue
 from app.workflow.spec import Workflow
+from app.workflow.speculative_spec import EXAMPLE as SPECULATIVE_EXAMPLE
+from app.workflow.speculative_spec import check_speculative, speculative_from_dict
 from backends.base import ModelSpec
 from backends.cpu_weights import CPU_WEIGHTS
 
@@ -47,6 +49,7 @@ MODEL_FIELDS: dict[str, ModelField] = {
     "max_concurrency": ModelField(int, low=1, high=256, example="max_concurrency: 8", nullable=True),
     "timeout_s": ModelField(int, low=1, high=3600, example="timeout_s: 300", nullable=True),
     "context_length": ModelField(int, low=128, high=10_000_000, example="context_length: 32768", nullable=True),
+    "speculative": ModelField(dict, example=SPECULATIVE_EXAMPLE, nullable=True),
 }
 """The schema of a `models:` entry; validation, the share caps and `model_spec_from_dict` all read it."""
 
@@ -155,12 +158,18 @@ def model_int(spec: dict[str, Any], key: str) -> int | None:
     return None
 
 
-def model_spec_from_dict(data: dict[str, Any]) -> ModelSpec:
-    """The spec of one entry; raises ValueError on a field that does not fit `MODEL_FIELDS`."""
+def model_spec_from_dict(data: dict[str, Any], models: dict[str, Any] | None = None,
+                         alias: str = DEFAULT_MODEL_ALIAS) -> ModelSpec:
+    """The spec of one entry; raises ValueError on a field that does not fit `MODEL_FIELDS` (or a `speculative:`
+    option that does not check out; its draft alias is resolved in `models`)."""
     for key, value in data.items():
         problem = model_field_problem(str(key), value)
         if problem is not None:
             raise ValueError(f"{problem[0]}; {problem[1]}")
+    models = models if models is not None else {alias: data}
+    speculative = check_speculative(alias, data, models, lambda *_: None)
+    if speculative:
+        raise ValueError(f"{speculative[0].message}; {speculative[0].hint}")
     source = data.get("source", "path" if data.get("path") else "bundled")
     options = data.get("options") or {}
     return ModelSpec(
@@ -174,6 +183,7 @@ def model_spec_from_dict(data: dict[str, Any]) -> ModelSpec:
         cpu_weights=data.get("cpu_weights"),
         options=tuple(sorted((str(k), v) for k, v in options.items())),
         **{key: data.get(key) for key in REMOTE_FIELDS},
+        speculative=speculative_from_dict(data.get("speculative"), models, model_spec_from_dict),
     )
 
 
@@ -181,4 +191,4 @@ def model_specs(wf: Workflow) -> dict[str, ModelSpec]:
     """Alias -> spec; a workflow without `models:` runs on the bundled model as 'main'."""
     if not wf.models:
         return {DEFAULT_MODEL_ALIAS: ModelSpec()}
-    return {alias: model_spec_from_dict(spec) for alias, spec in wf.models.items()}
+    return {alias: model_spec_from_dict(spec, wf.models, alias) for alias, spec in wf.models.items()}

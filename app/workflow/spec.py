@@ -19,7 +19,8 @@ NODE_KEYS = ("id", "kind", "model", "params", "inputs")
 INPUT_KEYS = ("type", "default", "description")
 INPUT_TYPES = ("text", "number", "json")
 MODEL_KEYS = ("source", "path", "device", "n_ctx", "threads", "n_gpu_layers", "flash_attn", "cpu_weights",
-              "options", "base_url", "model", "api_key_env", "max_concurrency", "timeout_s", "context_length")
+              "options", "base_url", "model", "api_key_env", "max_concurrency", "timeout_s", "context_length",
+              "speculative")
 MAX_WORKFLOW_BYTES = 1_000_000
 """Largest workflow text (UTF-8 bytes) any entry point parses: files, the editor, links, uploads, the API."""
 MAX_YAML_DEPTH = 100
