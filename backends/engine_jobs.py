@@ -25,11 +25,13 @@ from backends.base import (
     SamplingParams,
     ScoreResult,
     TokenLogprob,
+    TokenStats,
     Usage,
 )
 from backends.batch import BatchBuilder
 from backends.engine_protocol import EngineView
 from backends.sampling_chain import SequenceSampler
+from backends.token_stats import ConfidenceWindow, StatsScratch, token_statistics
 
 
 def log_softmax_at(logits: np.ndarray, token: int) -> float:
@@ -121,6 +123,9 @@ class Sample:
     text: str = ""
     emitted: int = 0
     logprobs: list[TokenLogprob] | None = None
+    stats: TokenStats | None = None
+    window: ConfidenceWindow | None = None
+    """DeepConf online: the sliding group confidence that stops the sample when it drops (params.confidence_stop)."""
     finish: str | None = None
     pending: int = -1
     row: int = -1
@@ -223,6 +228,7 @@ class GenerateJob(PrefillMixin, Job):
         self.kv0: list[int] = []
         self._chunk = 0
         self._max_stop = max((len(s) for s in params.stop if s), default=0)
+        self._scratch = StatsScratch()
         self.usage.prompt_tokens = len(prompt)
         gen_room = max(0, min(params.max_tokens, n_ctx_seq - len(prompt)))
         self.reserve_cells = len(prompt) + len(seeds) * gen_room
@@ -239,7 +245,10 @@ class GenerateJob(PrefillMixin, Job):
         for i, (seed, seq_id) in enumerate(zip(self.seeds, self.seq_ids, strict=True)):
             sampler = SequenceSampler(core.lib, core.model.vocab, self.params, seed, self.grammar, history)
             self.samples.append(
-                Sample(i, seed, seq_id, sampler, logprobs=[] if self.params.logprobs is not None else None)
+                Sample(i, seed, seq_id, sampler, logprobs=[] if self.params.logprobs is not None else None,
+                       stats=TokenStats() if self.params.token_stats or self.params.confidence_stop else None,
+                       window=ConfidenceWindow(*self.params.confidence_stop) if self.params.confidence_stop
+                       else None)
             )
         cached_whole = self._start_prefill(core, self.seq_ids, source)
         self.reserve_cells -= self.fed
@@ -303,6 +312,9 @@ class GenerateJob(PrefillMixin, Job):
             if self.params.logprobs:
                 entry.top = [(core.model.piece_text(t), lp) for t, lp in top_logprobs(logits, self.params.logprobs)]
             sample.logprobs.append(entry)
+        if sample.stats is not None:
+            logits = self.prompt_logits if row < 0 else core.logits_row(row)
+            sample.stats.add(*token_statistics(logits, token, scratch=self._scratch))
         sample.tokens.append(token)
         self.usage.completion_tokens += 1
         core.stats["completion_tokens"] += 1
@@ -310,6 +322,10 @@ class GenerateJob(PrefillMixin, Job):
         sample.text += piece
         if self._max_stop and self._check_stop(sample, len(piece)):
             self._finish(core, sample, "stop")
+            return
+        if sample.window is not None and sample.stats is not None and sample.window.push(sample.stats.confidence[-1]):
+            sample.text += sample.decoder.decode(b"", final=True)
+            self._finish(core, sample, "low_confidence")
             return
         if len(sample.tokens) >= self.params.max_tokens or len(self.prompt) + len(sample.tokens) >= self.n_ctx_seq:
             sample.text += sample.decoder.decode(b"", final=True)
@@ -370,6 +386,7 @@ class GenerateJob(PrefillMixin, Job):
                 seed=s.seed,
                 tokens=list(s.tokens),
                 logprobs=s.logprobs,
+                token_stats=s.stats,
                 completion_tokens=len(s.tokens),
                 prompt_tokens=len(self.prompt),
                 time_s=s.time_s,

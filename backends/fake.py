@@ -21,9 +21,11 @@ from backends.base import (
     ScoreResult,
     TokenCallback,
     TokenLogprob,
+    TokenStats,
     Usage,
     default_seeds,
 )
+from backends.token_stats import ConfidenceWindow
 
 _CHAT_TAG = re.compile(r"<\|[a-z_]+\|>")
 """A chat-template role marker such as <|assistant|>: never the line worth echoing."""
@@ -45,7 +47,9 @@ class FakeBackend:
     3. `reply_fn(prompt, seed)`;
     4. otherwise a seeded echo: "echo[<seed % 3>]: <last line of the prompt>".
     `latency_s` sleeps per request (to test concurrency); `choice_scores` maps a choice to a fixed
-    log-probability for `choice_logprobs` (else derived from a hash of prompt and choice)."""
+    log-probability for `choice_logprobs` (else derived from a hash of prompt and choice); `token_confidence`
+    maps a word to its token confidence in `token_stats` (else derived from a hash of the word). A word is a
+    token: logprobs with top-k list the word, then `word~1`, `word~2` ... each 0.5 nats less likely."""
 
     def __init__(
         self,
@@ -55,7 +59,9 @@ class FakeBackend:
         latency_s: float = 0.0,
         choice_scores: Mapping[str, float] | None = None,
         name: str = "fake",
+        token_confidence: Mapping[str, float] | None = None,
     ) -> None:
+        self._token_confidence = dict(token_confidence or {})
         self._replies = list(replies or [])
         self._by_prompt = dict(by_prompt or {})
         self._reply_fn = reply_fn
@@ -140,9 +146,17 @@ class FakeBackend:
             if on_token is not None:
                 for w in words:
                     on_token(i, w + " ")
+            stats = None
+            if params.token_stats or params.confidence_stop:
+                stats, kept = self._stats(words, params)
+                if kept < len(words):
+                    reply, finish, words = " ".join(words[:kept]), "low_confidence", words[:kept]
             logprobs = None
             if params.logprobs is not None:
                 logprobs = [TokenLogprob(w, -((_stable_hash(w, i) % 1000) / 500.0)) for w in words]
+                for lp in logprobs if params.logprobs else ():
+                    lp.top = [(lp.token, lp.logprob)] + [(f"{lp.token}~{j}", lp.logprob - 0.5 * j)
+                                                         for j in range(1, params.logprobs)]
             completions.append(
                 Completion(
                     text=reply,
@@ -150,6 +164,7 @@ class FakeBackend:
                     seed=seed,
                     tokens=self.tokenize(reply),
                     logprobs=logprobs,
+                    token_stats=stats,
                     completion_tokens=len(words),
                     prompt_tokens=n_prompt,
                     time_s=time.perf_counter() - start,
@@ -163,6 +178,17 @@ class FakeBackend:
         )
         self._record("generate", text, n, start)
         return GenerateResult(prompt_text=text, completions=completions, usage=usage)
+
+    def _stats(self, words: list[str], params: SamplingParams) -> tuple[TokenStats, int]:
+        """Scripted token statistics of the words, and how many words a confidence stop lets through."""
+        stats = TokenStats()
+        window = ConfidenceWindow(*params.confidence_stop) if params.confidence_stop else None
+        for k, w in enumerate(words):
+            conf = self._token_confidence.get(w, 1.0 + (_stable_hash("conf", w) % 1000) / 250.0)
+            stats.add(-((_stable_hash(w) % 1000) / 500.0), conf, max(0.0, 4.0 - conf))
+            if window is not None and window.push(conf):
+                return stats, k + 1
+        return stats, len(words)
 
     def score(
         self, prefix: Prompt, continuations: Sequence[str], cancel: CancelToken | None = None

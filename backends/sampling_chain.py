@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,6 +47,9 @@ def validate_params(params: SamplingParams) -> None:
         problems.append(f"logprobs must be between 0 and 20 alternatives, got {params.logprobs}")
     if params.grammar and params.json_schema:
         problems.append("give either grammar or json_schema, not both")
+    if params.confidence_stop is not None and (
+            params.confidence_stop[0] < 1 or not math.isfinite(params.confidence_stop[1])):
+        problems.append(f"confidence_stop must be (group >= 1, a finite threshold), got {params.confidence_stop}")
     if problems:
         raise BackendError("Bad sampling settings: " + "; ".join(problems) + ".")
 

@@ -26,7 +26,7 @@ from nodes.base import (
 )
 from nodes.decoding import as_text, render
 
-METHODS = ("exact", "contains", "regex", "python", "llm_judge", "likelihood", "length", "combine")
+METHODS = ("exact", "contains", "regex", "python", "llm_judge", "likelihood", "length", "combine", "confidence")
 COMBINE_OPS = ("weighted_sum", "mean", "min", "product")
 EXTRACTING_METHODS = ("exact", "python", "llm_judge")
 """Methods that extract an answer ({answer} / `answer`) and so show the extraction params."""
@@ -274,7 +274,8 @@ SCORERS: dict[str, Scorer] = {
     "likelihood": _score_likelihood,
     "length": _score_length,
 }
-"""One scorer per method of METHODS but `combine` (which merges scores already on the candidates)."""
+"""One scorer per method of METHODS but `combine` (which merges scores already on the candidates) and `confidence`
+(which reads the token statistics the sampler left on the candidates)."""
 
 
 def score_texts(method: str, texts: Sequence[str], params: dict[str, Any], inputs: dict[str, Any],

@@ -5,7 +5,8 @@ None = unscored), so they are testable without nodes or models. Every rule retur
 - majority (self-consistency): argmax_a sum_i 1{answer_i = a};
 - weighted: argmax_a sum_i score_i 1{answer_i = a};
 - best_of_n: argmax_i score_i (the answer is that candidate's, possibly None);
-- threshold (rejection sampling): the first candidate, in sampling order, with score >= threshold.
+- threshold (rejection sampling): the first candidate, in sampling order, with score >= threshold;
+- confidence_filter (DeepConf offline): keep the most confident fraction, then argmax_a sum_kept w_i 1{answer_i = a}.
 Candidates without an answer are counted in `no_answer`, never silently dropped, and never win a
 vote over answers. Ties are broken deterministically — for answer votes by the larger count, then
 the answer that appeared first; for candidate picks by the lower index — and the tied answers or
@@ -17,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from nodes.algorithms.confidence import most_confident, vote_weights
 
 TIE_BREAK_ANSWER = "larger count, then first appearance in sampling order"
 TIE_BREAK_INDEX = "lowest candidate index"
@@ -156,3 +159,21 @@ def threshold_vote(answers: Sequence[str | None], scores: Sequence[float | None]
                           TIE_BREAK_INDEX, False, {**detail, "fallback": "best"})
     return VoteResult("threshold", None, None, clusters, _no_answer(answers), [], "", False,
                       {**detail, "fallback": "none"})
+
+
+def confidence_filter_vote(answers: Sequence[str | None], scores: Sequence[float | None], keep: float) -> VoteResult:
+    """DeepConf offline: keep the ceil(keep x N) most confident candidates (scores are confidences), then a
+    confidence-weighted majority over them (weights from confidence.vote_weights). The clusters, counts and
+    no-answer list cover the kept candidates; the dropped ones are listed in detail["dropped"]."""
+    if len(scores) != len(answers):
+        raise ValueError(f"{len(answers)} answers but {len(scores)} scores")
+    kept = most_confident(scores, keep)
+    kept_set = set(kept)
+    weights = dict(zip(kept, vote_weights([float(scores[i]) for i in kept]), strict=True))  # type: ignore[arg-type]
+    masked = [a if i in kept_set else None for i, a in enumerate(answers)]
+    result = _answer_vote("confidence_filter", masked, [weights.get(i, 0.0) for i in range(len(answers))])
+    result.no_answer = [i for i in kept if answers[i] is None]
+    result.detail = {"keep": keep, "kept": kept, "dropped": [i for i in range(len(answers)) if i not in kept_set],
+                     "cutoff": min((float(scores[i]) for i in kept), default=None),  # type: ignore[arg-type]
+                     "weights": [weights.get(i, 0.0) for i in range(len(answers))]}
+    return result

@@ -4,15 +4,24 @@ Trace events: every completion is an LM call traced by the context. The sampler 
 `adaptive: majority` also emits "adaptive_stop":
     {"n": planned samples, "drawn": samples drawn, "saved": n - drawn, "batches": [sizes],
      "leader": answer, "leader_count": int, "runner_up_count": int, "no_answer_count": int}
+`adaptive: confidence` (DeepConf online) emits "adaptive_stop" with "mode": "confidence" and also
+    {"threshold", "group_size", "keep", "warmup": [confidences], "stopped": [{"index", "seed", "tokens"}],
+     "stopped_count", "tokens_generated", "tokens_saved_est"}
+and `method: cot_decoding` emits "cot_decoding":
+    {"first_tokens": [{"token", "logprob"}], "branches": [{"index", "first_token", "answer", "margin",
+     "answer_tokens"}], "winner": index | None}
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
-from backends.base import Completion, GenerateResult
+from backends.base import Completion, GenerateResult, SamplingParams
 from nodes.algorithms.adaptive import batch_plan, stop_decision
+from nodes.algorithms.confidence import online_threshold, sample_confidence
+from nodes.algorithms.cot_decoding import answer_margin
 from nodes.algorithms.extract import AnswerSpec, answer_params
 from nodes.base import (
     CANDIDATES,
@@ -31,11 +40,17 @@ from nodes.base import (
 from nodes.decoding import build_prompt, decoding_params, decoding_problems, prompt_params, sampling_params
 from nodes.thinking import ThinkingResult, ThinkSettings, generate_thinking, think_params, think_problems
 
+STATS_DIGITS = 4
+"""Token statistics kept on candidates are rounded to this many decimals (they travel in traces)."""
+COT_MAX_BRANCHES = 20
+"""cot_decoding reads the first tokens from the engine's top-k log-probabilities, which stop at 20."""
+
 
 def candidate_from(c: Completion, index: int, source: str, spec: AnswerSpec | None = None) -> Candidate:
-    """A traced completion as a candidate (text stripped; answer extracted when a spec is given)."""
+    """A traced completion as a candidate (text stripped; answer extracted when a spec is given; the token
+    statistics, when recorded, in meta["token_stats"] for the confidence verifier)."""
     text = c.text.strip()
-    return Candidate(
+    cand = Candidate(
         text=text,
         index=index,
         source=source,
@@ -45,6 +60,11 @@ def candidate_from(c: Completion, index: int, source: str, spec: AnswerSpec | No
         completion_tokens=c.completion_tokens,
         logprobs=[{"token": lp.token, "logprob": lp.logprob} for lp in c.logprobs] if c.logprobs else None,
     )
+    if c.token_stats is not None:
+        ts = c.token_stats
+        cand.meta["token_stats"] = {name: [round(v, STATS_DIGITS) for v in values] for name, values in
+                                    (("logprob", ts.logprob), ("confidence", ts.confidence), ("entropy", ts.entropy))}
+    return cand
 
 
 def thinking_candidates(result: ThinkingResult, source: str, spec: AnswerSpec | None = None) -> list[Candidate]:
@@ -148,21 +168,35 @@ class Sampler(NodeKind):
     kind = "sampler"
     title = "Sampler"
     category = "generate"
-    description = ("N sampled completions of one prompt (sample i uses seed + i), as a candidate set. "
-                   "Optional adaptive stop: quit once the leading answer cannot be overtaken.")
+    description = ("N sampled completions of one prompt (sample i uses seed + i), as a candidate set, with "
+                   "each token's confidence recorded. Optional adaptive stop: quit once the leading answer cannot "
+                   "be overtaken, or stop low-confidence samples early (DeepConf). cot_decoding: branch on the n "
+                   "most likely first tokens, each continued greedily (CoT decoding).")
     outputs = (Port("candidates", CANDIDATES, "The N samples with their seeds and extracted answers"),
                Port("thinking", JSON, "think: each sample's thinking, in sample order ([] without thinking)"))
     params = (
         *prompt_params("{question}"),
-        Param("n", "int", 8, "Number of samples to draw", min=1, max=256),
+        Param("method", "choice", "sample",
+              "sample: n seeded samples; cot_decoding: the n most likely first tokens, each branch continued "
+              "greedily and scored by its answer's top-1/top-2 probability margin (the best one is the winner)",
+              choices=("sample", "cot_decoding")),
+        Param("n", "int", 8, "Number of samples to draw (cot_decoding: branches, at most 20)", min=1, max=256),
         *decoding_params(temperature=0.7, max_tokens=128),
         Param("adaptive", "choice", "off",
-              "majority: stop early once the majority answer is decided (needs an answer extractor)",
-              choices=("off", "majority")),
+              "majority: stop early once the majority answer is decided (needs an answer extractor); "
+              "confidence: DeepConf online, stop a sample whose group confidence drops below the threshold "
+              "calibrated on the first min_samples samples (its tokens are never generated)",
+              choices=("off", "majority", "confidence"), show_if=("method", ("sample",))),
         Param("batch_size", "int", 4, "Adaptive stop: samples drawn per round", min=1, max=64,
-              show_if=("adaptive", ("majority",))),
-        Param("min_samples", "int", 3, "Adaptive stop: never stop before this many samples", min=1, max=256,
-              show_if=("adaptive", ("majority",))),
+              show_if=("adaptive", ("majority", "confidence"))),
+        Param("min_samples", "int", 3, "Adaptive stop: never stop before this many samples (confidence: the "
+              "warm-up samples that calibrate the threshold)", min=1, max=256,
+              show_if=("adaptive", ("majority", "confidence"))),
+        Param("keep", "float", 0.9, "Adaptive confidence: the share of samples expected to run to the end; the "
+              "threshold is the (1 - keep) quantile of the warm-up's lowest group confidences",
+              min=0.1, max=1.0, show_if=("adaptive", ("confidence",))),
+        Param("group_size", "int", 64, "Adaptive confidence: tokens per sliding window of group confidence",
+              min=1, max=8192, show_if=("adaptive", ("confidence",))),
         *answer_params("auto"),
         *think_params(),
     )
@@ -176,8 +210,21 @@ class Sampler(NodeKind):
                                                     or params.get("method", "sample") != "sample"):
             problems.append(("think", "thinking budgets work with method: sample and adaptive: off; set think: off "
                                       "or draw the samples without adaptive stop"))
-        if params.get("adaptive") == "majority" and params.get("extract") == "keep":
+        adaptive, method = params.get("adaptive"), params.get("method")
+        if adaptive in ("majority", "confidence") and params.get("extract") == "keep":
             problems.append(("extract", "adaptive stop extracts answers itself: choose a method other than keep"))
+        if method == "cot_decoding":
+            if adaptive not in ("off", None):
+                problems.append(("adaptive", "cot_decoding draws its n branches at once: set adaptive: off"))
+            n = params.get("n")
+            if isinstance(n, int) and n > COT_MAX_BRANCHES:
+                problems.append(("n", f"cot_decoding branches on at most {COT_MAX_BRANCHES} first tokens (the "
+                                      f"engine's top-k log-probabilities stop there): lower n to {COT_MAX_BRANCHES}"))
+        if adaptive == "confidence":
+            n, warm = params.get("n"), params.get("min_samples")
+            if isinstance(n, int) and isinstance(warm, int) and warm >= n:
+                problems.append(("min_samples", f"adaptive confidence calibrates on the first min_samples samples "
+                                                f"and may stop the later ones: make it smaller than n ({n})"))
         return problems
 
     def run(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
@@ -200,13 +247,19 @@ class Sampler(NodeKind):
         if spec.extract == "keep":
             spec = AnswerSpec("auto", spec.pattern, spec.normalize)
         prompt = build_prompt(params, inputs)
-        sp = sampling_params(params, ctx.seed)
-        if params["adaptive"] != "majority":
-            result = ctx.generate(prompt, sp, n=n, seeds=[ctx.seed + i for i in range(n)])
-            candidates = [candidate_from(c, i, ctx.node_id, spec) for i, c in enumerate(result.completions)]
-            ctx.progress(n, n)
-            return {"candidates": CandidateSet(candidates, prompt=result.prompt_text)}
-        return {"candidates": self._adaptive(prompt, sp, n, spec, params, ctx)}
+        # token statistics are cheap (read from logits the sampler has) and always recorded, so a sample's
+        # cache key does not depend on whether a confidence verifier sits downstream
+        sp = replace(sampling_params(params, ctx.seed), token_stats=True)
+        if params["method"] == "cot_decoding":
+            return {"candidates": cot_decoding(prompt, sp, n, spec, ctx)}
+        if params["adaptive"] == "majority":
+            return {"candidates": self._adaptive(prompt, sp, n, spec, params, ctx)}
+        if params["adaptive"] == "confidence":
+            return {"candidates": deepconf_online(prompt, sp, n, spec, params, ctx)}
+        result = ctx.generate(prompt, sp, n=n, seeds=[ctx.seed + i for i in range(n)])
+        candidates = [candidate_from(c, i, ctx.node_id, spec) for i, c in enumerate(result.completions)]
+        ctx.progress(n, n)
+        return {"candidates": CandidateSet(candidates, prompt=result.prompt_text)}
 
     @staticmethod
     def _adaptive(prompt: Any, sp: Any, n: int, spec: AnswerSpec, params: dict[str, Any],
@@ -236,3 +289,102 @@ class Sampler(NodeKind):
         })
         return CandidateSet(candidates, prompt=result.prompt_text if result else "",
                             meta={"adaptive": {"n": n, "drawn": drawn, "saved": n - drawn}})
+
+
+def deepconf_online(prompt: Any, sp: SamplingParams, n: int, spec: AnswerSpec, params: dict[str, Any],
+                    ctx: NodeContext) -> CandidateSet:
+    """DeepConf online: the first min_samples samples run to the end and calibrate the threshold (the (1 - keep)
+    quantile of their lowest group confidences); the rest run with the engine's confidence stop, in rounds of
+    batch_size, until the majority over the samples that finished is decided or n were drawn. Stopped samples
+    are left out of the candidates (they have no trustworthy answer) and reported in the trace."""
+    group, keep = params["group_size"], params["keep"]
+    warm = min(params["min_samples"], n)
+    first = ctx.generate(prompt, sp, n=warm, seeds=[ctx.seed + i for i in range(warm)], tag={"deepconf": "warmup"})
+    kept = [candidate_from(c, i, ctx.node_id, spec) for i, c in enumerate(first.completions)]
+    warmup = [sample_confidence(c.meta.get("token_stats") or {}, "lowest_group", group) for c in kept]
+    confidences = [v for v in warmup if v is not None]
+    if not confidences:
+        raise NodeError("adaptive: confidence needs each token's confidence, which this model's backend does not "
+                        "record (remote servers do not); use adaptive: majority or off with it")
+    threshold = online_threshold(confidences, keep)
+    stop_sp = replace(sp, confidence_stop=(group, threshold))
+    stopped: list[Candidate] = []
+    batches = [warm]
+    drawn = warm
+    ctx.progress(drawn, n)
+    decision = stop_decision([c.answer for c in kept], n, warm)
+    while drawn < n and not decision.stop:
+        size = min(params["batch_size"], n - drawn)
+        result = ctx.generate(prompt, stop_sp, n=size, seeds=[ctx.seed + drawn + i for i in range(size)],
+                              tag={"deepconf": "final", "adaptive_batch": len(batches)})
+        for i, c in enumerate(result.completions):
+            cand = candidate_from(c, drawn + i, ctx.node_id, spec)
+            (stopped if c.finish_reason == "low_confidence" else kept).append(cand)
+        batches.append(size)
+        drawn += size
+        ctx.progress(drawn, n)
+        # the samples that will never vote are not samples still to come: the leader is decided against those
+        decision = stop_decision([c.answer for c in kept], n - len(stopped), warm)
+    finished = [c.completion_tokens for c in kept if c.finish_reason != "low_confidence"]
+    full_length = sum(finished) / len(finished) if finished else 0.0
+    saved = sum(max(0.0, full_length - c.completion_tokens) for c in stopped)
+    ctx.event("adaptive_stop", {
+        "mode": "confidence", "n": n, "drawn": drawn, "saved": n - drawn, "batches": batches,
+        "threshold": threshold, "group_size": group, "keep": keep, "warmup": warmup,
+        "stopped": [{"index": c.index, "seed": c.seed, "tokens": c.completion_tokens} for c in stopped],
+        "stopped_count": len(stopped),
+        "tokens_generated": sum(c.completion_tokens for c in kept + stopped),
+        "tokens_saved_est": round(saved + (n - drawn) * full_length),
+        "leader": decision.leader, "leader_count": decision.leader_count,
+        "runner_up_count": decision.runner_up_count,
+        "no_answer_count": sum(1 for c in kept if c.answer is None),
+    })
+    meta = {"adaptive": {"n": n, "drawn": drawn, "saved": n - drawn, "stopped": len(stopped),
+                         "threshold": threshold}}
+    return CandidateSet(kept, prompt=first.prompt_text, meta=meta)
+
+
+def cot_decoding(prompt: Any, sp: SamplingParams, n: int, spec: AnswerSpec, ctx: NodeContext) -> CandidateSet:
+    """CoT decoding (Wang & Zhou 2024): the n most likely first tokens of the answer, each branch continued
+    greedily (concurrent requests: the engine decodes them in one batch, the prompt's KV shared through the
+    prefix cache); each branch is scored by the mean top-1/top-2 probability margin of its answer's tokens, and
+    the best-scoring branch is the set's winner (a `weighted` voter may pool the margins instead)."""
+    rendered = ctx.backend().render_prompt(prompt)
+    greedy = replace(sp, temperature=0.0, token_stats=False, confidence_stop=None)
+    head = ctx.generate(rendered, replace(greedy, max_tokens=1, logprobs=min(n, COT_MAX_BRANCHES)), n=1,
+                        seeds=[ctx.seed], tag={"cot_decoding": "first_tokens"})
+    lps = head.completions[0].logprobs or []
+    if not lps:
+        raise NodeError("cot_decoding: the model ended its answer before its first token, so there is nothing "
+                        "to branch on; check the prompt (or the chat/raw mode)")
+    first_top = [(tok, lp) for tok, lp in (lps[0].top or [(lps[0].token, lps[0].logprob)]) if tok][:n]
+
+    def branch(i: int) -> GenerateResult:
+        return ctx.generate(rendered + first_top[i][0], replace(greedy, logprobs=2), n=1, seeds=[ctx.seed],
+                            tag={"cot_branch": i, "first_token": first_top[i][0]})
+
+    with ThreadPoolExecutor(max_workers=max(1, min(8, len(first_top)))) as pool:
+        results = list(pool.map(branch, range(len(first_top))))
+    candidates: list[Candidate] = []
+    branches: list[dict[str, Any]] = []
+    for i, ((token, logprob), result) in enumerate(zip(first_top, results, strict=True)):
+        c = result.completions[0]
+        cand = candidate_from(replace(c, text=token + c.text), i, ctx.node_id, spec)
+        # the forced first token's margin: its own probability against the likeliest other first token
+        first = [(token, logprob), *[(t, lp) for t, lp in first_top if t != token][:1]]
+        pieces = [token] + [lp.token for lp in c.logprobs or []]
+        tops = [first] + [lp.top or [(lp.token, lp.logprob)] for lp in c.logprobs or []]
+        margin, span = answer_margin(pieces, tops, cand.answer)
+        cand.score = margin
+        cand.scores[ctx.node_id] = margin
+        cand.meta["cot"] = {"first_token": token, "first_logprob": logprob, "margin": margin, "answer_tokens": span}
+        candidates.append(cand)
+        branches.append({"index": i, "first_token": token, "answer": cand.answer, "margin": margin,
+                         "answer_tokens": len(span)})
+    answered = [c for c in candidates if c.answer is not None] or candidates
+    winner = max(answered, key=lambda c: (c.score or 0.0, -c.index)).index if answered else None
+    ctx.event("cot_decoding", {"first_tokens": [{"token": t, "logprob": lp} for t, lp in first_top],
+                               "branches": branches, "winner": winner})
+    ctx.progress(n, n)
+    return CandidateSet(candidates, prompt=head.prompt_text, winner=winner,
+                        meta={"cot_decoding": {"branches": len(candidates), "winner": winner}})

@@ -1,7 +1,8 @@
 """The `verifier` kind: score every candidate with one method of nodes.scoring.
 
 Each candidate gets `scores[<node id>]`, `score` (the latest verifier's), and in `meta`
-`reasons[<node id>]` and `passed[<node id>]` (score >= pass_threshold).
+`reasons[<node id>]` and `passed[<node id>]` (score >= pass_threshold). `method: confidence` reads the token
+statistics a sampler left on each candidate (`meta["token_stats"]`): no model call (nodes.algorithms.confidence).
 
 Trace event "score":
     {"method", "pass_threshold", "passed_count", "mean",
@@ -13,11 +14,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from nodes.algorithms.confidence import MEASURES, sample_confidence
 from nodes.algorithms.extract import AnswerSpec
 from nodes.base import (
     CANDIDATES,
     JSON,
     TEXT,
+    Candidate,
     CandidateSet,
     NodeContext,
     NodeError,
@@ -37,6 +40,9 @@ from nodes.scoring import (
     score_texts,
     scoring_params,
 )
+
+NO_TOKENS_SCORE = -1e9
+"""The confidence of a sample with no tokens: below any real one (and finite, so traces stay plain JSON)."""
 
 
 class Verifier(NodeKind):
@@ -64,6 +70,11 @@ class Verifier(NodeKind):
               show_if=("method", ("combine",))),
         Param("combine", "choice", "weighted_sum", "Combine: how to merge the scores", choices=COMBINE_OPS,
               show_if=("method", ("combine",))),
+        Param("measure", "choice", "lowest_group",
+              "Confidence: mean_logprob, lowest_group (weakest window, DeepConf), tail (last window), neg_entropy",
+              choices=MEASURES, show_if=("method", ("confidence",))),
+        Param("group_size", "int", 64, "Confidence: tokens per window (lowest_group, tail)", min=1, max=8192,
+              show_if=("method", ("confidence",))),
     )
     variadic_inputs = True
     uses_model = True
@@ -106,7 +117,9 @@ class Verifier(NodeKind):
         cands = cset.candidates
         method = params["method"]
         others = {k: v for k, v in inputs.items() if k != "candidates"}
-        if method == "combine":
+        if method == "confidence":
+            verdicts = confidence_verdicts(cands, params["measure"], params["group_size"], params["pass_threshold"])
+        elif method == "combine":
             weights = params["weights"] or {}  # json: '' and null mean no weights
             op = params["combine"]
             verdicts = []
@@ -134,3 +147,19 @@ class Verifier(NodeKind):
         })
         ctx.progress(len(cands), len(cands))
         return {"candidates": cset, "scores": scores}
+
+
+def confidence_verdicts(cands: list[Candidate], measure: str, group: int, threshold: float) -> list[Verdict]:
+    """Each candidate's confidence from the token statistics its sampler recorded (no model call)."""
+    verdicts = []
+    for c in cands:
+        stats = c.meta.get("token_stats")
+        if not isinstance(stats, dict):
+            raise NodeError("confidence needs the token statistics a sampler records on its candidates; wire a "
+                            "sampler's candidates (directly or through other verifiers) into this verifier")
+        value = sample_confidence(stats, measure, group)
+        if value is None:  # an empty sample: nothing to be confident about
+            verdicts.append(Verdict(NO_TOKENS_SCORE, f"{measure}: no tokens", c.answer, False))
+        else:
+            verdicts.append(Verdict(value, f"{measure} = {value:.3f}", c.answer, value >= threshold))
+    return verdicts

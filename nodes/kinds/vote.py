@@ -6,7 +6,7 @@ Trace event "vote" (VoteResult.to_json()):
      "no_answer": [indices], "no_answer_count", "total", "ties": [tied answers or indices],
      "tie_break": rule used, "accepted": bool (threshold), "detail": method specifics
      (mbr: {"utility", "on", "expected_utility": [per candidate]}; threshold: {"threshold",
-     "passing", "rejected", "fallback"})}
+     "passing", "rejected", "fallback"}; confidence_filter: {"keep", "kept", "dropped", "cutoff", "weights"})}
 """
 
 from __future__ import annotations
@@ -21,14 +21,15 @@ from nodes.algorithms.voting import (
     VoteResult,
     best_of_n,
     build_clusters,
+    confidence_filter_vote,
     majority_vote,
     threshold_vote,
     weighted_vote,
 )
 from nodes.base import CANDIDATES, JSON, TEXT, CandidateSet, NodeContext, NodeError, NodeKind, Param, Port
 
-METHODS = ("majority", "weighted", "best_of_n", "mbr", "threshold")
-NEEDS_SCORES = ("weighted", "best_of_n", "threshold")
+METHODS = ("majority", "weighted", "best_of_n", "mbr", "threshold", "confidence_filter")
+NEEDS_SCORES = ("weighted", "best_of_n", "threshold", "confidence_filter")
 
 
 def mbr_vote(texts: list[str], answers: list[str | None], util_name: str,
@@ -50,7 +51,9 @@ class Voter(NodeKind):
     title = "Voter"
     category = "aggregate"
     description = ("Aggregate candidates into one answer: majority (self-consistency), weighted (sum of "
-                   "scores), best_of_n (argmax score), mbr (minimum Bayes risk), threshold (rejection).")
+                   "scores), best_of_n (argmax score), mbr (minimum Bayes risk), threshold (rejection), "
+                   "confidence_filter (DeepConf: keep the most confident fraction, then a confidence-weighted "
+                   "majority; score with a confidence verifier).")
     inputs = (Port("candidates", CANDIDATES, "Candidates to aggregate (scored, for weighted/best_of_n/threshold)"),)
     outputs = (
         Port("answer", TEXT, "The winning canonical answer ('' when no candidate has one)"),
@@ -71,6 +74,8 @@ class Voter(NodeKind):
               show_if=("method", ("threshold",))),
         Param("fallback", "choice", "best", "When none passes: best-scoring candidate, or no answer",
               choices=("best", "none"), show_if=("method", ("threshold",))),
+        Param("keep", "float", 0.9, "Confidence filter: the most confident fraction of candidates that votes "
+              "(DeepConf: 0.1 aggressive, 0.9 safe)", min=0.1, max=1.0, show_if=("method", ("confidence_filter",))),
     )
 
     @classmethod
@@ -99,6 +104,8 @@ class Voter(NodeKind):
             vote = best_of_n(answers, scores)
         elif method == "threshold":
             vote = threshold_vote(answers, scores, params["threshold"], params["fallback"])
+        elif method == "confidence_filter":
+            vote = confidence_filter_vote(answers, scores, params["keep"])
         else:
             texts = [(a or "") for a in answers] if params["mbr_on"] == "answer" else [c.text for c in cands]
             weights = None
