@@ -38,6 +38,7 @@ from backends.openai_caps import (
 from backends.openai_http import DEFAULT_TIMEOUT_S, RemoteHttp
 from backends.openai_request import (
     Answer,
+    choice_reasoning,
     choice_text,
     constraint_fields,
     finish_reason,
@@ -157,6 +158,8 @@ class OpenAIBackend:
             for choice in reply.get("choices") or [] if isinstance(reply, dict) else []:
                 i = index_base + int(choice.get("index", 0) or 0)
                 answer.texts[i] = choice_text(choice)
+                if choice_reasoning(choice):
+                    answer.reasoning[i] = choice_reasoning(choice)
                 answer.finishes[i] = choice
                 answer.logprobs[i] = token_logprobs(choice.get("logprobs"), None)
                 answer.done_at[i] = time.perf_counter() - started
@@ -178,6 +181,10 @@ class OpenAIBackend:
                     i = index_base + int(choice.get("index", 0) or 0)
                     piece = choice_text(choice)
                     answer.texts[i] = answer.texts.get(i, "") + piece
+                    thought = choice_reasoning(choice)
+                    if thought:
+                        answer.reasoning[i] = answer.reasoning.get(i, "") + thought
+                        answer.reasoning_pieces[i] = answer.reasoning_pieces.get(i, 0) + 1
                     answer.logprobs.setdefault(i, []).extend(token_logprobs(choice.get("logprobs"), None))
                     if piece:
                         answer.pieces[i] = answer.pieces.get(i, 0) + 1
@@ -286,7 +293,9 @@ class OpenAIBackend:
                     text=answer.texts[i], finish_reason=finish_reason(answer.finishes.get(i, {}), params),
                     seed=seeds[i] if i < len(seeds) else seeds[-1] + i, logprobs=answer.logprobs.get(i)
                     if params.logprobs is not None else None, completion_tokens=tokens,
-                    prompt_tokens=u.prompt_tokens, time_s=answer.done_at.get(i, wall_s)))
+                    prompt_tokens=u.prompt_tokens, time_s=answer.done_at.get(i, wall_s),
+                    thinking=answer.reasoning.get(i, ""),
+                    thinking_tokens=u.thinking_tokens if share == 1 else answer.reasoning_pieces.get(i, 0)))
         if len(completions) != n:
             raise BackendError(f"the server at {self.base_url} returned {len(completions)} answers for n={n}.")
         usage.prompt_tokens = max((a.prompt_tokens for a in completions), default=0)

@@ -140,6 +140,23 @@ def choice_text(choice: dict[str, Any]) -> str:
     return str(part.get("content") or "") if isinstance(part, dict) else ""
 
 
+def choice_reasoning(choice: dict[str, Any]) -> str:
+    """The separate reasoning text of a choice or streamed chunk: `reasoning_content` (vLLM, SGLang, llama-server,
+    DeepSeek) or `reasoning` (newer vLLM); '' when the server sends none."""
+    part = choice.get("delta") or choice.get("message") or {}
+    if not isinstance(part, dict):
+        return ""
+    value = part.get("reasoning_content") or part.get("reasoning") or ""
+    return value if isinstance(value, str) else ""
+
+
+def reasoning_tokens(usage: dict[str, Any] | None) -> int:
+    """completion_tokens_details.reasoning_tokens of a server's usage, or 0."""
+    details = (usage or {}).get("completion_tokens_details")
+    value = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
 def finish_reason(choice: dict[str, Any], params: SamplingParams) -> str:
     """The server's finish reason in the engine's words: "length", "stop" (a stop string) or "eog" (end of text).
     OpenAI's "stop" covers both of the last two; vLLM's `stop_reason` and SGLang's `matched_stop` tell them apart,
@@ -161,6 +178,10 @@ class Answer:
     finishes: dict[int, dict[str, Any]] = field(default_factory=dict)
     """The choice (or last chunk) that carried each finish_reason."""
     logprobs: dict[int, list[TokenLogprob]] = field(default_factory=dict)
+    reasoning: dict[int, str] = field(default_factory=dict)
+    """The server's separate reasoning text per choice (reasoning_content), where it sends one."""
+    reasoning_pieces: dict[int, int] = field(default_factory=dict)
+    """Streamed chunks with reasoning text per choice (its token count where the server reports none)."""
     pieces: dict[int, int] = field(default_factory=dict)
     """Streamed chunks with text per choice (the token count where the server reports none)."""
     done_at: dict[int, float] = field(default_factory=dict)
@@ -183,7 +204,8 @@ def usage_of(answer: Answer, prompt_tokens_guess: int) -> Usage:
         cached = int(timings["cache_n"])
     cached = min(cached, prompt)
     usage = Usage(prompt_tokens=prompt, prompt_tokens_evaluated=prompt - cached, prompt_tokens_cached=cached,
-                  completion_tokens=completion)
+                  completion_tokens=completion,
+                  thinking_tokens=reasoning_tokens(u) or sum(answer.reasoning_pieces.values()))
     if isinstance(timings.get("prompt_ms"), int | float):
         usage.prefill_s = float(timings["prompt_ms"]) / 1000
     elif answer.first_token_s is not None:
