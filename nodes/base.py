@@ -332,6 +332,11 @@ class NodeKind:
     description: ClassVar[str]
     inputs: ClassVar[tuple[Port, ...]] = ()
     outputs: ClassVar[tuple[Port, ...]] = ()
+    def run_workflow(self, runs: Sequence[dict[str, Any]], mapped: bool) -> list[dict[str, Any]]:
+        """A workflow node's child, once per inputs dict of `runs`, all at once, inside this run (same budget,
+        cancel and engines); the outputs of each. `mapped` numbers the child runs in their node ids (`w/2/x`)."""
+        ...
+
     params: ClassVar[tuple[Param, ...]] = ()
     variadic_inputs: ClassVar[bool] = False
     """True when extra named inputs (template {variables}) are accepted besides `inputs`."""

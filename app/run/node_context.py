@@ -27,11 +27,14 @@ from backends.base import (
     TokenCounts,
     Usage,
 )
-from nodes.base import to_jsonable
+from nodes.base import NodeError, to_jsonable
 from nodes.thinking import THINK_PURPOSE
 
 
 class BudgetExceededError(CancelledError):
+SubworkflowRunner = Callable[[Sequence[dict[str, Any]], bool], list[dict[str, Any]]]
+"""Runs a workflow node's child once per inputs dict (mapped: numbered child runs); the outputs of each."""
+
     """A run-level budget ran out."""
 
 
@@ -111,7 +114,7 @@ class RunNodeContext:
 
     def __init__(self, state: RunState, node_id: str, kind: str, model: str | None, seed: int,
                  run_inputs: dict[str, Any], backend_for: Callable[[str], LLMBackend],
-                 default_model: str, python_allowed: bool) -> None:
+                 default_model: str, python_allowed: bool, subworkflows: SubworkflowRunner | None = None) -> None:
         self._state = state
         self.node_id = node_id
         self.kind = kind
@@ -123,6 +126,7 @@ class RunNodeContext:
         self._python_allowed = python_allowed
 
     # -- helpers
+        self._subworkflows = subworkflows
     def backend(self, model: str | None = None) -> LLMBackend:
         return self._backend_for(model or self._model)
 
@@ -131,6 +135,12 @@ class RunNodeContext:
 
     def _emit(self, type_: str, data: dict[str, Any]) -> None:
         self._state.bus.emit(Event(type_, self._state.run_id, self.node_id, data))
+    def run_workflow(self, runs: Sequence[dict[str, Any]], mapped: bool) -> list[dict[str, Any]]:
+        """This workflow node's child, once per inputs dict, all at once, inside this run (the scheduler's)."""
+        if self._subworkflows is None:
+            raise NodeError(f"node {self.node_id!r} has no sub-workflow to run")
+        return self._subworkflows(runs, mapped)
+
 
     def event(self, kind: str, data: dict[str, Any]) -> None:
         self._emit(ev.NODE_EVENT, {"kind": kind, **to_jsonable(data)})

@@ -26,7 +26,8 @@ from app.run.status import FAILED, SUCCEEDED, budget_stop_reason, stop_status
 from app.workflow.model_specs import DEFAULT_MODEL_ALIAS, model_specs
 from app.workflow.problems import Issue, WorkflowError, errors
 from app.workflow.spec import Workflow
-from app.workflow.validation import build_graph, check_input_value, split_ref, validate
+from app.workflow.subworkflows import Child, ChildLoader, workflow_texts
+from app.workflow.validation import build_graph, check, check_input_value, split_ref
 from backends.base import (
     BackendError,
     CancelledError,
@@ -39,6 +40,8 @@ from nodes.registry import NodeRegistry
 
 log = logging.getLogger(__name__)
 
+SUBWORKFLOWS_NOTE = "subworkflows"
+"""The run-level note holding the YAML of every child workflow the run used, by reference."""
 BackendProvider = Callable[[ModelSpec], LLMBackend]
 """Returns the (shared, loaded) backend for a model spec."""
 
@@ -157,8 +160,10 @@ class Scheduler:
     the node cache between them."""
 
     def __init__(self, registry: NodeRegistry, provider: BackendProvider, cache: NodeCache | None = None,
-                 max_workers: int = 8, allow_python: bool = True) -> None:
+                 max_workers: int = 8, allow_python: bool = True, children: ChildLoader | None = None) -> None:
         self.registry = registry
+        self.children = children
+        """Where workflow nodes find their children (None: the user's workflows folder, then the examples)."""
         self.provider = provider
         self.cache = cache if cache is not None else NodeCache()
         self.samples = SampleCache()
@@ -167,14 +172,15 @@ class Scheduler:
         self.allow_python = allow_python
 
     def check(self, wf: Workflow) -> list[Issue]:
-        return validate(wf, self.registry)
+        return check(wf, self.registry, self.children).issues
 
     def run(self, wf: Workflow, inputs: dict[str, Any] | None = None, *, seed: int = 0,
             budget: Budget | None = None, cancel: CancelToken | None = None,
             observers: Sequence[Observer] = (), run_id: str | None = None, use_cache: bool = True) -> RunResult:
         """Run the workflow. Raises WorkflowError (before touching any model) when it or its inputs are
         invalid; otherwise returns a RunResult whose status says how it ended."""
-        problems = errors(self.check(wf))
+        checked = check(wf, self.registry, self.children)
+        problems = errors(checked.issues)
         if problems:
             raise WorkflowError(problems)
         values = resolve_inputs(wf, inputs or {})
@@ -192,6 +198,9 @@ class Scheduler:
             "inputs": to_jsonable(values), "seed": seed, "budget": asdict(budget),
             "models": {alias: asdict(spec) for alias, spec in specs.items()},
         }))
+        if checked.children:  # the children's YAML goes with the run: it stays readable after a child file changes
+            bus.emit(Event(ev.NODE_EVENT, run_id, None, {"kind": SUBWORKFLOWS_NOTE,
+                                                          "workflows": workflow_texts(wf, checked)}))
         timer = None
         if budget.max_seconds is not None:
             timer = threading.Timer(budget.max_seconds, lambda: cancel.cancel(
@@ -199,7 +208,7 @@ class Scheduler:
             timer.daemon = True
             timer.start()
         try:
-            result = self._execute(wf, values, seed, state, specs, use_cache)
+            result = _DagRun(self, wf, values, seed, state, specs, use_cache, children=checked.children).execute()
         finally:
             if timer is not None:
                 timer.cancel()
@@ -237,20 +246,20 @@ class Scheduler:
         }, sort_keys=True, default=str)
         return hashlib.sha256(payload.encode()).hexdigest()
 
-    def _execute(self, wf: Workflow, values: dict[str, Any], seed: int, state: RunState,
-                 specs: dict[str, ModelSpec], use_cache: bool) -> RunResult:
-        return _DagRun(self, wf, values, seed, state, specs, use_cache).execute()
-
 
 class _DagRun:
     """One execution of a workflow's DAG: starts ready nodes (from the cache or on the worker pool),
     records what they produce or why they failed, and works out how the run ended.
 
-    Everything but `_run_node` runs on the scheduling thread, so the bookkeeping needs no lock."""
+    Everything but `_run_node` runs on the scheduling thread, so the bookkeeping needs no lock. A sub-workflow
+    runs as another _DagRun on the same RunState, its node ids prefixed by the workflow node's path (`w/2/`)."""
 
     def __init__(self, scheduler: Scheduler, wf: Workflow, values: dict[str, Any], seed: int, state: RunState,
-                 specs: dict[str, ModelSpec], use_cache: bool) -> None:
+                 specs: dict[str, ModelSpec], use_cache: bool, *, children: dict[str, Child] | None = None,
+                 prefix: str = "") -> None:
         self.scheduler = scheduler
+        self.children = children or {}
+        self.prefix = prefix
         self.wf = wf
         self.values = values
         self.seed = seed
@@ -279,7 +288,9 @@ class _DagRun:
         self.finished = 0
 
     def _emit(self, type_: str, node_id: str | None, data: dict[str, Any]) -> None:
-        self.bus.emit(Event(type_, self.run_id, node_id, data))
+        if node_id is None and self.prefix and type_ == ev.PROGRESS:
+            return  # a child's progress is not the run's
+        self.bus.emit(Event(type_, self.run_id, self.prefix + node_id if node_id is not None else None, data))
 
     def _record_model(self, alias: str, backend: LLMBackend) -> None:
         """A run-level `model` event when a model that knows its weights (a llama.cpp model from the pool:
@@ -314,12 +325,11 @@ class _DagRun:
     def _start(self, node_id: str, executor: ThreadPoolExecutor) -> None:
         """Serve one ready node from the cache, or submit it to the worker pool."""
         node = self.by_id[node_id]
-        cls = self.scheduler.registry.get(node.kind)
-        assert cls is not None
+        cls = self._kind(node_id)
         params = cls.typed_params(node.params)
         got, sigs = self._gather(node_id)
         node_seed = derive_seed(self.seed, node_id)
-        signature = self._sign(node_id, cls, params, node_seed, sigs)
+        signature = self._sign(node_id, cls, self._signed_params(node_id, params), node_seed, sigs)
         cached = self._lookup_cache(signature)
         if cached is not None:
             self._record_cached(node_id, cls, params, cached, signature)
@@ -344,6 +354,23 @@ class _DagRun:
                 sigs[port] = f"{self.signatures[head]}.{tail}"
         return got, sigs
 
+    def _kind(self, node_id: str) -> type[NodeKind]:
+        """The node's kind: a workflow node's is bound to its child's ports."""
+        child = self.children.get(node_id)
+        cls = child.kind if child is not None else self.scheduler.registry.get(self.by_id[node_id].kind)
+        assert cls is not None
+        return cls
+
+    def _signed_params(self, node_id: str, params: dict[str, Any]) -> dict[str, Any]:
+        """What the signature takes of a node's params: a workflow node's also name its child's canonical hash,
+        its mapped input and the models it maps, so editing the child re-runs the nodes that use it."""
+        child = self.children.get(node_id)
+        if child is None:
+            return params
+        models = {alias: asdict(self.specs[target]) for alias, target in sorted(child.models.items())
+                  if target in self.specs}
+        return {**params, "map": child.mapped or "", "child": child.tree_hash, "mapped_models": models}
+
     def _model_of(self, node_id: str) -> str:
         return self.by_id[node_id].model or self.default_model
 
@@ -361,8 +388,15 @@ class _DagRun:
                   node_seed: int, signature: str) -> dict[str, Any]:
         """Runs on a worker thread: the node_start event, the node itself, the node_end event."""
         node = self.by_id[node_id]
-        ctx = RunNodeContext(self.state, node_id, cls.kind, node.model, node_seed, self.values, self.backend_for,
-                             self.default_model, self.scheduler.allow_python)
+        runner = None
+        if node_id in self.children:
+            params = {**params, "map": self.children[node_id].mapped or ""}
+
+            def runner(runs: Sequence[dict[str, Any]], mapped: bool) -> list[dict[str, Any]]:
+                return self._run_child(node_id, node_seed, runs, mapped)
+
+        ctx = RunNodeContext(self.state, self.prefix + node_id, cls.kind, node.model, node_seed, self.values,
+                             self.backend_for, self.default_model, self.scheduler.allow_python, runner)
         self._emit(ev.NODE_START, node_id, {
             "kind": cls.kind, "params": to_jsonable(params), "inputs": to_jsonable(got),
             "model": self._model_of(node_id) if cls.uses_model else None,
@@ -379,6 +413,41 @@ class _DagRun:
             "signature": signature,
         })
         return result
+
+    def _run_child(self, node_id: str, seed: int, runs: Sequence[dict[str, Any]], mapped: bool) -> list[dict[str, Any]]:
+        """Runs on the workflow node's worker thread: its child once per inputs dict, all at once (so their
+        engine requests batch), on this run's state; the outputs of each, or the first child's failure."""
+        child = self.children[node_id]
+        specs = model_specs(child.workflow)
+        specs.update({alias: self.specs[target] for alias, target in child.models.items() if target in self.specs})
+
+        def one(index: int, given: dict[str, Any]) -> dict[str, Any]:
+            path = f"{self.prefix}{node_id}/" + (f"{index}/" if mapped else "")
+            try:
+                values = resolve_inputs(child.workflow, given)
+            except WorkflowError as exc:
+                raise NodeError(f"sub-workflow {path.rstrip('/')}: {exc}") from None
+            run = _DagRun(self.scheduler, child.workflow, values, derive_seed(seed, index) if mapped else seed,
+                          self.state, specs, self.use_cache, children=child.checked.children, prefix=path)
+            return run.finish_as_child()
+
+        if len(runs) == 1 and not mapped:
+            return [one(0, dict(runs[0]))]
+        with ThreadPoolExecutor(max_workers=max(1, len(runs)), thread_name_prefix=f"run-{self.run_id}-map") as pool:
+            futures = [pool.submit(one, i, dict(given)) for i, given in enumerate(runs)]
+            wait(futures)
+            return [f.result() for f in futures]
+
+    def finish_as_child(self) -> dict[str, Any]:
+        """Execute as a sub-workflow: its outputs, or the exception that stops the workflow node."""
+        result = self.execute()
+        if result.status == SUCCEEDED:
+            return result.outputs
+        if result.failure is not None:
+            f = result.failure
+            raise NodeError(f"node {self.prefix}{f.node_id} ({f.kind}) failed: {f.cause}: {f.message}")
+        reason = result.error or "cancelled"
+        raise (BudgetExceededError if result.status == BUDGET_EXCEEDED else CancelledError)(reason)
 
     # -- recording what happened
     def _record_cached(self, node_id: str, cls: type[NodeKind], params: dict[str, Any], cached: dict[str, Any],

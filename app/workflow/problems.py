@@ -15,9 +15,12 @@ class Issue:
     line: int | None = None
     severity: str = "error"
     """"error" blocks a run; "warning" does not."""
+    file: str | None = None
+    """The sub-workflow file the line is in (its node_id is then the path `wf_node/node`); None: this workflow."""
 
     def format(self, source: str = "") -> str:
         """`FILE:LINE: CODE: message (hint)` — the CLI's one-line form."""
+        source = self.file or source
         where = f"{source}:{self.line or 0}: " if source else (f"line {self.line}: " if self.line else "")
         node = f"[{self.node_id}] " if self.node_id else ""
         hint = f" ({self.hint})" if self.hint else ""

@@ -15,7 +15,8 @@ from app.workflow.problems import Issue, WorkflowError
 
 FORMAT_VERSION = 1
 TOP_LEVEL_KEYS = ("version", "name", "description", "models", "inputs", "nodes", "outputs", "layout")
-NODE_KEYS = ("id", "kind", "model", "params", "inputs")
+NODE_KEYS = ("id", "kind", "model", "map", "params", "inputs")
+"""`map` (workflow nodes only): the input that receives a candidate set, the child running once per candidate."""
 INPUT_KEYS = ("type", "default", "description")
 INPUT_TYPES = ("text", "number", "json")
 MODEL_KEYS = ("source", "path", "device", "n_ctx", "threads", "n_gpu_layers", "flash_attn", "cpu_weights",
@@ -45,6 +46,8 @@ class NodeSpec:
     model: str | None = None
     params: dict[str, Any] = field(default_factory=dict)
     inputs: dict[str, str] = field(default_factory=dict)
+    map: str | None = None
+    """A workflow node's mapped input (see NODE_KEYS); None for every other node."""
 
 
 @dataclass
@@ -61,6 +64,8 @@ class Workflow:
     """YAML line (1-based) of each key path, e.g. ("nodes", 0, "params", "n")."""
     load_issues: list[Issue] = field(default_factory=list, repr=False, compare=False)
     """Structural problems found while loading (reported by validation)."""
+    source: Path | None = field(default=None, repr=False, compare=False)
+    """The file it was loaded from (sub-workflows given as paths are relative to its folder); None otherwise."""
 
     def node(self, node_id: str) -> NodeSpec | None:
         return next((n for n in self.nodes if n.id == node_id), None)
@@ -100,6 +105,8 @@ class Workflow:
             entry: dict[str, Any] = {"id": node.id, "kind": node.kind}
             if node.model:
                 entry["model"] = node.model
+            if node.map is not None:
+                entry["map"] = node.map
             if node.params:
                 entry["params"] = copy.deepcopy(node.params)
             if node.inputs:
@@ -475,12 +482,14 @@ def _parse_node(index: int, entry: dict[Any, Any], issues: _Issues) -> NodeSpec:
                                issues.line("nodes", index, "inputs"), node_id))
         wiring = {}
     model = entry.get("model")
+    mapped = entry.get("map")
     return NodeSpec(
         id=node_id,
         kind=str(entry.get("kind", "")),
         model=str(model) if model is not None else None,
         params=dict(params),
         inputs={str(k): str(v) for k, v in wiring.items()},
+        map=str(mapped) if mapped is not None else None,
     )
 
 
@@ -527,7 +536,9 @@ def load_workflow(path: str | Path) -> Workflow:
         issue = _too_large(text, max(p.stat().st_size, len(text)) if p.is_file() else len(text))
         if issue is not None:
             raise WorkflowError([issue])
-    return load_workflow_text(text)
+    wf = load_workflow_text(text)
+    wf.source = p
+    return wf
 
 
 # ------------------------------------------------------------------ dumping

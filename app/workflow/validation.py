@@ -12,11 +12,14 @@ from app.workflow.model_specs import check_model_entry
 from app.workflow.speculative_spec import check_speculative
 from app.workflow.problems import Issue
 from app.workflow.spec import INPUT_TYPES, NodeSpec, Workflow, lone_surrogate
-from nodes.base import JSON, NUMBER, TEXT, NodeKind, node_id_problem, port_compatible
+from app.workflow.subworkflows import INPUT_TYPE_TO_PORT as INPUT_TYPE_TO_PORT  # re-exported
+from app.workflow.subworkflows import WORKFLOW_KIND, Checked, ChildLoader, resolve_children
+from nodes.base import JSON, TEXT, NodeKind, node_id_problem, port_compatible
 from nodes.decoding import grammar_problems
 from nodes.registry import NodeRegistry
 
-INPUT_TYPE_TO_PORT = {"text": TEXT, "number": NUMBER, "json": JSON}
+KindMap = dict[str, type[NodeKind]]
+"""Node id -> the kind bound to a workflow node's child ports (app/workflow/subworkflows.py)."""
 
 
 def _suggest(word: str, options: list[str]) -> str:
@@ -35,8 +38,8 @@ def split_ref(ref: str) -> tuple[str, str] | None:
 
 
 def ref_type(wf: Workflow, registry: NodeRegistry, ref: str,
-             by_id: dict[str, NodeSpec] | None = None) -> str | None:
-    """The port type a reference points at, or None when it cannot be resolved."""
+             by_id: dict[str, NodeSpec] | None = None, kinds: KindMap | None = None) -> str | None:
+    """The port type a reference points at, or None when it cannot be resolved (`kinds`: bound workflow nodes)."""
     parts = split_ref(ref)
     if parts is None:
         return None
@@ -45,7 +48,7 @@ def ref_type(wf: Workflow, registry: NodeRegistry, ref: str,
         spec = wf.inputs.get(tail)
         return INPUT_TYPE_TO_PORT.get(spec.type) if spec else None
     node = by_id.get(head) if by_id is not None else wf.node(head)
-    cls = registry.get(node.kind) if node else None
+    cls = (kinds or {}).get(head) or (registry.get(node.kind) if node else None)
     port = cls.output_port(tail) if cls else None
     return port.type if port else None
 
@@ -108,11 +111,13 @@ def check_input_value(type_: str, value: Any) -> str | None:
 class _NodeCheck:
     """The checks of one node of `wf.nodes`, each concern apart; `issues` collects what they find."""
 
-    def __init__(self, wf: Workflow, registry: NodeRegistry, index: int, by_id: dict[str, NodeSpec]) -> None:
+    def __init__(self, wf: Workflow, registry: NodeRegistry, index: int, by_id: dict[str, NodeSpec],
+                 kinds: KindMap) -> None:
         self.wf = wf
         self.registry = registry
         self.index = index
         self.by_id = by_id
+        self.kinds = kinds
         self.node = wf.nodes[index]
         self.nid = self.node.id or None
         self.issues: list[Issue] = []
@@ -130,6 +135,13 @@ class _NodeCheck:
             return self.issues
         resolved = self.check_params(cls)
         self.check_model(cls)
+        if cls.kind == WORKFLOW_KIND:  # its ports are the child's, checked with the child (subworkflows.py)
+            bound = self.kinds.get(self.node.id)
+            for port_name, ref in self.node.inputs.items():
+                self.ref_resolves(port_name, ref, self.line("inputs", port_name))
+            if bound is not None:
+                self.check_required_inputs(bound, resolved)
+            return self.issues
         for port_name, ref in self.node.inputs.items():
             self.check_wire(cls, port_name, ref)
         self.check_required_inputs(cls, resolved)
@@ -210,7 +222,7 @@ class _NodeCheck:
             return
         if not self.ref_resolves(port_name, ref, line):
             return
-        source_type = ref_type(self.wf, self.registry, ref, self.by_id)
+        source_type = ref_type(self.wf, self.registry, ref, self.by_id, self.kinds)
         target_type = port.type if port else TEXT
         if port is None and source_type is not None:
             return  # a template variable accepts any port type; it is rendered as text
@@ -238,7 +250,9 @@ class _NodeCheck:
                      _suggest(head, sorted(self.by_id)), line)
             return False
         src = self.by_id[head]
-        src_cls = self.registry.get(src.kind) if src else None
+        if src.kind == WORKFLOW_KIND and head not in self.kinds:
+            return False  # its child could not be used (reported): its outputs are unknown
+        src_cls = self.kinds.get(head) or self.registry.get(src.kind)
         if src_cls is not None and src_cls.output_port(tail) is None:
             self.add("unknown_ref", f"node {head!r} ({src.kind}) has no output {tail!r}",
                      _suggest(tail, [p.name for p in src_cls.outputs]), line)
@@ -253,12 +267,23 @@ class _NodeCheck:
                          self.line("inputs") or self.line())
 
 
-def _check_node(wf: Workflow, registry: NodeRegistry, index: int, by_id: dict[str, NodeSpec]) -> list[Issue]:
-    return _NodeCheck(wf, registry, index, by_id).run()
+def _check_node(wf: Workflow, registry: NodeRegistry, index: int, by_id: dict[str, NodeSpec],
+                kinds: KindMap) -> list[Issue]:
+    return _NodeCheck(wf, registry, index, by_id, kinds).run()
 
 
-def validate(wf: Workflow, registry: NodeRegistry) -> list[Issue]:
-    """Every problem of the workflow, errors and warnings, in file order."""
+def validate(wf: Workflow, registry: NodeRegistry, children: ChildLoader | None = None) -> list[Issue]:
+    """Every problem of the workflow, errors and warnings, in file order; its sub-workflows' problems follow,
+    prefixed by the path of workflow nodes (children are found through `children`, else the default folders)."""
+    return check(wf, registry, children).issues
+
+
+def check(wf: Workflow, registry: NodeRegistry, children: ChildLoader | None = None,
+          chain: tuple[tuple[str, str], ...] = ()) -> Checked:
+    """`validate`'s problems plus what each workflow node resolved to (the scheduler runs from it); `chain` is
+    the (key, label) of each workflow above this one, for cycles and depth."""
+    checked = resolve_children(wf, registry, children, chain, check)
+    kinds = checked.kinds()
     issues: list[Issue] = list(wf.load_issues)
     issues += _check_models(wf)
     issues += _check_inputs(wf)
@@ -274,7 +299,7 @@ def validate(wf: Workflow, registry: NodeRegistry) -> list[Issue]:
             by_id.setdefault(node.id, node)
     ids = set(by_id)
     for i in range(len(wf.nodes)):
-        issues += _check_node(wf, registry, i, by_id)
+        issues += _check_node(wf, registry, i, by_id, kinds)
 
     graph = build_graph(wf)
     try:
@@ -297,9 +322,10 @@ def validate(wf: Workflow, registry: NodeRegistry) -> list[Issue]:
         if parts is None:
             issues.append(Issue("unknown_ref", f"output {name!r} = {ref!r} is not `node.port`",
                                 "write it as e.g. `vote.answer`", line=line))
-        elif parts[0] in by_id and registry.get(by_id[parts[0]].kind) is None:
-            continue  # the node's unknown kind is already reported; its ports cannot be checked
-        elif parts[0] != "inputs" and ref_type(wf, registry, ref, by_id) is None:
+        elif parts[0] in by_id and (registry.get(by_id[parts[0]].kind) is None or (
+                by_id[parts[0]].kind == WORKFLOW_KIND and parts[0] not in kinds)):
+            continue  # the node's unknown kind (or unusable child) is already reported; its ports cannot be checked
+        elif parts[0] != "inputs" and ref_type(wf, registry, ref, by_id, kinds) is None:
             target = by_id.get(parts[0])
             hint = _suggest(parts[0], sorted(ids)) if target is None else "check the port name (`metagen nodes`)"
             issues.append(Issue("unknown_ref", f"output {name!r} refers to {ref!r}, which does not exist", hint,
@@ -311,5 +337,8 @@ def validate(wf: Workflow, registry: NodeRegistry) -> list[Issue]:
         if node_id not in ids and not node_id.startswith(("inputs.", "outputs.")):
             issues.append(Issue("bad_layout", f"layout entry {node_id!r} names no node", "delete it",
                                 node_id=node_id, line=wf.line_of("layout", node_id), severity="warning"))
-    issues.sort(key=lambda i: (i.line or 0))
-    return issues
+    issues.sort(key=lambda i: (i.file is not None, i.line or 0))
+    checked.issues = issues + checked.issues
+    checked.output_types = {name: ref_type(wf, registry, ref, by_id, kinds) or JSON
+                            for name, ref in wf.outputs.items()}
+    return checked

@@ -1,0 +1,331 @@
+"""Sub-workflows: finding a workflow node's child (a name or a safe relative path), checking the tree of
+children (missing, cycles, depth, ports, `map`), and binding each workflow node's ports to its child's."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.workflow.files import WORKFLOW_SUFFIX, safe_workflow_name
+from app.workflow.problems import Issue, WorkflowError
+from app.workflow.spec import Workflow, load_workflow, load_workflow_text
+from nodes.base import CANDIDATES, JSON, NUMBER, TEXT, NodeKind, Port, port_compatible
+
+WORKFLOW_KIND = "workflow"
+MAX_DEPTH = 4
+"""Deepest nesting of sub-workflows: a child of a child ... at most 4 levels below the workflow run."""
+INPUT_TYPE_TO_PORT = {"text": TEXT, "number": NUMBER, "json": JSON}
+"""The port type of a workflow input of each `inputs:` type."""
+
+
+class ChildRefError(ValueError):
+    """A child reference that cannot be followed: a problem code, a message and a hint."""
+
+    def __init__(self, code: str, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.hint = hint
+
+
+@dataclass(frozen=True)
+class Found:
+    """A child workflow as loaded: its identity (for cycles), the label shown in problems, the workflow."""
+
+    key: str
+    label: str
+    workflow: Workflow
+
+
+@dataclass(frozen=True)
+class ChildLoader:
+    """Where children are looked up. Names: the parent file's folder, then `folders` in order. Paths (with a
+    separator) are relative to the parent file's folder; when not `trusted` (share mode, a link, an upload) an
+    absolute path or one whose `..` leaves that folder is refused. `texts` holds children carried along
+    (a share link, a stored run) by the reference they were written as, and wins over files."""
+
+    folders: tuple[Path, ...] = ()
+    trusted: bool = True
+    texts: Mapping[str, str] = field(default_factory=dict)
+
+    def load(self, ref: str, parent_dir: Path | None) -> Found:
+        """The child that `ref` names, seen from a parent in `parent_dir` (None: not a file). Raises
+        ChildRefError (unknown_workflow, workflow_path_refused) or WorkflowError (the child does not load)."""
+        if ref in self.texts:
+            wf = load_workflow_text(self.texts[ref])
+            return Found(f"text:{ref}", ref, wf)
+        path = self._locate(ref, parent_dir)
+        wf = load_workflow(path)
+        return Found(str(path), str(path), wf)
+
+    def _locate(self, ref: str, parent_dir: Path | None) -> Path:
+        if not ref.strip():
+            raise ChildRefError("unknown_workflow", "the workflow node names no workflow",
+                                "set `params: {workflow: NAME}` to a workflow of the workflows folder")
+        if "/" in ref or "\\" in ref or os.path.isabs(ref):
+            return self._locate_path(ref, parent_dir)
+        try:
+            name = safe_workflow_name(ref)
+        except ValueError as exc:
+            raise ChildRefError("unknown_workflow", str(exc), "name a workflow of the workflows folder") from None
+        folders = ([parent_dir] if parent_dir is not None else []) + list(self.folders)
+        for folder in folders:
+            path = Path(folder).expanduser() / f"{name}{WORKFLOW_SUFFIX}"
+            if path.is_file():
+                return path.resolve()
+        where = ", ".join(str(f) for f in folders) or "no workflows folder"
+        raise ChildRefError("unknown_workflow", f"there is no workflow named {name!r} ({where})",
+                            "save the child workflow first, or fix the name (file name without .yaml)")
+
+    def _locate_path(self, ref: str, parent_dir: Path | None) -> Path:
+        base = parent_dir if parent_dir is not None else (self.folders[0] if self.folders else None)
+        raw = Path(ref).expanduser() if self.trusted else Path(ref)
+        if not self.trusted:
+            if raw.is_absolute() or ref.startswith(("~", "\\")) or ":" in ref:
+                raise ChildRefError("workflow_path_refused", f"the child workflow {ref!r} is an absolute path",
+                                    "name a workflow of the workflows folder, or a path relative to this one")
+            if base is None:
+                raise ChildRefError("workflow_path_refused", f"the child workflow {ref!r} is a path, but this "
+                                    "workflow is not a file", "name a workflow of the workflows folder")
+        if base is None and not raw.is_absolute():
+            raise ChildRefError("unknown_workflow", f"the child workflow {ref!r} is a relative path, but this "
+                                "workflow is not a file", "name a workflow of the workflows folder instead")
+        path = (raw if raw.is_absolute() else Path(base) / raw).resolve()  # type: ignore[arg-type]
+        if not self.trusted and not path.is_relative_to(Path(base).resolve()):  # type: ignore[arg-type]
+            raise ChildRefError("workflow_path_refused", f"the child workflow {ref!r} leaves this workflow's folder",
+                                "keep child workflows in this folder or below it")
+        if not path.is_file():
+            raise ChildRefError("unknown_workflow", f"there is no workflow file {ref!r} ({path})",
+                                "check the path (relative to this workflow's folder)")
+        return path
+
+
+@dataclass
+class Checked:
+    """A workflow's problems (its children's included, prefixed), and what its workflow nodes resolve to."""
+
+    issues: list[Issue] = field(default_factory=list)
+    children: dict[str, Child] = field(default_factory=dict)
+    """Workflow node id -> its resolved child (only the nodes whose child loaded)."""
+    output_types: dict[str, str] = field(default_factory=dict)
+    """Workflow output name -> port type (json when it cannot be told)."""
+
+    def kinds(self) -> dict[str, type[NodeKind]]:
+        """Node id -> the NodeKind bound to that workflow node's child ports."""
+        return {node_id: child.kind for node_id, child in self.children.items()}
+
+
+@dataclass
+class Child:
+    """One workflow node's child, resolved and checked."""
+
+    node_id: str
+    label: str
+    workflow: Workflow
+    checked: Checked
+    kind: type[NodeKind]
+    mapped: str | None
+    models: dict[str, str]
+    yaml: str
+    tree_hash: str
+
+    def texts(self, ref: str) -> dict[str, str]:
+        """This child's YAML and its descendants', by reference, for storing with a run or carrying in a link."""
+        out = {ref: self.yaml}
+        for grandchild in self.checked.children.values():
+            out.update(grandchild.texts(_ref_of(self.workflow, grandchild.node_id)))
+        return out
+
+
+def workflow_texts(wf: Workflow, checked: Checked) -> dict[str, str]:
+    """Every child YAML the workflow needs, by reference (as written in `params.workflow`)."""
+    out: dict[str, str] = {}
+    for node_id, child in checked.children.items():
+        out.update(child.texts(_ref_of(wf, node_id)))
+    return out
+
+
+def _ref_of(wf: Workflow, node_id: str) -> str:
+    node = wf.node(node_id)
+    return str(node.params.get("workflow", "")) if node is not None else ""
+
+
+def mapped_input(node: Any) -> str | None:
+    """A workflow node's mapped input: the `map:` key, else `params.map` (None when neither is set)."""
+    value = node.map if node.map is not None else node.params.get("map")
+    return str(value) if value not in (None, "") else None
+
+
+def tree_hash(wf: Workflow, children: Mapping[str, Child]) -> str:
+    """The canonical hash of a workflow and, by node, of every child it uses: what its results depend on."""
+    parts = [wf.semantic_hash(), *(f"{n}={c.tree_hash}" for n, c in sorted(children.items()))]
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
+
+
+def bind_kind(base: type[NodeKind], child: Workflow, output_types: Mapping[str, str],
+              mapped: str | None) -> type[NodeKind]:
+    """`base` (the workflow kind) with the child's ports: its inputs (the mapped one takes candidates; an input
+    with a default need not be wired), and its outputs, or `candidates` alone when mapped."""
+    inputs = tuple(Port(name, CANDIDATES if name == mapped else INPUT_TYPE_TO_PORT.get(spec.type, JSON),
+                        spec.description, required=spec.default is None) for name, spec in child.inputs.items())
+    outputs = base.outputs if mapped else tuple(Port(name, type_) for name, type_ in output_types.items())
+    return type(f"{base.__name__}_{child.name}", (base,), {"inputs": inputs, "outputs": outputs,
+                                                          "variadic_inputs": False})
+
+
+CheckFn = Callable[..., Checked]
+"""validation.check(wf, registry, loader, chain): the flat checks of one workflow plus its children's."""
+
+
+@dataclass
+class _Resolver:
+    """Resolves the workflow nodes of one workflow, checking each child with `check` (which recurses)."""
+
+    wf: Workflow
+    registry: Any
+    loader: ChildLoader
+    chain: tuple[tuple[str, str], ...]
+    check: CheckFn
+    out: Checked = field(default_factory=Checked)
+
+    def line(self, index: int, *rest: str | int) -> int | None:
+        return self.wf.line_of("nodes", index, *rest)
+
+    def add(self, code: str, message: str, hint: str, node_id: str, line: int | None) -> None:
+        self.out.issues.append(Issue(code, message, hint, node_id=node_id or None, line=line))
+
+    def run(self) -> Checked:
+        base = self.registry.get(WORKFLOW_KIND)
+        found: list[tuple[int, Any, Found]] = []
+        for index, node in enumerate(self.wf.nodes):
+            if node.kind == WORKFLOW_KIND and base is not None:
+                child = self.resolve(index, node, base)
+                if child is not None:
+                    found.append((index, node, child))
+        for index, node, child in found:  # once every child is bound: a wire may come from another workflow node
+            self.check_ports(index, node, child, mapped_input(node))
+        return self.out
+
+    def resolve(self, index: int, node: Any, base: type[NodeKind]) -> Found | None:
+        """Load, check and bind one workflow node's child (None, reported, when it cannot be used)."""
+        ref = node.params.get("workflow")
+        if not isinstance(ref, str) or not node.id:
+            return None  # reported by the param and id checks
+        parent_dir = self.wf.source.parent if self.wf.source is not None else None
+        try:
+            found = self.loader.load(ref, parent_dir)
+        except ChildRefError as exc:
+            self.add(exc.code, str(exc), exc.hint, node.id, self.line(index, "params", "workflow"))
+            return None
+        except WorkflowError as exc:
+            for issue in exc.issues:
+                self.out.issues.append(_prefixed(issue, node.id, ref))
+            return None
+        if not self.cycle_free(index, node, found):
+            return None
+        checked = self.check(found.workflow, self.registry, self.loader, (*self.chain, (found.key, found.label)))
+        self.out.issues += [_prefixed(issue, node.id, found.label) for issue in checked.issues]
+        mapped = mapped_input(node)
+        kind = bind_kind(base, found.workflow, checked.output_types, mapped)
+        models = node.params.get("models") if isinstance(node.params.get("models"), dict) else {}
+        self.check_models(index, node, found.workflow, models)
+        self.out.children[node.id] = Child(
+            node.id, found.label, found.workflow, checked, kind, mapped, {str(k): str(v) for k, v in models.items()},
+            found.workflow.to_yaml(), tree_hash(found.workflow, checked.children))
+        return found
+
+    def cycle_free(self, index: int, node: Any, found: Found) -> bool:
+        line = self.line(index, "params", "workflow")
+        if any(key == found.key for key, _ in self.chain):
+            names = " -> ".join([*(label for _, label in self.chain), found.label])
+            self.add("workflow_cycle", f"the sub-workflows form a cycle: {names}",
+                     "a workflow cannot use itself, directly or through its children", node.id, line)
+            return False
+        if len(self.chain) > MAX_DEPTH:  # the chain holds the run's workflow (depth 0) and the child's parents
+            names = " -> ".join([*(label for _, label in self.chain), found.label])
+            self.add("too_deep", f"sub-workflows nest more than {MAX_DEPTH} levels deep: {names}",
+                     f"flatten the deepest levels: at most {MAX_DEPTH} levels of workflow nodes", node.id, line)
+            return False
+        return True
+
+    def check_ports(self, index: int, node: Any, found: Found, mapped: str | None) -> None:
+        """Each wire into the node against the child's inputs, and the mapped input against a candidate set."""
+        child = found.workflow
+        for port, ref in node.inputs.items():
+            line = self.line(index, "inputs", port)
+            spec = child.inputs.get(port)
+            if spec is None:
+                self.add("type_mismatch", f"the child {found.label} has no input {port!r}",
+                         f"its inputs are: {', '.join(child.inputs) or 'none'}", node.id, line)
+                continue
+            want = CANDIDATES if port == mapped else INPUT_TYPE_TO_PORT.get(spec.type, JSON)
+            got = self.source_type(ref)
+            if got is not None and not port_compatible(got, want):
+                what = "mapped input" if port == mapped else "input"
+                self.add("type_mismatch", f"the child's {what} {port!r} ({found.label}) takes {want} but "
+                         f"{ref} is {got}", "wire a candidate set into the mapped input" if port == mapped
+                         else f"connect a {want} output", node.id, line)
+        if mapped is not None:
+            line = self.line(index, "map") or self.line(index, "params", "map")
+            if mapped not in child.inputs:
+                self.add("type_mismatch", f"map names {mapped!r}, which is not an input of the child {found.label}",
+                         f"map one of: {', '.join(child.inputs) or 'none'}", node.id, line)
+            elif node.map is not None and node.params.get("map") not in (None, "", node.map):
+                self.add("bad_param", "the node sets both `map:` and `params.map` to different inputs",
+                         "keep one of them", node.id, line)
+
+    def source_type(self, ref: str) -> str | None:
+        head, _, tail = ref.partition(".")
+        if head == "inputs":
+            spec = self.wf.inputs.get(tail)
+            return INPUT_TYPE_TO_PORT.get(spec.type) if spec else None
+        node = self.wf.node(head)
+        bound = self.out.children.get(head)
+        cls = bound.kind if bound is not None else (self.registry.get(node.kind) if node is not None else None)
+        port = cls.output_port(tail) if cls is not None else None
+        return port.type if port is not None else None
+
+    def check_models(self, index: int, node: Any, child: Workflow, models: Mapping[Any, Any]) -> None:
+        child_aliases = list(child.models) or ["main"]
+        for alias, target in models.items():
+            line = self.line(index, "params", "models")
+            if alias not in child_aliases:
+                self.add("unknown_model", f"the child has no model {alias!r}",
+                         f"its models are: {', '.join(child_aliases)}", node.id, line)
+            if target not in (list(self.wf.models) or ["main"]):
+                self.add("unknown_model", f"model {target!r} is not declared in this workflow",
+                         f"map onto one of: {', '.join(self.wf.models) or 'main'}", node.id, line)
+
+
+def _prefixed(issue: Issue, node_id: str, label: str) -> Issue:
+    """A child's problem as the parent reports it: the node path prefixed, the child's file kept."""
+    path = f"{node_id}/{issue.node_id}" if issue.node_id else node_id
+    return Issue(issue.code, issue.message, issue.hint, node_id=path, line=issue.line, severity=issue.severity,
+                 file=issue.file or label)
+
+
+def resolve_children(wf: Workflow, registry: Any, loader: ChildLoader | None,
+                     chain: tuple[tuple[str, str], ...], check: CheckFn) -> Checked:
+    """The workflow nodes of `wf` resolved to their children (each checked by `check`), with the problems."""
+    if not any(node.kind == WORKFLOW_KIND for node in wf.nodes):
+        return Checked()
+    if not chain:
+        key = str(wf.source.resolve()) if wf.source is not None else "<this workflow>"
+        chain = ((key, str(wf.source) if wf.source is not None else wf.name),)
+    return _Resolver(wf, registry, loader or default_loader(), chain, check).run()
+
+
+def default_loader() -> ChildLoader:
+    """Names from the user's workflows folder, then the bundled examples; paths trusted (a local user)."""
+    from app.platform import paths
+    from app.platform.resources import examples_dir
+
+    folders = [paths.workflows_dir()]
+    try:
+        folders.append(examples_dir())
+    except FileNotFoundError:
+        pass
+    return ChildLoader(tuple(folders), trusted=True)
