@@ -248,6 +248,24 @@ class ModelSpec:
     """source "openai": seconds to wait for the server's next bytes before giving up (default 300)."""
     context_length: int | None = None
     """source "openai": the server's context size, when known (shown in the model's info)."""
+@dataclass
+class StepLogprobsResult:
+    """Log-probabilities of a few tokens read after each segment of each sequence (process reward models).
+
+    `logprobs[i][j][token]` is log p(token) for the next token after segment j of sequence i."""
+
+    logprobs: list[list[dict[str, float]]]
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass
+class RankResult:
+    """One relevance / reward score per document (rerankers, reward models), in the documents' order."""
+
+    scores: list[float]
+    usage: Usage = field(default_factory=Usage)
+
+
     speculative: SpeculativeSpec | None = None
     """Speculative decoding for every request to this model (llama.cpp only), or None."""
 

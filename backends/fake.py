@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from backends.base import (
+    BackendError,
     CancelToken,
     ChoiceResult,
     Completion,
@@ -19,6 +20,7 @@ from backends.base import (
     Prompt,
     SamplingParams,
     ScoreResult,
+    StepLogprobsResult,
     TokenCallback,
     TokenLogprob,
     TokenStats,
@@ -32,6 +34,8 @@ _CHAT_TAG = re.compile(r"<\|[a-z_]+\|>")
 
 ReplyFn = Callable[[str, int], str]
 """reply_fn(rendered_prompt, seed) -> completion text."""
+StepFn = Callable[[str, str], float]
+"""step_fn(text_so_far, token) -> log-probability of `token` as the next token (process reward scoring)."""
 
 
 def _stable_hash(*parts: object) -> int:
@@ -49,7 +53,9 @@ class FakeBackend:
     `latency_s` sleeps per request (to test concurrency); `choice_scores` maps a choice to a fixed
     log-probability for `choice_logprobs` (else derived from a hash of prompt and choice); `token_confidence`
     maps a word to its token confidence in `token_stats` (else derived from a hash of the word). A word is a
-    token: logprobs with top-k list the word, then `word~1`, `word~2` ... each 0.5 nats less likely."""
+    token: logprobs with top-k list the word, then `word~1`, `word~2` ... each 0.5 nats less likely.
+    `step_fn(text, token)` gives `step_logprobs` its log-probabilities (else a hash of the text so far and the
+    token)."""
 
     def __init__(
         self,
@@ -60,6 +66,7 @@ class FakeBackend:
         choice_scores: Mapping[str, float] | None = None,
         name: str = "fake",
         token_confidence: Mapping[str, float] | None = None,
+        step_fn: StepFn | None = None,
     ) -> None:
         self._token_confidence = dict(token_confidence or {})
         self._replies = list(replies or [])
@@ -68,6 +75,7 @@ class FakeBackend:
         self._latency_s = latency_s
         self._choice_scores = dict(choice_scores or {})
         self._name = name
+        self._step_fn = step_fn
         self._cursor = 0
         self._lock = threading.Lock()
         self.calls: list[dict[str, Any]] = []
@@ -223,3 +231,31 @@ class FakeBackend:
         n_prompt = len(self.tokenize(text))
         self._record("choice", text, len(choices), start)
         return ChoiceResult(logprobs=out, usage=Usage(prompt_tokens=n_prompt, prompt_tokens_evaluated=n_prompt))
+
+    def single_token(self, text: str) -> int:
+        """A fake token is a whitespace-separated word: `text` must be exactly one."""
+        ids = self.tokenize(text)
+        if len(ids) != 1 or text != text.strip():
+            raise BackendError(f"{text!r} is not one token of the fake vocabulary (one word, no spaces)")
+        return ids[0]
+
+    def step_logprobs(self, sequences: Sequence[Sequence[str]], tokens: Sequence[str],
+                      cancel: CancelToken | None = None) -> StepLogprobsResult:
+        start = time.perf_counter()
+        for token in tokens:
+            self.single_token(str(token))
+        if self._latency_s:
+            self._sleep(cancel)
+        out: list[list[dict[str, float]]] = []
+        n_tokens = 0
+        for segments in sequences:
+            text, rows = "", []
+            for segment in segments:
+                text += segment
+                rows.append({str(t): self._step_fn(text, str(t)) if self._step_fn is not None
+                             else math.log(0.05 + 0.9 * ((_stable_hash(text, t) % 1000) / 1000.0))
+                             for t in tokens})
+            out.append(rows)
+            n_tokens += len(self.tokenize(text))
+        self._record("steps", "\x1e".join("".join(s) for s in sequences), len(sequences), start)
+        return StepLogprobsResult(logprobs=out, usage=Usage(prompt_tokens=n_tokens, prompt_tokens_evaluated=n_tokens))

@@ -20,12 +20,14 @@ from backends.base import (
     Prompt,
     SamplingParams,
     ScoreResult,
+    StepLogprobsResult,
     TokenCallback,
     default_seeds,
 )
 from backends.devices import build_info, resolve_device
 from backends.engine import Engine
 from backends.engine_jobs import GenerateJob, Job, ScoreJob, check_fits
+from backends.engine_positions import PositionLogprobsJob, shared_prefix_len
 from backends.gguf import content_fingerprint, model_file_info
 from backends.llama_model import LlamaModel
 from backends.sampling_chain import SequenceSampler, grammar_for, validate_params
@@ -244,6 +246,67 @@ class LlamaBackend:
 
     def _run(self, job: Job, on_token: TokenCallback | None) -> Any:
         if job.cancelled:
+    def step_logprobs(self, sequences: Sequence[Sequence[str]], tokens: Sequence[str],
+                      cancel: CancelToken | None = None) -> StepLogprobsResult:
+        """Log-probabilities of `tokens` (each one token of this vocabulary) as the next token after every
+        segment of every sequence (raw text, segments tokenized in turn): one batched pass, the prefix the
+        sequences share evaluated once."""
+        with self._in_use():
+            return self._step_logprobs(sequences, tokens, cancel)
+
+    def single_token(self, text: str) -> int:
+        """The one token id that `text` is, or a BackendError saying what it is instead."""
+        ids = self.model.tokenize(text, add_special=False, parse_special=False)
+        if len(ids) != 1:
+            pieces = [self.model.piece_text(t) for t in ids]
+            raise BackendError(
+                f"{text!r} is {len(ids)} tokens {pieces} in {self.path.name}'s vocabulary, not one; a process "
+                "reward model is read at one token: pick a token of its vocabulary (Math-Shepherd: '+' / '-')."
+            )
+        return ids[0]
+
+    def _step_logprobs(self, sequences: Sequence[Sequence[str]], tokens: Sequence[str],
+                       cancel: CancelToken | None) -> StepLogprobsResult:
+        token_ids = [self.single_token(str(t)) for t in tokens]
+        fulls: list[list[int]] = []
+        reads: list[list[int]] = []
+        for segments in sequences:
+            ids: list[int] = []
+            ends: list[int] = []
+            for k, segment in enumerate(segments):
+                ids += self.model.tokenize(str(segment), add_special=k == 0)
+                ends.append(len(ids) - 1)
+            if not ends or ends[0] < 0:
+                raise BackendError("A sequence to score starts with an empty segment; give it some text.")
+            check_fits(len(ids), self.engine.n_ctx_seq, "text to score (prompt plus steps)")
+            fulls.append(ids)
+            reads.append(ends)
+        if not fulls:
+            return StepLogprobsResult(logprobs=[])
+        labels = [str(t) for t in tokens]
+        shared = shared_prefix_len(fulls, reads)
+        if shared:
+            job = PositionLogprobsJob(fulls[0][:shared], [f[shared:] for f in fulls],
+                                      [[e - shared for e in r] for r in reads], token_ids, labels, cancel)
+            return self._run(job, None)
+        jobs = [PositionLogprobsJob(f[:1], [f[1:]], [[e - 1 for e in r]], token_ids, labels, cancel)
+                for f, r in zip(fulls, reads, strict=True)]  # nothing shared: one job per sequence, batched
+        for job in jobs:
+            self.engine.submit(job)
+        results = [self._wait(job) for job in jobs]
+        usage = results[0].usage
+        for result in results[1:]:
+            usage.add(result.usage)
+        return StepLogprobsResult(logprobs=[r.logprobs[0] for r in results], usage=usage)
+
+    def _wait(self, job: Job) -> Any:
+        while True:
+            kind, value, _ = job.events.get()
+            if kind == "error":
+                raise value
+            if kind == "done":
+                return value
+
             raise CancelledError(job.cancel.reason if job.cancel else "cancelled")
         self.engine.submit(job)
         callback_error: BaseException | None = None

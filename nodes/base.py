@@ -13,8 +13,10 @@ from backends.base import (
     GenerateResult,
     LLMBackend,
     Prompt,
+    RankResult,
     SamplingParams,
     ScoreResult,
+    StepLogprobsResult,
 )
 
 # ---------------------------------------------------------------- port types
@@ -212,6 +214,8 @@ class Candidate:
 @dataclass
 class CandidateSet:
     """A set of scored completions: the `candidates` port type."""
+    step_scores: list[float] | None = None
+    """A process reward model's score of each step (the latest `method: prm` verifier's)."""
 
     candidates: list[Candidate] = field(default_factory=list)
     prompt: str = ""
@@ -316,6 +320,20 @@ class NodeContext(Protocol):
 
 
 # ---------------------------------------------------------------- node kinds
+    def step_logprobs(
+        self, sequences: Sequence[Sequence[str]], tokens: Sequence[str], model: str | None = None,
+        purpose: str = "prm",
+    ) -> StepLogprobsResult:
+        """Log-probabilities of `tokens` after every segment of every sequence (process reward models), in one
+        batched request; a model that cannot do it raises NodeError."""
+        ...
+
+    def rank(
+        self, query: str, documents: Sequence[str], model: str | None = None, purpose: str = "reward",
+    ) -> RankResult:
+        """One score per document from a reranker / reward model, in one batched request."""
+        ...
+
 
 
 class NodeError(RuntimeError):

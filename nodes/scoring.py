@@ -3,7 +3,9 @@
 Methods: `exact` / `contains` / `regex` against a reference; `python` (user code in a sandbox);
 `llm_judge` (P(yes) / (P(yes) + P(no)) from the next-token distribution, candidates scored
 concurrently so the engine can batch them); `likelihood` (mean or sum token log-probability of the
-candidate after the prompt, optionally as a probability); `length`; and `combine` (weighted sum,
+candidate after the prompt, optionally as a probability); `length`; `prm` (a process reward model's
+P(good) after every step, aggregated; every step of every candidate in one batched pass); `reward_model`
+(a reranker / reward model's score of each candidate, one batched request); and `combine` (weighted sum,
 mean, min or product of scores earlier verifiers left on the candidates, by verifier node id).
 """
 
@@ -12,9 +14,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from nodes.algorithms import prm
 from nodes.algorithms.extract import AnswerSpec, answer_params, normalize_answer, normalize_text
 from nodes.algorithms.safe_regex import PatternError, compile_pattern, escape, pattern_problem
 from nodes.algorithms.sandbox import run_python_verifier
@@ -26,12 +29,21 @@ from nodes.base import (
 )
 from nodes.decoding import as_text, render
 
-METHODS = ("exact", "contains", "regex", "python", "llm_judge", "likelihood", "length", "combine", "confidence")
+METHODS = ("exact", "contains", "regex", "python", "llm_judge", "likelihood", "length", "combine", "confidence",
+           "prm", "reward_model")
 COMBINE_OPS = ("weighted_sum", "mean", "min", "product")
 EXTRACTING_METHODS = ("exact", "python", "llm_judge")
 """Methods that extract an answer ({answer} / `answer`) and so show the extraction params."""
 RESERVED_VARS = ("candidate", "answer", "reference", "partial", "draft", "problem", "task", "feedback")
 """Variables the scoring methods fill in per candidate; never required as wired inputs."""
+
+LIKELIHOOD_AGGREGATES = ("mean", "sum")
+NORMALIZE = ("sigmoid", "none")
+
+
+def _sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
 
 DEFAULT_JUDGE_PROMPT = ("Question: {question}\nProposed answer: {candidate}\n"
                         "Is the proposed answer correct? Reply Yes or No.")
@@ -45,6 +57,8 @@ class Verdict:
     reason: str = ""
     answer: str | None = None
     passed: bool = False
+    step_scores: list[float] | None = None
+    """prm: the score of each step, in order."""
 
 
 def judge_params(prompt_default: str = DEFAULT_JUDGE_PROMPT, show_if: tuple[str, tuple[str, ...]] | None = None,
@@ -62,10 +76,12 @@ def judge_params(prompt_default: str = DEFAULT_JUDGE_PROMPT, show_if: tuple[str,
 
 def scoring_params(show_if_method: Callable[[tuple[str, ...]], tuple[str, tuple[str, ...]]],
                    judge_default: str = DEFAULT_JUDGE_PROMPT, methods: Sequence[str] = METHODS,
-                   ) -> tuple[Param, ...]:
-    """Params of the given scoring methods (combine aside); `show_if_method(methods)` builds each show_if."""
+                   query_default: str = "{question}") -> tuple[Param, ...]:
+    """Params of the given scoring methods (combine aside); `show_if_method(methods)` builds each show_if.
+    `query_default` is the problem text a PRM / reward model sees before the candidate."""
     every = (
-        *answer_params("auto", show_if=show_if_method(EXTRACTING_METHODS)),
+        *(_shared_normalize(p, show_if_method)
+          for p in answer_params("auto", show_if=show_if_method(EXTRACTING_METHODS))),
         Param("regex", "str", "", "Regex the candidate must contain (empty: the reference, literally)",
               show_if=show_if_method(("regex",))),
         Param("code", "str", "answer == reference",
@@ -79,10 +95,22 @@ def scoring_params(show_if_method: Callable[[tuple[str, ...]], tuple[str, tuple[
         *judge_params(judge_default, show_if=show_if_method(("llm_judge",))),
         Param("prefix", "text", "", "Likelihood: text the candidate continues (empty: the candidates' prompt)",
               show_if=show_if_method(("likelihood",))),
-        Param("aggregate", "choice", "mean", "Likelihood: mean or sum of token log-probabilities",
-              choices=("mean", "sum"), show_if=show_if_method(("likelihood",))),
+        Param("aggregate", "choice", "mean", "Likelihood: mean or sum of token log-probabilities; prm: the "
+              "candidate's score from its step scores (last, min, prod or mean)",
+              choices=(*LIKELIHOOD_AGGREGATES, *(a for a in prm.AGGREGATES if a != "mean")),
+              show_if=show_if_method(("likelihood", "prm"))),
         Param("as_probability", "bool", True, "Likelihood: report exp(log-probability), in (0, 1]",
               show_if=show_if_method(("likelihood",))),
+        Param("query", "text", query_default, "PRM / reward model: the problem the candidate solves "
+              "({name} fills in a wired input)", show_if=show_if_method(("prm", "reward_model"))),
+        Param("prm_format", "choice", "tagged", "PRM: tagged (steps closed by step_tag, Math-Shepherd) or chat "
+              "(each step a user turn, RLHFlow)", choices=prm.PRM_FORMATS, show_if=show_if_method(("prm",))),
+        Param("good_token", "str", "+", "PRM: the token meaning a good step (one token of the PRM's vocabulary)",
+              show_if=show_if_method(("prm",))),
+        Param("bad_token", "str", "-", "PRM: the token meaning a bad step (one token of the PRM's vocabulary)",
+              show_if=show_if_method(("prm",))),
+        Param("step_tag", "str", prm.DEFAULT_STEP_TAG, "PRM, tagged: text closing each step, where the verdict "
+              "is read", show_if=show_if_method(("prm",))),
         Param("length_unit", "choice", "words", "Length: what to count", choices=("chars", "words", "tokens"),
               show_if=show_if_method(("length",))),
         Param("length_target", "int", 0, "Length: 0 = score is the length; > 0 = 1 - |length - target| / target",
@@ -91,6 +119,21 @@ def scoring_params(show_if_method: Callable[[tuple[str, ...]], tuple[str, tuple[
     method_param = show_if_method(())[0]
     return tuple(p for p in every
                  if p.show_if is None or p.show_if[0] != method_param or set(p.show_if[1]) & set(methods))
+
+
+def _shared_normalize(param: Param, show_if_method: Callable[[tuple[str, ...]], tuple[str, tuple[str, ...]]],
+                      ) -> Param:
+    """The answer's `normalize` param also says how a reward model's raw score is reported (one name, two uses)."""
+    if param.name != "normalize":
+        return param
+    return replace(param, choices=(*param.choices, *(n for n in NORMALIZE if n not in param.choices)),
+                   description=param.description + "; reward_model: sigmoid (auto) or none (the raw score)",
+                   show_if=show_if_method((*EXTRACTING_METHODS, "reward_model")))
+
+
+def reward_normalize(value: Any) -> str:
+    """How a reward model's score is reported: `auto` (the default) means sigmoid."""
+    return "sigmoid" if value in (None, "", "auto") else str(value)
 
 
 def regex_problems(params: dict[str, Any], method: Any) -> list[tuple[str, str]]:
@@ -265,6 +308,89 @@ def _score_length(job: ScoringJob) -> list[Verdict]:
     return out
 
 
+def _query(job: ScoringJob, i: int) -> str:
+    return render(str(job.params["query"] or ""), {**job.inputs, "reference": job.reference or "", **job.extras[i]})
+
+
+def _prm_segments(job: ScoringJob, steps: list[list[str]]) -> list[list[str]]:
+    """Each candidate's steps laid out for the PRM (Math-Shepherd's tagged text or RLHFlow's chat turns)."""
+    params = job.params
+    if params["prm_format"] == "tagged":
+        return [prm.tagged_segments(_query(job, i), s, str(params["step_delimiter"]), str(params["step_tag"]))
+                for i, s in enumerate(steps)]
+    backend = job.ctx.backend(job.model)
+    try:
+        return [prm.chat_segments(_query(job, i), s, str(params["good_token"]),
+                                  lambda m, gen: backend.render_prompt(m, add_generation_prompt=gen))
+                for i, s in enumerate(steps)]
+    except prm.PrmLayoutError as exc:
+        raise NodeError(f"prm_format chat: {exc}; use prm_format: tagged with this model") from None
+
+
+def _score_prm(job: ScoringJob) -> list[Verdict]:
+    """Every step of every candidate in one batched request: P(good) / (P(good) + P(bad)) read after each step,
+    aggregated into the candidate's score."""
+    params = job.params
+    good, bad, how = str(params["good_token"]), str(params["bad_token"]), str(params["aggregate"])
+    if how not in prm.AGGREGATES:
+        raise NodeError(f"method prm aggregates step scores with one of {', '.join(prm.AGGREGATES)}, not {how!r}")
+    if not job.texts:
+        return []
+    steps = [prm.split_steps(t, str(params["step_delimiter"])) for t in job.texts]
+    result = job.ctx.step_logprobs(_prm_segments(job, steps), [good, bad], model=job.model)
+    out = []
+    for rows, a in zip(result.logprobs, job.answers, strict=True):
+        scores = prm.step_scores_from(rows, good, bad)
+        value = prm.aggregate(scores, how)
+        shown = ", ".join(f"{x:.2f}" for x in scores)
+        out.append(Verdict(value, f"{how} of {len(scores)} step scores P({good}) [{shown}] = {value:.3f}", a,
+                           step_scores=scores))
+    return out
+
+
+def _score_reward_model(job: ScoringJob) -> list[Verdict]:
+    """The reward model's / reranker's score of each candidate against the query, in one batched request."""
+    if not job.texts:
+        return []
+    queries = {_query(job, i) for i in range(len(job.texts))}
+    if len(queries) == 1:
+        raw = job.ctx.rank(queries.pop(), list(job.texts), model=job.model).scores
+    else:  # per-candidate queries (the search's partial solutions): one request per distinct query
+        raw = [job.ctx.rank(_query(job, i), [t], model=job.model).scores[0] for i, t in enumerate(job.texts)]
+    sigmoid = reward_normalize(job.params["normalize"]) == "sigmoid"
+    return [Verdict(_sigmoid(r) if sigmoid else r, f"reward {r:.3f}" + (f" -> sigmoid {_sigmoid(r):.3f}"
+                                                                         if sigmoid else ""), a)
+            for r, a in zip(raw, job.answers, strict=True)]
+
+
+def prm_problems(params: dict[str, Any], method: Any) -> list[tuple[str, str]]:
+    """(param, message with its hint) for the prm / reward_model / likelihood params that cannot work together."""
+    out: list[tuple[str, str]] = []
+    how = params.get("aggregate")
+    if method == "likelihood" and how not in (None, *LIKELIHOOD_AGGREGATES):
+        out.append(("aggregate", f"{how!r} is for method prm; likelihood takes mean or sum"))
+    normalize = params.get("normalize")
+    if method == "reward_model" and reward_normalize(normalize) not in NORMALIZE:
+        out.append(("normalize", f"{normalize!r} is for answers; a reward model's score is sigmoid (auto) or none"))
+    elif method != "reward_model" and normalize == "sigmoid":
+        out.append(("normalize", "sigmoid is for method reward_model; answers normalize as auto, number, text or none"))
+    if method != "prm":
+        return out
+    if how not in (None, *prm.AGGREGATES):
+        out.append(("aggregate", f"{how!r} is for method likelihood; prm takes last, min, prod or mean"))
+    good, bad = params.get("good_token"), params.get("bad_token")
+    for name, value in (("good_token", good), ("bad_token", bad)):
+        if not isinstance(value, str) or not value:
+            out.append((name, "must be one token of the PRM's vocabulary, such as '+' / '-' (Math-Shepherd)"))
+    if isinstance(good, str) and good and good == bad:
+        out.append(("bad_token", f"is the same as good_token {good!r}: a PRM compares two different tokens"))
+    if not params.get("step_delimiter"):
+        out.append(("step_delimiter", "must not be empty: the PRM scores the steps it separates (e.g. '\\n\\n')"))
+    if params.get("prm_format") == "tagged" and not params.get("step_tag"):
+        out.append(("step_tag", "must not be empty with prm_format tagged: the verdict is read at it (' ки')"))
+    return out
+
+
 SCORERS: dict[str, Scorer] = {
     "exact": _score_exact,
     "contains": _score_contains,
@@ -273,6 +399,8 @@ SCORERS: dict[str, Scorer] = {
     "llm_judge": _score_llm_judge,
     "likelihood": _score_likelihood,
     "length": _score_length,
+    "prm": _score_prm,
+    "reward_model": _score_reward_model,
 }
 """One scorer per method of METHODS but `combine` (which merges scores already on the candidates) and `confidence`
 (which reads the token statistics the sampler left on the candidates)."""
@@ -285,7 +413,7 @@ def score_texts(method: str, texts: Sequence[str], params: dict[str, Any], input
     """Score each text with one method (not combine). `extra[i]` adds per-text template variables
     (e.g. {partial} in the search); `prompt` is what the texts continue (likelihood's default prefix)."""
     upstream = list(upstream_answers) if upstream_answers is not None else [None] * len(texts)
-    spec = AnswerSpec.from_params(params)
+    spec = AnswerSpec.from_params({**params, "normalize": "auto"} if params.get("normalize") == "sigmoid" else params)
     job = ScoringJob(
         method=method, texts=texts, answers=[spec.answer(t, u) for t, u in zip(texts, upstream, strict=True)],
         spec=spec, reference=_reference(inputs), extras=list(extra) if extra is not None else [{} for _ in texts],

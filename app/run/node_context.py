@@ -22,8 +22,10 @@ from backends.base import (
     GenerateResult,
     LLMBackend,
     Prompt,
+    RankResult,
     SamplingParams,
     ScoreResult,
+    StepLogprobsResult,
     TokenCounts,
     Usage,
 )
@@ -293,4 +295,51 @@ class RunNodeContext:
         self._after_call(Usage(prompt_tokens=result.usage.prompt_tokens,
                                prompt_tokens_evaluated=result.usage.prompt_tokens_evaluated,
                                prompt_tokens_cached=result.usage.prompt_tokens_cached))
+        return result
+
+    def _capable(self, backend: LLMBackend, method: str, what: str) -> Callable[..., Any]:
+        """The backend's optional method `method`, or a NodeError naming the model and what to use instead."""
+        call = getattr(backend, method, None)
+        if call is None:
+            kind = str(backend.info().get("backend", "this backend"))
+            raise NodeError(f"model {backend.model_id} ({kind}) cannot {what}; use a local GGUF model for it")
+        return call  # type: ignore[no-any-return]
+
+    def _counted(self, usage: Usage) -> None:
+        self._after_call(Usage(prompt_tokens=usage.prompt_tokens, prompt_tokens_evaluated=usage.prompt_tokens_evaluated,
+                               prompt_tokens_cached=usage.prompt_tokens_cached))
+
+    def step_logprobs(self, sequences: Sequence[Sequence[str]], tokens: Sequence[str], model: str | None = None,
+                      purpose: str = "prm") -> StepLogprobsResult:
+        """Log-probabilities of `tokens` after every segment of every sequence, one batched request; one LM-call
+        event per sequence (the request's prompt tokens counted once)."""
+        self.cancel.raise_if_cancelled()
+        backend = self.backend(model)
+        call = self._capable(backend, "step_logprobs", "read token probabilities at many positions (method prm)")
+        self._state.reserve_calls(len(sequences))
+        start = time.time()
+        result: StepLogprobsResult = call(sequences, tokens, cancel=self.cancel)
+        end = time.time()
+        for i, (segments, rows) in enumerate(zip(sequences, result.logprobs, strict=True)):
+            self._lm_call(backend, purpose=purpose, index=i, n=len(sequences), prompt="".join(segments[:1]),
+                          completion="".join(segments[1:]), usage=result.usage, share=True, start=start, end=end,
+                          finish_reason="score", scored_tokens=len(rows), step_logprobs=rows)
+        self._counted(result.usage)
+        return result
+
+    def rank(self, query: str, documents: Sequence[str], model: str | None = None,
+             purpose: str = "reward") -> RankResult:
+        """One score per document from a reranker / reward model (one batched request)."""
+        self.cancel.raise_if_cancelled()
+        backend = self.backend(model)
+        call = self._capable(backend, "rank", "score with a reward model (method reward_model)")
+        self._state.reserve_calls(len(documents))
+        start = time.time()
+        result: RankResult = call(query, list(documents), cancel=self.cancel)
+        end = time.time()
+        for i, (doc, score) in enumerate(zip(documents, result.scores, strict=True)):
+            self._lm_call(backend, purpose=purpose, index=i, n=len(documents), prompt=query, completion=doc,
+                          usage=result.usage, share=True, start=start, end=end, finish_reason="score",
+                          reward=score)
+        self._counted(result.usage)
         return result

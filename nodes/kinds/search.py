@@ -39,9 +39,11 @@ from nodes.base import (
 )
 from nodes.decoding import build_prompt, decoding_params, decoding_problems, prompt_params, sampling_params
 from nodes.kinds.search_strategies import run_dvts, run_mcts, run_particles, strategy_problems
-from nodes.scoring import RESERVED_VARS, regex_problems, score_texts, scoring_params
+from nodes.scoring import RESERVED_VARS, prm_problems, regex_problems, score_texts, scoring_params
 
-SCORERS = ("llm_judge", "likelihood", "regex", "python", "none")
+SCORERS = ("llm_judge", "likelihood", "regex", "python", "prm", "reward_model", "none")
+"""prm scores a partial solution by its last step's P(good) (search-and-learn); reward_model by the reward of the
+partial solution so far."""
 STRATEGIES = ("beam", "best_first", "dvts", "particles", "mcts")
 MAX_PARALLEL_REQUESTS = 64
 """Expansion requests in flight at once (a round's branches; the engine batches what is in flight)."""
@@ -97,8 +99,8 @@ class Search(NodeKind):
         Param("scorer", "choice", "llm_judge", "How partial solutions are scored", choices=SCORERS),
         Param("pass_threshold", "float", 0.5, "Score at least this counts as passing (trace display)"),
         Param("judge_model", "str", "", "Model alias for the scorer ('' = this node's model)",
-              show_if=("scorer", ("llm_judge", "likelihood"))),
-        *scoring_params(_scorer_show, DEFAULT_STEP_JUDGE, SCORERS),
+              show_if=("scorer", ("llm_judge", "likelihood", "prm", "reward_model"))),
+        *scoring_params(_scorer_show, DEFAULT_STEP_JUDGE, SCORERS, query_default="{problem}"),
         *decoding_params(temperature=0.8, max_tokens=64),
     )
     variadic_inputs = True
@@ -106,7 +108,8 @@ class Search(NodeKind):
 
     @classmethod
     def required_inputs(cls, params: dict[str, Any]) -> list[str]:
-        keys = ["prompt", "system"] + (["judge_prompt"] if params.get("scorer") == "llm_judge" else [])
+        keys = ["prompt", "system"] + (["judge_prompt"] if params.get("scorer") == "llm_judge" else []) + (
+            ["query"] if params.get("scorer") in ("prm", "reward_model") else [])
         names: list[str] = []
         for key in keys:
             for var in template_variables(str(params.get(key) or "")):
@@ -117,6 +120,7 @@ class Search(NodeKind):
     @classmethod
     def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
         problems = decoding_problems(params) + regex_problems(params, params.get("scorer"))
+        problems += [p for p in prm_problems(params, params.get("scorer")) if p[0] != "step_delimiter"]
         if not params.get("step_delimiter"):
             problems.append(("step_delimiter", "must not be empty (a blank line '\\n\\n' or '\\n' work well)"))
         return problems + strategy_problems(params)
@@ -222,7 +226,8 @@ class _SearchRun:
             return
         partials = [self.tree.solution(n.id, self.delimiter) for n in nodes]
         extra = [{"partial": p, "problem": self.problem} for p in partials]
-        verdicts = score_texts(scorer, partials, self.params, self.inputs, self.ctx,
+        params = {**self.params, "aggregate": "last"} if scorer == "prm" else self.params  # the newest step's
+        verdicts = score_texts(scorer, partials, params, self.inputs, self.ctx,
                                prompt=self.base_prompt, model=self.judge_model, extra=extra)
         for n, v in zip(nodes, verdicts, strict=True):
             n.score = v.score

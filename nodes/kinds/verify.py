@@ -4,9 +4,11 @@ Each candidate gets `scores[<node id>]`, `score` (the latest verifier's), and in
 `reasons[<node id>]` and `passed[<node id>]` (score >= pass_threshold). `method: confidence` reads the token
 statistics a sampler left on each candidate (`meta["token_stats"]`): no model call (nodes.algorithms.confidence).
 
+`method: prm` also leaves each candidate's `step_scores` (and puts them in the trace).
+
 Trace event "score":
     {"method", "pass_threshold", "passed_count", "mean",
-     "scores": [{"index", "score", "passed", "reason", "answer"}]}
+     "scores": [{"index", "score", "passed", "reason", "answer", "step_scores" (prm)}]}
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from nodes.scoring import (
     Verdict,
     combine_scores,
     method_show,
+    prm_problems,
     regex_problems,
     score_texts,
     scoring_params,
@@ -70,6 +73,10 @@ class Verifier(NodeKind):
               show_if=("method", ("combine",))),
         Param("combine", "choice", "weighted_sum", "Combine: how to merge the scores", choices=COMBINE_OPS,
               show_if=("method", ("combine",))),
+        Param("step_delimiter", "str", "\n\n", "PRM: text between the candidate's steps",
+              show_if=("method", ("prm",))),
+        Param("model", "str", "", "PRM / reward model: its model alias ('' = this node's model)",
+              show_if=("method", ("prm", "reward_model"))),
         Param("measure", "choice", "lowest_group",
               "Confidence: mean_logprob, lowest_group (weakest window, DeepConf), tail (last window), neg_entropy",
               choices=MEASURES, show_if=("method", ("confidence",))),
@@ -85,7 +92,7 @@ class Verifier(NodeKind):
         method = params.get("method")
         if method in ("exact", "contains") or (method == "regex" and not params.get("regex")):
             names.append("reference")
-        templates = {"llm_judge": "judge_prompt", "likelihood": "prefix"}
+        templates = {"llm_judge": "judge_prompt", "likelihood": "prefix", "prm": "query", "reward_model": "query"}
         if isinstance(method, str) and method in templates:  # a wrong `method: [..]` is reported, not hashed
             for var in template_variables(str(params.get(templates[method]) or "")):
                 if var not in RESERVED_VARS and var not in names:
@@ -96,6 +103,7 @@ class Verifier(NodeKind):
     def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
         problems = AnswerSpec.from_params(params).problems() if params.get("method") == "exact" else []
         problems += [p for p in regex_problems(params, params.get("method")) if p not in problems]
+        problems += prm_problems(params, params.get("method"))
         if params.get("method") == "python" and params.get("code"):
             try:
                 compile(str(params["code"]), "<verifier>", "exec")
@@ -129,7 +137,8 @@ class Verifier(NodeKind):
                                         value >= params["pass_threshold"]))
         else:
             verdicts = score_texts(method, [c.text for c in cands], params, others, ctx,
-                                   upstream_answers=[c.answer for c in cands], prompt=cset.prompt)
+                                   upstream_answers=[c.answer for c in cands], prompt=cset.prompt,
+                                   model=params["model"] or None)
         for c, v in zip(cands, verdicts, strict=True):
             c.scores[ctx.node_id] = v.score
             c.score = v.score
@@ -137,12 +146,15 @@ class Verifier(NodeKind):
                 c.answer = v.answer
             c.meta.setdefault("reasons", {})[ctx.node_id] = v.reason
             c.meta.setdefault("passed", {})[ctx.node_id] = v.passed
+            if v.step_scores is not None:
+                c.step_scores = list(v.step_scores)
         scores = [v.score for v in verdicts]
         ctx.event("score", {
             "method": method, "pass_threshold": params["pass_threshold"],
             "passed_count": sum(v.passed for v in verdicts),
             "mean": sum(scores) / len(scores) if scores else None,
-            "scores": [{"index": i, "score": v.score, "passed": v.passed, "reason": v.reason, "answer": v.answer}
+            "scores": [{"index": i, "score": v.score, "passed": v.passed, "reason": v.reason, "answer": v.answer,
+                        **({"step_scores": v.step_scores} if v.step_scores is not None else {})}
                        for i, v in enumerate(verdicts)],
         })
         ctx.progress(len(cands), len(cands))

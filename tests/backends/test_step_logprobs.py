@@ -1,0 +1,83 @@
+"""Reading two tokens' probabilities after every step of every candidate on the real bundled model (used as a
+stand-in PRM): the batched positions job agrees with asking each prefix on its own, evaluates the shared prefix
+once, and refuses a good/bad token that is not one token of the vocabulary."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from backends.base import BackendError
+from nodes.algorithms.prm import good_probability, tagged_segments
+
+pytestmark = pytest.mark.model
+
+QUESTION = "Question: Tom has 3 apples and buys 4 more. How many apples does he have?"
+CANDIDATES = [
+    ["He starts with 3 apples.", "He buys 4 more, so 3 + 4 = 7.", "Answer: 7"],
+    ["He starts with 3 apples.", "He buys 4 more, so 3 + 4 = 8.", "Answer: 8"],
+    ["Tom has 3 apples.", "Answer: 7"],
+]
+TOKENS = (" yes", " no")
+
+
+def _sequences() -> list[list[str]]:
+    return [tagged_segments(QUESTION, steps, "\n", " Correct?") for steps in CANDIDATES]
+
+
+def test_every_step_of_every_candidate_matches_asking_each_prefix_alone(llama: Any) -> None:
+    sequences = _sequences()
+    result = llama.step_logprobs(sequences, TOKENS)
+    assert [len(rows) for rows in result.logprobs] == [3, 3, 2]
+    for segments, rows in zip(sequences, result.logprobs, strict=True):
+        for j, row in enumerate(rows):
+            text = "".join(segments[: j + 1])
+            joint = llama.model.tokenize(text)
+            pieces = llama.model.tokenize(segments[0]) + [
+                t for s in segments[1 : j + 1] for t in llama.model.tokenize(s, add_special=False)]
+            assert joint == pieces, "the test texts must tokenize the same jointly and by segment"
+            alone = llama.choice_logprobs(text, list(TOKENS)).logprobs
+            # the same numbers up to the noise of evaluating the text in other batch splits (Q4_1 on CPU: up to
+            # ~0.25 nats on these p ~ 1e-4 tokens; a single sequence alone matches exactly, see below)
+            for token in TOKENS:
+                assert row[token] == pytest.approx(alone[token], abs=0.35)
+            assert good_probability(row, " yes", " no") == pytest.approx(
+                good_probability(alone, " yes", " no"), abs=0.1)
+            assert math.exp(row[" yes"]) + math.exp(row[" no"]) < 1.0
+            assert 0.0 < good_probability(row, " yes", " no") < 1.0
+
+
+def test_one_sequence_alone_matches_the_lone_requests_exactly(llama: Any) -> None:
+    segments = tagged_segments("Question: what is 12 - 5? (exact)", ["12 - 5 = 7.", "Answer: 7"], "\n", " Correct?")
+    rows = llama.step_logprobs([segments], TOKENS).logprobs[0]
+    for j, row in enumerate(rows):
+        alone = llama.choice_logprobs("".join(segments[: j + 1]), list(TOKENS)).logprobs
+        assert row == pytest.approx(alone, abs=1e-5)
+
+
+def test_the_shared_prefix_is_evaluated_once(llama: Any) -> None:
+    question = QUESTION.replace("Tom", "Ada")  # not in the prefix cache yet
+    sequences = [tagged_segments(question, steps, "\n", " Correct?") for steps in CANDIDATES]
+    tokens = [[t for k, s in enumerate(seq) for t in llama.model.tokenize(s, add_special=k == 0)]
+              for seq in sequences]
+    shared = 0
+    while all(len(t) > shared and t[shared] == tokens[0][shared] for t in tokens):
+        shared += 1
+    usage = llama.step_logprobs(sequences, TOKENS).usage
+    # the question once, then each candidate's own tokens: one forward pass over the distinct tokens
+    assert usage.prompt_tokens_evaluated + usage.prompt_tokens_cached == shared + sum(len(t) - shared for t in tokens)
+    again = llama.step_logprobs(sequences, TOKENS).usage
+    assert again.prompt_tokens_cached == shared  # the second time the question comes from the prefix cache
+
+
+def test_a_good_token_of_several_tokens_is_refused(llama: Any) -> None:
+    with pytest.raises(BackendError, match="not one"):
+        llama.step_logprobs(_sequences(), [" absolutely correct", " no"])
+    assert llama.single_token(" yes") == llama.model.tokenize(" yes", add_special=False)[0]
+
+
+def test_hostile_step_text_is_plain_text(llama: Any) -> None:
+    rows = llama.step_logprobs([["root ::= \"a\" ки", "<|im_end|>{{ x }} ки"]], TOKENS).logprobs
+    assert len(rows[0]) == 2 and all(math.isfinite(v) for row in rows[0] for v in row.values())
