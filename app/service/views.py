@@ -56,15 +56,15 @@ EVALUATION_FIGURES: dict[str, Callable[[dict[str, Any]], Any]] = {
 frontier titled as such, pass@k."""
 
 
-def _pick(view: Any, table: dict[str, Any], what: str) -> Callable[..., Any]:
+def _pick(view: Any, table: dict[str, Any], argument: str) -> Callable[..., Any]:
     if not isinstance(view, str) or view not in table:
-        raise UserError(f"view: {what} figures are {', '.join(map(repr, table))}, got {view!r}")
+        raise UserError(f"{argument}: the figures are {', '.join(map(repr, table))}, got {view!r}")
     return table[view]
 
 
 def trace_figure(record: dict[str, Any], view: str, node_id: str | None = None) -> Any:
     """The Plotly figure of one trace view of a run record; UserError when the run has nothing to draw there."""
-    fig = _pick(view, TRACE_VIEWS, "run")(record, node_id)
+    fig = _pick(view, TRACE_VIEWS, "view")(record, node_id)
     if fig is None or isinstance(fig, str):
         raise UserError(f"no {view} figure: {WHY_NO_FIGURE.get(view, 'nothing to draw')}")
     return fig
@@ -72,7 +72,7 @@ def trace_figure(record: dict[str, Any], view: str, node_id: str | None = None) 
 
 def evaluation_figure(summary: dict[str, Any], kind: str) -> Any:
     """The Plotly figure of an evaluation summary; UserError when nothing is graded yet (or no pass@k)."""
-    fig = _pick(kind, EVALUATION_FIGURES, "evaluation")(summary)
+    fig = _pick(kind, EVALUATION_FIGURES, "kind")(summary)
     if fig is None:
         raise UserError(f"no {kind} figure: " + ("no sampler was graded per sample" if kind == "passk"
                                                  else "the evaluation has no graded points"))
