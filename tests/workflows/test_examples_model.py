@@ -37,7 +37,8 @@ def run_example(scheduler: Scheduler, name: str) -> tuple[RunResult, EventRecord
     assert calls, "the example made no model call"
     assert all(c.data["model"] and c.data["prompt"] for c in calls)
     generated = [c.data for c in calls if c.data["finish_reason"] not in ("score", "choice")]
-    assert all(c["completion_tokens"] >= 0 and c["finish_reason"] in ("stop", "eog", "length") for c in generated)
+    assert all(c["completion_tokens"] >= 0 and c["finish_reason"] in ("stop", "eog", "length", "low_confidence")
+               for c in generated)
     return result, recorder
 
 
@@ -195,3 +196,99 @@ def test_instruction_greedy(scheduler: Scheduler) -> None:
     result, recorder = run_example(scheduler, "instruction_greedy")
     (call,) = recorder.of_type("lm_call")
     assert result.outputs["answer"] == call.data["completion"].strip()
+
+
+def test_deepconf(scheduler: Scheduler) -> None:
+    result, recorder = run_example(scheduler, "deepconf")
+    (stop,) = events(recorder, "think", "adaptive_stop")
+    cands = result.node_outputs["think"]["candidates"]
+    assert stop["mode"] == "confidence" and len(stop["warmup"]) == 4
+    assert stop["threshold"] == pytest.approx(sorted(stop["warmup"])[0] + 0.3 * (sorted(stop["warmup"])[1]
+                                                                                  - sorted(stop["warmup"])[0]))
+    assert len(cands) + stop["stopped_count"] == stop["drawn"]
+    stopped = [e.data for e in recorder.of_type("lm_call") if e.data["finish_reason"] == "low_confidence"]
+    assert len(stopped) == stop["stopped_count"]
+    assert all(c["completion_tokens"] >= 16 for c in stopped)  # a stop needs one full window
+    assert all(c.finish_reason != "low_confidence" and c.meta["token_stats"]["confidence"] for c in cands.candidates)
+    scores = [c.scores["confidence"] for c in result.node_outputs["confidence"]["candidates"].candidates]
+    assert all(s > 0 for s in scores)  # lowest group confidence: -mean log p of the top 20, positive
+    (vote,) = events(recorder, "vote", "vote")
+    assert len(vote["detail"]["kept"]) == math.ceil(0.5 * len(cands))
+    assert result.outputs["answer"] == (vote["answer"] or "")
+
+
+def test_cot_decoding(scheduler: Scheduler) -> None:
+    result, recorder = run_example(scheduler, "cot_decoding")
+    calls = [e.data for e in recorder.of_type("lm_call") if e.node_id == "branches"]
+    assert len(calls) == 6 and calls[0]["completion_tokens"] == 1
+    (event,) = events(recorder, "branches", "cot_decoding")
+    firsts = [t["token"] for t in event["first_tokens"]]
+    assert len(set(firsts)) == 5 and [t["logprob"] for t in event["first_tokens"]] == sorted(
+        (t["logprob"] for t in event["first_tokens"]), reverse=True)
+    cands = result.node_outputs["branches"]["candidates"]
+    assert [c.text.startswith(f.strip()) for c, f in zip(cands.candidates, firsts, strict=True)] == [True] * 5
+    assert all(-1.0 <= c.score <= 1.0 for c in cands.candidates)
+    answered = [i for i, c in enumerate(cands.candidates) if c.answer is not None] or list(range(5))
+    assert cands.winner == max(answered, key=lambda i: (cands.candidates[i].score, -i))
+    (vote,) = events(recorder, "vote", "vote")
+    check_vote_adds_up(vote, 5)
+
+
+def check_search_tree(tree: dict[str, Any], strategy: str) -> dict[int, dict[str, Any]]:
+    nodes = {n["id"]: n for n in tree["nodes"]}
+    assert tree["strategy"] == strategy
+    for n in tree["nodes"][1:]:
+        assert nodes[n["parent"]]["depth"] + 1 == n["depth"] <= 3
+    path = tree["chosen_path"]
+    assert path[0] == 0 and all(nodes[b]["parent"] == a for a, b in itertools.pairwise(path))
+    assert all(nodes[i]["chosen"] and not nodes[i]["pruned"] for i in path)
+    return nodes
+
+
+def test_dvts(scheduler: Scheduler) -> None:
+    result, recorder = run_example(scheduler, "dvts")
+    nodes = check_search_tree(result.outputs["tree"], "dvts")
+    first = [n for n in nodes.values() if n["depth"] == 1]
+    assert sorted(n["subtree"] for n in first) == [0, 0, 1, 1]  # 2 x 2 samples over 2 subtrees
+    for depth in (2, 3):  # each subtree expands only its own best step
+        parents = {nodes[n["parent"]]["subtree"]: n["parent"] for n in nodes.values() if n["depth"] == depth}
+        assert all(nodes[p]["subtree"] == s for s, p in parents.items())
+        assert len({n["parent"] for n in nodes.values() if n["depth"] == depth}) <= 2
+    (vote,) = events(recorder, "vote", "vote")
+    check_vote_adds_up(vote, len(result.node_outputs["search"]["candidates"]))
+
+
+def test_particle_filter(scheduler: Scheduler) -> None:
+    result, _ = run_example(scheduler, "particle_filter")
+    nodes = check_search_tree(result.outputs["tree"], "particles")
+    generations = sorted({n["generation"] for n in nodes.values() if "generation" in n})
+    assert generations and generations[0] == 1
+    for g in generations:
+        drawn = [n for n in nodes.values() if n.get("generation") == g]
+        assert 0 < len(drawn) <= 4 and sum(n["copies"] for n in drawn) <= 4
+
+
+def test_mcts(scheduler: Scheduler) -> None:
+    result, recorder = run_example(scheduler, "mcts")
+    nodes = check_search_tree(result.outputs["tree"], "mcts")
+    assert 4 <= nodes[0]["visits"] <= 8  # 4 simulations, up to expand_k values backed up each
+    path = result.outputs["tree"]["chosen_path"]
+    assert nodes[path[-1]]["terminal"] and all(nodes[i]["visits"] >= 1 for i in path)
+    assert any(c.data["purpose"] == "score" for c in recorder.of_type("lm_call"))
+
+
+def test_thinking_budget(scheduler: Scheduler) -> None:
+    result, recorder = run_example(scheduler, "thinking_budget")
+    cands = result.node_outputs["think"]["candidates"].candidates
+    assert len(cands) == 3 and len(result.outputs["thinking"]) == 3
+    calls = [c.data for c in recorder.of_type("lm_call")]
+    think = [c for c in calls if c["purpose"] == "think"]
+    assert think and all(c["prompt"].rstrip().endswith("<think>") or "Wait" in c["prompt"] for c in think)
+    for cand, thinking in zip(cands, result.outputs["thinking"], strict=True):
+        assert cand.meta["thinking"] == thinking and "<think>" not in cand.text and "</think>" not in cand.text
+        assert 8 <= cand.meta["thinking_tokens"] <= 48 or cand.meta["think_waits"] == 8
+        assert cand.meta["think_forced"] == (cand.meta["thinking_tokens"] >= 48) or cand.meta["think_forced"]
+    answers = [c for c in calls if c["tag"].get("phase") == "answer"]
+    assert len(answers) == 3 and all("</think>\n" in c["prompt"] for c in answers)
+    assert sum(c["thinking_tokens"] for c in think) == sum(c.meta["thinking_tokens"] for c in cands)
+    assert result.stats.thinking_tokens == sum(c.meta["thinking_tokens"] for c in cands)
