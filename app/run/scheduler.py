@@ -170,13 +170,16 @@ class Scheduler:
         """Seeded samples and candidate scores of every run: raising N draws only the new samples."""
         self.max_workers = max_workers
         self.allow_python = allow_python
+        self.hide_cache_hits = False
+        """Default of `run(hide_cache_hits=)`: share mode turns it on (see RunState.hide_cache_hits)."""
 
     def check(self, wf: Workflow) -> list[Issue]:
         return check(wf, self.registry, self.children).issues
 
     def run(self, wf: Workflow, inputs: dict[str, Any] | None = None, *, seed: int = 0,
             budget: Budget | None = None, cancel: CancelToken | None = None,
-            observers: Sequence[Observer] = (), run_id: str | None = None, use_cache: bool = True) -> RunResult:
+            observers: Sequence[Observer] = (), run_id: str | None = None, use_cache: bool = True,
+            hide_cache_hits: bool | None = None) -> RunResult:
         """Run the workflow. Raises WorkflowError (before touching any model) when it or its inputs are
         invalid; otherwise returns a RunResult whose status says how it ended."""
         checked = check(wf, self.registry, self.children)
@@ -191,7 +194,8 @@ class Scheduler:
         cancel = cancel or CancelToken()
         run_id = run_id or uuid.uuid4().hex[:12]
         bus = EventBus(list(observers))
-        state = RunState(run_id, budget, cancel, bus, self.samples if use_cache else None)
+        hide = self.hide_cache_hits if hide_cache_hits is None else hide_cache_hits
+        state = RunState(run_id, budget, cancel, bus, self.samples if use_cache else None, hide_cache_hits=hide)
         specs = model_specs(wf)
         bus.emit(Event(ev.RUN_START, run_id, None, {
             "workflow": wf.name, "workflow_yaml": wf.to_yaml(), "workflow_hash": wf.semantic_hash(),
@@ -436,7 +440,11 @@ class _DagRun:
         with ThreadPoolExecutor(max_workers=max(1, len(runs)), thread_name_prefix=f"run-{self.run_id}-map") as pool:
             futures = [pool.submit(one, i, dict(given)) for i, given in enumerate(runs)]
             wait(futures)
-            return [f.result() for f in futures]
+        failures = [f.exception() for f in futures if f.exception() is not None]
+        failed = next((e for e in failures if not isinstance(e, CancelledError)), None)
+        if failed is not None or failures:  # a child's failure, rather than the others' stops that it caused
+            raise failed or failures[0]  # type: ignore[misc]
+        return [f.result() for f in futures]
 
     def finish_as_child(self) -> dict[str, Any]:
         """Execute as a sub-workflow: its outputs, or the exception that stops the workflow node."""

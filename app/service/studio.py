@@ -29,7 +29,8 @@ from app.share.visitors import VisitorIdentities
 from app.workflow.files import list_workflow_names, safe_workflow_name, workflow_path
 from app.workflow.problems import Issue, WorkflowError, errors
 from app.workflow.spec import Workflow, load_workflow_text, workflow_from_dict
-from app.workflow.validation import validate
+from app.workflow.subworkflows import ChildLoader, descendants, prefixed
+from app.workflow.validation import check as check_tree
 from nodes.registry import NodeRegistry, default_registry
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,12 @@ class StudioService:
                 from app.platform.settings import with_device_settings
 
                 provider = with_device_settings(llama_provider(self.pool))
-        self.scheduler = Scheduler(self.registry, provider, allow_python=self.policy.allow_python)
+        folders = (self.workflows_dir, *([Path(self.examples_dir)] if self.examples_dir is not None else []))
+        self.children = ChildLoader(folders, trusted=not self.policy.share_mode)
+        """Where workflow nodes find their children: the workflows folder, then the examples; share mode takes
+        names and paths that stay inside the folder only."""
+        self.scheduler = Scheduler(self.registry, provider, allow_python=self.policy.allow_python,
+                                   children=self.children)
         self._trace_db = Path(trace_db).expanduser() if trace_db else None
         self._trace_store = trace_store
         self._trace_error: str | None = None
@@ -292,8 +298,12 @@ class StudioService:
             raise UserError(issues_summary(exc.issues)) from None
 
     def check(self, wf: Workflow) -> list[Issue]:
-        """Validation problems plus what the policy refuses (share mode)."""
-        return validate(wf, self.registry) + check_workflow_allowed(wf, self.policy)
+        """Validation problems plus what the policy refuses (share mode), over the whole tree of sub-workflows."""
+        checked = check_tree(wf, self.registry, self.children)
+        issues = checked.issues + check_workflow_allowed(wf, self.policy)
+        for path, child in descendants(checked):
+            issues += prefixed(check_workflow_allowed(child.workflow, self.policy), path, child.label)
+        return issues
 
     def describe(self, wf: Workflow) -> dict[str, Any]:
         """The editor's view of a workflow: JSON for the canvas, canonical YAML and the problems."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,6 +138,19 @@ class Child:
         for grandchild in self.checked.children.values():
             out.update(grandchild.texts(_ref_of(self.workflow, grandchild.node_id)))
         return out
+
+
+def descendants(checked: Checked, prefix: str = "") -> Iterator[tuple[str, Child]]:
+    """Every child of the tree with its workflow-node path (`w`, `w/inner`), depth first."""
+    for node_id, child in checked.children.items():
+        path = f"{prefix}{node_id}"
+        yield path, child
+        yield from descendants(child.checked, f"{path}/")
+
+
+def prefixed(issues: list[Issue], path: str, label: str) -> list[Issue]:
+    """Problems of a child workflow as its parent reports them (see `_prefixed`)."""
+    return [_prefixed(issue, path, label) for issue in issues]
 
 
 def workflow_texts(wf: Workflow, checked: Checked) -> dict[str, str]:

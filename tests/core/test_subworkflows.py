@@ -226,3 +226,35 @@ def test_map_key_round_trips_in_the_canonical_dump(tmp_path: Path) -> None:
     assert wf.node("refine_each").map == "draft"  # type: ignore[union-attr]
     again = load_workflow_text(wf.to_yaml())
     assert again.to_yaml() == wf.to_yaml() and "  map: draft\n" in wf.to_yaml()
+
+
+@pytest.mark.parametrize("ref", ["/ABS/refine.yaml", "../outside/refine.yaml", "parts/../../outside/refine.yaml"])
+def test_the_share_mode_service_refuses_absolute_and_escaping_child_paths(tmp_path: Path, ref: str) -> None:
+    from app.service.studio import StudioService
+    from app.share.policy import SharePolicy
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    write(outside, "refine", CHILD)
+    folder = tmp_path / "workflows"
+    folder.mkdir()
+    write(folder, "refine", CHILD)
+    service = StudioService(policy=SharePolicy.for_serving("0.0.0.0", model_choices=[]), workflows_dir=folder,
+                            examples_dir=None, dry_run=True)
+    ref = ref.replace("/ABS", str(outside))
+    refused = service.check(load_workflow_text(PARENT.replace("workflow: refine", f"workflow: {ref}")))
+    assert [i.code for i in refused] == ["workflow_path_refused"]
+    assert service.check(load_workflow_text(PARENT)) == []  # a name from the workflows folder is fine
+
+
+def test_share_caps_apply_to_the_children(tmp_path: Path) -> None:
+    from app.service.studio import StudioService
+    from app.share.policy import SharePolicy
+
+    write(tmp_path, "refine", CHILD.replace("version: 1\n", "version: 1\nmodels:\n  main: {source: bundled, "
+                                            "options: {lora_path: /x}}\n", 1))
+    service = StudioService(policy=SharePolicy.for_serving("0.0.0.0", model_choices=[]), workflows_dir=tmp_path,
+                            examples_dir=None, dry_run=True)
+    issues = service.check(load_workflow_text(PARENT))
+    assert [(i.code, i.node_id) for i in issues] == [("model_option_refused", "refine_each")]
+    assert issues[0].file is not None and issues[0].file.endswith("refine.yaml")
