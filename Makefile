@@ -10,7 +10,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
-	$(BIN)/pip install -e '.[dev,desktop]'
+	$(BIN)/pip install -e '.[dev,desktop,notebook]'
 	touch $(STAMP)
 
 setup: $(STAMP)
