@@ -15,6 +15,7 @@ import numpy as np
 from backends.base import BackendError, CancelledError
 from backends.batch import BatchBuilder
 from backends.engine_jobs import Job
+from backends.grammar_worker import GrammarPool
 from backends.llama_model import LlamaModel, capture_native_log
 from backends.prefix_cache import SequenceTable, common_prefix_len
 
@@ -85,6 +86,7 @@ class Engine:
             park_expiry_tokens = 0 if self.flash_attn else model.attention_break_even_tokens() // PARK_COST_SHARE
         self.table = SequenceTable(n_seq_max, prefix_cache_tokens, self.remove_seq_cells, park_expiry_tokens or None)
         self.stats: collections.Counter[str] = collections.Counter({key: 0 for key in STAT_KEYS})
+        self.grammar_pool = GrammarPool(model.path)
         self._logits_views: dict[int, np.ndarray] = {}
         self._cond = threading.Condition()
         self._incoming: collections.deque[Job] = collections.deque()
@@ -134,6 +136,7 @@ class Engine:
             self._closing = True
             self._cond.notify_all()
         self._thread.join()
+        self.grammar_pool.close()
         self.batch.free()
         if self.ctx:
             self.lib.llama_free(self.ctx)
@@ -234,6 +237,11 @@ class Engine:
                 job.usage.decode_s += elapsed
             try:
                 job.commit(self)
+            except (BackendError, CancelledError) as exc:  # e.g. a grammar stopped by cancel or its time limit
+                if isinstance(exc, CancelledError):
+                    self.stats["cancelled"] += 1
+                self._drop(job, exc, park=False)
+                continue
             except Exception as exc:
                 log.exception("request failed while reading its results")
                 self._drop(job, BackendError(f"The request failed: {exc}"), park=False)
@@ -266,7 +274,7 @@ class Engine:
             try:
                 self._make_room(reserved + job.reserve_cells, job)
                 job.start(self)
-            except BackendError as exc:
+            except (BackendError, CancelledError) as exc:
                 self._drop(job, exc, park=False)
                 continue
             except Exception as exc:  # a bug in one request must not stop the engine

@@ -30,6 +30,7 @@ from backends.base import (
 )
 from backends.batch import BatchBuilder
 from backends.engine_protocol import EngineView
+from backends.grammar_worker import GrammarWorker
 from backends.sampling_chain import SequenceSampler
 from backends.token_stats import ConfidenceWindow, StatsScratch, token_statistics
 
@@ -220,6 +221,8 @@ class GenerateJob(PrefillMixin, Job):
         self.n_ctx_seq = n_ctx_seq
         self.stream_tokens = stream_tokens
         self.samples: list[Sample] = []
+        self._grammars: GrammarWorker | None = None
+        """The child process holding each sample's grammar (keyed by sample index), when there is a grammar."""
         self._live: list[Sample] = []
         """Samples with a token to decode next step: each step's work is O(live samples), not O(n)."""
         self.fed = 0
@@ -243,13 +246,17 @@ class GenerateJob(PrefillMixin, Job):
         source, self.seq_ids = acquire_with_source(core, self.prompt, len(self.seeds))
         history = self.prompt if self.params.repeat_penalty != 1.0 else ()
         for i, (seed, seq_id) in enumerate(zip(self.seeds, self.seq_ids, strict=True)):
-            sampler = SequenceSampler(core.lib, core.model.vocab, self.params, seed, self.grammar, history)
+            sampler = SequenceSampler(core.lib, core.model.vocab, self.params, seed, None, history)
             self.samples.append(
                 Sample(i, seed, seq_id, sampler, logprobs=[] if self.params.logprobs is not None else None,
                        stats=TokenStats() if self.params.token_stats or self.params.confidence_stop else None,
                        window=ConfidenceWindow(*self.params.confidence_stop) if self.params.confidence_stop
                        else None)
             )
+        if self.grammar:
+            self._grammars = core.grammar_pool.lease(self._is_cancelled)
+            for sample in self.samples:
+                self._grammars.new(sample.index, self.grammar, self._is_cancelled)
         cached_whole = self._start_prefill(core, self.seq_ids, source)
         self.reserve_cells -= self.fed
         if cached_whole:
@@ -298,7 +305,9 @@ class GenerateJob(PrefillMixin, Job):
 
     def _sample_next(self, core: EngineView, sample: Sample, row: int) -> None:
         """Sample from batch row `row`, or from the saved prompt logits when row is -1."""
-        if row < 0:
+        if self._grammars is not None:
+            token = self._grammar_sample(core, sample, self.prompt_logits if row < 0 else core.logits_row(row))
+        elif row < 0:
             assert self.prompt_logits is not None
             token = sample.sampler.sample_logits(self.prompt_logits)
         else:
@@ -331,8 +340,22 @@ class GenerateJob(PrefillMixin, Job):
             sample.text += sample.decoder.decode(b"", final=True)
             self._finish(core, sample, "length")
             return
+        if self._grammars is not None:
+            self._grammars.accept(sample.index, token, self._is_cancelled)
         sample.pending = token
         self._emit(sample, final=False)
+
+    def _is_cancelled(self) -> bool:
+        return self.cancelled
+
+    def _grammar_sample(self, core: EngineView, sample: Sample, logits: np.ndarray | None) -> int:
+        """Draw under the grammar: the child process says which tokens may come next (while cancel and the
+        per-token time limit are watched), the rest of the chain draws from the logits of those alone."""
+        assert self._grammars is not None and logits is not None
+        allowed = self._grammars.allowed(sample.index, logits.shape[0], self._is_cancelled)
+        if not allowed.any():
+            raise BackendError("The grammar allows no token here (no way forward, and it cannot end yet).")
+        return sample.sampler.sample_logits(np.where(allowed, logits, -np.inf).astype(np.float32))
 
     def _check_stop(self, sample: Sample, new_chars: int) -> bool:
         """Cut the text at the first stop string that the newest piece completed."""
@@ -374,6 +397,8 @@ class GenerateJob(PrefillMixin, Job):
         sample.time_s = time.perf_counter() - self.submitted
         self._emit(sample, final=True)
         sample.sampler.free()
+        if self._grammars is not None:
+            self._grammars.free(sample.index)
         if sample.index != 0:  # free the sample's own cells now; sample 0 keeps the prompt for parking
             core.table.release(sample.seq_id)
             self.seq_ids = [s for s in self.seq_ids if s != sample.seq_id]
@@ -398,6 +423,9 @@ class GenerateJob(PrefillMixin, Job):
     def release(self, core: EngineView, park: bool) -> None:
         for sample in self.samples:
             sample.sampler.free()
+        if self._grammars is not None:
+            core.grammar_pool.give_back(self._grammars)
+            self._grammars = None
         for seq_id in self.seq_ids:
             if park and seq_id == self.samples[0].seq_id:
                 core.table.park(seq_id, self.kv0, self._park_entry())

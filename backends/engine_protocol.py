@@ -7,6 +7,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from backends.grammar_worker import GrammarPool
 from backends.llama_model import LlamaModel
 from backends.prefix_cache import SequenceTable
 
@@ -22,6 +23,8 @@ class EngineView(Protocol):
     model: LlamaModel
     table: SequenceTable
     stats: collections.Counter[str]
+    grammar_pool: GrammarPool
+    """Child processes that run grammar-constrained sampling's grammar work (stoppable by cancel and time)."""
 
     def copy_prefix(self, src: int, dst: int, length: int) -> None:
         """Share the first `length` KV cells of sequence `src` with sequence `dst`."""

@@ -641,6 +641,44 @@ def chain_grammar(levels: int, nullable: bool) -> str:
     return "\n".join([*rules, f'r{levels} ::= "a"'])
 
 
+ISSUE_24_GRAMMAR = "\n".join((
+    "root ::= e",
+    'e ::= "a" e f g | "b" f g e | "c" g e f | ""',
+    'f ::= "a" f g e | "b" g e f | "c" e f g | ""',
+    'g ::= "a" g e f | "b" e f g | "c" f g e | ""',
+))
+"""The grammar that held llama.cpp's grammar engine for minutes per token (issue 24, finding 1)."""
+
+
+@st.composite
+def _ambiguous_gbnf(draw: st.DrawFn) -> tuple[str, str]:
+    names = [f"r{i}" for i in range(draw(st.integers(1, 4)))]
+    rules = ["root ::= " + draw(st.sampled_from(("", '"a" ', '"x" '))) + "r0"]
+    for name in names:
+        alts = [f'"{letter}" ' + " ".join(draw(st.lists(st.sampled_from(names), min_size=1, max_size=3)))
+                for letter in draw(st.lists(st.sampled_from("abc"), min_size=1, max_size=3))]
+        if draw(st.integers(0, 4)):
+            alts.append('""')
+        rules.append(f"{name} ::= " + " | ".join(alts))
+    return "gbnf", "\n".join(rules)
+
+
+@st.composite
+def _ambiguous_schema(draw: st.DrawFn) -> tuple[str, str]:
+    branch = {"type": "array", "items": {"$ref": "#/definitions/t"}}
+    leaf = draw(st.sampled_from(({"type": "integer"}, {"type": "string"}, {"type": "null"})))
+    schema = {"type": "object", "properties": {"v": {"$ref": "#/definitions/t"}}, "required": ["v"],
+              "definitions": {"t": {"anyOf": [branch] * draw(st.integers(2, 5)) + [leaf]}}}
+    return "schema", json.dumps(schema)
+
+
+def ambiguous_grammars() -> st.SearchStrategy[tuple[str, str]]:
+    """Recursive grammars whose alternatives begin alike and can be empty (llama.cpp follows every parse at once,
+    so its parse stacks multiply at every character), issue 24's among them, and JSON schemas of overlapping
+    recursive anyOf branches: ("gbnf" | "schema", text)."""
+    return st.one_of(st.just(("gbnf", ISSUE_24_GRAMMAR)), _ambiguous_gbnf(), _ambiguous_schema())
+
+
 @functools.cache
 def json_schemas(max_leaves: int = 15) -> st.SearchStrategy[Any]:
     """Schema-shaped JSON: type/properties/items/enum/const/$ref/pattern/counts/combinators, nested."""

@@ -542,6 +542,47 @@ def llama_strategy() -> st.SearchStrategy[tuple[str, str]]:
                      fs.schema_texts().map(lambda s: ("schema", s)))
 
 
+# ------------------------------------------------------------------ 6. grammar-constrained sampling
+
+SAMPLING_CAP_S = 2.0
+"""Each grammar-sampling example's time cap: its cancel must stop it there, even inside llama.cpp's grammar work
+(RUN_TIMEOUT_S is the hang guard)."""
+
+
+def check_sampling(example: tuple[str, str], backend: Any) -> str:
+    from backends.base import BackendError, CancelledError, CancelToken, SamplingParams
+
+    kind, text = example
+    constraint = {"grammar": text} if kind == "gbnf" else {"json_schema": text}
+    params = SamplingParams(max_tokens=40, temperature=1.0, seed=len(text), **constraint)
+    cancel = CancelToken()
+    timer = threading.Timer(SAMPLING_CAP_S, cancel.cancel, args=("the example's time cap",))
+    timer.start()
+    try:
+        _run_with_timeout(lambda: backend.generate("Write letters:", params, n=2, cancel=cancel), cancel)
+    except CancelledError:
+        return f"{kind}: cancelled at its cap"
+    except BackendError as exc:
+        return f"{kind}: {reason(str(exc), 60)}"
+    finally:
+        timer.cancel()
+    return f"{kind}: finished"
+
+
+@contextmanager
+def open_sampling(tmp_dir: Path) -> Iterator[Check]:
+    from backends.base import ModelSpec
+    from backends.bundled import bundled_model_path
+    from backends.llama_backend import LlamaBackend
+
+    backend = LlamaBackend(bundled_model_path(), ModelSpec(device="cpu", n_ctx=512, options=(
+        ("kv_size", 1024), ("n_seq_max", 4))))
+    try:
+        yield lambda example: check_sampling(example, backend)
+    finally:
+        backend.close()
+
+
 # ------------------------------------------------------------------ the registry
 
 TARGETS: dict[str, FuzzTarget] = {t.name: t for t in (
@@ -561,6 +602,8 @@ TARGETS: dict[str, FuzzTarget] = {t.name: t for t in (
                fs.schema_texts, lambda tmp: open_plain(check_schema)),
     FuzzTarget("llama_grammar", "grammars the checker accepts -> llama.cpp's parser in a child process",
                llama_strategy, open_llama),
+    FuzzTarget("grammar_sampling", "ambiguous recursive grammars and schemas -> sampling on the bundled model, "
+               f"each under a {SAMPLING_CAP_S:g} s cap", fs.ambiguous_grammars, open_sampling),
 )}
 
 SOURCE_CODE_RE = re.compile(r'(?:Issue\(\s*|self\.add\(\s*)"([a-z_]+)"')

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.fuzz.targets import TARGETS, run_property
 
 
@@ -19,3 +21,9 @@ def test_json_schemas_become_checked_grammars_or_are_refused(tmp_path: Path) -> 
 
 def test_grammars_the_checker_accepts_parse_in_llama_cpp(tmp_path: Path) -> None:
     run_property(TARGETS["llama_grammar"], tmp_path, share=0.6)
+
+
+@pytest.mark.model
+def test_ambiguous_grammars_end_at_their_cap_on_the_bundled_model(tmp_path: Path) -> None:
+    """Grammars that multiply llama.cpp's parse stacks finish, fail with a clear error or stop at their cap."""
+    run_property(TARGETS["grammar_sampling"], tmp_path, share=0.02)

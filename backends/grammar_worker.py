@@ -1,0 +1,295 @@
+"""Grammar-constrained sampling's grammar work in a child process, so a deadline and cancel can stop it.
+
+llama.cpp follows every parse of a grammar at once (one parse stack each); alternatives that can be empty and
+begin alike, nested (`e ::= "a" e f g | ""` ...), multiply the stacks at every character, and one call that masks
+the vocabulary can then run for minutes in C, where no flag is ever read. So the grammar never runs on the
+engine thread: a child process holds the llama.cpp grammar samplers (the model's vocabulary only, no weights)
+and answers "which tokens may come next" and "this token came"; the engine waits for each answer while it
+watches the request's cancel flag and a per-token time limit, and kills the child when either is reached
+(the CPU and memory go with it). Children are kept in a small pool per model and reused.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from backends.base import BackendError, CancelledError
+
+log = logging.getLogger(__name__)
+
+GRAMMAR_STEP_LIMIT_S = 5.0
+"""Longest the grammar may work on one token (or on setting itself up) before the sample fails: the engine
+thread waits meanwhile, so every other request does too. Unambiguous grammars (JSON schemas included) take
+milliseconds."""
+WORKER_START_LIMIT_S = 60.0
+"""Longest a child may take to start (Python, llama.cpp and the vocabulary load)."""
+WORKER_MEMORY_BYTES = 4 << 30
+"""Address space a child may use: exploding parse stacks end in an allocation failure, not in swapping."""
+IDLE_WORKERS = 2
+"""Children kept per model for later requests."""
+_POLL_S = 0.02
+_ROOT = str(Path(__file__).resolve().parents[1])
+_CHILD = f"import sys; sys.path.insert(0, {_ROOT!r}); from backends.grammar_worker import main; main()"
+_TOKEN_DATA = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])  # struct llama_token_data
+
+TOO_AMBIGUOUS = (
+    "The grammar is too ambiguous for llama.cpp: its grammar engine worked on one token for more than "
+    f"{GRAMMAR_STEP_LIMIT_S:g} s (it follows every way the text so far can be parsed, and rules whose alternatives "
+    "can be empty and begin alike, nested, multiply those ways at every character), so the sample was stopped. "
+    "Make the alternatives of a rule begin with different text, and avoid chains of rules that can all be empty."
+)
+
+
+class GrammarWorker:
+    """One child process holding grammar samplers by key; every call waits with a deadline and a cancel check."""
+
+    def __init__(self, model_path: Path) -> None:
+        self.model_path = Path(model_path)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _CHILD, str(self.model_path)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True,
+        )
+        self._buffer = bytearray()
+        self.keys: set[int] = set()
+        self.started = False
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_ready(self, cancelled: Callable[[], bool]) -> None:
+        if not self.started:
+            line = self._read_line(time.monotonic() + WORKER_START_LIMIT_S, cancelled, "starting")
+            if line != b"ready":
+                self.kill()
+                raise BackendError(f"The grammar process could not start ({line.decode(errors='replace')[:200]}).")
+            self.started = True
+
+    def new(self, key: int, grammar: str, cancelled: Callable[[], bool]) -> None:
+        """Set up `grammar` under `key` (llama.cpp builds its rules and first parse stacks)."""
+        self._send({"op": "new", "key": key, "grammar": grammar})
+        reply = self._read_line(time.monotonic() + GRAMMAR_STEP_LIMIT_S, cancelled, "setting up the grammar")
+        if reply != b"ok":
+            raise BackendError("The grammar does not parse (GBNF syntax error, or no 'root' rule). Check it "
+                               "against llama.cpp's GBNF guide: rules look like  root ::= \"yes\" | \"no\".")
+        self.keys.add(key)
+
+    def allowed(self, key: int, n_vocab: int, cancelled: Callable[[], bool]) -> np.ndarray:
+        """A bool per token of the vocabulary: may it come next under grammar `key`."""
+        self._send({"op": "mask", "key": key})
+        deadline = time.monotonic() + GRAMMAR_STEP_LIMIT_S
+        header = self._read_line(deadline, cancelled, "masking the vocabulary").split()
+        if len(header) != 2 or header[0] != b"mask":
+            self.kill()
+            raise BackendError(f"The grammar process answered {b' '.join(header)[:80]!r} instead of a token mask.")
+        bits = self._read_exact(int(header[1]), deadline, cancelled)
+        return np.unpackbits(np.frombuffer(bits, dtype=np.uint8), count=n_vocab).astype(bool)
+
+    def accept(self, key: int, token: int, cancelled: Callable[[], bool]) -> None:
+        """Advance grammar `key` past `token` (llama.cpp moves every parse stack over its text)."""
+        self._send({"op": "accept", "key": key, "token": int(token)})
+        if self._read_line(time.monotonic() + GRAMMAR_STEP_LIMIT_S, cancelled, "accepting a token") != b"ok":
+            self.kill()
+            raise BackendError("The grammar process refused a token the grammar allowed.")
+
+    def free(self, key: int) -> None:
+        if key in self.keys and self.alive:
+            self.keys.discard(key)
+            self._send({"op": "free", "key": key})
+
+    def kill(self) -> None:
+        if self.alive:
+            self.proc.kill()
+        self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                stream.close()
+
+    # -- pipes ---------------------------------------------------------------------------------------------
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, ValueError, OSError) as exc:
+            self.kill()
+            raise BackendError(self._died_message()) from exc
+
+    def _fill(self, deadline: float, cancelled: Callable[[], bool], doing: str) -> None:
+        """Read what the child has written, waiting in short slices between which cancel and time are checked."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while True:
+            if cancelled():
+                self.kill()
+                raise CancelledError("cancelled while the grammar was working")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise BackendError(TOO_AMBIGUOUS if self.started else
+                                   f"The grammar process took more than {WORKER_START_LIMIT_S:g} s {doing}.")
+            ready, _, _ = select.select([fd], [], [], min(_POLL_S, left))
+            if ready:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    self.kill()
+                    raise BackendError(self._died_message())
+                self._buffer.extend(chunk)
+                return
+
+    def _read_line(self, deadline: float, cancelled: Callable[[], bool], doing: str) -> bytes:
+        while b"\n" not in self._buffer:
+            self._fill(deadline, cancelled, doing)
+        line, _, rest = bytes(self._buffer).partition(b"\n")
+        self._buffer = bytearray(rest)
+        return line.strip()
+
+    def _read_exact(self, size: int, deadline: float, cancelled: Callable[[], bool]) -> bytes:
+        while len(self._buffer) < size:
+            self._fill(deadline, cancelled, "masking the vocabulary")
+        data = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return data
+
+    def _died_message(self) -> str:
+        return (f"The grammar process stopped (out of its {WORKER_MEMORY_BYTES >> 30} GB: a grammar too ambiguous "
+                "for llama.cpp multiplies its parse stacks at every character). Make the alternatives of a rule "
+                "begin with different text, and avoid chains of rules that can all be empty.")
+
+
+class GrammarPool:
+    """Grammar children for one model: leased to one request at a time, kept warm afterwards when healthy."""
+
+    def __init__(self, model_path: Path) -> None:
+        self.model_path = Path(model_path)
+        self._idle: list[GrammarWorker] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def lease(self, cancelled: Callable[[], bool]) -> GrammarWorker:
+        with self._lock:
+            while self._idle:
+                worker = self._idle.pop()
+                if worker.alive:
+                    return worker
+                worker.kill()
+        worker = GrammarWorker(self.model_path)
+        worker.wait_ready(cancelled)
+        return worker
+
+    def give_back(self, worker: GrammarWorker) -> None:
+        for key in list(worker.keys):
+            worker.free(key)
+        with self._lock:
+            if worker.alive and worker.started and not self._closed and len(self._idle) < IDLE_WORKERS:
+                self._idle.append(worker)
+                return
+        worker.kill()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.kill()
+
+
+# ---------------------------------------------------------------------------------------------- the child
+
+
+def _limit_memory() -> None:
+    try:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
+    except (ImportError, ValueError, OSError):  # not on this platform: the time limit still holds
+        pass
+
+
+class _Grammars:
+    """The child's side: llama.cpp grammar samplers over a vocabulary-only model."""
+
+    def __init__(self, model_path: str) -> None:
+        import llama_cpp.llama_cpp as lib
+
+        self.lib = lib
+        lib.llama_backend_init()
+        self._quiet = lib.llama_log_callback(lambda level, text, user_data: None)  # kept alive with self
+        lib.llama_log_set(self._quiet, None)
+        params = lib.llama_model_default_params()
+        params.vocab_only = True
+        self.model = lib.llama_model_load_from_file(model_path.encode(), params)
+        if not self.model:
+            raise SystemExit(f"cannot load the vocabulary of {model_path}")
+        self.vocab = lib.llama_model_get_vocab(self.model)
+        self.n_vocab = int(lib.llama_vocab_n_tokens(self.vocab))
+        self.data = np.empty(self.n_vocab, dtype=_TOKEN_DATA)
+        self.samplers: dict[int, Any] = {}
+
+    def new(self, key: int, grammar: str) -> bytes:
+        self.free(key)
+        sampler = self.lib.llama_sampler_init_grammar(self.vocab, grammar.encode("utf-8"), b"root")
+        if not sampler:
+            return b"refused\n"
+        self.samplers[key] = sampler
+        return b"ok\n"
+
+    def mask(self, key: int) -> bytes:
+        data, lib = self.data, self.lib
+        data["id"] = np.arange(self.n_vocab, dtype=np.int32)
+        data["logit"] = 0.0
+        data["p"] = 0.0
+        candidates = lib.llama_token_data_array(
+            data=data.ctypes.data_as(lib.llama_token_data_p), size=self.n_vocab, selected=-1, sorted=False
+        )
+        lib.llama_sampler_apply(self.samplers[key], ctypes.byref(candidates))
+        allowed = np.zeros(self.n_vocab, dtype=bool)
+        allowed[data["id"]] = np.isfinite(data["logit"])
+        bits = np.packbits(allowed).tobytes()
+        return b"mask %d\n" % len(bits) + bits
+
+    def accept(self, key: int, token: int) -> bytes:
+        self.lib.llama_sampler_accept(self.samplers[key], token)
+        return b"ok\n"
+
+    def free(self, key: int) -> None:
+        sampler = self.samplers.pop(key, None)
+        if sampler:
+            self.lib.llama_sampler_free(sampler)
+
+
+def main() -> None:
+    """The child: `python -c ... <model path>`; JSON requests on stdin, answers on stdout."""
+    _limit_memory()
+    grammars = _Grammars(sys.argv[1])
+    out = sys.stdout.buffer
+    out.write(b"ready\n")
+    out.flush()
+    for line in sys.stdin.buffer:
+        request = json.loads(line)
+        op, key = request["op"], int(request["key"])
+        if op == "new":
+            reply = grammars.new(key, request["grammar"])
+        elif op == "mask":
+            reply = grammars.mask(key)
+        elif op == "accept":
+            reply = grammars.accept(key, int(request["token"]))
+        else:
+            grammars.free(key)
+            continue
+        out.write(reply)
+        out.flush()

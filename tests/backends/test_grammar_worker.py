@@ -1,0 +1,130 @@
+"""Grammar sampling in a child process: it draws what llama.cpp's own chain draws, and an ambiguous grammar
+(issue 24, finding 1) is stopped by cancel, by the run's time cap and by the per-token limit instead of holding
+the engine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from backends import grammar_worker
+from backends.base import BackendError, CancelledError, CancelToken, SamplingParams
+from backends.bundled import bundled_model_path
+from backends.sampling_chain import SequenceSampler, grammar_for
+from tests.fuzz.strategies import ISSUE_24_GRAMMAR
+
+pytestmark = pytest.mark.model
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = json.dumps({"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"}},
+                     "required": ["name", "n"]})
+
+
+def _vocab() -> tuple[object, object]:
+    import llama_cpp.llama_cpp as lib
+
+    params = lib.llama_model_default_params()
+    params.vocab_only = True
+    model = lib.llama_model_load_from_file(str(bundled_model_path()).encode(), params)
+    return lib, model
+
+
+def test_the_child_masks_exactly_what_the_in_process_chain_draws_from() -> None:
+    """Same logits, same seed: masking in the child then drawing without the grammar picks the token that
+    llama.cpp's chain with the grammar in it picks, step after step."""
+    lib, model = _vocab()
+    vocab = lib.llama_model_get_vocab(model)
+    n_vocab = int(lib.llama_vocab_n_tokens(vocab))
+    grammar = grammar_for(SamplingParams(json_schema=SCHEMA))
+    assert grammar is not None
+    params = SamplingParams(temperature=1.0, top_k=0)
+    rng = np.random.default_rng(5)
+    worker = grammar_worker.GrammarWorker(bundled_model_path())
+    try:
+        worker.wait_ready(lambda: False)
+        worker.new(0, grammar, lambda: False)
+        inside = SequenceSampler(lib, vocab, params, 9, grammar)
+        outside = SequenceSampler(lib, vocab, params, 9, None)
+        tokens = []
+        for _ in range(12):
+            logits = rng.normal(0, 3, n_vocab).astype(np.float32)
+            expected = inside.sample_logits(logits.copy())
+            allowed = worker.allowed(0, n_vocab, lambda: False)
+            assert allowed[expected]
+            drawn = outside.sample_logits(np.where(allowed, logits, -np.inf).astype(np.float32))
+            assert drawn == expected
+            worker.accept(0, drawn, lambda: False)
+            tokens.append(drawn)
+        assert len(set(tokens)) > 1
+        inside.free()
+        outside.free()
+    finally:
+        worker.kill()
+        lib.llama_model_free(model)
+
+
+def _engine():  # a fresh engine: these tests kill grammar children and must not share one with others
+    from tests.backends.test_engine_sampling import small_engine
+
+    return small_engine(n_seq_max=4)
+
+
+def test_cancel_stops_the_issue_grammar_inside_the_grammar_work_and_the_engine_goes_on() -> None:
+    engine = _engine()
+    try:
+        cancel = CancelToken()
+        timer = threading.Timer(1.0, cancel.cancel, args=("the test's cap",))
+        timer.start()
+        params = SamplingParams(max_tokens=40, temperature=1.0, seed=1, grammar=ISSUE_24_GRAMMAR)
+        with pytest.raises(CancelledError):
+            engine.generate("Write letters:", params, n=2, cancel=cancel)
+        timer.cancel()
+        after = engine.generate("Answer yes or no:", SamplingParams(max_tokens=4, grammar='root ::= "yes" | "no"'))
+        assert after.completions[0].text in ("yes", "no")
+        assert engine.engine.stats["cancelled"] >= 1
+    finally:
+        engine.close()
+
+
+def test_the_per_token_limit_fails_the_sample_with_a_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without any cap, the grammar's work on one token is bounded: a clear error, and no child left behind."""
+    monkeypatch.setattr(grammar_worker, "GRAMMAR_STEP_LIMIT_S", 0.5)
+    engine = _engine()
+    try:
+        params = SamplingParams(max_tokens=40, temperature=1.0, seed=1, grammar=ISSUE_24_GRAMMAR)
+        with pytest.raises(BackendError, match="too ambiguous") as caught:
+            engine.generate([{"role": "user", "content": "Write letters."}], params, n=4)
+        assert "begin with different text" in str(caught.value)
+        idle = list(engine.engine.grammar_pool._idle)
+    finally:
+        engine.close()
+    assert all(not worker.alive for worker in idle)
+
+
+def test_the_issue_workflow_ends_at_its_cap(tmp_path: Path) -> None:
+    """The exact grammar of the issue on a generator (max_tokens 40, temperature 1) under a 3 s cap: the run
+    ends by its budget (or refuses / fails / finishes cleanly); the subprocess timeout is only a hang guard."""
+    workflow = {
+        "version": 1, "name": "ambiguous-grammar", "models": {"main": {"source": "bundled"}},
+        "nodes": [{"id": "gen", "kind": "generator", "model": "main",
+                   "params": {"prompt": "Write letters.", "temperature": 1.0, "max_tokens": 40,
+                              "grammar": ISSUE_24_GRAMMAR}}],
+        "outputs": {"text": "gen.text"},
+    }
+    path = tmp_path / "ambiguous.yaml"
+    path.write_text(yaml.safe_dump(workflow, sort_keys=False))
+    done = subprocess.run([sys.executable, "-m", "app.cli.main", "run", str(path), "--max-seconds", "3", "--json",
+                           "--no-trace", "-q"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    if done.returncode == 2 and "bad_grammar" in done.stderr:
+        return  # refused at validation: also an acceptable outcome
+    result = json.loads(done.stdout)
+    assert result["status"] in ("budget_exceeded", "succeeded", "failed"), result
+    if result["status"] == "failed":
+        assert "too ambiguous" in result["error"]
