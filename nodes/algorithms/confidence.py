@@ -51,7 +51,11 @@ def sample_confidence(stats: Mapping[str, Sequence[float]], measure: str, group:
     if measure not in MEASURES:
         raise ValueError(f"unknown confidence measure {measure!r}; one of {', '.join(MEASURES)}")
     key = {"mean_logprob": "logprob", "neg_entropy": "entropy"}.get(measure, "confidence")
-    values = list(stats.get(key) or ())
+    raw = stats.get(key) or ()
+    if not isinstance(raw, list | tuple) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in raw):
+        raise ValueError(f"the token statistics' {key!r} must be a list of finite numbers")
+    values = [float(v) for v in raw]
     if not values:
         return None
     if measure == "mean_logprob":
@@ -93,7 +97,9 @@ def most_confident(scores: Sequence[float | None], keep: float) -> list[int]:
 
 def vote_weights(scores: Sequence[float]) -> list[float]:
     """Weights for a confidence-weighted vote: the confidences themselves when none is negative (DeepConf's C),
-    else exp(confidence) (a mean log-probability becomes a per-token geometric mean probability)."""
+    else exp(confidence - the highest) (a mean log-probability becomes a per-token geometric mean probability,
+    scaled so the most confident weighs 1: the same vote, and no overflow)."""
     if all(s >= 0 for s in scores):
         return [float(s) for s in scores]
-    return [math.exp(float(s)) for s in scores]
+    top = max(float(s) for s in scores)
+    return [math.exp(float(s) - top) for s in scores]

@@ -169,7 +169,10 @@ def confidence_verdicts(cands: list[Candidate], measure: str, group: int, thresh
         if not isinstance(stats, dict):
             raise NodeError("confidence needs the token statistics a sampler records on its candidates; wire a "
                             "sampler's candidates (directly or through other verifiers) into this verifier")
-        value = sample_confidence(stats, measure, group)
+        try:
+            value = sample_confidence(stats, measure, group)
+        except ValueError as exc:
+            raise NodeError(f"candidate {c.index}: {exc}; its token statistics are damaged") from exc
         if value is None:  # an empty sample: nothing to be confident about
             verdicts.append(Verdict(NO_TOKENS_SCORE, f"{measure}: no tokens", c.answer, False))
         else:

@@ -65,6 +65,8 @@ def test_most_confident_keeps_the_top_fraction_in_sampling_order() -> None:
 def test_vote_weights_are_confidences_or_their_exponential_when_negative() -> None:
     assert vote_weights([1.0, 2.0]) == [1.0, 2.0]
     assert vote_weights([-1.0, 0.0]) == [pytest.approx(math.exp(-1.0)), 1.0]
+    assert vote_weights([-3.0, -2.0]) == [pytest.approx(math.exp(-1.0)), 1.0]  # scaled: the best weighs 1
+    assert vote_weights([710.0, -1.0]) == [1.0, pytest.approx(0.0, abs=1e-300)]  # no overflow
 
 
 def test_confidence_filter_vote_overturns_a_low_confidence_majority() -> None:
