@@ -70,6 +70,14 @@ PARAM_TYPES = ("int", "float", "bool", "str", "text", "choice", "list", "json")
 """text = multi-line prompt (may reference {variables}); list = list of strings; json = any mapping."""
 
 
+def yaml_switch(value: Any, choices: tuple[str, ...]) -> Any:
+    """YAML 1.1 reads an unquoted `on` / `off` (and yes/no) as true / false: for a choice whose words include
+    "on" and "off", a bool means that word (so `think: on` works unquoted); any other value is returned as it is."""
+    if isinstance(value, bool) and "on" in choices and "off" in choices:
+        return "on" if value else "off"
+    return value
+
+
 @dataclass(frozen=True)
 class Param:
     name: str
@@ -108,6 +116,8 @@ class Param:
             if not isinstance(value, str):
                 return f"must be a string, got {value!r}"
         elif t == "choice":
+            if yaml_switch(value, self.choices) in self.choices:
+                return None
             if value not in self.choices:
                 return f"must be one of {', '.join(self.choices)}; got {value!r}"
         elif t == "list":
@@ -136,6 +146,8 @@ class Param:
                 return value
         if self.type == "list" and isinstance(value, str):
             return [value] if value else []
+        if self.type == "choice" and isinstance(value, bool):
+            return yaml_switch(value, self.choices)
         return value
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from backends.base import Completion, LLMBackend, Prompt, SamplingParams
 from nodes.algorithms.thinking import DEFAULT_THINK_TAGS, split_thinking, tags_problem, with_wait
-from nodes.base import NodeContext, Param
+from nodes.base import NodeContext, Param, yaml_switch
 
 THINK_PURPOSE = "think"
 """The purpose of a generate call that writes thinking (the node context counts its tokens as thinking)."""
@@ -46,9 +46,14 @@ def think_params() -> tuple[Param, ...]:
     )
 
 
+def think_mode(params: dict[str, Any]) -> str:
+    """The think param as its word ("off", "auto", "on"), an unquoted YAML on/off included."""
+    return str(yaml_switch(params.get("think", "off"), THINK_MODES))
+
+
 def think_problems(params: dict[str, Any]) -> list[tuple[str, str]]:
     """Cross-param checks of the think params."""
-    if params.get("think", "off") == "off":
+    if think_mode(params) == "off":
         return []
     out: list[tuple[str, str]] = []
     problem = tags_problem(params.get("think_tags", list(DEFAULT_THINK_TAGS)))
@@ -72,7 +77,7 @@ class ThinkSettings:
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> ThinkSettings:
         tags = list(params.get("think_tags") or DEFAULT_THINK_TAGS)
-        return cls(str(params.get("think", "off")), tags[0], tags[1], int(params.get("think_budget") or 256),
+        return cls(think_mode(params), tags[0], tags[1], int(params.get("think_budget") or 256),
                    int(params.get("think_min") or 0))
 
     @property

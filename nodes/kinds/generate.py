@@ -38,7 +38,14 @@ from nodes.base import (
     template_variables,
 )
 from nodes.decoding import build_prompt, decoding_params, decoding_problems, prompt_params, sampling_params
-from nodes.thinking import ThinkingResult, ThinkSettings, generate_thinking, think_params, think_problems
+from nodes.thinking import (
+    ThinkingResult,
+    ThinkSettings,
+    generate_thinking,
+    think_mode,
+    think_params,
+    think_problems,
+)
 
 STATS_DIGITS = 4
 """Token statistics kept on candidates are rounded to this many decimals (they travel in traces)."""
@@ -106,7 +113,7 @@ class Generator(NodeKind):
     def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
         problems = decoding_problems(params) + think_problems(params)
         mapped = str(params.get("for_each") or "")
-        if mapped and params.get("think", "off") != "off":
+        if mapped and think_mode(params) != "off":
             problems.append(("think", "for_each does not think yet: set think: off, or think in a sampler or a "
                                       "generator before it"))
         if mapped and mapped not in template_variables(str(params.get("prompt") or "")):
@@ -206,8 +213,8 @@ class Sampler(NodeKind):
     @classmethod
     def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
         problems = decoding_problems(params) + AnswerSpec.from_params(params).problems() + think_problems(params)
-        if params.get("think", "off") != "off" and (params.get("adaptive", "off") != "off"
-                                                    or params.get("method", "sample") != "sample"):
+        if think_mode(params) != "off" and (params.get("adaptive", "off") != "off"
+                                            or params.get("method", "sample") != "sample"):
             problems.append(("think", "thinking budgets work with method: sample and adaptive: off; set think: off "
                                       "or draw the samples without adaptive stop"))
         adaptive, method = params.get("adaptive"), params.get("method")

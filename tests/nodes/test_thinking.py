@@ -119,6 +119,23 @@ def test_auto_splits_a_thinking_block_the_model_opens_itself() -> None:
     assert [e.data["purpose"] for e in rec.of_type("lm_call")] == ["generate"]  # no template opened a block
 
 
+def test_unquoted_yaml_on_and_off_mean_the_words() -> None:
+    from app.workflow.spec import load_workflow_text
+
+    text = ("version: 1\nname: t\ninputs: {question: {type: text, default: 'What is 3 + 4?'}}\nnodes:\n"
+            "- id: g\n  kind: generator\n  params:\n    prompt: '{question}'\n    think: on\n    think_budget: 4\n"
+            "  inputs: {question: inputs.question}\noutputs: {text: g.text, thinking: g.thinking}\n")
+    unquoted = load_workflow_text(text)
+    assert unquoted.nodes[0].params["think"] is True  # YAML 1.1
+    assert validate(unquoted, REGISTRY) == []
+    result, _ = run(unquoted, reply_fn=thinker("a b c d e f"))
+    assert result.outputs["thinking"] == "a b c d"
+    off = load_workflow_text(text.replace("think: on", "think: off"))
+    assert validate(off, REGISTRY) == []
+    result, _ = run(off, replies=["<think>x</think>y"])
+    assert result.outputs["thinking"] == ""
+
+
 def test_off_leaves_the_text_alone() -> None:
     result, _ = run(make("generator", think="off"), replies=["<think>x</think>y"])
     assert result.outputs["text"] == "<think>x</think>y" and result.outputs["thinking"] == ""

@@ -16,6 +16,7 @@ from nodes.registry import default_registry
 WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
 EXPECTED = ("chain_of_thought", "best_of_n", "self_consistency", "weighted_vote", "mbr", "rejection_sampling",
             "self_refine", "beam_search", "universal_self_consistency", "deepconf", "cot_decoding")
+EXPECTED += ("dvts", "particle_filter", "mcts", "thinking_budget")
 FILES = sorted(WORKFLOWS.glob("*.yaml"))
 
 
