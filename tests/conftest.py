@@ -10,14 +10,71 @@ from typing import Any
 
 import pytest
 
+SESSION_TMP_ENV = "METAGEN_TEST_TMPDIR"
+"""The temp folder of this test session: every temp file of the session and of the processes it starts goes
+there (TMPDIR), so the end-of-session check sees this session's leftovers only, not those of another session
+running beside it, and the system temp directory is left as it was found."""
+SESSION_TMP_PREFIX = "metagen-test-tmp"
+OWN_TEMP_PREFIX = "metagen-"
+"""What the app and its tests name their temp files and folders; any left at the end fails the suite."""
+
+
+def _use_session_temp_dir() -> None:
+    from app.platform.scratch import remove_stale
+
+    if os.environ.get(SESSION_TMP_ENV):  # a pytest started by a test: its parent's folder is checked
+        return
+    system_tmp = tempfile.gettempdir()
+    remove_stale(SESSION_TMP_PREFIX, Path(system_tmp))  # a session killed outright (pytest-timeout's thread method)
+    root = tempfile.mkdtemp(prefix=f"{SESSION_TMP_PREFIX}-{os.getpid()}-")
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", system_tmp)  # tmp_path stays pytest's own, where it was
+    os.environ[SESSION_TMP_ENV] = os.environ["TMPDIR"] = tempfile.tempdir = root
+
 
 def pytest_configure(config: object) -> None:
+    _use_session_temp_dir()
     # Never read or write the developer's real data folder, trace database or settings.
     if "METAGEN_HOME" not in os.environ:
         os.environ["METAGEN_HOME"] = tempfile.mkdtemp(prefix="metagen-test-home-")
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("DO_NOT_TRACK", "1")
+
+
+def session_leftovers(root: Path, home: Path | None) -> list[str]:
+    """The app's or the tests' own files and folders (`metagen-*`) left in the session's temp folder, besides the
+    session's data folder."""
+    try:
+        entries = sorted(root.iterdir())
+    except OSError:
+        return []
+    return [e.name for e in entries if e.name.startswith(OWN_TEMP_PREFIX) and (home is None or e != home)]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the suite when it left files of its own in the temp directory; then remove the session's temp folder.
+    This process's scratch folders are removed first, as at any exit of the app (atexit would run after this)."""
+    import shutil
+    import sys
+
+    root_text = os.environ.get(SESSION_TMP_ENV)
+    if not root_text or not Path(root_text).name.startswith(f"{SESSION_TMP_PREFIX}-{os.getpid()}-"):
+        return  # not this process's session folder (a pytest started by a test)
+    scratch = sys.modules.get("app.platform.scratch")
+    if scratch is not None:
+        scratch.remove_all()
+    root = Path(root_text)
+    home = Path(os.environ["METAGEN_HOME"]) if os.environ.get("METAGEN_HOME") else None
+    left = session_leftovers(root, home if home is not None and home.parent == root else None)
+    shutil.rmtree(root, ignore_errors=True)
+    if not left:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    line = f"the tests left {len(left)} temp folder(s)/file(s) of their own behind: {', '.join(left[:10])}"
+    if reporter is not None:
+        reporter.write_line(f"ERROR: {line}", red=True)
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 CHROMIUM_PATH = "/usr/bin/chromium"

@@ -21,6 +21,8 @@ log = logging.getLogger(__name__)
 
 MAX_DATASET_BYTES = 20 * 1024 * 1024
 MAX_ROWS = 100_000
+MAX_COLUMNS = 1000
+"""Columns a dataset may have (a CSV header, the keys of JSONL rows together)."""
 SUPPORTED_SUFFIXES = (".jsonl", ".csv")
 _SHOWN_PROBLEMS = 10
 _FORMATS = ".jsonl (one JSON object per line) or .csv (UTF-8 with a header row)"
@@ -151,6 +153,9 @@ def _parse_jsonl(text: str, name: str) -> tuple[list[dict[str, Any]], list[str],
             continue
         for key in value:
             columns.setdefault(str(key), None)
+        if len(columns) > MAX_COLUMNS:
+            raise DatasetError(f"{name}: line {number} brings the columns to {len(columns)}; the limit is "
+                               f"{MAX_COLUMNS} (keep the keys the workflow reads)")
         rows.append({str(k): v for k, v in value.items()})
         lines.append(number)
     if problems:
@@ -177,13 +182,11 @@ def _parse_csv(text: str, name: str) -> tuple[list[dict[str, Any]], list[str], l
             if not record or (len(record) == 1 and not record[0].strip()):  # a blank line
                 continue
             if header is None:
+                if len(record) > MAX_COLUMNS:
+                    raise DatasetError(f"{name}: the header has {len(record)} columns; the limit is {MAX_COLUMNS} "
+                                       "(is this a dataset? keep the columns the workflow reads)")
                 header = [cell.strip() for cell in record]
-                for i, column in enumerate(header, start=1):
-                    if not column:
-                        problems.append(f"header: column {i} has no name")
-                duplicates = sorted({c for c in header if c and header.count(c) > 1})
-                if duplicates:
-                    problems.append(f"header: duplicate column names {', '.join(duplicates)}")
+                problems.extend(_header_problems(header))
                 continue
             number += 1
             if number > MAX_ROWS:
@@ -204,6 +207,22 @@ def _parse_csv(text: str, name: str) -> tuple[list[dict[str, Any]], list[str], l
     if not rows:
         raise DatasetError(f"{name} has a header row but no data rows")
     return rows, header, lines
+
+
+def _header_problems(header: list[str]) -> list[str]:
+    """Unnamed and duplicate columns, in one pass (a header may be long)."""
+    problems = [f"header: column {i} has no name" for i, column in enumerate(header, start=1) if not column]
+    seen: set[str] = set()
+    duplicates: set[str] = set()
+    for column in header:
+        if column and column in seen:
+            duplicates.add(column)
+        seen.add(column)
+    if duplicates:
+        shown = sorted(duplicates)
+        more = f" (and {len(shown) - 20} more)" if len(shown) > 20 else ""
+        problems.append(f"header: duplicate column names {', '.join(shown[:20])}{more}")
+    return problems
 
 
 # ------------------------------------------------------------------ binding

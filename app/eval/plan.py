@@ -218,6 +218,12 @@ def plan_from_config(config: dict[str, Any], registry: NodeRegistry) -> EvalPlan
     if plan.dataset.sha256 != config["dataset"]["sha256"]:
         raise EvalSetupError([f"dataset {config['dataset']['path']} changed since the evaluation started "
                               "(its hash differs); start a new evaluation instead of resuming"])
+    changed = [w.name for w, recorded in zip(plan.workflows, config["workflows"], strict=True)
+               if recorded.get("hash") != w.workflow.semantic_hash()]
+    if changed:  # the record's YAML no longer matches the workflow it started with: never run an edited copy
+        raise EvalSetupError([f"workflow {name!r} of this evaluation was changed in the trace database since it "
+                              "started (its hash differs); start a new evaluation instead of resuming"
+                              for name in changed])
     plan.items = [int(i) for i in config["items"]]
     plan.limit, plan.shuffle = config.get("limit"), bool(config.get("shuffle"))
     for w, recorded in zip(plan.workflows, config["workflows"], strict=True):

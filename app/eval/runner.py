@@ -214,11 +214,17 @@ class Evaluation:
         if result.status != SUCCEEDED:
             values.update(score=0.0, correct=False, detail=(result.error or result.status)[:500])
             return values
-        grade = self.plan.metric.grade(output, row, reference, result.outputs)
+        try:  # a metric that fails on one row's data fails that item, never the whole evaluation
+            grade = self.plan.metric.grade(output, row, reference, result.outputs)
+            texts = _sample_texts(result, wf.sampler, output)
+            samples = grade_samples(self.plan.metric, texts, row, reference) if texts else None
+        except Exception as exc:
+            log.warning("evaluation %s: the metric failed on an item: %s", self.eval_id, exc)
+            values.update(score=0.0, correct=False, detail=f"the metric failed: {type(exc).__name__}: {exc}"[:500])
+            return values
         values.update(score=grade.score, correct=grade.correct, detail=grade.detail[:500])
-        texts = _sample_texts(result, wf.sampler, output)
-        if texts:
-            values["samples"] = grade_samples(self.plan.metric, texts, row, reference)
+        if samples is not None:
+            values["samples"] = samples
         return values
 
     def _budget_left(self) -> Budget:

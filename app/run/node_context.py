@@ -7,12 +7,12 @@ import json
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict, dataclass, replace
+from typing import Any, TypeVar
 
 from app.run import events as ev
 from app.run.events import Event, EventBus
-from app.run.sample_cache import SampleCache, choice_key, sample_key, score_key
+from app.run.sample_cache import SampleCache, choice_key, sample_key, score_key, shared_seed
 from app.run.status import budget_stop_reason, is_budget_stop
 from backends.base import (
     CancelledError,
@@ -32,11 +32,11 @@ from backends.base import (
 from nodes.base import NodeError, to_jsonable
 from nodes.thinking import THINK_PURPOSE
 
-
-class BudgetExceededError(CancelledError):
 SubworkflowRunner = Callable[[Sequence[dict[str, Any]], bool], list[dict[str, Any]]]
 """Runs a workflow node's child once per inputs dict (mapped: numbered child runs); the outputs of each."""
 
+
+class BudgetExceededError(CancelledError):
     """A run-level budget ran out."""
 
 
@@ -64,13 +64,28 @@ class RunStats(TokenCounts):
         return asdict(self)
 
 
+_Counts = TypeVar("_Counts", bound=TokenCounts)
+
+
+def without_cache_hits(usage: _Counts) -> _Counts:
+    """`usage` as if the prefix cache had saved nothing: cached prompt tokens count as evaluated."""
+    return replace(usage, prompt_tokens_evaluated=usage.prompt_tokens_evaluated + usage.prompt_tokens_cached,
+                   prompt_tokens_cached=0)
+
+
 class RunState:
     """Mutable accounting of one run, shared by its node contexts (guarded by a lock)."""
 
     def __init__(self, run_id: str, budget: Budget, cancel: CancelToken, bus: EventBus,
-                 samples: SampleCache | None = None) -> None:
+                 samples: SampleCache | None = None, hide_cache_hits: bool = False) -> None:
         self.run_id = run_id
+        self.hide_cache_hits = hide_cache_hits
+        """Count and report prompt tokens the prefix cache saved as evaluated (share mode: the cache is shared by
+        every visitor, so a hit would tell one visitor what another's prompt began with)."""
         self.samples = samples
+        self.shared_seed: int | None = None
+        """--share-samples: the run seed from which generate() derives samples' seeds with their prompt instead of
+        the node's seed, so workflows drawing the same prompt and params share one draw through the sample cache."""
         self.budget = budget
         self.cancel = cancel
         self.bus = bus
@@ -126,23 +141,23 @@ class RunNodeContext:
         self._backend_for = backend_for
         self._model = model or default_model
         self._python_allowed = python_allowed
+        self._subworkflows = subworkflows
 
     # -- helpers
-        self._subworkflows = subworkflows
     def backend(self, model: str | None = None) -> LLMBackend:
         return self._backend_for(model or self._model)
 
     def allow_python(self) -> bool:
         return self._python_allowed
 
-    def _emit(self, type_: str, data: dict[str, Any]) -> None:
-        self._state.bus.emit(Event(type_, self._state.run_id, self.node_id, data))
     def run_workflow(self, runs: Sequence[dict[str, Any]], mapped: bool) -> list[dict[str, Any]]:
         """This workflow node's child, once per inputs dict, all at once, inside this run (the scheduler's)."""
         if self._subworkflows is None:
             raise NodeError(f"node {self.node_id!r} has no sub-workflow to run")
         return self._subworkflows(runs, mapped)
 
+    def _emit(self, type_: str, data: dict[str, Any]) -> None:
+        self._state.bus.emit(Event(type_, self._state.run_id, self.node_id, data))
 
     def event(self, kind: str, data: dict[str, Any]) -> None:
         self._emit(ev.NODE_EVENT, {"kind": kind, **to_jsonable(data)})
@@ -171,7 +186,7 @@ class RunNodeContext:
 
     def _after_call(self, usage: TokenCounts) -> None:
         st = self._state
-        st.add_tokens(usage)
+        st.add_tokens(without_cache_hits(usage) if st.hide_cache_hits else usage)
         if st.budget.max_tokens is not None and st.tokens_used() > st.budget.max_tokens:
             st.exceed(f"max_tokens={st.budget.max_tokens} reached ({st.tokens_used()} used)")
         st.check_time()
@@ -184,6 +199,8 @@ class RunNodeContext:
         """The one place an LM_CALL event is built. A request's prompt is evaluated once for all its items, so
         with `share` its evaluated and cached prompt tokens go to the first item and 0 to the others."""
         first = index == 0 or not share
+        if self._state.hide_cache_hits:
+            usage = without_cache_hits(usage)
         self._emit(ev.LM_CALL, {
             "call_id": f"{self.node_id}#{self._state.next_call_id()}", "purpose": purpose,
             "model": backend.model_id, "sample_index": index, "n": n, "parent": None, "tag": {},
@@ -201,6 +218,9 @@ class RunNodeContext:
         """N completions of one prompt. Seeded samples already drawn with the same model, prompt and params
         come from the sample cache; only the others are drawn (in one batched request)."""
         self.cancel.raise_if_cancelled()
+        if seeds is not None and self._state.shared_seed is not None:  # sample i keeps its offset from node seed
+            root = shared_seed(self._state.shared_seed, prompt)
+            seeds = [(root + s - self.seed) & 0x7FFFFFFF for s in seeds]
         backend = self.backend(model)
         cache = self._state.samples
         keys = [sample_key(backend.model_id, prompt, params, s) for s in seeds] \

@@ -7,12 +7,14 @@ import secrets
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from app.run.node_context import without_cache_hits
 from app.serve import shapes, sse
 from app.serve.access import Caller
 from app.serve.catalog import FileModel
@@ -93,8 +95,12 @@ async def plain_completion(request: Request, service: StudioService, config: Ser
     await job.admitted()
     cid, created = (f"chatcmpl-{uuid.uuid4().hex[:24]}" if chat else f"cmpl-{uuid.uuid4().hex[:24]}"), shapes.now()
     if req.stream:
-        return sse.EventStreamResponse(_stream(job, model.name, req, cid, created, chat), on_close=job.cancel)
+        return sse.EventStreamResponse(_stream(job, model.name, req, cid, created, chat,
+                                               hide_cache_hits=caller.remote or caller.share_rules),
+                                       on_close=job.cancel)
     result: GenerateResult = await job.result(request)
+    if caller.remote or caller.share_rules:  # the prefix cache is shared: a hit would reveal another's prompt
+        result = replace(result, usage=without_cache_hits(result.usage))
     if chat:
         choices = [shapes.chat_choice(i, c.text, shapes.finish_reason(c), shapes.chat_logprobs(c))
                    for i, c in enumerate(result.completions)]
@@ -104,7 +110,8 @@ async def plain_completion(request: Request, service: StudioService, config: Ser
     return JSONResponse(shapes.text_completion(cid, model.name, created, choices, result.usage))
 
 
-async def _stream(job: Job, model: str, req: ApiRequest, cid: str, created: int, chat: bool) -> AsyncIterator[bytes]:
+async def _stream(job: Job, model: str, req: ApiRequest, cid: str, created: int, chat: bool, *,
+                  hide_cache_hits: bool = False) -> AsyncIterator[bytes]:
     n = req.sampling.n
 
     def chunk(choices: list[dict[str, Any]]) -> bytes:
@@ -139,7 +146,7 @@ async def _stream(job: Job, model: str, req: ApiRequest, cid: str, created: int,
     result: GenerateResult = event[1]
     yield chunk([piece(i, None if chat else "", shapes.finish_reason(c)) for i, c in enumerate(result.completions)])
     if req.include_usage:
-        usage = shapes.usage(result.usage)
+        usage = shapes.usage(without_cache_hits(result.usage) if hide_cache_hits else result.usage)
         body = shapes.chat_chunk(cid, model, created, []) if chat else \
             shapes.text_completion(cid, model, created, [], include_usage=False)
         yield sse.data({**body, "usage": usage})

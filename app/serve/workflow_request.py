@@ -48,6 +48,8 @@ class PreparedRun:
     run_ids: list[str]
     graded: Graded
     overrides: dict[str, list[str]] = field(default_factory=dict)
+    hide_cache_hits: bool = False
+    """Callers from other machines and share mode: prefix-cache hits are not reported (see RunState)."""
 
 
 def graded_output(wf: Workflow, registry: NodeRegistry) -> Graded:
@@ -147,4 +149,5 @@ def prepare(service: StudioService, caller: Caller, model: WorkflowModel, req: A
     budget = caller.policy.cap_budget(None) if caller.share_rules else Budget()
     return PreparedRun(model=model.name, wf=wf, values=values, budget=budget, seeds=seeds,
                        run_ids=[uuid.uuid4().hex[:12] for _ in seeds], graded=graded_output(wf, service.registry),
-                       overrides={k: v for k, v in overrides.items() if v})
+                       overrides={k: v for k, v in overrides.items() if v},
+                       hide_cache_hits=caller.remote or caller.share_rules)

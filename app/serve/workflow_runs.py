@@ -64,7 +64,8 @@ def run_choices(job: Job, service: StudioService, prepared: PreparedRun, stream:
         if stream:
             observers.append(ChoiceObserver(job, i, prepared.graded))
         return service.scheduler.run(prepared.wf, prepared.values, seed=prepared.seeds[i], budget=prepared.budget,
-                                     cancel=job.token(), observers=observers, run_id=prepared.run_ids[i])
+                                     cancel=job.token(), observers=observers, run_id=prepared.run_ids[i],
+                                     hide_cache_hits=prepared.hide_cache_hits)
 
     if len(prepared.seeds) == 1:
         return [one(0)]

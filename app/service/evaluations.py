@@ -25,7 +25,8 @@ from app.run.status import CANCELLED, FAILED, SUCCEEDED
 from app.service.errors import UserError
 from app.service.inline_datasets import rows_file
 from app.service.visitor_uploads import check_room, visitor_folder
-from app.share.policy import SharePolicy
+from app.share.consent import RemoteConsent, RemoteConsentError
+from app.share.policy import SharePolicy, check_workflow_allowed, resolve_model_choices
 from app.share.run_gate import QueueFullError, RunGate
 from nodes.registry import NodeRegistry
 
@@ -70,7 +71,7 @@ class EvaluationService:
     def __init__(self, *, registry: NodeRegistry, scheduler: Scheduler, policy: SharePolicy,
                  trace_store: Any, uploads_dir: Path, observers: list[Any] | None = None,
                  max_concurrent: int = 1, dry_run: bool = False, gate: RunGate | None = None,
-                 runs_of: Callable[[str | None], int] | None = None) -> None:
+                 runs_of: Callable[[str | None], int] | None = None, consent: RemoteConsent | None = None) -> None:
         self.registry = registry
         self.scheduler = scheduler
         self.policy = policy
@@ -85,6 +86,8 @@ class EvaluationService:
         self.gate = gate
         """Share mode: the run gate a visitor's evaluation waits in and holds one slot of, as a run does."""
         self.runs_of = runs_of
+        self.consent = consent if consent is not None else RemoteConsent()
+        """The one consent check for remote servers (StudioService's, shared with the editor)."""
         """Share mode: a visitor's unfinished runs and evaluations (the per-visitor limit counts both)."""
         self._live: dict[str, _Live] = {}
         self._owners: dict[str, str | None] = {}
@@ -186,7 +189,7 @@ class EvaluationService:
 
     # ------------------------------------------------------------------ plans
 
-    def plan(self, request: dict[str, Any], *, visitor: str | None = None) -> Any:
+    def plan(self, request: dict[str, Any], *, visitor: str | None = None, doing: str = "evaluated") -> Any:
         """An EvalPlan from the tab's form: {workflows: [{name, yaml}], dataset, metric, output, sweeps,
         mapping, reference, limit, shuffle, seed}, the dataset as `visitor` sees it. UserError lists every
         problem."""
@@ -211,15 +214,29 @@ class EvaluationService:
                              seed=int(request.get("seed") or 0))
         except EvalSetupError as exc:
             raise UserError("\n".join(exc.problems[:20])) from None
-        from app.share.policy import check_workflow_allowed
-
-        refused = [i.format() for w in plan.workflows for i in check_workflow_allowed(w.workflow, self.policy)]
+        refused: list[str] = []
+        for w in plan.workflows:  # each sweep point too: a swept param can ask for what the workflow does not
+            for variant in (w.workflow, *w.variants):
+                found = [i.format() for i in check_workflow_allowed(variant, self.policy)]
+                refused += [text for text in found if text not in refused]
         if refused:
             raise UserError("; ".join(refused[:5]))
+        if not self.policy.share_mode:  # share mode refused remote models above
+            origins = [str(w.get("origin") or "") for w in workflows if isinstance(w, dict)]
+            confirmed = bool(request.get("confirmed_remote"))
+            for w, origin in zip(plan.workflows, origins, strict=False):
+                try:
+                    self.consent.require(w.workflow, visitor, origin=origin, confirmed=confirmed, doing=doing)
+                except RemoteConsentError as exc:
+                    raise UserError(str(exc)) from None
+        else:  # the owner's model settings, as for runs: visitors share one loaded copy per model file
+            for w in plan.workflows:
+                w.workflow = resolve_model_choices(w.workflow, self.policy)
+                w.variants = [resolve_model_choices(v, self.policy) for v in w.variants]
         return plan
 
     def estimate(self, request: dict[str, Any], *, visitor: str | None = None) -> dict[str, Any]:
-        plan = self.plan(request, visitor=visitor)
+        plan = self.plan(request, visitor=visitor, doing="estimated")
         return {"estimate": self._estimate(plan), "tasks": plan.total_tasks}
 
     def _main_backend(self, plan: Any) -> Any:

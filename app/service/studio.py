@@ -19,6 +19,7 @@ from app.run.status import CANCELLED, FAILED, INVALID, QUEUED, SUCCEEDED
 from app.service.errors import UserError
 from app.service.evaluations import EvaluationService
 from app.service.model_catalog import ModelCatalog
+from app.share.consent import RemoteConsent
 from app.share.policy import (
     SharePolicy,
     check_workflow_allowed,
@@ -100,12 +101,15 @@ class StudioService:
         names and paths that stay inside the folder only."""
         self.scheduler = Scheduler(self.registry, provider, allow_python=self.policy.allow_python,
                                    children=self.children)
+        self.scheduler.hide_cache_hits = self.policy.share_mode  # the prefix cache is shared by all visitors
         self._trace_db = Path(trace_db).expanduser() if trace_db else None
         self._trace_store = trace_store
         self._trace_error: str | None = None
         self._trace_lock = threading.Lock()
         self._gate = RunGate.for_policy(self.policy)
         self.visitors = VisitorIdentities()
+        self.consent = RemoteConsent()
+        """The one consent check for remote servers named by workflows from links and uploads."""
         """Share mode: who a browser call is for (its session, within a bound per client address)."""
         self._runs: dict[str, _RunHandle] = {}
         self._runs_lock = threading.Lock()
@@ -170,7 +174,8 @@ class StudioService:
                 self._evaluations = EvaluationService(
                     registry=self.registry, scheduler=self.scheduler, policy=self.policy,
                     trace_store=self.trace_store, uploads_dir=paths.datasets_dir() / "uploads",
-                    dry_run=self.dry_run, gate=self._gate, runs_of=self.unfinished_runs_of)
+                    dry_run=self.dry_run, gate=self._gate, runs_of=self.unfinished_runs_of,
+                    consent=self.consent)
             return self._evaluations
 
     def schema(self) -> list[dict[str, Any]]:

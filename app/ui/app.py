@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -10,6 +11,7 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 import gradio as gr
 
 from app.platform.resources import static_dir
+from app.platform.scratch import ScratchFolder, remove_stale
 from app.serve.config import ServeConfig, studio_config
 from app.serve.routes import api_routes
 from app.service.studio import StudioService
@@ -38,6 +40,25 @@ GRADIO_CACHE_CLEANUP = (900, 3600)
 """Every 15 minutes Gradio deletes the files it copied for this app (downloads, uploads) that are over an hour old."""
 
 
+GRADIO_FILES_PREFIX = "metagen-gradio"
+_gradio_files: ScratchFolder | None = None
+
+
+def own_gradio_cache() -> Path:
+    """Give this app instance a Gradio cache folder of its own (Gradio's default, <tmp>/gradio, is shared by every
+    instance on the machine, so one could serve a file another made): a scratch folder removed at exit and on a
+    stopping signal, inside $GRADIO_TEMP_DIR when the owner set one. Folders left by killed instances are removed."""
+    global _gradio_files
+    if _gradio_files is None:
+        given = os.environ.get("GRADIO_TEMP_DIR")
+        parent = Path(given).expanduser() if given else None
+        remove_stale(GRADIO_FILES_PREFIX, parent)
+        _gradio_files = ScratchFolder(GRADIO_FILES_PREFIX, keep=None, parent=parent)
+    folder = _gradio_files.folder
+    os.environ["GRADIO_TEMP_DIR"] = str(folder)  # read by Gradio whenever a block or the server app is made
+    return folder
+
+
 def static_head() -> str:
     """<link>/<script> tags for the editor page's JS and CSS (served from static/, never a CDN)."""
     return asset_tags(STATIC_FILES)
@@ -46,6 +67,7 @@ def static_head() -> str:
 def build_app(service: StudioService) -> gr.Blocks:
     """The whole UI; every request goes through `service`, whose policy (local or share mode) was fixed
     when it was built, together with its scheduler and run queue."""
+    own_gradio_cache()
     gr.set_static_paths([static_dir()])
     with gr.Blocks(title=APP_TITLE, analytics_enabled=False, fill_width=True,
                    delete_cache=GRADIO_CACHE_CLEANUP) as demo:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import weakref
@@ -11,7 +12,8 @@ import gradio as gr
 
 from app.service.errors import UserError
 from app.service.studio import StudioService, issues_summary
-from app.share.policy import check_workflow_allowed, python_code, remote_models
+from app.share.consent import UNTRUSTED_ORIGINS
+from app.share.policy import check_workflow_allowed, python_code
 from app.ui.endpoints import VISITOR_KEY, endpoint
 from app.workflow.problems import errors
 from nodes.registry import graph_rules
@@ -89,8 +91,6 @@ PAGE_MARKUP = """
 
 JS_ON_LOAD = "window.MetagenUI.start(element, server);"
 
-UNTRUSTED_ORIGINS = ("link", "upload")
-"""Where a workflow came from when its python code must be shown and confirmed before its first run."""
 
 _saved_by: weakref.WeakKeyDictionary[StudioService, dict[str, set[str]]] = weakref.WeakKeyDictionary()
 _saved_lock = threading.Lock()
@@ -125,12 +125,21 @@ def mg_list(service: StudioService, _payload: dict[str, Any]) -> dict[str, Any]:
     return {"workflows": service.list_workflows(), "examples": service.list_examples()}
 
 
+def _agree_to_own(service: StudioService, opened: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:
+    """A workflow file of the owner's folder or an example is a trusted origin: its remote servers need no
+    confirmation in this browser (the Evaluate tab's evaluation of the editor's workflow included)."""
+    if not service.share_mode and not opened.get("error") and opened.get("workflow"):
+        with contextlib.suppress(UserError):
+            service.consent.agree(service.workflow_from_json(opened["workflow"]), _visitor(payload))
+    return opened
+
+
 def mg_open(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
-    return service.open_workflow(str(payload.get("name", "")))
+    return _agree_to_own(service, service.open_workflow(str(payload.get("name", ""))), payload)
 
 
 def mg_example(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
-    return service.open_example(str(payload.get("name", "")))
+    return _agree_to_own(service, service.open_example(str(payload.get("name", ""))), payload)
 
 
 def mg_save(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
@@ -170,12 +179,15 @@ def mg_run(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
         raise UserError("the run form sent bad inputs; reload the page")
     # a workflow from a link or an upload that runs python here (where python is off, the run is refused anyway)
     # or sends prompts, and maybe an API key from this machine's environment, to another server: show it and ask
-    if str(payload.get("origin", "")) in UNTRUSTED_ORIGINS and not payload.get("confirmed_python"):
-        wf = service.workflow_from_json(payload.get("workflow"))
+    origin, confirmed = str(payload.get("origin", "")), bool(payload.get("confirmed_python"))
+    wf = service.workflow_from_json(payload.get("workflow"))
+    if origin in UNTRUSTED_ORIGINS and not confirmed:
         code = python_code(wf) if service.policy.allow_python else []
-        remote = [] if service.share_mode else remote_models(wf)  # share mode refuses remote models outright
+        remote = [] if service.share_mode else service.consent.missing(wf, _visitor(payload))  # share: refused
         if code or remote:
             return {"needs_confirmation": True, "code": code, **({"remote": remote} if remote else {})}
+    if not service.share_mode:  # the one consent check (also the Evaluate tab's): remembers what was agreed
+        service.consent.require(wf, _visitor(payload), origin=origin, confirmed=confirmed)
     return service.start_run(payload.get("workflow"), inputs, payload.get("seed", 0) or 0,
                              visitor=_visitor(payload))
 

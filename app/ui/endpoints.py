@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -11,6 +10,7 @@ import gradio as gr
 
 from app.service.errors import UserError
 from app.service.studio import StudioService
+from app.share.policy import is_loopback_host
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +34,32 @@ def visitor_of(request: Any) -> str | None:
     return None
 
 
+def client_address(request: Any) -> str | None:
+    """The address a request came from. Behind a proxy on this machine (Gradio's share tunnel connects from
+    loopback) the last X-Forwarded-For hop, the one the proxy added, names the caller."""
+    client = getattr(request, "client", None)
+    host = str(getattr(client, "host", "") or "") or None
+    headers = getattr(request, "headers", None)
+    forwarded = headers.get("x-forwarded-for") if headers is not None and hasattr(headers, "get") else None
+    if forwarded and (host is None or is_loopback_host(host)):
+        last = str(forwarded).split(",")[-1].strip()
+        return last or host
+    return host
+
+
+def visitor_for(service: StudioService, request: Any) -> str | None:
+    """The visitor a browser call is made for: its Gradio session (local mode); in share mode the identity
+    `service.visitors` gives its session and client address (app/share/visitors.py: no session, or more sessions
+    than one address may hold, and the call is its address's visitor, the same on every call). No request at all
+    (the app's own callers, tests) is None in local mode."""
+    session = visitor_of(request)
+    if not service.share_mode:
+        return session
+    if session is None:
+        log.info("a call without a Gradio session in share mode: the visitor of its client address")
+    return service.visitors.identify(session, client_address(request))
+
+
 def endpoint(fn: ServiceCall, service: StudioService) -> Callable[[Any], Any]:
     """Wrap a service call for the browser. A problem the user can fix (UserError, ValueError) comes back as
     {error: its message}; anything else is logged with its traceback and answered with its type only, so no
@@ -42,10 +68,7 @@ def endpoint(fn: ServiceCall, service: StudioService) -> Callable[[Any], Any]:
 
     def call(payload: Any = None, request: gr.Request = None) -> Any:  # type: ignore[assignment]
         data = dict(payload) if isinstance(payload, dict) else {}
-        visitor = visitor_of(request)
-        if visitor is None and service.share_mode:  # no session: a visitor of its own, sharing nothing
-            log.warning("%s: a call without a Gradio session in share mode", fn.__name__)
-            visitor = f"no-session-{uuid.uuid4().hex}"
+        visitor = visitor_for(service, request)
         data[VISITOR_KEY] = visitor  # set here, never taken from the browser's payload
         try:
             return fn(service, data)

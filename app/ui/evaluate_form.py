@@ -138,7 +138,7 @@ def selected_workflows(service: StudioService, picked: list[str] | None,
             if current is None:
                 raise UserError("the editor has no workflow to evaluate (it is empty or its YAML does not load); "
                                 "open one in the Editor tab or pick a saved workflow or example")
-            out.append({"name": f"{current.name} (editor)", "yaml": text})
+            out.append({"name": f"{current.name} (editor)", "yaml": text, "origin": "editor"})
         elif value.startswith(SAVED):
             name = value[len(SAVED):]
             out.append({"name": name, "yaml": service.read_workflow_text(name)})

@@ -5,7 +5,6 @@ event's visitor (its Gradio session) sees only its own evaluations and uploads i
 from __future__ import annotations
 
 import logging
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,8 +13,9 @@ import gradio as gr
 
 from app import viz
 from app.service.errors import UserError
+from app.service.evaluations import read_upload
 from app.service.studio import StudioService
-from app.ui.endpoints import visitor_of
+from app.ui.endpoints import visitor_for
 from app.ui.evaluate_form import (
     DEFAULT_OUTPUT,
     EDITOR,
@@ -126,13 +126,10 @@ class EvaluateHandlers:
         self.v = view
 
     def _visitor(self, request: gr.Request | None) -> str | None:
-        """The visitor behind an event; in share mode an event without a Gradio session is a visitor of its
-        own, sharing nothing (as in app/ui/endpoints.py)."""
-        visitor = visitor_of(request)
-        if visitor is None and request is not None and self.service.share_mode:
-            log.warning("an Evaluate tab event without a Gradio session in share mode")
-            visitor = f"no-session-{uuid.uuid4().hex}"
-        return visitor
+        """The visitor behind an event, by the rule of every browser call (`endpoints.visitor_for`)."""
+        if request is None:  # called directly (tests): the app itself
+            return None
+        return visitor_for(self.service, request)
 
     # ---------------------------------------------------------------- reading the form
 
@@ -290,7 +287,7 @@ class EvaluateHandlers:
             return {}
         path = getattr(path, "name", path)  # a file object from older Gradio versions
         try:
-            data = Path(path).read_bytes()
+            data = read_upload(Path(path))  # refused by its size before it is read
             added = self.service.evaluations.upload_dataset(Path(path).name, data, visitor=visitor)
         except Exception as exc:
             return {v.message: self._error(exc, "upload the dataset")}

@@ -22,7 +22,7 @@ from app.share.deeplink import (
     workflow_link,
 )
 from app.ui.assets import asset_tags
-from app.ui.endpoints import endpoint, visitor_of
+from app.ui.endpoints import endpoint, visitor_for
 from app.ui.traces_tab import TracesTab
 
 log = logging.getLogger(__name__)
@@ -159,6 +159,7 @@ def wire_run_links(demo: gr.Blocks, service: StudioService, tabs: gr.Tabs, trace
         return
 
     def on_load(request: gr.Request) -> tuple[Any, Any, str]:
-        return open_run_from_query(service, dict(request.query_params) if request else {}, visitor_of(request))
+        query = dict(request.query_params) if request else {}
+        return open_run_from_query(service, query, visitor_for(service, request))
 
     demo.load(on_load, None, [tabs, traces.run_pick, traces.message])

@@ -12,10 +12,10 @@ from typing import Any
 import gradio as gr
 
 from app import viz
-from app.platform.scratch import ScratchFolder
+from app.platform.scratch import ScratchFolder, scratch_file_name
 from app.run.status import END_STATUSES, INTERRUPTED, RUNNING
 from app.service.studio import StudioService
-from app.ui.endpoints import visitor_of
+from app.ui.endpoints import visitor_for
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +157,7 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
 
     def load_list(workflow: str, status: str, picked: str | None = None,
                   request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
-        rows, names = run_rows(service, workflow, status, visitor_of(request))
+        rows, names = run_rows(service, workflow, status, visitor_for(service, request))
         choices = [run_choice(r) for r in rows]
         keys = [key for _, key in choices]
         # keep the run already picked (e.g. opened by a ?run= link), else show the newest
@@ -182,7 +182,7 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
         if not run_id:
             return empty_views("Pick a run.")
         try:
-            record = visitor_record(service, run_id, visitor_of(request))
+            record = visitor_record(service, run_id, visitor_for(service, request))
         except Exception as exc:
             return empty_views(str(exc))
         samples_fig, samples_text = _sample_views(record, None)
@@ -215,7 +215,7 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
         if not run_id:
             return gr.update(visible=False), ""
         try:
-            record = visitor_record(service, run_id, visitor_of(request))
+            record = visitor_record(service, run_id, visitor_for(service, request))
         except Exception as exc:
             return gr.update(visible=False), _message(str(exc))
         return _sample_views(record, node_id or None)
@@ -226,7 +226,7 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
         if not run_id or not call_id:
             return ""
         try:
-            record = visitor_record(service, run_id, visitor_of(request))
+            record = visitor_record(service, run_id, visitor_for(service, request))
         except Exception as exc:
             return _message(str(exc))
         return _as_html(_safe(viz.token_view_html, record, call_id))
@@ -236,7 +236,7 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
     def compare(a: str | None, b: str | None, request: gr.Request = None) -> str:  # type: ignore[assignment]
         if not a or not b:
             return _message("Pick two runs to compare.")
-        visitor = visitor_of(request)
+        visitor = visitor_for(service, request)
         try:
             return _as_html(_safe(viz.compare_runs_html, visitor_record(service, a, visitor),
                                   visitor_record(service, b, visitor)))
@@ -249,7 +249,7 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
         if not run_id:
             return gr.update(), gr.update(), "Pick a run first."
         try:
-            record = visitor_record(service, run_id, visitor_of(request))
+            record = visitor_record(service, run_id, visitor_for(service, request))
         except Exception as exc:
             return gr.update(), gr.update(), str(exc)
         text = record["run"].get("workflow_yaml") or ""
@@ -273,7 +273,8 @@ def _export_file(record: dict[str, Any]) -> str | None:
     text = _safe(viz.export_html, record)
     if not isinstance(text, str) or not text:
         return None
-    return str(REPORTS.write_text(f"run-{record['run']['id']}.html", text))
+    # an imported run's id is any text (`a/b`, `..`): the file name is made from it, never the id itself
+    return str(REPORTS.write_text(scratch_file_name(f"run-{record['run']['id']}", ".html"), text))
 
 
 COPY_RUN_LINK_JS = """(run) => {

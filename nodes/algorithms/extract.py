@@ -88,12 +88,15 @@ def parse_number(text: str) -> float | None:
         return None
     if re.fullmatch(r"[-+]?\d{1,3}(,\d{3})+(\.\d+)?([eE][-+]?\d+)?", s):
         s = s.replace(",", "")
-    if re.fullmatch(r"[-+]?\d+\s*/\s*\d+", s):
-        num, den = (int(x) for x in s.split("/"))
-        return float(Fraction(num, den)) if den else None
-    if not re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", s):
+    try:  # a 5000-digit integer is beyond int()'s digit limit, its fraction beyond a float: not a number here
+        if re.fullmatch(r"[-+]?\d+\s*/\s*\d+", s):
+            num, den = (int(x) for x in s.split("/"))
+            return float(Fraction(num, den)) if den else None
+        if not re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", s):
+            return None
+        value = float(s)
+    except (ValueError, OverflowError):
         return None
-    value = float(s)
     return value if math.isfinite(value) else None
 
 
