@@ -15,7 +15,8 @@ from nodes.registry import default_registry
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
 EXPECTED = ("chain_of_thought", "best_of_n", "self_consistency", "weighted_vote", "mbr", "rejection_sampling",
-            "self_refine", "beam_search", "universal_self_consistency", "deepconf", "cot_decoding")
+            "self_refine", "beam_search", "universal_self_consistency", "deepconf", "cot_decoding",
+            "refine_each", "best_of_refined", "judge_of_methods")
 EXPECTED += ("dvts", "particle_filter", "mcts", "thinking_budget")
 FILES = sorted(WORKFLOWS.glob("*.yaml"))
 
@@ -50,3 +51,19 @@ def test_example_runs_end_to_end_on_the_fake_backend(path: Path) -> None:
     assert result.status == SUCCEEDED, result.error
     assert set(result.outputs) == set(wf.outputs)
     assert result.stats.lm_calls > 0
+
+
+def test_sub_workflow_examples_nest_their_children() -> None:
+    """best_of_refined maps refine_each over 4 drafts; judge_of_methods runs three examples as nodes."""
+    recorder = EventRecorder(skip=("token",))
+    wf = load_workflow_text((WORKFLOWS / "best_of_refined.yaml").read_text(encoding="utf-8"))
+    result = Scheduler(default_registry(), fake_provider()).run(wf, seed=3, observers=[recorder])
+    assert result.status == SUCCEEDED, result.error
+    ids = {e.node_id for e in recorder.of_type("node_end")}
+    assert {f"refine_each/{i}/revise" for i in range(4)} <= ids
+    assert len(result.node_outputs["refine_each"]["candidates"]) == 4
+    wf = load_workflow_text((WORKFLOWS / "judge_of_methods.yaml").read_text(encoding="utf-8"))
+    result = Scheduler(default_registry(), fake_provider()).run(wf, seed=3, observers=[recorder])
+    assert result.status == SUCCEEDED, result.error
+    assert [c.source for c in result.node_outputs["answers"]["candidates"].candidates] == [
+        "chain_of_thought", "self_consistency", "beam_search"]
