@@ -16,6 +16,7 @@ from app.platform.fileio import atomic_write_text
 from app.run.status import SUCCEEDED
 
 ACTIONS = ("list", "show", "export", "delete")
+MAX_BOOTSTRAP = 10_000
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -43,6 +44,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--limit", type=int, default=None, metavar="N", help="at most N items")
     p.add_argument("--shuffle", action="store_true", help="shuffle the items (with --seed) before --limit")
     p.add_argument("--seed", type=int, default=0, help="run seed and shuffle seed (default 0)")
+    p.add_argument("--share-samples", action="store_true",
+                   help="samplers drawing the same (model, prompt, decoding params) in different workflows share "
+                        "one draw: seeds come from the item's prompt, not the node id, so strategies are compared on "
+                        "identical samples and each extra one costs only its scoring")
+    p.add_argument("--bootstrap", type=int, default=0, metavar="B",
+                   help="maj@k and best-of-k curves: mean over B random k-subsets of the N samples "
+                        "(default 0: the first k)")
     p.add_argument("--concurrency", type=int, default=None, metavar="K",
                    help="items in flight at once (default 8: keeps the engine's batch full)")
     p.add_argument("--resume", default=None, metavar="EVAL_ID", help="finish an interrupted evaluation")
@@ -116,6 +124,9 @@ def _run(args: argparse.Namespace, resume: str | None = None) -> int:
         if value is not None and not value > 0:
             _err(f"--{name.replace('_', '-')} must be a positive number, got {value}")
             return EXIT_INVALID
+    if not 0 <= args.bootstrap <= MAX_BOOTSTRAP:
+        _err(f"--bootstrap must be from 0 (the first k samples) to {MAX_BOOTSTRAP} resamples, got {args.bootstrap}")
+        return EXIT_INVALID
     registry = default_registry()
     traces, evals = _open_stores(args)
     try:
@@ -142,6 +153,7 @@ def _run(args: argparse.Namespace, resume: str | None = None) -> int:
             plan = make_plan([WorkflowSource(path=Path(t)) for t in args.targets], data_path, registry=registry,
                              metric=args.metric, output=args.output, sweeps=args.sweep, mapping=mapping,
                              reference=args.reference, limit=args.limit, shuffle=args.shuffle, seed=args.seed)
+            plan.share_samples, plan.bootstrap = args.share_samples, args.bootstrap
     except (EvalSetupError, DatasetError) as exc:
         problems = getattr(exc, "problems", None) or [str(exc)]
         print("the evaluation cannot start (nothing was run):", file=sys.stderr)
@@ -287,7 +299,8 @@ def _json_result(summary: dict[str, Any], cost: dict[str, Any] | None) -> dict[s
     from app.eval.results import json_points
 
     return {"eval_id": summary["eval_id"], "status": summary["status"], "points": json_points(summary),
-            "pass_at_k": summary["pass_at_k"], "estimate": cost if cost is not None else summary["estimate"]}
+            "pass_at_k": summary["pass_at_k"], "vote_curves": summary.get("vote_curves", []),
+            "estimate": cost if cost is not None else summary["estimate"]}
 
 
 def format_table(summary: dict[str, Any]) -> str:
@@ -304,6 +317,12 @@ def format_table(summary: dict[str, Any]) -> str:
     for curve in summary["pass_at_k"]:
         lines.append(f"pass@k {curve['label']} (n={curve['n']}, {curve['items']} items): " + ", ".join(
             f"@{k}={v:.1%}" for k, v in zip(curve["k"], curve["pass_at_k"], strict=True)))
+    for curve in summary.get("vote_curves", []):
+        how = f"mean of {curve['bootstrap']} resamples" if curve["bootstrap"] else "first k"
+        for key, name in (("maj_at_k", "maj@k"), ("best_at_k", "best-of-k")):
+            if key in curve:
+                lines.append(f"{name} {curve['label']} (n={curve['n']}, {curve['items']} items, {how}): " + ", ".join(
+                    f"@{k}={v:.1%}" for k, v in zip(curve["k"], curve[key], strict=True)))
     return "\n".join(lines)
 
 

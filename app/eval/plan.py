@@ -65,6 +65,11 @@ class EvalPlan:
     limit: int | None = None
     mapping: dict[str, str] = field(default_factory=dict)
     reference: str | None = None
+    share_samples: bool = False
+    """Samplers' seeds derive from the item's prompt, not the node id: workflows drawing the same (model, prompt,
+    decoding params) share one draw through the sample cache (`metagen eval --share-samples`)."""
+    bootstrap: int = 0
+    """maj@k / best-of-k curves: the mean over this many random k-subsets of the N samples (0: the first k)."""
 
     @property
     def total_tasks(self) -> int:
@@ -81,6 +86,7 @@ class EvalPlan:
             "sweep": [{"node": a.node, "param": a.param, "values": list(a.values)} for a in self.axes],
             "seed": self.seed, "shuffle": self.shuffle, "limit": self.limit, "mapping": self.mapping,
             "reference": self.reference, "total_tasks": self.total_tasks,
+            "share_samples": self.share_samples, "bootstrap": self.bootstrap,
         }
 
 
@@ -226,6 +232,7 @@ def plan_from_config(config: dict[str, Any], registry: NodeRegistry) -> EvalPlan
                               for name in changed])
     plan.items = [int(i) for i in config["items"]]
     plan.limit, plan.shuffle = config.get("limit"), bool(config.get("shuffle"))
+    plan.share_samples, plan.bootstrap = bool(config.get("share_samples")), int(config.get("bootstrap") or 0)
     for w, recorded in zip(plan.workflows, config["workflows"], strict=True):
         w.source = recorded.get("source", w.source)
     return plan

@@ -7,6 +7,7 @@ from collections import defaultdict
 from typing import Any
 
 from app.eval.stats import pareto_front, pass_at_k, wilson_interval
+from app.eval.vote_curves import vote_curves
 from app.run.status import SUCCEEDED
 
 
@@ -59,6 +60,8 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
         "error": evaluation.get("error"), "dataset": config.get("dataset", {}), "metric": config.get("metric"),
         "output": config.get("output"), "sweep": config.get("sweep", []), "points": points,
         "pass_at_k": pass_at_k_curves(items, workflows), "disagreements": disagreements(items, points),
+        "vote_curves": vote_curves(items, workflows, int(config.get("bootstrap") or 0), int(config.get("seed") or 0)),
+        "share_samples": bool(config.get("share_samples")),
         "estimate": evaluation.get("estimate") or {}, "elapsed_s": _elapsed(evaluation),
         "done": len(items), "total": int(config.get("total_tasks", 0)),
     }

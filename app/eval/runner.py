@@ -80,6 +80,34 @@ def _sample_texts(result: RunResult, sampler: str | None, output: Any) -> list[s
     return [a if a is not None else "" for a in answers]
 
 
+def _job_groups(jobs: list[tuple[int, int]], by_item: bool) -> list[list[tuple[int, int]]]:
+    """Jobs as groups run one after another: one job per group, or (sharing samples) an item's workflows together,
+    in order, so the later ones find the first one's samples in the sample cache instead of drawing them too."""
+    if not by_item:
+        return [[job] for job in jobs]
+    groups: dict[int, list[tuple[int, int]]] = {}
+    for w_idx, item in jobs:
+        groups.setdefault(item, []).append((w_idx, item))
+    return list(groups.values())
+
+
+def _sample_votes(result: RunResult, sampler: str | None) -> dict[str, Any] | None:
+    """The graded sampler's samples as the last candidate set made of them shows them (after the verifiers that
+    scored them): each one's answer and score, for the maj@k / best-of-k curves."""
+    if sampler is None:
+        return None
+    sets = [out.get("candidates") for out in result.node_outputs.values() if isinstance(out, dict)]
+    own = (result.node_outputs.get(sampler) or {}).get("candidates")
+    if not isinstance(own, CandidateSet) or not own.candidates:
+        return None
+    lineage = [s for s in sets if isinstance(s, CandidateSet) and len(s) == len(own)
+               and all(c.source == sampler for c in s.candidates)]
+    last = lineage[-1] if lineage else own
+    scores = [c.score for c in last.candidates]
+    return {"answers": [c.answer for c in last.candidates],
+            "scores": scores if all(s is not None for s in scores) else None}
+
+
 class Evaluation:
     """One evaluation being run (new or resumed). Thread-safe `cancel()`; `run()` blocks until it ends."""
 
@@ -135,7 +163,7 @@ class Evaluation:
                 if any((w_idx, p, item) not in finished for p in range(len(wf.points)))]
         self._started = time.perf_counter()
         try:
-            self._run_jobs(jobs, finished)
+            self._run_jobs(_job_groups(jobs, self.plan.share_samples), finished)
         except Exception as exc:
             log.exception("evaluation %s failed", self.eval_id)
             self.status, self.error = FAILED, f"{type(exc).__name__}: {exc}"
@@ -145,7 +173,13 @@ class Evaluation:
         self.store.finish(self.eval_id, self.status, self.error)
         return self.status
 
-    def _run_jobs(self, jobs: list[tuple[int, int]], finished: set[tuple[int, int, int]]) -> None:
+    def _run_group(self, group: list[tuple[int, int]], finished: set[tuple[int, int, int]]) -> None:
+        for w_idx, item in group:
+            if self.cancel_token.cancelled:
+                return
+            self._run_item(w_idx, item, finished)
+
+    def _run_jobs(self, jobs: list[list[tuple[int, int]]], finished: set[tuple[int, int, int]]) -> None:
         pending = iter(jobs)
         with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="eval") as pool:
             running: set[Future[None]] = set()
@@ -154,7 +188,7 @@ class Evaluation:
                     job = next(pending, None)
                     if job is None:
                         break
-                    running.add(pool.submit(self._run_item, *job, finished))
+                    running.add(pool.submit(self._run_group, job, finished))
                 if not running:
                     return
                 done, running = wait(running, return_when=FIRST_COMPLETED)
@@ -192,7 +226,8 @@ class Evaluation:
             self._run_tokens.add(token)
         try:
             result = self.scheduler.run(variant, inputs, seed=self.plan.seed, budget=self._budget_left(),
-                                        cancel=token, observers=self.observers)
+                                        cancel=token, observers=self.observers,
+                                        share_samples=self.plan.share_samples)
         except WorkflowError as exc:
             return {"status": FAILED, "detail": "; ".join(i.format() for i in exc.issues)[:500],
                     "wall_s": time.perf_counter() - start}
@@ -225,6 +260,9 @@ class Evaluation:
         values.update(score=grade.score, correct=grade.correct, detail=grade.detail[:500])
         if samples is not None:
             values["samples"] = samples
+            votes = _sample_votes(result, wf.sampler)
+            if votes is not None and len(votes["answers"]) == len(samples):
+                values["sample_votes"] = votes
         return values
 
     def _budget_left(self) -> Budget:

@@ -14,7 +14,7 @@ from sqlalchemy.dialects.sqlite import insert
 
 from app.run.status import INTERRUPTED, RUNNING
 from app.traces.recovery import process_alive, process_identity
-from app.traces.tables import EVAL_ITEMS, EVALUATIONS
+from app.traces.tables import EVAL_ITEMS, EVAL_SAMPLE_VOTES, EVALUATIONS
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,10 @@ class EvalStore:
                                                                     "item_idx")})
         with self._engine.begin() as conn:
             conn.execute(statement)
+            if isinstance(values.get("sample_votes"), dict):
+                keys = {"eval_id": eval_id, "workflow_idx": workflow_idx, "point_idx": point_idx, "item_idx": item_idx}
+                votes = insert(EVAL_SAMPLE_VOTES).values(**keys, data=json.dumps(values["sample_votes"]))
+                conn.execute(votes.on_conflict_do_update(index_elements=list(keys), set_={"data": votes.excluded.data}))
             conn.execute(update(EVALUATIONS).where(EVALUATIONS.c.id == eval_id).values(heartbeat_at=time.time()))
 
     def finish(self, eval_id: str, status: str, error: str | None = None) -> None:
@@ -77,6 +81,7 @@ class EvalStore:
         eval_id = self.resolve_id(eval_id)
         with self._engine.begin() as conn:
             conn.execute(delete(EVAL_ITEMS).where(EVAL_ITEMS.c.eval_id == eval_id))
+            conn.execute(delete(EVAL_SAMPLE_VOTES).where(EVAL_SAMPLE_VOTES.c.eval_id == eval_id))
             conn.execute(delete(EVALUATIONS).where(EVALUATIONS.c.id == eval_id))
 
     def mark_interrupted(self) -> list[str]:
@@ -115,12 +120,17 @@ class EvalStore:
             row = conn.execute(select(EVALUATIONS).where(EVALUATIONS.c.id == eval_id)).mappings().one()
             items = [dict(r) for r in conn.execute(select(EVAL_ITEMS).where(EVAL_ITEMS.c.eval_id == eval_id).order_by(
                 EVAL_ITEMS.c.workflow_idx, EVAL_ITEMS.c.point_idx, EVAL_ITEMS.c.item_idx)).mappings()]
+            votes = {(r.workflow_idx, r.point_idx, r.item_idx): r.data for r in conn.execute(
+                select(EVAL_SAMPLE_VOTES).where(EVAL_SAMPLE_VOTES.c.eval_id == eval_id))}
         evaluation = dict(row)
         evaluation["config"] = json.loads(evaluation["config"] or "{}")
         evaluation["estimate"] = json.loads(evaluation["estimate"] or "{}")
         for item in items:
             item["samples"] = json.loads(item["samples"] or "[]")
             item["correct"] = bool(item["correct"])
+            data = votes.get((item["workflow_idx"], item["point_idx"], item["item_idx"]))
+            if data:
+                item["sample_votes"] = json.loads(data)
         return {"evaluation": evaluation, "items": items}
 
     def run_ids(self, eval_ids: set[str]) -> set[str]:

@@ -92,3 +92,11 @@ class SampleCache:
     def clear(self) -> None:
         for cache in (self.samples, self.scores, self.choices):
             cache.clear()
+
+
+def shared_seed(run_seed: int, prompt: Prompt) -> int:
+    """The first seed of a sampler under `metagen eval --share-samples`: derived from the run seed and the prompt
+    (which holds the item), not the node id, so workflows drawing the same prompt draw the same seeded samples
+    and the sample cache serves each sample once to all of them."""
+    digest = hashlib.sha256(json.dumps(["shared", run_seed, prompt_key(prompt)]).encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF

@@ -179,9 +179,10 @@ class Scheduler:
     def run(self, wf: Workflow, inputs: dict[str, Any] | None = None, *, seed: int = 0,
             budget: Budget | None = None, cancel: CancelToken | None = None,
             observers: Sequence[Observer] = (), run_id: str | None = None, use_cache: bool = True,
-            hide_cache_hits: bool | None = None) -> RunResult:
+            hide_cache_hits: bool | None = None, share_samples: bool = False) -> RunResult:
         """Run the workflow. Raises WorkflowError (before touching any model) when it or its inputs are
-        invalid; otherwise returns a RunResult whose status says how it ended."""
+        invalid; otherwise returns a RunResult whose status says how it ended. `share_samples` derives samples'
+        seeds from the run seed and their prompt rather than the node (see RunState.shared_seed)."""
         checked = check(wf, self.registry, self.children)
         problems = errors(checked.issues)
         if problems:
@@ -196,6 +197,7 @@ class Scheduler:
         bus = EventBus(list(observers))
         hide = self.hide_cache_hits if hide_cache_hits is None else hide_cache_hits
         state = RunState(run_id, budget, cancel, bus, self.samples if use_cache else None, hide_cache_hits=hide)
+        state.shared_seed = seed if share_samples else None
         specs = model_specs(wf)
         bus.emit(Event(ev.RUN_START, run_id, None, {
             "workflow": wf.name, "workflow_yaml": wf.to_yaml(), "workflow_hash": wf.semantic_hash(),

@@ -220,5 +220,19 @@ class EvalItemRow(TraceModel, table=True):
     finished_at: float = 0.0
 
 
+class EvalSampleVotesRow(TraceModel, table=True):
+    """The graded sampler's per-sample answers and scores of one eval item, for maj@k / best@k curves (a table of
+    its own: databases made before it gain it without a migration)."""
+
+    __tablename__ = "eval_sample_votes"
+    eval_id: str = Field(primary_key=True)
+    workflow_idx: int = Field(primary_key=True)
+    point_idx: int = Field(primary_key=True)
+    item_idx: int = Field(primary_key=True)
+    data: str = "{}"
+    """JSON {"answers": [str | null], "scores": [float | null]} in sample order."""
+
+
 EVALUATIONS = EvaluationRow.__table__  # type: ignore[attr-defined]
 EVAL_ITEMS = EvalItemRow.__table__  # type: ignore[attr-defined]
+EVAL_SAMPLE_VOTES = EvalSampleVotesRow.__table__  # type: ignore[attr-defined]
