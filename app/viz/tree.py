@@ -1,5 +1,6 @@
 """Search tree: partial solutions with their step scores, pruned branches greyed, the chosen path
-highlighted, full text on hover (figure) or behind expandable rows (HTML outline)."""
+highlighted, full text on hover (figure) or behind expandable rows (HTML outline); per strategy, DVTS's
+subtrees coloured, particle filtering's resampling copies and MCTS's visit counts on the states."""
 
 from __future__ import annotations
 
@@ -11,6 +12,32 @@ import plotly.graph_objects as go
 from app.viz.common import MUTED, WINNER_COLOR, esc, events_of, fmt_num, shorten, wrap_for_hover, wrap_section
 
 MAX_OUTLINE_NODES = 600
+SUBTREE_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
+
+
+def strategy_note(n: dict[str, Any]) -> str:
+    """What a strategy recorded on a state: its subtree (DVTS), its generation and copies (particles), its
+    visits and mean value (MCTS), as ' · '-joined words ('' for beam and best-first)."""
+    parts = []
+    if isinstance(n.get("subtree"), int):
+        parts.append(f"subtree {n['subtree']}")
+    if isinstance(n.get("generation"), int):
+        parts.append(f"generation {n['generation']} · {fmt_num(n.get('copies'))} cop"
+                     f"{'y' if n.get('copies') == 1 else 'ies'}")
+    if isinstance(n.get("visits"), int):
+        visits = n["visits"]
+        mean = n.get("value") / visits if visits and isinstance(n.get("value"), int | float) else None
+        parts.append(f"{visits} visits · mean value {fmt_num(mean, 3)}" + (" · rollout" if n.get("rollout") else ""))
+    return " · ".join(parts)
+
+
+def marker_label(n: dict[str, Any]) -> str:
+    """The short label drawn beside a state: MCTS visits, or a particle's resampled copies."""
+    if isinstance(n.get("visits"), int):
+        return str(n["visits"])
+    if isinstance(n.get("copies"), int) and n["copies"] > 0:
+        return f"×{n['copies']}"
+    return ""
 
 
 def tree_nodes(record: dict[str, Any], node_id: str | None = None) -> tuple[str, list[dict[str, Any]]] | None:
@@ -99,6 +126,7 @@ def search_tree_figure(record: dict[str, Any], node_id: str | None = None) -> go
     by_id = {n["id"]: n for n in nodes}
     edge_sets: dict[str, tuple[list[float | None], list[float | None]]] = {
         "normal": ([], []), "pruned": ([], []), "chosen": ([], [])}
+    subtrees = sorted({n["subtree"] for n in nodes if isinstance(n.get("subtree"), int)})
     for n in nodes:
         parent = n.get("parent")
         if parent is None or str(parent) not in pos:
@@ -106,7 +134,9 @@ def search_tree_figure(record: dict[str, Any], node_id: str | None = None) -> go
         parent = str(parent)
         kind = ("chosen" if n.get("chosen") and by_id[parent].get("chosen")
                 else "pruned" if n.get("pruned") else "normal")
-        xs, ys = edge_sets[kind]
+        if kind != "chosen" and isinstance(n.get("subtree"), int):
+            kind = f"subtree {n['subtree']}" + (" pruned" if kind == "pruned" else "")
+        xs, ys = edge_sets.setdefault(kind, ([], []))
         (x0, y0), (x1, y1) = pos[parent], pos[n["id"]]
         xs.extend([x0, x1, None])
         ys.extend([y0, y1, None])
@@ -115,23 +145,34 @@ def search_tree_figure(record: dict[str, Any], node_id: str | None = None) -> go
     fig = go.Figure()
     styles = {"normal": {"color": "#8fa9c9", "width": 1}, "pruned": {"color": "#d0d0d0", "width": 1, "dash": "dot"},
               "chosen": {"color": WINNER_COLOR, "width": 4}}
+    for i, subtree in enumerate(subtrees):  # DVTS: each subtree's branches in its own colour (pruned ones dotted)
+        color = SUBTREE_COLORS[i % len(SUBTREE_COLORS)]
+        styles[f"subtree {subtree}"] = {"color": color, "width": 2}
+        styles[f"subtree {subtree} pruned"] = {"color": color, "width": 1, "dash": "dot"}
     for kind, (xs, ys) in edge_sets.items():
         if xs:
             fig.add_trace(scatter(x=xs, y=ys, mode="lines", line=styles[kind], hoverinfo="skip",
-                                  name=f"{kind} branch", showlegend=kind != "normal"))
+                                  name=f"{kind} branch" if not kind.startswith("subtree") else kind,
+                                  showlegend=kind in ("pruned", "chosen") or (kind.startswith("subtree")
+                                                                               and not kind.endswith(" pruned"))))
 
     def hover(n: dict[str, Any]) -> str:
         flags = " · pruned" if n.get("pruned") else ""
         flags += " · chosen" if n.get("chosen") else ""
+        note = strategy_note(n)
+        flags += f"<br>{esc(note)}" if note else ""
         return (f"<b>{esc(n['id'])}</b> · depth {fmt_num(n.get('depth'))} · score {fmt_num(n.get('score'), 3)}"
                 f"{flags}<br>{wrap_for_hover(n.get('text'))}")
 
     live = [n for n in nodes if not n.get("pruned")]
     pruned = [n for n in nodes if n.get("pruned")]
     scores = [n.get("score") for n in live if isinstance(n.get("score"), int | float)]
+    labels = [marker_label(n) for n in live]
     if live:
         fig.add_trace(scatter(
-            x=[pos[n["id"]][0] for n in live], y=[pos[n["id"]][1] for n in live], mode="markers", name="kept",
+            x=[pos[n["id"]][0] for n in live], y=[pos[n["id"]][1] for n in live], name="kept",
+            mode="markers+text" if any(labels) else "markers", text=labels, textposition="top center",
+            textfont={"size": 10, "color": "#444"},
             marker={"size": [14 if n.get("chosen") else 9 for n in live],
                     "color": [n.get("score") if isinstance(n.get("score"), int | float) else 0.0 for n in live],
                     "colorscale": "RdYlGn", "cmin": min(scores, default=0.0), "cmax": max(scores, default=1.0),
@@ -147,12 +188,27 @@ def search_tree_figure(record: dict[str, Any], node_id: str | None = None) -> go
     depth = int(max((x for x, _ in pos.values()), default=0))
     fig.update_layout(
         title={"text": f"Search tree of {owner} · {len(nodes)} states · {len(pruned)} pruned · "
-                       f"{sum(1 for n in nodes if n.get('chosen'))} on the chosen path", "font": {"size": 14}},
+                       f"{sum(1 for n in nodes if n.get('chosen'))} on the chosen path{_strategy_summary(nodes)}",
+               "font": {"size": 14}},
         height=min(max(360, 18 * (max((y for _, y in pos.values()), default=0) + 2)), 1400),
         xaxis={"title": {"text": "depth (step)"}, "dtick": 1, "range": [-0.5, depth + 0.5]},
         yaxis={"visible": False, "autorange": "reversed"}, template="plotly_white", hovermode="closest",
         legend={"orientation": "h", "y": -0.15}, margin={"l": 10, "r": 10, "t": 40, "b": 40})
     return fig
+
+
+def _strategy_summary(nodes: list[dict[str, Any]]) -> str:
+    """The title's strategy part: DVTS subtrees, particle generations, MCTS root visits ('' for beam)."""
+    subtrees = {n["subtree"] for n in nodes if isinstance(n.get("subtree"), int)}
+    if subtrees:
+        return f" · {len(subtrees)} subtrees (coloured)"
+    generations = {n["generation"] for n in nodes if isinstance(n.get("generation"), int)}
+    if generations:
+        return f" · {len(generations)} resampling generations (labels: copies drawn)"
+    visits = [n["visits"] for n in nodes if n.get("parent") is None and isinstance(n.get("visits"), int)]
+    if visits:
+        return f" · {visits[0]} simulation values at the root (labels: visits)"
+    return ""
 
 
 def tree_html(record: dict[str, Any], node_id: str | None = None) -> str:
@@ -176,8 +232,10 @@ def tree_outline_body(record: dict[str, Any], node_id: str | None = None) -> str
     def head(n: dict[str, Any]) -> str:
         style = ' style="opacity:.55"' if n.get("pruned") else ""
         mark = "★ " if n.get("chosen") else ""
+        note = strategy_note(n)
         summary = (f"{mark}<b>{esc(n['id'])}</b> · score {fmt_num(n.get('score'), 3)}"
-                   f"{' · pruned' if n.get('pruned') else ''} — {esc(shorten(n.get('text'), 100))}")
+                   f"{' · pruned' if n.get('pruned') else ''}{' · ' + esc(note) if note else ''}"
+                   f" — {esc(shorten(n.get('text'), 100))}")
         return (f"<details data-state=\"{esc(n['id'])}\"{' open' if n.get('chosen') else ''}{style}>"
                 f"<summary>{summary}</summary>"
                 f"<div style=\"margin-left:1.2em\"><div class=mg-text>{esc(n.get('text'))}</div>")
