@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from typing import Any
 
 import plotly.graph_objects as go
 
-from app.run.status import NODE_CACHED
+from app.run.status import CANCELLED, FAILED, NODE_CACHED, NODE_SKIPPED, RUNNING, SUCCEEDED
 from app.viz.common import MUTED, STATUS_COLORS, esc, run_start, shorten
 from app.viz.summary import request_key
 
@@ -80,12 +81,63 @@ def _binned_bars(calls: list[dict[str, Any]], t0: float, span: float) -> list[di
     return bars
 
 
-def timeline_figure(record: dict[str, Any]) -> go.Figure:
+def _nested_order(node_ids: list[str]) -> list[str]:
+    """Node ids with the nodes of each sub-workflow right under its workflow node (`w`, `w/0`, `w/0/critique`,
+    ..., numbered child runs in number order), adding a row for each child run of a mapped node (`w/0`)."""
+    children: dict[str, list[str]] = defaultdict(list)
+    for node_id in node_ids:
+        parts = node_id.split("/")
+        for depth in range(1, len(parts) + 1):
+            path, parent = "/".join(parts[:depth]), "/".join(parts[:depth - 1])
+            if path not in children[parent]:
+                children[parent].append(path)
+    out: list[str] = []
+
+    def walk(parent: str) -> None:
+        kids = children.get(parent, [])
+        if kids and all(k.rpartition("/")[2].isdigit() for k in kids):
+            kids = sorted(kids, key=lambda k: int(k.rpartition("/")[2]))
+        for kid in kids:
+            out.append(kid)
+            walk(kid)
+
+    walk("")
+    return out
+
+
+def _hidden(node_id: str, collapsed: Collection[str]) -> bool:
+    return any(node_id.startswith(f"{c}/") for c in collapsed)
+
+
+def _child_runs(nodes: list[dict[str, Any]], rows: list[str], known: set[str]) -> list[dict[str, Any]]:
+    """A node-like row for each child run of a mapped workflow node (`w/2`): from its first node's start to its
+    last node's end, failed when one of its nodes failed."""
+    runs = []
+    for row in rows:
+        if row in known:
+            continue
+        inside = [n for n in nodes if n["node_id"].startswith(f"{row}/")]
+        if not inside:
+            continue
+        statuses = {n.get("status") for n in inside}
+        status = next((s for s in (FAILED, CANCELLED, RUNNING, NODE_SKIPPED) if s in statuses),
+                      NODE_CACHED if statuses == {NODE_CACHED} else SUCCEEDED)
+        runs.append({"node_id": row, "kind": "child run", "status": status,
+                     "started_at": min((n.get("started_at") or 0 for n in inside), default=0) or None,
+                     "ended_at": max((n.get("ended_at") or 0 for n in inside), default=0) or None,
+                     "duration_s": None, "error": None})
+    return runs
+
+
+def timeline_figure(record: dict[str, Any], collapsed: Collection[str] = ()) -> go.Figure:
     """Gantt chart: a row per node (coloured by status; cache hits as diamonds) and rows of its LM calls
-    below it (coloured by completion tokens). Parallel calls sit in separate lanes."""
+    below it (coloured by completion tokens). Parallel calls sit in separate lanes. The nodes of a sub-workflow
+    sit under their workflow node (`w/critique`, a row per child run of a mapped one: `w/2`); the workflow
+    nodes named in `collapsed` hide theirs."""
     t0 = run_start(record)
-    nodes = record.get("nodes", [])
-    calls = [c for c in record.get("lm_calls", []) if isinstance(c.get("start"), int | float)]
+    nodes = [n for n in record.get("nodes", []) if not _hidden(n["node_id"], collapsed)]
+    calls = [c for c in record.get("lm_calls", []) if isinstance(c.get("start"), int | float)
+             and not _hidden(c.get("node_id") or "?", collapsed)]
     ends = [c["end"] for c in calls] + [n.get("ended_at") or 0 for n in nodes]
     span = max([e - t0 for e in ends if e] + [record["run"].get("wall_s") or 0, 1e-3])
     n_requests = len({request_key(c) for c in calls})
@@ -106,6 +158,9 @@ def timeline_figure(record: dict[str, Any]) -> go.Figure:
     rows: list[str] = []
     row_of_lane: dict[tuple[str, int], str] = {}
     known = [n["node_id"] for n in nodes] + [k for k in per_node if k not in {n["node_id"] for n in nodes}]
+    if any("/" in node_id for node_id in known):
+        known = _nested_order(known)
+        nodes = nodes + _child_runs(nodes, known, {n["node_id"] for n in nodes})
     for node_id in known:
         rows.append(node_id)
         lanes = sorted({b["lane"] for b in per_node.get(node_id, [])})
