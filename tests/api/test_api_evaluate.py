@@ -4,6 +4,8 @@ tables, figures, the report, resume, and bad arguments."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -112,3 +114,19 @@ def test_bad_arguments_name_the_argument(studio: metagen.Studio, args: tuple[Any
     options = {"metric": "number", "studio": studio, "progress": False, **kwargs}
     with pytest.raises(error, match=named):
         metagen.evaluate(workflows, args[1], **options)
+
+
+def test_pandas_and_tqdm_are_optional(studio: metagen.Studio, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pandas", None)  # as if it were not installed
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    result = metagen.evaluate(metagen.load("chain_of_thought"), ROWS, metric="number", studio=studio)
+    assert result.points[0]["total"] == 3 and len(result.items) == 3
+    with pytest.raises(ImportError, match=r"metagen-studio\[notebook\]"):
+        result.to_pandas()
+
+
+def test_importing_metagen_loads_no_optional_or_heavy_package() -> None:
+    code = ("import sys, metagen; print(sorted(m for m in ('pandas', 'tqdm', 'gradio', 'llama_cpp', 'IPython') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]"

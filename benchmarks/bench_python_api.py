@@ -1,0 +1,95 @@
+"""The Python API's cost on the real bundled model: `Workflow.run` of self-consistency against the in-process
+scheduler, and a second run's reuse of the loaded model.
+
+1. Facade against scheduler: the same workflow, inputs and seeds, alternating, on one loaded model: `metagen`'s
+   `Workflow.run` (validation, the run queue, the event recorder, the progress observer, the trace store) against
+   `Scheduler.run` with the trace store as `metagen run` calls it. Each side has its own scheduler (its own node
+   and sample caches) and every repetition a new seed, so nothing is served from a cache. Target: median ratio
+   <= 1.02.
+2. Model reuse: the first `Workflow.run` in a fresh Studio loads the model; the second finds it in the pool. The
+   second run's model acquisition (`pool.get`) against the first load. Target: <= 5%.
+
+Run: .venv/bin/python benchmarks/bench_python_api.py [--reps 5] (under the shared lock on a busy machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import metagen
+from app.run.providers import llama_provider
+from app.run.scheduler import Scheduler
+from app.workflow.model_specs import model_specs
+from nodes.registry import default_registry
+
+QUESTION = {"question": "Kofi has 5 pencils and gets 12 more. How many pencils does Kofi have now?"}
+
+
+class _LoadTimes(logging.Handler):
+    """The pool's own "loaded MODEL in SECONDS" log lines, as numbers."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.seconds: list[float] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg.startswith("loaded ") and record.args:
+            self.seconds.append(float(record.args[-1]))  # type: ignore[index]
+
+
+def _timed(function: object) -> tuple[float, object]:
+    started = time.perf_counter()
+    value = function()  # type: ignore[operator]
+    return time.perf_counter() - started, value
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=5, help="runs on each side (default 5)")
+    args = parser.parse_args()
+    workflow = metagen.load("self_consistency")
+    loads = _LoadTimes()
+    pool_log = logging.getLogger("backends.pool")
+    pool_log.addHandler(loads)
+    pool_log.setLevel(logging.INFO)
+    spec = next(iter(model_specs(workflow.spec).values()))
+    with tempfile.TemporaryDirectory(prefix="bench-python-api-") as tmp, \
+            metagen.Studio(trace_db=Path(tmp) / "traces.db", workflows_dir=Path(tmp) / "workflows") as studio:
+        service = studio.service
+        first_s, first = _timed(lambda: workflow.run(QUESTION, seed=10_000, studio=studio, progress=False))
+        load_s = sum(loads.seconds)
+        get_s, _ = _timed(lambda: service.pool.get(spec))
+        second_s, _ = _timed(lambda: workflow.run(QUESTION, seed=10_001, studio=studio, progress=False))
+        print(f"first run {first_s:.2f}s ({first.status}), of which loading the model {load_s:.2f}s; "  # type: ignore[attr-defined]
+              f"second run {second_s:.2f}s (models loaded by it: {len(loads.seconds) - 1})")
+        print(f"model reuse: the second run's pool.get took {get_s * 1000:.2f} ms = "
+              f"{100 * get_s / max(load_s, 1e-9):.3f}% of the first load (target <= 5%)")
+
+        direct = Scheduler(default_registry(), llama_provider(service.pool))
+        store = service.trace_store
+        facade_s, scheduler_s = [], []
+        for k in range(args.reps):
+            seed = 20_000 + k
+            a, result = _timed(lambda seed=seed: workflow.run(QUESTION, seed=seed, studio=studio, progress=False))
+            b, raw = _timed(lambda seed=seed: direct.run(workflow.spec, QUESTION, seed=seed, observers=[store]))
+            assert result.status == raw.status == "succeeded"  # type: ignore[attr-defined]
+            facade_s.append(a)
+            scheduler_s.append(b)
+            print(f"  rep {k + 1}: metagen {a:.3f}s  scheduler {b:.3f}s  ratio {a / b:.3f}")
+        ratios = [a / b for a, b in zip(facade_s, scheduler_s, strict=True)]
+        print(f"Workflow.run / Scheduler.run: median ratio {statistics.median(ratios):.3f} "
+              f"(medians {statistics.median(facade_s):.3f}s / {statistics.median(scheduler_s):.3f}s, "
+              f"{args.reps} runs each; target <= 1.02)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
