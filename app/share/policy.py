@@ -30,6 +30,10 @@ SHARE_MAX_RUNS_PER_VISITOR = 2
 """Share mode: unfinished runs (running or waiting) one visitor may have; more are refused until one ends."""
 SHARE_MAX_N_CTX = 8192
 SHARE_MAX_THREADS = 4
+SHARE_MAX_PARTICLES = 16
+"""Share mode: the most particles a search node's particle filter may keep (each draws a step per round)."""
+SHARE_MAX_SIMULATIONS = 32
+"""Share mode: the most MCTS simulations of a search node (each expands and rolls out to the end)."""
 
 # Model settings a visitor may set on a model; anything else (e.g. `options`, which reach llama.cpp
 # constructor kwargs such as lora paths) is refused in share mode.
@@ -269,6 +273,7 @@ def check_workflow_allowed(wf: Workflow, policy: SharePolicy) -> list[Issue]:
                     node_id=node.id, line=wf.node_line(node.id, "params")))
     if not policy.share_mode:
         return issues
+    issues += _search_cap_issues(wf)
     choices = ", ".join(Path(c).name for c in policy.model_choices) or "none besides the bundled model"
     for alias, spec in wf.models.items():
         line = wf.line_of("models", alias)
@@ -305,6 +310,26 @@ def check_workflow_allowed(wf: Workflow, policy: SharePolicy) -> list[Issue]:
                                 f"model {alias!r} asks for {threads} threads; this shared app allows at most "
                                 f"{policy.max_threads}", "lower `threads` or remove it",
                                 line=wf.line_of("models", alias, "threads") or line))
+    return issues
+
+
+SEARCH_CAPS = (("particles", "particles", SHARE_MAX_PARTICLES), ("mcts", "simulations", SHARE_MAX_SIMULATIONS))
+"""(strategy, param, share-mode cap) of the search strategies whose cost grows with one param."""
+
+
+def _search_cap_issues(wf: Workflow) -> list[Issue]:
+    """Search nodes whose particles or simulations exceed the share caps (a visitor's run must stay small)."""
+    issues: list[Issue] = []
+    for node in wf.nodes:
+        if node.kind != "search" or not isinstance(node.params, dict):
+            continue
+        for strategy, param, cap in SEARCH_CAPS:
+            value = node.params.get(param)
+            if node.params.get("strategy") == strategy and isinstance(value, int) and not isinstance(value, bool) \
+                    and value > cap:
+                issues.append(Issue("share_cap_exceeded", f"{param}={value} is more than this shared app allows "
+                                    f"({cap})", f"set {param} to {cap} or less, or run it on your own machine",
+                                    node_id=node.id, line=wf.node_line(node.id, "params", param)))
     return issues
 
 
