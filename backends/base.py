@@ -266,6 +266,12 @@ class RankResult:
     usage: Usage = field(default_factory=Usage)
 
 
+    api: str | None = None
+    """source "openai": which API scores with it: "rerank" (/v1/rerank of llama-server, TEI, vLLM) or "pooling"
+    (vLLM's /pooling, reward models); None or "chat" = completions only."""
+    pooling: str | None = None
+    """"rank": a local GGUF with a classification head, run with rank pooling (rerankers, reward models); it scores
+    (verifier method reward_model) and never generates."""
     speculative: SpeculativeSpec | None = None
     """Speculative decoding for every request to this model (llama.cpp only), or None."""
 

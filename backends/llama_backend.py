@@ -244,8 +244,6 @@ class LlamaBackend:
         job = ScoreJob(tokens, firsts, first_token_only=True, labels=[str(c) for c in choices], cancel=cancel)
         return self._run(job, None)
 
-    def _run(self, job: Job, on_token: TokenCallback | None) -> Any:
-        if job.cancelled:
     def step_logprobs(self, sequences: Sequence[Sequence[str]], tokens: Sequence[str],
                       cancel: CancelToken | None = None) -> StepLogprobsResult:
         """Log-probabilities of `tokens` (each one token of this vocabulary) as the next token after every
@@ -309,6 +307,8 @@ class LlamaBackend:
 
             raise CancelledError(job.cancel.reason if job.cancel else "cancelled")
         self.engine.submit(job)
+    def _run(self, job: Job, on_token: TokenCallback | None) -> Any:
+        if job.cancelled:
         callback_error: BaseException | None = None
         while True:
             kind, value, extra = job.events.get()

@@ -214,6 +214,8 @@ class Candidate:
     logprobs: list[dict[str, Any]] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
     """Free-form: verifier reasons, search depth, parent ids ..."""
+    step_scores: list[float] | None = None
+    """A process reward model's score of each step (the latest `method: prm` verifier's)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -226,8 +228,6 @@ class Candidate:
 @dataclass
 class CandidateSet:
     """A set of scored completions: the `candidates` port type."""
-    step_scores: list[float] | None = None
-    """A process reward model's score of each step (the latest `method: prm` verifier's)."""
 
     candidates: list[Candidate] = field(default_factory=list)
     prompt: str = ""
@@ -320,18 +320,6 @@ class NodeContext(Protocol):
         self, prompt: Prompt, choices: Sequence[str], model: str | None = None, purpose: str = "judge"
     ) -> ChoiceResult: ...
 
-    def event(self, kind: str, data: dict[str, Any]) -> None:
-        """Record a node-level trace event: kind in {"score", "vote", "tree", "refine", "note", ...}."""
-        ...
-
-    def progress(self, done: float, total: float, message: str = "") -> None: ...
-
-    def allow_python(self) -> bool:
-        """Whether the python verifier may run (off in share mode unless the owner allows it)."""
-        ...
-
-
-# ---------------------------------------------------------------- node kinds
     def step_logprobs(
         self, sequences: Sequence[Sequence[str]], tokens: Sequence[str], model: str | None = None,
         purpose: str = "prm",
@@ -346,6 +334,23 @@ class NodeContext(Protocol):
         """One score per document from a reranker / reward model, in one batched request."""
         ...
 
+    def event(self, kind: str, data: dict[str, Any]) -> None:
+        """Record a node-level trace event: kind in {"score", "vote", "tree", "refine", "note", ...}."""
+        ...
+
+    def progress(self, done: float, total: float, message: str = "") -> None: ...
+
+    def allow_python(self) -> bool:
+        """Whether the python verifier may run (off in share mode unless the owner allows it)."""
+        ...
+
+    def run_workflow(self, runs: Sequence[dict[str, Any]], mapped: bool) -> list[dict[str, Any]]:
+        """A workflow node's child, once per inputs dict of `runs`, all at once, inside this run (same budget,
+        cancel and engines); the outputs of each. `mapped` numbers the child runs in their node ids (`w/2/x`)."""
+        ...
+
+
+# ---------------------------------------------------------------- node kinds
 
 
 class NodeError(RuntimeError):
@@ -362,11 +367,6 @@ class NodeKind:
     description: ClassVar[str]
     inputs: ClassVar[tuple[Port, ...]] = ()
     outputs: ClassVar[tuple[Port, ...]] = ()
-    def run_workflow(self, runs: Sequence[dict[str, Any]], mapped: bool) -> list[dict[str, Any]]:
-        """A workflow node's child, once per inputs dict of `runs`, all at once, inside this run (same budget,
-        cancel and engines); the outputs of each. `mapped` numbers the child runs in their node ids (`w/2/x`)."""
-        ...
-
     params: ClassVar[tuple[Param, ...]] = ()
     variadic_inputs: ClassVar[bool] = False
     """True when extra named inputs (template {variables}) are accepted besides `inputs`."""
