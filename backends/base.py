@@ -217,6 +217,24 @@ class SpeculativeSpec:
     """Shrink k per sequence where its drafts fail (and grow it back where they pass)."""
 
 
+@dataclass
+class StepLogprobsResult:
+    """Log-probabilities of a few tokens read after each segment of each sequence (process reward models).
+
+    `logprobs[i][j][token]` is log p(token) for the next token after segment j of sequence i."""
+
+    logprobs: list[list[dict[str, float]]]
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass
+class RankResult:
+    """One relevance / reward score per document (rerankers, reward models), in the documents' order."""
+
+    scores: list[float]
+    usage: Usage = field(default_factory=Usage)
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """Where a model comes from and how to run it; the `models:` entries of a workflow."""
@@ -248,24 +266,6 @@ class ModelSpec:
     """source "openai": seconds to wait for the server's next bytes before giving up (default 300)."""
     context_length: int | None = None
     """source "openai": the server's context size, when known (shown in the model's info)."""
-@dataclass
-class StepLogprobsResult:
-    """Log-probabilities of a few tokens read after each segment of each sequence (process reward models).
-
-    `logprobs[i][j][token]` is log p(token) for the next token after segment j of sequence i."""
-
-    logprobs: list[list[dict[str, float]]]
-    usage: Usage = field(default_factory=Usage)
-
-
-@dataclass
-class RankResult:
-    """One relevance / reward score per document (rerankers, reward models), in the documents' order."""
-
-    scores: list[float]
-    usage: Usage = field(default_factory=Usage)
-
-
     api: str | None = None
     """source "openai": which API scores with it: "rerank" (/v1/rerank of llama-server, TEI, vLLM) or "pooling"
     (vLLM's /pooling, reward models); None or "chat" = completions only."""

@@ -305,10 +305,10 @@ class LlamaBackend:
             if kind == "done":
                 return value
 
-            raise CancelledError(job.cancel.reason if job.cancel else "cancelled")
-        self.engine.submit(job)
     def _run(self, job: Job, on_token: TokenCallback | None) -> Any:
         if job.cancelled:
+            raise CancelledError(job.cancel.reason if job.cancel else "cancelled")
+        self.engine.submit(job)
         callback_error: BaseException | None = None
         while True:
             kind, value, extra = job.events.get()
