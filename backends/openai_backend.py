@@ -54,6 +54,11 @@ from backends.sampling_chain import validate_params
 
 log = logging.getLogger(__name__)
 
+
+class StreamInterruptedError(BackendError):
+    """The server ended a stream without finishing the answer (another request arrived, on llama_cpp.server)."""
+
+
 DEFAULT_MAX_CONCURRENCY = 8
 JUDGE_TOP_LOGPROBS = 20
 """Alternatives asked for when a judge reads its choices from one token's top logprobs (OpenAI's maximum)."""
@@ -155,7 +160,7 @@ class OpenAIBackend:
         answer = Answer()
         if not stream:
             reply = self.http.post_json(path, body, cancel)
-            for choice in reply.get("choices") or [] if isinstance(reply, dict) else []:
+            for choice in self._choices(reply, path):
                 i = index_base + int(choice.get("index", 0) or 0)
                 answer.texts[i] = choice_text(choice)
                 if choice_reasoning(choice):
@@ -177,7 +182,7 @@ class OpenAIBackend:
                     answer.usage = chunk["usage"]
                 if isinstance(chunk.get("timings"), dict):
                     answer.timings = chunk["timings"]
-                for choice in chunk.get("choices") or []:
+                for choice in self._choices({"choices": chunk.get("choices") or []}, path):
                     i = index_base + int(choice.get("index", 0) or 0)
                     piece = choice_text(choice)
                     answer.texts[i] = answer.texts.get(i, "") + piece
@@ -197,10 +202,32 @@ class OpenAIBackend:
                         answer.done_at[i] = time.perf_counter() - started
         unfinished = [i for i in answer.texts if i not in answer.finishes]
         if unfinished and not abort.is_set():
-            raise BackendError(f"the server at {self.base_url} ended the stream before the answer was finished (no "
-                               "finish_reason). llama_cpp.server does this to a stream whenever another request "
-                               "arrives: start it with --interrupt_requests False.")
+            raise StreamInterruptedError(f"the server at {self.base_url} ended the stream before the answer was "
+                                         "finished (no finish_reason); llama_cpp.server does this to a stream whenever "
+                                         "another request arrives (unless started with --interrupt_requests False)")
         return answer
+
+    def _choices(self, reply: Any, path: str) -> list[dict[str, Any]]:
+        """The choices of a non-streamed answer; a BackendError naming the server where the body is not an
+        OpenAI-shaped answer."""
+        choices = reply.get("choices") if isinstance(reply, dict) else None
+        if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices) or not all(
+                isinstance(c.get("text", ""), str | None) and isinstance(c.get("message") or {}, dict)
+                for c in choices):
+            raise BackendError(f"the server at {self.base_url} answered {path} with a malformed body, not an "
+                               f"OpenAI-shaped answer ({str(reply)[:120]!r}); is base_url an OpenAI-compatible API?")
+        return choices
+
+    def _request_retried(self, path: str, body: dict[str, Any], stream: bool, index_base: int,
+                         cancel: CancelToken | None, abort: threading.Event,
+                         events: queue.Queue[tuple[str, int, Any]] | None, started: float) -> Answer:
+        """_request, with a stream the server cut short asked for once more, unstreamed (nothing cuts that short);
+        the pieces already relayed stay, the answer is the new one."""
+        try:
+            return self._request(path, body, stream, index_base, cancel, abort, events, started)
+        except StreamInterruptedError as exc:
+            log.info("%s; asking once more, unstreamed", exc)
+            return self._request(path, body, False, index_base, cancel, abort, None, started)
 
     def _gather(self, jobs: list[Callable[[], Any]], cancel: CancelToken | None,
                 events: queue.Queue[tuple[str, int, Any]] | None = None,
@@ -256,7 +283,7 @@ class OpenAIBackend:
         base = {**sampling_fields(params, caps), **constraint_fields(params, caps, self.base_url),
                 **logprob_fields(params.logprobs, chat)}
         stream = caps.stream and self._streaming and (on_token is not None or cancel is not None) and \
-            (params.logprobs is None or caps.stream_logprobs)
+            (params.logprobs is None or caps.stream_logprobs) and not caps.interrupts_streams
         if stream and caps.stream_usage:
             base["stream_options"] = {"include_usage": True}
         if n > 1 and caps.n:
@@ -266,7 +293,7 @@ class OpenAIBackend:
         started = time.perf_counter()
         events: queue.Queue[tuple[str, int, Any]] = queue.Queue()
         abort = threading.Event()
-        jobs = [lambda i=i, body=body: self._request(path, body, stream, i, cancel, abort, events, started)
+        jobs = [lambda i=i, body=body: self._request_retried(path, body, stream, i, cancel, abort, events, started)
                 for i, body in requests]
         answers: list[Answer] = self._gather(jobs, cancel, events, on_token, abort)
         return self._result(prompt, params, n, sample_seeds, answers, time.perf_counter() - started)

@@ -20,6 +20,9 @@ PROBE_GRAMMAR = 'root ::= "QZ"'
 PROBE_SCHEMA = {"type": "object", "properties": {"a": {"type": "string", "enum": ["QZ"]}}, "required": ["a"],
                 "additionalProperties": False}
 PROBE_ATTEMPTS = 2
+OVERLAP_PROMPT = "1, 2, 3, 4, 5, 6,"
+"""The long streamed answer of the overlap probe (a count goes on for its max_tokens)."""
+OVERLAP_TOKENS = 24
 
 SERVER_NAMES = {
     "llama_cpp_python": "llama-cpp-python (python -m llama_cpp.server)",
@@ -88,6 +91,9 @@ class Capabilities:
     stream_usage: bool = False
     stream_logprobs: bool = False
     """Streamed chunks carry logprobs (else a request that asks for logprobs is not streamed)."""
+    interrupts_streams: bool = False
+    """The server cuts a streamed answer short when another request arrives (llama_cpp.server's default): requests
+    to it are sent unstreamed, which nothing cuts short."""
     tokenize: str | None = None
     probe_s: float = 0.0
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -143,7 +149,8 @@ class Capabilities:
             ("LLM judge, raw prompt", yes(self.choice_method(False) is not None, "yes (top logprobs)")),
             ("streaming", yes(self.stream) + (", usage reported" if self.stream_usage else
                                               ", usage estimated" if self.stream else "")
-             + (", with logprobs" if self.stream_logprobs else "")),
+             + (", with logprobs" if self.stream_logprobs else "")
+             + (" (cut short by other requests: answers are fetched unstreamed)" if self.interrupts_streams else "")),
             ("sampling beyond temperature/top_p", ", ".join(self.sampler_extras) or "not sent"),
             ("tokenizer", f"yes ({self.tokenize})" if self.tokenize else "approximate (4 bytes per token)"),
         ]
@@ -202,6 +209,8 @@ class _Prober:
         self.http = http
         self.model = model
         self.kind = kind
+        self.malformed: str | None = None
+        """The first answer with status 200 that was not an OpenAI-shaped answer (path and a glimpse of it)."""
 
     def post(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
         """The answer, or None where the server refuses the request (a missing feature). A refused key or a
@@ -213,7 +222,12 @@ class _Prober:
                 raise
             log.debug("probe %s %s refused: %s", path, sorted(body), exc)
             return None
-        return answer if isinstance(answer, dict) and answer.get("choices") else None
+        choices = answer.get("choices") if isinstance(answer, dict) else None
+        if isinstance(choices, list) and choices and all(isinstance(c, dict) for c in choices):
+            return answer
+        if self.malformed is None:
+            self.malformed = f"{path} with {str(answer)[:120]!r}"
+        return None
 
     def completion(self, **body: Any) -> dict[str, Any] | None:
         return self.post("/completions", {"prompt": PROBE_PROMPT, "max_tokens": 1, "temperature": 0, **body})
@@ -276,6 +290,40 @@ class _Prober:
                     (c.get("logprobs") or {}) for e in seen for c in e.get("choices") or [])
                 return True, any(isinstance(e.get("usage"), dict) for e in seen), with_logprobs
         return False, False, False
+
+    def interrupts(self, use_completions: bool) -> bool:
+        """Whether a second request cuts a running stream short: a long streamed answer, a second streamed request
+        sent once its first piece arrived, and the first one's end read (no finish_reason: it was cut)."""
+        path = "/completions" if use_completions else "/chat/completions"
+        body: dict[str, Any] = {"model": self.model, "max_tokens": OVERLAP_TOKENS, "temperature": 0, "stream": True}
+        body.update({"prompt": OVERLAP_PROMPT} if use_completions else
+                    {"messages": [{"role": "user", "content": "Count from 1 to 30: " + OVERLAP_PROMPT}]})
+        second = {**body, "max_tokens": 1}
+        other: threading.Thread | None = None
+        finished = False
+        try:
+            with self.http.stream(path, body, attempts=PROBE_ATTEMPTS) as events:
+                for event in events:
+                    if other is None:
+                        other = threading.Thread(target=self._drain, args=(path, second), daemon=True)
+                        other.start()
+                    finished = finished or any(c.get("finish_reason") for c in event.get("choices") or []
+                                               if isinstance(c, dict))
+        except BackendError as exc:
+            log.debug("overlap probe on %s: %s", self.http.base_url, exc)
+            return False
+        finally:
+            if other is not None:
+                other.join(self.http.timeout_s)
+        return other is not None and not finished
+
+    def _drain(self, path: str, body: dict[str, Any]) -> None:
+        try:
+            with self.http.stream(path, body, attempts=1) as events:
+                for _ in events:
+                    pass
+        except BackendError as exc:
+            log.debug("overlap probe's second request on %s: %s", self.http.base_url, exc)
 
     def tokenize(self) -> str | None:
         endpoint = TOKENIZE_ENDPOINTS.get(self.kind)
@@ -368,6 +416,9 @@ def probe(http: RemoteHttp, model: str) -> Capabilities:
         content = (chat_answer["choices"][0].get("logprobs") or {}).get("content") or []
         chat_logprobs = bool(content) and len(content[0].get("top_logprobs") or []) >= 2
     chat = chat_answer is not None or p.chat() is not None
+    if not completions and not chat and p.malformed:
+        raise BackendError(f"the server at {http.base_url} answered {p.malformed}, not an OpenAI-shaped answer "
+                           "(a list of choices); is base_url an OpenAI-compatible API?")
     if not completions and not chat:
         raise BackendError(f"the server at {http.base_url} answered neither /completions nor /chat/completions for "
                            f"model {model!r}; check the model name (it lists: {', '.join(ids[:8]) or 'nothing'}).")
@@ -390,14 +441,16 @@ def probe(http: RemoteHttp, model: str) -> Capabilities:
         notes.append("echo logprobs are shifted by one token (llama-cpp-python with a model without BOS); "
                      "scoring uses forced decoding instead" if grammar and forced else
                      "echo logprobs are shifted by one token, so they cannot score text")
-    if kind == "llama_cpp_python":
-        notes.append("start llama_cpp.server with --interrupt_requests False, or a streamed answer is cut short "
-                     "whenever another request arrives")
+    interrupts = stream and p.interrupts(completions)
+    if interrupts:
+        notes.append("the server cuts a streamed answer short whenever another request arrives (llama_cpp.server "
+                     "without --interrupt_requests False): Metagen fetches its answers unstreamed")
     return Capabilities(kind=kind, model=model, models=ids, model_listed=not ids or model in ids,
                         completions=completions, chat=chat, n=n, logprobs=logprobs, top_logprobs=top,
                         chat_logprobs=chat_logprobs, echo=echo,
                         grammar=grammar, json_schema=json_schema, forced_logprobs=forced, stream=stream,
-                        stream_usage=stream_usage, stream_logprobs=stream_logprobs, tokenize=p.tokenize(),
+                        stream_usage=stream_usage, stream_logprobs=stream_logprobs, interrupts_streams=interrupts,
+                        tokenize=p.tokenize(),
                         probe_s=round(time.perf_counter() - started, 3), notes=tuple(notes))
 
 

@@ -56,20 +56,23 @@ class LlamaServer:
                 self.process.wait(timeout=10)
 
 
-def start_llama_server(folder: Path, threads: int = 1, api_key: str | None = API_KEY) -> LlamaServer:
-    """Start llama_cpp.server on the bundled model and wait until /v1/models answers. `--interrupt_requests False`:
-    by default it cuts a stream short whenever another request arrives."""
+def start_llama_server(folder: Path, threads: int = 1, api_key: str | None = API_KEY, default_flags: bool = False,
+                       port: int | None = None) -> LlamaServer:
+    """Start llama_cpp.server on the bundled model and wait until /v1/models answers. `--interrupt_requests False`
+    unless `default_flags` (as a user starts it: then it cuts a stream short whenever another request arrives)."""
     from backends.bundled import bundled_model_path
 
     folder.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = port or free_port()
     log_path = folder / "llama_cpp_server.log"
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(bundled_model_path()), "--model_alias", MODEL,
                "--host", "127.0.0.1", "--port", str(port), "--n_threads", str(threads), "--n_threads_batch",
-               str(threads), "--n_ctx", "2048", "--n_gpu_layers", "0", "--interrupt_requests", "False"]
+               str(threads), "--n_ctx", "2048", "--n_gpu_layers", "0"]
+    if not default_flags:
+        command += ["--interrupt_requests", "False"]
     if api_key:
         command += ["--api_key", api_key]
-    with log_path.open("wb") as out:
+    with log_path.open("ab") as out:
         process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     server = LlamaServer(f"http://127.0.0.1:{port}/v1", port, process, log_path)
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
