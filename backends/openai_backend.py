@@ -21,6 +21,7 @@ from backends.base import (
     GenerateResult,
     ModelSpec,
     Prompt,
+    RankResult,
     SamplingParams,
     ScoreResult,
     TokenCallback,
@@ -36,6 +37,7 @@ from backends.openai_caps import (
     prompt_logprobs,
 )
 from backends.openai_http import DEFAULT_TIMEOUT_S, RemoteHttp
+from backends.openai_rank import remote_rank
 from backends.openai_request import (
     Answer,
     choice_reasoning,
@@ -441,6 +443,10 @@ class OpenAIBackend:
             scores.append(ContinuationScore(logprob=sum(values), n_tokens=len(values), token_logprobs=values))
             usage.add(usage_of(answer, 0))
         return ScoreResult(scores=scores, usage=usage)
+
+    def rank(self, query: str, documents: Sequence[str], cancel: CancelToken | None = None) -> RankResult:
+        """Reward / relevance scores through the entry's `api` (rerank or pooling), one request for all."""
+        return remote_rank(self.http, self.model_name, self.spec.api, query, documents, cancel)
 
     def _echo(self, prefix: str, cont: str, cancel: CancelToken | None) -> tuple[list[float], Answer]:
         """Logprobs of the continuation's tokens from an echoed prompt (prefix + continuation)."""

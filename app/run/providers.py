@@ -23,18 +23,20 @@ def fake_provider(**fake_kwargs: Any):  # type: ignore[no-untyped-def]
 def remote_key(spec: ModelSpec) -> tuple[Any, ...]:
     """What makes two `source: openai` specs the same remote backend (device settings play no part)."""
     return (spec.base_url, spec.model, spec.api_key_env, spec.max_concurrency, spec.timeout_s, spec.context_length,
-            spec.options)
+            spec.options, spec.api)
 
 
 def llama_provider(pool: Any = None):  # type: ignore[no-untyped-def]
     """The real provider: bundled/path specs go to a llama.cpp ModelPool (one loaded model per file and
     device settings per pool), `source: openai` specs to one OpenAIBackend per server, model and settings,
-    `source: fake` specs to a seeded-echo FakeBackend."""
+    `source: fake` specs to a seeded-echo FakeBackend; `pooling: rank` specs to one RankBackend per file and
+    settings (kept beside the pool: a rank model never generates)."""
     from backends.fake import FakeBackend
 
     fake = FakeBackend()
     remotes: dict[tuple[Any, ...], LLMBackend] = {}
     remotes_lock = threading.Lock()
+    rankers: dict[ModelSpec, LLMBackend] = {}
 
     def provide(spec: ModelSpec) -> LLMBackend:
         nonlocal pool
@@ -48,6 +50,14 @@ def llama_provider(pool: Any = None):  # type: ignore[no-untyped-def]
                 if key not in remotes:
                     remotes[key] = OpenAIBackend(spec)
                 return remotes[key]
+        if spec.pooling == "rank":
+            from backends.pool import model_path
+            from backends.rank_backend import RankBackend
+
+            with remotes_lock:
+                if spec not in rankers:
+                    rankers[spec] = RankBackend(model_path(spec), spec)
+                return rankers[spec]
         if pool is None:
             from app.platform.paths import models_dir
             from backends.cpu_weights import WEIGHTS_SUBDIR

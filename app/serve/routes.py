@@ -1,5 +1,5 @@
-"""The /v1 routes as one ASGI app: GET /models, POST /chat/completions and /completions; every path answers
-JSON, errors in the OpenAI shape and never a traceback."""
+"""The /v1 routes as one ASGI app: GET /models, POST /chat/completions, /completions and /rerank (rank model
+files); every path answers JSON, errors in the OpenAI shape and never a traceback."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from app.serve.errors import ApiError, route_error
 from app.serve.jobs import ClientGoneError
 from app.serve.params import parse_chat, parse_completion
 from app.serve.plain import backend_error, plain_completion
+from app.serve.rerank import refuse_rank_generation, rerank
 from app.serve.workflow_chat import workflow_chat
 from app.service.studio import StudioService
 from app.workflow.problems import WorkflowError
@@ -97,6 +98,7 @@ def create_api(service: StudioService, config: ServeConfig) -> Starlette:
         req = parse_chat(await read_json(request, config.max_body_bytes), config.max_n)
         target = find_model(service, caller.policy, req.model)
         if isinstance(target, FileModel):
+            refuse_rank_generation(target)
             return await plain_completion(request, service, config, caller, target, req, chat=True)
         return await workflow_chat(request, service, config, caller, target, req)
 
@@ -106,13 +108,24 @@ def create_api(service: StudioService, config: ServeConfig) -> Starlette:
         if not isinstance(target, FileModel):
             raise ApiError(400, f"{req.model!r} is a workflow: workflows answer on /v1/chat/completions; "
                            "/v1/completions takes a model file", param="model", code="model_not_supported")
+        refuse_rank_generation(target)
         return await plain_completion(request, service, config, caller, target, req, chat=False)
+
+    async def rerank_route(request: Request, caller: Caller) -> Response:
+        body = await read_json(request, config.max_body_bytes)
+        name = body.get("model") if isinstance(body, dict) else None
+        target = find_model(service, caller.policy, name if isinstance(name, str) else "")
+        if not isinstance(target, FileModel):
+            raise ApiError(400, f"{name!r} is a workflow: /v1/rerank takes a rank model file", param="model",
+                           code="model_not_supported")
+        return await rerank(request, service, config, caller, target, body)
 
     return Starlette(routes=[
         Route("/models", endpoint(models), methods=["GET"]),
         Route("/models/{model_id:path}", endpoint(model), methods=["GET"]),
         Route("/chat/completions", endpoint(chat), methods=["POST"]),
         Route("/completions", endpoint(completions), methods=["POST"]),
+        Route("/rerank", endpoint(rerank_route), methods=["POST"]),
     ], exception_handlers={HTTPException: route_error, Exception: route_error})
 
 

@@ -22,7 +22,8 @@ log = logging.getLogger(__name__)
 def build_server(service: StudioService, config: ServeConfig) -> Starlette:
     async def index(request: Request) -> Response:
         return JSONResponse({"name": "Metagen Studio", "api": API_PREFIX, "openai_compatible": True,
-                             "routes": ["GET /v1/models", "POST /v1/chat/completions", "POST /v1/completions"]})
+                             "routes": ["GET /v1/models", "POST /v1/chat/completions", "POST /v1/completions",
+                                        "POST /v1/rerank"]})
 
     return Starlette(routes=[Route("/", index), *api_routes(service, config)],
                      exception_handlers={HTTPException: route_error, Exception: route_error})

@@ -49,12 +49,14 @@ MODEL_FIELDS: dict[str, ModelField] = {
     "max_concurrency": ModelField(int, low=1, high=256, example="max_concurrency: 8", nullable=True),
     "timeout_s": ModelField(int, low=1, high=3600, example="timeout_s: 300", nullable=True),
     "context_length": ModelField(int, low=128, high=10_000_000, example="context_length: 32768", nullable=True),
+    "api": ModelField(str, choices=("chat", "rerank", "pooling"), example="api: rerank", nullable=True),
+    "pooling": ModelField(str, choices=("none", "rank"), example="pooling: rank", nullable=True),
     "speculative": ModelField(dict, example=SPECULATIVE_EXAMPLE, nullable=True),
 }
 """The schema of a `models:` entry; validation, the share caps and `model_spec_from_dict` all read it."""
 
 _TYPE_WORDS = {str: "text", int: "a whole number", bool: "true or false", dict: "a mapping"}
-REMOTE_FIELDS = ("base_url", "model", "api_key_env", "max_concurrency", "timeout_s", "context_length")
+REMOTE_FIELDS = ("base_url", "model", "api_key_env", "max_concurrency", "timeout_s", "context_length", "api")
 """Keys that only a `source: openai` entry (a remote OpenAI-compatible server) takes."""
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _URL = re.compile(r"https?://[^\s/?#]+(/[^\s?#]*)?")
@@ -142,6 +144,9 @@ def _remote_issues(alias: str, spec: dict[str, Any], source: Any,
     if "path" in spec:
         issues.append(issue("has source 'openai' and a path", "remove `path:` (a remote server loads its own "
                             "model)", "path"))
+    if spec.get("pooling") == "rank":
+        issues.append(issue("sets pooling: rank, which is for a local GGUF", "for a remote reranker or reward model "
+                            "write `api: rerank` (/v1/rerank) or `api: pooling` (vLLM /pooling)", "pooling"))
     return issues
 
 
@@ -183,6 +188,7 @@ def model_spec_from_dict(data: dict[str, Any], models: dict[str, Any] | None = N
         cpu_weights=data.get("cpu_weights"),
         options=tuple(sorted((str(k), v) for k, v in options.items())),
         **{key: data.get(key) for key in REMOTE_FIELDS},
+        pooling=data.get("pooling") if data.get("pooling") != "none" else None,
         speculative=speculative_from_dict(data.get("speculative"), models, model_spec_from_dict),
     )
 

@@ -11,6 +11,7 @@ import networkx as nx
 from app.workflow.model_specs import check_model_entry
 from app.workflow.speculative_spec import check_speculative
 from app.workflow.problems import Issue
+from app.workflow.reward_checks import reward_model_issues
 from app.workflow.spec import INPUT_TYPES, NodeSpec, Workflow, lone_surrogate
 from app.workflow.subworkflows import INPUT_TYPE_TO_PORT as INPUT_TYPE_TO_PORT  # re-exported
 from app.workflow.subworkflows import WORKFLOW_KIND, Checked, ChildLoader, resolve_children
@@ -286,6 +287,7 @@ def check(wf: Workflow, registry: NodeRegistry, children: ChildLoader | None = N
     kinds = checked.kinds()
     issues: list[Issue] = list(wf.load_issues)
     issues += _check_models(wf)
+    issues += reward_model_issues(wf)
     issues += _check_inputs(wf)
     seen: dict[str, int] = {}
     for i, node in enumerate(wf.nodes):
