@@ -7,20 +7,24 @@ import argparse
 import contextlib
 import io
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from app.share.policy import (
     SHARE_MAX_CONCURRENT_RUNS,
+    SHARE_MAX_INPUT_CHARS,
     SHARE_MAX_LM_CALLS,
     SHARE_MAX_SECONDS,
     SHARE_MAX_TOKENS,
+    SHARE_MAX_UPLOAD_MB,
     SHARE_MODE_ENV,
     SharePolicy,
     env_share_mode,
     load_auth_file,
     parse_auth,
+    parse_remote_model,
 )
 
 log = logging.getLogger(__name__)
@@ -48,6 +52,14 @@ def add_share_arguments(p: argparse.ArgumentParser) -> None:
     add_cap_arguments(g, "share mode: ")
     g.add_argument("--max-concurrent-runs", type=int, default=SHARE_MAX_CONCURRENT_RUNS, metavar="N",
                    help=f"share mode: runs at once; more wait in a queue (default {SHARE_MAX_CONCURRENT_RUNS})")
+    g.add_argument("--max-input-chars", type=int, default=SHARE_MAX_INPUT_CHARS, metavar="N",
+                   help=f"share mode: characters a run's inputs may have together (default {SHARE_MAX_INPUT_CHARS:,})")
+    g.add_argument("--max-upload-mb", type=float, default=SHARE_MAX_UPLOAD_MB, metavar="MB",
+                   help=f"share mode: largest file upload in MB (default {SHARE_MAX_UPLOAD_MB})")
+    g.add_argument("--remote-model", action="append", default=[], metavar="NAME=URL#MODEL[#KEY_ENV]",
+                   help="share mode: offer a remote OpenAI-compatible model to visitors (repeatable); their workflows "
+                        "name it by `base_url: URL` and `model: NAME`, any other server is refused; the API key is "
+                        "read from the environment variable KEY_ENV")
     g.add_argument("--share-mode", action="store_true",
                    help=f"force share mode on this machine's address too (for trying it out; also ${SHARE_MODE_ENV}=1)")
 
@@ -61,15 +73,23 @@ def policy_from_args(args: argparse.Namespace, host: str) -> SharePolicy:
     caps = {"max_lm_calls": getattr(args, "cap_lm_calls", SHARE_MAX_LM_CALLS),
             "max_tokens": getattr(args, "cap_tokens", SHARE_MAX_TOKENS),
             "max_seconds": getattr(args, "cap_seconds", SHARE_MAX_SECONDS),
-            "max_concurrent_runs": getattr(args, "max_concurrent_runs", SHARE_MAX_CONCURRENT_RUNS)}
+            "max_concurrent_runs": getattr(args, "max_concurrent_runs", SHARE_MAX_CONCURRENT_RUNS),
+            "max_input_chars": getattr(args, "max_input_chars", SHARE_MAX_INPUT_CHARS),
+            "max_upload_mb": getattr(args, "max_upload_mb", SHARE_MAX_UPLOAD_MB)}
     for name, value in caps.items():
         if value is None or value <= 0:
             flag = {"max_lm_calls": "--cap-lm-calls", "max_tokens": "--cap-tokens", "max_seconds": "--cap-seconds",
-                    "max_concurrent_runs": "--max-concurrent-runs"}[name]
+                    "max_concurrent_runs": "--max-concurrent-runs", "max_input_chars": "--max-input-chars",
+                    "max_upload_mb": "--max-upload-mb"}[name]
             raise ValueError(f"{flag} must be a positive number, got {value}")
+    remote = [parse_remote_model(text) for text in getattr(args, "remote_model", None) or []]
+    for choice in remote:
+        if choice.api_key_env and not os.environ.get(choice.api_key_env):
+            log.warning("--remote-model %s: $%s is not set; requests go without an API key", choice.name,
+                        choice.api_key_env)
     return SharePolicy.for_serving(host=host, share=bool(getattr(args, "share", False)),
                                    allow_python=bool(getattr(args, "allow_python", False)),
-                                   force_share_mode=forced, auth=pairs, **caps)
+                                   force_share_mode=forced, auth=pairs, remote_choices=remote, **caps)
 
 
 @dataclass

@@ -24,7 +24,7 @@ from app.run.scheduler import Budget, Scheduler
 from app.run.status import CANCELLED, FAILED, SUCCEEDED
 from app.service.errors import UserError
 from app.service.inline_datasets import rows_file
-from app.service.visitor_uploads import check_room, visitor_folder
+from app.service.visitor_uploads import check_room, prune_visitor_folders, visitor_folder
 from app.share.consent import RemoteConsent, RemoteConsentError
 from app.share.policy import SharePolicy, check_workflow_allowed, resolve_model_choices
 from app.share.run_gate import QueueFullError, RunGate
@@ -80,6 +80,8 @@ class EvaluationService:
         if self.store is not None:
             self.store.mark_interrupted()
         self.uploads_dir = uploads_dir
+        if policy.share_mode:  # what visitors of earlier app sessions left
+            prune_visitor_folders(uploads_dir)
         self.observers = observers if observers is not None else ([trace_store] if trace_store else [])
         self.max_concurrent = max_concurrent
         self.dry_run = dry_run
@@ -151,6 +153,8 @@ class EvaluationService:
         safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name).lstrip(".") or "dataset.jsonl"
         folder = self.upload_folder(visitor)
         target = folder / safe
+        if self.policy.share_mode:  # visitors' folders are bounded in age and in total size
+            prune_visitor_folders(self.uploads_dir, keep=folder)
         with self._folder_lock(folder):  # the bound is checked and the file written as one step (per visitor)
             if self.policy.share_mode:
                 check_room(folder, safe, len(data), DATASET_SUFFIXES)

@@ -93,10 +93,13 @@ class ModelCatalog:
                 seen.add(info.path)
         loaded = self._loaded_items()
         rows = []
+        shared = self._service.share_mode  # visitors see file names: the machine's folders are the owner's
         for source, info in found:
             key = "bundled" if source == "bundled" else info.path
             rows.append({
-                "key": key, "source": source, "name": info.name, "path": info.path, "size_bytes": info.size_bytes,
+                "key": info.name if shared and key != "bundled" else key, "source": source, "name": info.name,
+                "path": info.name if shared else info.path,
+                "size_bytes": info.size_bytes,
                 "quantization": info.quantization, "context_length": info.context_length,
                 "architecture": info.architecture, "device": self.device_for(key),
                 "loaded": info.path in loaded, "weights": self.weights_for(info, loaded.get(info.path)),

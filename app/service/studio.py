@@ -23,6 +23,7 @@ from app.share.consent import RemoteConsent
 from app.share.policy import (
     SharePolicy,
     check_workflow_allowed,
+    inputs_problem,
     resolve_model_choices,
 )
 from app.share.run_gate import QueueFullError, RunGate
@@ -128,7 +129,8 @@ class StudioService:
             from backends.cpu_weights import WEIGHTS_SUBDIR
             from backends.pool import ModelPool
 
-            self._pool = ModelPool(weights_dir=self.models_dir / WEIGHTS_SUBDIR)
+            self._pool = ModelPool(memory_budget_bytes=self.policy.memory_budget_bytes,  # share mode: far below
+                                   weights_dir=self.models_dir / WEIGHTS_SUBDIR)  # half the RAM
         return self._pool
 
     @property
@@ -362,6 +364,9 @@ class StudioService:
         if problems:
             raise UserError("the workflow has problems; fix them first: " + issues_summary(problems))
         wf = resolve_model_choices(wf, self.policy)
+        too_large = inputs_problem(inputs if isinstance(inputs, dict) else {}, self.policy)
+        if too_large:  # before anything is copied, stored or traced
+            raise UserError(too_large)
         try:
             values = resolve_inputs(wf, _clean_inputs(wf, inputs or {}))
         except WorkflowError as exc:

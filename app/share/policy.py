@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,6 +35,13 @@ SHARE_MAX_PARTICLES = 16
 """Share mode: the most particles a search node's particle filter may keep (each draws a step per round)."""
 SHARE_MAX_SIMULATIONS = 32
 """Share mode: the most MCTS simulations of a search node (each expands and rolls out to the end)."""
+SHARE_MAX_INPUT_CHARS = 100_000
+"""Share mode: characters one run input may have (all of a run's inputs together); the owner sets another with
+--max-input-chars. A run's inputs are stored in its trace and repeated in its prompts."""
+SHARE_MAX_UPLOAD_MB = 20
+"""Share mode: the largest file Gradio accepts on /gradio_api/upload (--max-upload-mb)."""
+SHARE_MEMORY_FRACTION = 8
+"""Share mode: the model pool may hold 1/8 of the machine's RAM (at least 1 GiB; $METAGEN_POOL_MEMORY overrides)."""
 
 # Model settings a visitor may set on a model; anything else (e.g. `options`, which reach llama.cpp
 # constructor kwargs such as lora paths) is refused in share mode.
@@ -85,6 +93,49 @@ def load_auth_file(path: Path) -> list[tuple[str, str]]:
 
 
 @dataclass(frozen=True)
+class RemoteChoice:
+    """A remote model the owner offers in share mode (`--remote-model NAME=URL#MODEL[#KEY_ENV]`): visitors name it,
+    never an address; the API key comes from the owner's environment variable."""
+
+    name: str
+    base_url: str
+    model: str
+    api_key_env: str | None = None
+
+    def spec(self) -> dict[str, Any]:
+        """The `models:` entry a visitor's entry is replaced by."""
+        return {"source": "openai", "base_url": self.base_url, "model": self.model,
+                **({"api_key_env": self.api_key_env} if self.api_key_env else {})}
+
+
+_REMOTE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_ENV_VAR = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+REMOTE_MODEL_FORM = "NAME=URL#MODEL or NAME=URL#MODEL#KEY_ENV, e.g. demo=http://10.0.0.5:8080/v1#qwen2.5-7b#DEMO_KEY"
+
+
+def parse_remote_model(text: str) -> RemoteChoice:
+    """`NAME=URL#MODEL[#KEY_ENV]` -> RemoteChoice; ValueError saying what to fix."""
+    name, eq, rest = str(text).partition("=")
+    parts = rest.split("#")
+    if not eq or len(parts) not in (2, 3) or not all(p.strip() for p in parts):
+        raise ValueError(f"--remote-model {text!r}: write {REMOTE_MODEL_FORM}")
+    name, url, model = name.strip(), parts[0].strip().rstrip("/"), parts[1].strip()
+    key_env = parts[2].strip() if len(parts) == 3 else None
+    if not _REMOTE_NAME.fullmatch(name):
+        raise ValueError(f"--remote-model {text!r}: the name {name!r} must be letters, digits, '.', '_' or '-'")
+    if not re.fullmatch(r"https?://[^\s/?#@]+(/[^\s?#]*)?", url):
+        raise ValueError(f"--remote-model {text!r}: {url!r} is not an http:// or https:// URL (no user@ part)")
+    if key_env is not None and not _ENV_VAR.fullmatch(key_env):
+        raise ValueError(f"--remote-model {text!r}: {key_env!r} is not an environment variable name (give the "
+                         "variable's name, never the key itself)")
+    return RemoteChoice(name=name, base_url=url, model=model, api_key_env=key_env)
+
+
+_REMOTE_VISITOR_KEYS = {"source", "base_url", "model", "api_key_env"}
+"""What a visitor's `source: openai` entry may say in share mode: which of the owner's remote models it means."""
+
+
+@dataclass(frozen=True)
 class SharePolicy:
     """What the app allows its users; `local()` for the owner alone, `for_serving()` when it may be shared."""
 
@@ -103,6 +154,14 @@ class SharePolicy:
     """(user, password) pairs; empty means no login is asked."""
     max_n_ctx: int | None = None
     max_threads: int | None = None
+    max_input_chars: int | None = None
+    """Characters a run's inputs may have together (None: no limit)."""
+    max_upload_bytes: int | None = None
+    """Largest file upload the web server accepts (None: Gradio's default, no limit)."""
+    memory_budget_bytes: int | None = None
+    """The model pool's memory budget (None: the pool's default, half the RAM)."""
+    remote_choices: tuple[RemoteChoice, ...] = ()
+    """Share mode: the remote models the owner offers (`--remote-model`); any other remote server is refused."""
 
     @classmethod
     def local(cls, *, allow_python: bool = True) -> SharePolicy:
@@ -125,6 +184,9 @@ class SharePolicy:
         max_seconds: float = SHARE_MAX_SECONDS,
         max_concurrent_runs: int = SHARE_MAX_CONCURRENT_RUNS,
         max_queue: int = SHARE_MAX_QUEUE,
+        max_input_chars: int = SHARE_MAX_INPUT_CHARS,
+        max_upload_mb: float = SHARE_MAX_UPLOAD_MB,
+        remote_choices: Iterable[RemoteChoice] = (),
     ) -> SharePolicy:
         """Share mode is on when share=True, the host is not loopback, or it is forced (flag or
         $METAGEN_SHARE_MODE). Off share mode this is `local()` (python allowed) plus the given auth."""
@@ -150,6 +212,10 @@ class SharePolicy:
             auth=auth_pairs,
             max_n_ctx=SHARE_MAX_N_CTX,
             max_threads=SHARE_MAX_THREADS,
+            max_input_chars=max(1, max_input_chars),
+            max_upload_bytes=max(1, int(max_upload_mb * 1024 * 1024)),
+            memory_budget_bytes=share_memory_budget(),
+            remote_choices=tuple(remote_choices),
         )
 
     @property
@@ -178,15 +244,53 @@ class SharePolicy:
                 return choice
         return None
 
+    def remote_choice_for(self, spec: dict[str, Any]) -> RemoteChoice | None:
+        """The owner's remote model a `source: openai` entry means: its `model` is the choice's name (or its model
+        with the same base_url); None when it names anything else."""
+        model = str(spec.get("model") or "").strip()
+        base_url = str(spec.get("base_url") or "").strip().rstrip("/")
+        for choice in self.remote_choices:
+            if model == choice.name and base_url in ("", choice.base_url):
+                return choice
+            if model == choice.model and base_url == choice.base_url:
+                return choice
+        return None
+
     def describe(self) -> str:
         """One line for the CLI and the UI banner."""
         if not self.share_mode:
             return "local mode: full access"
         python = "allowed" if self.allow_python else "disabled"
-        return (f"share mode: workflows by name only, {len(self.model_choices) + 1} model choice(s), python "
+        remote = (f" + remote model(s) {', '.join(c.name for c in self.remote_choices)}" if self.remote_choices
+                  else "")
+        return (f"share mode: workflows by name only, {len(self.model_choices) + 1} model choice(s){remote}, python "
                 f"verifier {python}, per-run caps {self.max_lm_calls} LM calls / {self.max_tokens} tokens / "
                 f"{self.max_seconds:g} s, {self.max_concurrent_runs} concurrent run(s), "
                 f"{self.max_runs_per_visitor} per visitor")
+
+
+def share_memory_budget() -> int:
+    """The model pool's budget in share mode: $METAGEN_POOL_MEMORY when set, else 1/SHARE_MEMORY_FRACTION of the
+    RAM (at least 1 GiB), far below the owner's default of half: visitors share one copy of each model."""
+    from backends.pool import POOL_MEMORY_ENV, default_memory_budget
+
+    owners = default_memory_budget()  # $METAGEN_POOL_MEMORY, else half the RAM
+    if os.environ.get(POOL_MEMORY_ENV, "").strip():
+        return owners
+    return max(1024**3, owners * 2 // SHARE_MEMORY_FRACTION)
+
+
+def inputs_problem(values: dict[str, Any], policy: SharePolicy) -> str | None:
+    """Why a run's inputs are refused under `policy` (too many characters together), else None."""
+    if policy.max_input_chars is None:
+        return None
+    total = 0
+    for value in values.values():
+        total += len(value) if isinstance(value, str) else len(repr(value)) if value is not None else 0
+        if total > policy.max_input_chars:
+            return (f"the run's inputs have more than {policy.max_input_chars:,} characters, the most this shared "
+                    "app takes; shorten them")
+    return None
 
 
 def _min_opt(a: int | float | None, b: int | float | None) -> Any:
@@ -280,10 +384,7 @@ def check_workflow_allowed(wf: Workflow, policy: SharePolicy) -> list[Issue]:
         if not isinstance(spec, dict):
             continue
         if spec.get("source") == "openai":  # the app's server would call any URL a visitor names (SSRF)
-            issues.append(Issue("model_source_refused",
-                                f"model {alias!r} runs on another server ({spec.get('base_url')}); this shared app "
-                                "runs only its own models", f"use `source: bundled` or a model from the list "
-                                f"({choices})", line=wf.line_of("models", alias, "source") or line))
+            issues += _remote_entry_issues(wf, alias, spec, policy, choices)
             continue
         extra = sorted(str(key) for key in set(spec) - _SHARE_MODEL_KEYS)  # YAML keys may be 1, true, null
         if extra:
@@ -311,6 +412,29 @@ def check_workflow_allowed(wf: Workflow, policy: SharePolicy) -> list[Issue]:
                                 f"{policy.max_threads}", "lower `threads` or remove it",
                                 line=wf.line_of("models", alias, "threads") or line))
     return issues
+
+
+def _remote_entry_issues(wf: Workflow, alias: str, spec: dict[str, Any], policy: SharePolicy,
+                         choices: str) -> list[Issue]:
+    """A visitor's `source: openai` entry: allowed only as one of the owner's `--remote-model`s, by name."""
+    line = wf.line_of("models", alias)
+    choice = policy.remote_choice_for(spec)
+    if choice is None:
+        offered = ", ".join(c.name for c in policy.remote_choices)
+        hint = (f"write `model: NAME` with one of this app's remote models ({offered}), or use `source: bundled`"
+                if offered else f"use `source: bundled` or a model from the list ({choices})")
+        return [Issue("model_source_refused", f"model {alias!r} runs on another server ({spec.get('base_url')}); "
+                      "this shared app runs only its own models" + (" and the remote models its owner offers"
+                                                                    if offered else ""), hint,
+                      line=wf.line_of("models", alias, "source") or line)]
+    extra = sorted(str(key) for key in set(spec) - _REMOTE_VISITOR_KEYS)
+    key_env = spec.get("api_key_env")
+    if key_env not in (None, choice.api_key_env):
+        extra.append("api_key_env")  # only the owner says which of this machine's variables holds a key
+    if extra:
+        return [Issue("model_option_refused", f"model {alias!r} sets {', '.join(extra)}, which a shared app does not "
+                      f"accept on its remote model {choice.name!r}", "remove those settings", line=line)]
+    return []
 
 
 SEARCH_CAPS = (("particles", "particles", SHARE_MAX_PARTICLES), ("mcts", "simulations", SHARE_MAX_SIMULATIONS))
@@ -346,6 +470,10 @@ def resolve_model_choices(wf: Workflow, policy: SharePolicy) -> Workflow:
         return wf
     models = {}
     for alias, spec in wf.models.items():
+        choice = policy.remote_choice_for(spec) if spec.get("source") == "openai" else None
+        if choice is not None:  # the owner's address, model and key variable, whatever the visitor wrote
+            models[alias] = choice.spec()
+            continue
         spec = {k: v for k, v in spec.items() if k not in OWNER_MODEL_SETTINGS}
         if spec.get("path"):
             choice = policy.model_choice_for(str(spec["path"]))

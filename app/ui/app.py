@@ -102,4 +102,5 @@ def launch_kwargs(service: StudioService, api: ServeConfig | None = None) -> dic
         "footer_links": [],
         "ssr_mode": False,
         "enable_monitoring": False if service.policy.share_mode else None,
+        "max_file_size": service.policy.max_upload_bytes,  # share mode: /gradio_api/upload refuses larger files
     }

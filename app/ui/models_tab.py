@@ -93,7 +93,8 @@ def models_tab(service: StudioService, tab: gr.Tab) -> None:
                             elem_id="mg-models-layers")
         save_device = gr.Button("Save device settings", elem_id="mg-models-save-device", scale=0)
     message = gr.Markdown(elem_id="mg-models-message")
-    gr.Markdown(f"Models folder: `{service.models_dir}` — drop .gguf files there, then Refresh. "
+    folder = "the owner's models folder" if service.share_mode else f"`{service.models_dir}`"
+    gr.Markdown(f"Models folder: {folder} — drop .gguf files there, then Refresh. "
                 "**Make CPU-fast copy** writes a Q8_0 copy of the picked model (for types such as Q4_1 that "
                 "llama.cpp has no fast CPU matrix path for) and measures it against the original here; a model "
                 "with `cpu_weights: auto` then runs the copy only if it was faster with quality held.")

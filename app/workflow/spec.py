@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,12 @@ MODEL_KEYS = ("source", "path", "device", "n_ctx", "threads", "n_gpu_layers", "f
               "speculative", "pooling", "api")
 MAX_WORKFLOW_BYTES = 1_000_000
 """Largest workflow text (UTF-8 bytes) any entry point parses: files, the editor, links, uploads, the API."""
+MAX_YAML_NODES = 20_000
+"""The parse budget: YAML nodes (keys, values, items) one workflow text may have; composing stops at the first
+beyond it, so a large flat document costs a bounded time and memory (the examples have under 200)."""
+PARSE_SLOTS = 2
+"""Workflow texts parsed at once; more wait their turn (four large parses at once would add up in memory)."""
+_parse_slots = threading.BoundedSemaphore(PARSE_SLOTS)
 MAX_YAML_DEPTH = 100
 """Deepest nesting of YAML collections (a JSON schema param nests about twice its own depth)."""
 MAX_ALIAS_EXPANSION = 100_000
@@ -179,13 +186,21 @@ class _BoundedLoader(yaml.SafeLoader):
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
         self._depth = 0
+        self._nodes = 0
         self.first_alias_line: int | None = None
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         if self.first_alias_line is None and self.check_event(yaml.AliasEvent):
             self.first_alias_line = self.peek_event().start_mark.line + 1
         self._depth += 1
+        self._nodes += 1
         try:
+            if self._nodes > MAX_YAML_NODES:
+                line = self.peek_event().start_mark.line + 1
+                raise WorkflowError([Issue("too_large", f"the YAML has more than {MAX_YAML_NODES:,} values (keys, "
+                                           "values and list items together); the limit keeps parsing bounded",
+                                           "keep workflows small: move long lists (examples, data) out of the "
+                                           "workflow", line=line)])
             if self._depth > MAX_YAML_DEPTH:
                 line = self.peek_event().start_mark.line + 1
                 raise WorkflowError([Issue("too_large", f"the YAML is nested more than {MAX_YAML_DEPTH} levels deep",
@@ -259,6 +274,11 @@ def parse_yaml(text: str) -> tuple[Any, dict[Path_, int]]:
     issue = _too_large(text)
     if issue is not None:
         raise WorkflowError([issue])
+    with _parse_slots:  # parses wait their turn, as runs do
+        return _parse_bounded(text)
+
+
+def _parse_bounded(text: str) -> tuple[Any, dict[Path_, int]]:
     loader: _BoundedLoader | None = None
     try:
         loader = _BoundedLoader(text)
