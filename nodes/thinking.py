@@ -76,8 +76,11 @@ class ThinkSettings:
 
     @classmethod
     def from_params(cls, params: dict[str, Any]) -> ThinkSettings:
+        mode = think_mode(params)
+        if mode == "off":  # the other think params are not checked then: never read them
+            return cls()
         tags = list(params.get("think_tags") or DEFAULT_THINK_TAGS)
-        return cls(think_mode(params), tags[0], tags[1], int(params.get("think_budget") or 256),
+        return cls(mode, tags[0], tags[1], int(params.get("think_budget") or 256),
                    int(params.get("think_min") or 0))
 
     @property

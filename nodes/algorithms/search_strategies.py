@@ -33,8 +33,9 @@ def softmax(scores: Sequence[float | None], temperature: float) -> list[float]:
 
 def systematic_resample(weights: Sequence[float], n: int, offset: float) -> list[int]:
     """`n` indices drawn in proportion to `weights` by systematic resampling: n evenly spaced pointers
-    (offset + i) / n, offset in [0, 1), read against the cumulative weights. Index i is drawn floor(n * w_i) or
-    that plus one times: lower variance than n independent draws, and one random number per generation."""
+    (offset + k) / n, offset in [0, 1), each drawing the index i with C[i-1] <= pointer < C[i] (C the cumulative
+    weights). Index i is drawn floor(n * w_i) or that plus one times: lower variance than n independent draws,
+    and one random number per generation."""
     if n <= 0 or not weights:
         return []
     total = float(sum(weights))
@@ -50,7 +51,7 @@ def systematic_resample(weights: Sequence[float], n: int, offset: float) -> list
     i = 0
     for k in range(n):
         pointer = (offset % 1.0 + k) / n
-        while cumulative[i] < pointer:
+        while cumulative[i] <= pointer:  # the i with C[i-1] <= pointer < C[i]: a zero weight is never drawn
             i += 1
         out.append(i)
     return out

@@ -38,8 +38,9 @@ def test_softmax_weights_and_temperature() -> None:
 def test_systematic_resampling_by_hand() -> None:
     # cumulative 0.5, 0.75, 1.0; pointers 0.125, 0.375, 0.625, 0.875
     assert systematic_resample([0.5, 0.25, 0.25], 4, 0.5) == [0, 0, 1, 2]
-    # pointers 0, 0.25, 0.5, 0.75: 0.5 is not past the first cumulative 0.5
-    assert systematic_resample([0.5, 0.25, 0.25], 4, 0.0) == [0, 0, 0, 1]
+    # pointers 0, 0.25, 0.5, 0.75: a pointer on a boundary belongs to the next index
+    assert systematic_resample([0.5, 0.25, 0.25], 4, 0.0) == [0, 0, 1, 2]
+    assert systematic_resample([0.0, 1.0], 1, 0.0) == [1]  # found by the fuzzer: a zero weight at pointer 0
     assert systematic_resample([0.0, 1.0], 3, 0.9) == [1, 1, 1]  # a zero weight is never drawn
     assert systematic_resample([2.0, 2.0], 2, 0.3) == [0, 1]  # weights need not be normalised
     assert systematic_resample([1.0], 0, 0.3) == []
