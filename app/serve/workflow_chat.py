@@ -34,7 +34,7 @@ async def workflow_chat(request: Request, service: StudioService, config: ServeC
     job = Job(config.gate, f"serve-{prepared.run_ids[0]}")
     job.start(partial(run_choices, service=service, prepared=prepared, stream=req.stream))
     await job.admitted()
-    headers = {RUN_ID_HEADER: ",".join(prepared.run_ids)}
+    headers = {RUN_ID_HEADER: ",".join(prepared.run_ids), **prepared.headers()}
     cid, created = f"chatcmpl-{prepared.run_ids[0]}", shapes.now()
     if req.stream:
         body = _stream(job, prepared, req, cid, created, config.trace_link)

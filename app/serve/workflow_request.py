@@ -23,7 +23,9 @@ from nodes.registry import NodeRegistry
 GRADED_OUTPUT = "answer"
 OVERRIDES = ("temperature", "max_tokens")
 """Request fields mapped onto every node whose kind declares the param of the same name."""
-NOT_FOR_WORKFLOWS = {"stop": "stop", "logprobs": "logprobs", "json_schema": "response_format", "top_p": "top_p"}
+NOT_FOR_WORKFLOWS = {"logprobs": "logprobs", "json_schema": "response_format"}
+"""Request fields a workflow cannot honour (a 400); `logprobs: false` reads as no logprobs and passes."""
+WARNING_HEADER = "x-metagen-warning"
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,11 @@ class PreparedRun:
     overrides: dict[str, list[str]] = field(default_factory=dict)
     hide_cache_hits: bool = False
     """Callers from other machines and share mode: prefix-cache hits are not reported (see RunState)."""
+    warnings: list[str] = field(default_factory=list)
+    """Request fields ignored for this workflow, said in the WARNING_HEADER of the answer."""
+
+    def headers(self) -> dict[str, str]:
+        return {WARNING_HEADER: "; ".join(self.warnings)} if self.warnings else {}
 
 
 def graded_output(wf: Workflow, registry: NodeRegistry) -> Graded:
@@ -84,6 +91,25 @@ def apply_overrides(wf: Workflow, registry: NodeRegistry, values: dict[str, Any]
                 touched[key].append(node.id)
         nodes.append(replace(node, params=params))
     return replace(wf, nodes=nodes), touched
+
+
+def answer_overrides(wf: Workflow, registry: NodeRegistry, graded: Graded,
+                     values: dict[str, Any]) -> tuple[Workflow, dict[str, list[str]], list[str]]:
+    """`values` (stop, top_p; None: not given) set on the node that makes the answer where its kind declares them
+    (clients such as Open WebUI and LangChain send them on every request); the fields it does not take are
+    ignored, each with a warning for the WARNING_HEADER."""
+    given = {k: v for k, v in values.items() if v is not None}
+    node = wf.node(graded.node_id) if graded.node_id else None
+    cls = registry.get(node.kind) if node is not None else None
+    declared = {p.name for p in cls.params} if cls is not None else set()
+    taken = {k: v for k, v in given.items() if k in declared}
+    where = f"node {node.id!r} ({node.kind})" if node is not None else f"input {graded.port!r}"
+    warnings = [f"{key} ignored: the answer of this workflow comes from {where}, which has no {key}"
+                for key in given if key not in taken]
+    if node is None or not taken:
+        return wf, {}, warnings
+    nodes = [replace(n, params={**(n.params or {}), **taken}) if n.id == node.id else n for n in wf.nodes]
+    return replace(wf, nodes=nodes), {key: [node.id] for key in taken}, warnings
 
 
 def _may_be_left_out(spec: Any) -> bool:
@@ -138,6 +164,9 @@ def prepare(service: StudioService, caller: Caller, model: WorkflowModel, req: A
     wf = read_workflow(service, model)
     _check(wf, service.registry, model.name, caller)
     wf, overrides = apply_overrides(wf, service.registry, {"temperature": s.temperature, "max_tokens": s.max_tokens})
+    wf, on_answer, warnings = answer_overrides(wf, service.registry, graded_output(wf, service.registry),
+                                               {"stop": list(s.stop) or None, "top_p": s.top_p})
+    overrides.update(on_answer)
     problems = errors(validate(wf, service.registry))
     if problems:
         param = next((k for k in overrides if any(k in p.message for p in problems)), "max_tokens")
@@ -150,4 +179,4 @@ def prepare(service: StudioService, caller: Caller, model: WorkflowModel, req: A
     return PreparedRun(model=model.name, wf=wf, values=values, budget=budget, seeds=seeds,
                        run_ids=[uuid.uuid4().hex[:12] for _ in seeds], graded=graded_output(wf, service.registry),
                        overrides={k: v for k, v in overrides.items() if v},
-                       hide_cache_hits=caller.remote or caller.share_rules)
+                       hide_cache_hits=caller.remote or caller.share_rules, warnings=warnings)
