@@ -39,7 +39,8 @@ PAST_COLUMNS = ["id", "name", "status", "runs", "dataset", "created"]
 FINISHED = (SUCCEEDED, FAILED, CANCELLED)
 NO_DEFAULT = ""
 """The mapping dropdowns' value for "leave the input to its default"."""
-COUNT_LIKE = ("n", "samples", "beam_width", "expand_k", "max_depth", "min_samples", "batch_size", "max_iters")
+COUNT_LIKE = ("n", "samples", "beam_width", "expand_k", "max_depth", "min_samples", "batch_size", "max_iters",
+              "subtrees", "particles", "simulations", "think_budget", "think_min")
 READ_EDITOR_JS = """() => {
   const ui = window.MetagenUI;
   if (ui && ui.currentYaml) return ui.currentYaml();
