@@ -13,6 +13,8 @@ from app.serve.errors import ApiError, bad_param
 MAX_STOP = 16
 MAX_TOP_LOGPROBS = 20
 MAX_TOKENS_LIMIT = 32_768
+SEED_LIMIT = 2**63
+"""Seeds are 64-bit integers, as OpenAI's are."""
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 UNSUPPORTED = ("tools", "functions", "tool_choice", "function_call", "audio", "modalities", "suffix")
 
@@ -128,6 +130,9 @@ def _sampling(body: dict[str, Any], *, chat: bool, max_n: int) -> Sampling:
     seed = body.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise bad_param("seed", f"seed must be a whole number, got {seed!r}", "invalid_type")
+    if seed is not None and not -SEED_LIMIT <= seed < SEED_LIMIT:
+        shown = str(seed) if len(str(seed)) <= 24 else f"a number of {len(str(seed))} digits"
+        raise bad_param("seed", f"seed must be a 64-bit integer (from -2**63 to 2**63 - 1), got {shown}")
     return Sampling(
         n=_int(body, "n", 1, max_n) or 1,
         seed=seed,

@@ -52,6 +52,12 @@ async def read_json(request: Request, limit: int) -> object:
         return json.loads(b"".join(chunks) or b"null")
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"the request body is not valid JSON: {exc}", code="invalid_json") from None
+    except RecursionError:
+        raise ApiError(400, "the request body is nested too deeply to read (JSON of a few levels is all the API "
+                       "takes)", code="invalid_json") from None
+    except ValueError:  # Python refuses integers of more than 4,300 digits
+        raise ApiError(400, "the request body has a number with too many digits (a seed or count is a 64-bit "
+                       "integer)", code="invalid_json") from None
 
 
 def _as_api_error(exc: BaseException) -> ApiError:
