@@ -345,8 +345,11 @@ class GenerateJob(PrefillMixin, Job):
         sample.pending = token
         self._emit(sample, final=False)
 
-    def _is_cancelled(self) -> bool:
-        return self.cancelled
+    def _is_cancelled(self) -> str | None:
+        """Why the request was cancelled (the grammar child's waits watch it), or None while it goes on."""
+        if not self.cancelled:
+            return None
+        return (self.cancel.reason if self.cancel is not None else "") or "cancelled"
 
     def _grammar_sample(self, core: EngineView, sample: Sample, logits: np.ndarray | None) -> int:
         """Draw under the grammar: the child process says which tokens may come next (while cancel and the

@@ -54,7 +54,8 @@ TOO_AMBIGUOUS = (
 
 
 class GrammarWorker:
-    """One child process holding grammar samplers by key; every call waits with a deadline and a cancel check."""
+    """One child process holding grammar samplers by key; every call waits with a deadline and a cancel check
+    (`cancelled()` answers the reason, or None while the request goes on)."""
 
     def __init__(self, model_path: Path) -> None:
         self.model_path = Path(model_path)
@@ -70,7 +71,7 @@ class GrammarWorker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def wait_ready(self, cancelled: Callable[[], bool]) -> None:
+    def wait_ready(self, cancelled: Callable[[], str | None]) -> None:
         if not self.started:
             line = self._read_line(time.monotonic() + WORKER_START_LIMIT_S, cancelled, "starting")
             if line != b"ready":
@@ -78,7 +79,7 @@ class GrammarWorker:
                 raise BackendError(f"The grammar process could not start ({line.decode(errors='replace')[:200]}).")
             self.started = True
 
-    def new(self, key: int, grammar: str, cancelled: Callable[[], bool]) -> None:
+    def new(self, key: int, grammar: str, cancelled: Callable[[], str | None]) -> None:
         """Set up `grammar` under `key` (llama.cpp builds its rules and first parse stacks)."""
         self._send({"op": "new", "key": key, "grammar": grammar})
         reply = self._read_line(time.monotonic() + GRAMMAR_STEP_LIMIT_S, cancelled, "setting up the grammar")
@@ -87,7 +88,7 @@ class GrammarWorker:
                                "against llama.cpp's GBNF guide: rules look like  root ::= \"yes\" | \"no\".")
         self.keys.add(key)
 
-    def allowed(self, key: int, n_vocab: int, cancelled: Callable[[], bool]) -> np.ndarray:
+    def allowed(self, key: int, n_vocab: int, cancelled: Callable[[], str | None]) -> np.ndarray:
         """A bool per token of the vocabulary: may it come next under grammar `key`."""
         self._send({"op": "mask", "key": key})
         deadline = time.monotonic() + GRAMMAR_STEP_LIMIT_S
@@ -98,7 +99,7 @@ class GrammarWorker:
         bits = self._read_exact(int(header[1]), deadline, cancelled)
         return np.unpackbits(np.frombuffer(bits, dtype=np.uint8), count=n_vocab).astype(bool)
 
-    def accept(self, key: int, token: int, cancelled: Callable[[], bool]) -> None:
+    def accept(self, key: int, token: int, cancelled: Callable[[], str | None]) -> None:
         """Advance grammar `key` past `token` (llama.cpp moves every parse stack over its text)."""
         self._send({"op": "accept", "key": key, "token": int(token)})
         if self._read_line(time.monotonic() + GRAMMAR_STEP_LIMIT_S, cancelled, "accepting a token") != b"ok":
@@ -129,14 +130,15 @@ class GrammarWorker:
             self.kill()
             raise BackendError(self._died_message()) from exc
 
-    def _fill(self, deadline: float, cancelled: Callable[[], bool], doing: str) -> None:
+    def _fill(self, deadline: float, cancelled: Callable[[], str | None], doing: str) -> None:
         """Read what the child has written, waiting in short slices between which cancel and time are checked."""
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         while True:
-            if cancelled():
+            reason = cancelled()
+            if reason is not None:
                 self.kill()
-                raise CancelledError("cancelled while the grammar was working")
+                raise CancelledError(reason)
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
@@ -151,14 +153,14 @@ class GrammarWorker:
                 self._buffer.extend(chunk)
                 return
 
-    def _read_line(self, deadline: float, cancelled: Callable[[], bool], doing: str) -> bytes:
+    def _read_line(self, deadline: float, cancelled: Callable[[], str | None], doing: str) -> bytes:
         while b"\n" not in self._buffer:
             self._fill(deadline, cancelled, doing)
         line, _, rest = bytes(self._buffer).partition(b"\n")
         self._buffer = bytearray(rest)
         return line.strip()
 
-    def _read_exact(self, size: int, deadline: float, cancelled: Callable[[], bool]) -> bytes:
+    def _read_exact(self, size: int, deadline: float, cancelled: Callable[[], str | None]) -> bytes:
         while len(self._buffer) < size:
             self._fill(deadline, cancelled, "masking the vocabulary")
         data = bytes(self._buffer[:size])
@@ -180,7 +182,7 @@ class GrammarPool:
         self._lock = threading.Lock()
         self._closed = False
 
-    def lease(self, cancelled: Callable[[], bool]) -> GrammarWorker:
+    def lease(self, cancelled: Callable[[], str | None]) -> GrammarWorker:
         with self._lock:
             while self._idle:
                 worker = self._idle.pop()

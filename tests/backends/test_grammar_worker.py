@@ -48,19 +48,19 @@ def test_the_child_masks_exactly_what_the_in_process_chain_draws_from() -> None:
     rng = np.random.default_rng(5)
     worker = grammar_worker.GrammarWorker(bundled_model_path())
     try:
-        worker.wait_ready(lambda: False)
-        worker.new(0, grammar, lambda: False)
+        worker.wait_ready(lambda: None)
+        worker.new(0, grammar, lambda: None)
         inside = SequenceSampler(lib, vocab, params, 9, grammar)
         outside = SequenceSampler(lib, vocab, params, 9, None)
         tokens = []
         for _ in range(12):
             logits = rng.normal(0, 3, n_vocab).astype(np.float32)
             expected = inside.sample_logits(logits.copy())
-            allowed = worker.allowed(0, n_vocab, lambda: False)
+            allowed = worker.allowed(0, n_vocab, lambda: None)
             assert allowed[expected]
             drawn = outside.sample_logits(np.where(allowed, logits, -np.inf).astype(np.float32))
             assert drawn == expected
-            worker.accept(0, drawn, lambda: False)
+            worker.accept(0, drawn, lambda: None)
             tokens.append(drawn)
         assert len(set(tokens)) > 1
         inside.free()

@@ -1,0 +1,41 @@
+"""An ambiguous recursive JSON schema through /v1 response_format under share mode's time cap (issue 24, finding 1):
+the request ends at the cap (or fails with the grammar named, or finishes), and the server answers the next one."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.serve.conftest import ServeProcess
+
+pytestmark = pytest.mark.model
+
+BRANCH = {"type": "array", "items": {"$ref": "#/definitions/t"}}
+AMBIGUOUS = {"type": "object", "properties": {"v": {"$ref": "#/definitions/t"}}, "required": ["v"],
+             "definitions": {"t": {"anyOf": [BRANCH] * 5 + [{"type": "integer"}]}}}
+
+
+@pytest.fixture(scope="module")
+def capped(serve_factory: Any) -> ServeProcess:
+    return serve_factory("--share-mode", "--cap-seconds", "2")
+
+
+def test_an_ambiguous_schema_ends_at_the_cap_and_the_server_goes_on(capped: ServeProcess) -> None:
+    with capped.http() as http:
+        model = next(m["id"] for m in http.get("/models").json()["data"] if m["id"].endswith(".gguf"))
+        body = {"model": model, "messages": [{"role": "user", "content": "Nested lists of numbers, please."}],
+                "max_tokens": 40, "temperature": 1.0, "n": 2, "seed": 1,
+                "response_format": {"type": "json_schema", "json_schema": {"name": "t", "schema": AMBIGUOUS}}}
+        reply = http.post("/chat/completions", json=body)
+        assert reply.status_code in (200, 400, 503), reply.text
+        if reply.status_code == 503:
+            assert "cap of 2 s" in reply.json()["error"]["message"]
+        elif reply.status_code == 400:
+            assert "too ambiguous" in reply.json()["error"]["message"]
+        else:
+            assert all(json.loads(c["message"]["content"]) for c in reply.json()["choices"])
+        after = http.post("/chat/completions", json={"model": model, "max_tokens": 4, "messages": [
+            {"role": "user", "content": "Say yes."}]})
+        assert after.status_code == 200, after.text
