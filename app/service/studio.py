@@ -30,8 +30,8 @@ from app.share.run_gate import QueueFullError, RunGate
 from app.share.visitors import VisitorIdentities
 from app.workflow.files import list_workflow_names, safe_workflow_name, workflow_path
 from app.workflow.problems import Issue, WorkflowError, errors
-from app.workflow.spec import Workflow, load_workflow_text, workflow_from_dict
-from app.workflow.subworkflows import ChildLoader, descendants, prefixed
+from app.workflow.spec import Workflow, load_workflow, load_workflow_text, workflow_from_dict
+from app.workflow.subworkflows import ChildLoader, descendants, prefixed, workflow_ports
 from app.workflow.validation import check as check_tree
 from nodes.registry import NodeRegistry, default_registry
 
@@ -223,6 +223,18 @@ class StudioService:
 
     def list_workflows(self) -> list[str]:
         return list_workflow_names(self.workflows_dir)
+
+    def workflow_ports(self) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        """Each workflow of the folder with the ports a workflow node using it gets (the editor's Workflows
+        palette and its workflow nodes); files that do not load are left out."""
+        ports: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        for name in self.list_workflows():
+            try:
+                wf = load_workflow(self.path_for(name))
+            except (WorkflowError, UserError):
+                continue
+            ports[name] = workflow_ports(wf, check_tree(wf, self.registry, self.children))
+        return ports
 
     def list_examples(self) -> list[str]:
         return [p.stem for p in self._example_files()]

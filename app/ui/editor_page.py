@@ -113,6 +113,7 @@ def mg_init(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
         "schema": service.schema(),
         "rules": graph_rules(),
         "workflows": service.list_workflows(),
+        "workflow_ports": service.workflow_ports(),
         "examples": service.list_examples(),
         "share_mode": service.policy.share_mode,
         "policy": service.policy.describe(),
@@ -162,7 +163,7 @@ def mg_save(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
             mine.add(saved["name"])
     else:
         saved = service.save_workflow(name, payload.get("workflow"), overwrite=bool(payload.get("overwrite", True)))
-    return {**saved, "workflows": service.list_workflows()}
+    return {**saved, "workflows": service.list_workflows(), "workflow_ports": service.workflow_ports()}
 
 
 def mg_from_editor(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:

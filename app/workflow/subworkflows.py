@@ -140,6 +140,16 @@ class Child:
         return out
 
 
+def workflow_ports(wf: Workflow, checked: Checked) -> dict[str, list[dict[str, Any]]]:
+    """The ports a workflow node using `wf` gets (unmapped), for the editor: inputs with their port types and
+    whether they must be wired, outputs with the type of what they refer to."""
+    return {
+        "inputs": [{"name": name, "type": INPUT_TYPE_TO_PORT.get(spec.type, JSON), "required": spec.default is None,
+                    "description": spec.description} for name, spec in wf.inputs.items()],
+        "outputs": [{"name": name, "type": type_, "description": ""} for name, type_ in checked.output_types.items()],
+    }
+
+
 def descendants(checked: Checked, prefix: str = "") -> Iterator[tuple[str, Child]]:
     """Every child of the tree with its workflow-node path (`w`, `w/inner`), depth first."""
     for node_id, child in checked.children.items():

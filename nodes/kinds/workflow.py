@@ -21,7 +21,7 @@ class WorkflowNode(NodeKind):
 
     kind = "workflow"
     title = "Workflow"
-    category = "workflow"
+    category = "workflows"
     description = ("Another workflow as one node: its inputs and outputs are the child's. With `map: INPUT` the "
                    "named input takes a candidate set and the child runs once per candidate (all at once); "
                    "`candidates` then holds one candidate per child run.")

@@ -64,6 +64,7 @@ export function docFromWorkflow(wf, { inputKind, outputKind, rules }) {
       kind: String(entry.kind || ""),
       model: entry.model === undefined || entry.model === null ? null : String(entry.model),
       params: entry.params && typeof entry.params === "object" ? clone(entry.params) : {},
+      ...(entry.map !== undefined && entry.map !== null ? { map: String(entry.map) } : {}),  // workflow nodes
       raw: {},
       wiring: entry.inputs && typeof entry.inputs === "object" ? entry.inputs : {},
     });
@@ -124,6 +125,7 @@ export function workflowFromDoc(d) {
     } else {
       const entry = { id: n.id, kind: n.kind };
       if (n.model) entry.model = n.model;
+      if (n.map !== undefined && n.map !== null) entry.map = n.map;
       if (n.params && Object.keys(n.params).length) entry.params = clone(n.params);
       const ins = {};
       for (const e of edges) ins[e.in] = refOf(e);

@@ -89,7 +89,7 @@ export default class EditMethods {
     const dst = this.node(to);
     if (!src || !dst) return "unknown node";
     const sp = this.outputPorts(src).find((p) => p.name === out);
-    const dstDef = this.kindDef(dst.kind);
+    const dstDef = this.nodeDef(dst);
     const dp = inp === ADD_PORT && dstDef && dstDef.variadic_inputs && !dst.section ? { name: ADD_PORT, type: "any" }
       : this.inputPorts(dst).find((p) => p.name === inp);
     if (!sp || !dp) return `no such port ${!sp ? out : inp}`;

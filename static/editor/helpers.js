@@ -3,10 +3,10 @@
 export const TYPE_COLORS = { text: "#3b82f6", number: "#f59e0b", candidates: "#8b5cf6", json: "#10b981", any: "#94a3b8" };
 export const CATEGORY_COLORS = { io: "#64748b", generate: "#3b82f6", score: "#f59e0b", aggregate: "#8b5cf6",
   search: "#14b8a6", text: "#ec4899" }; // as in editor.css (.mge-cat-*)
-export const CATEGORY_ORDER = ["io", "generate", "score", "aggregate", "search", "text"];
+export const CATEGORY_ORDER = ["io", "generate", "score", "aggregate", "search", "text", "workflows"];
 export const CATEGORY_TITLES = {
   io: "Inputs & outputs", generate: "Generate", score: "Score", aggregate: "Aggregate",
-  search: "Search", text: "Text", other: "Other",
+  search: "Search", text: "Text", workflows: "Workflows", other: "Other",
 };
 export const HISTORY_LIMIT = 200;
 export const CHANGE_DEBOUNCE_MS = 150;

@@ -29,6 +29,13 @@
  *   ed.select(nodeId | [ids] | null);  ed.getSelection();  // programmatic selection (onSelect not fired)
  *   ed.setSchema(schema); ed.setRules(rules); ed.setModels(["main"]);
  *   ed.destroy();
+ *   ed.setWorkflows({name: {inputs: [{name, type, required}], outputs: [{name, type}]}}); // also options.workflows:
+ *                                  // the palette's Workflows section, and the ports of `kind: workflow` nodes
+ *   await ed.makeSubworkflow(name?); // Ctrl+G / toolbar editor-make-subworkflow: the selection becomes a new
+ *                                  // workflow, saved by options.onMakeSubworkflow(name, workflowJson) -> Promise,
+ *                                  // and one workflow node replaces it (one undo step)
+ *   options.onOpenWorkflow(name, nodeId): double-click on a workflow node (the host opens the child, and keeps the
+ *                                  // breadcrumb back)
  *
  * Node ids of workflow inputs/outputs are "inputs.<name>" / "outputs.<name>" (also in setIssues/setRunState).
  * Run states: queued | running | cached | done | error | skipped.
@@ -61,7 +68,7 @@
  * rules), document.js (document <-> workflow JSON), layout.js (auto-layout geometry) -- helpers, rules,
  * document and layout touch no DOM (tests.html runs their tests in a worker) -- and the method groups of
  * Editor: history.js, view.js, render.js, palette.js, edits.js, pointer.js, keyboard.js, quick_add.js,
- * inspector.js. MetagenEditor.templateVariables(text, rules?) and .portCompatible(source, target, rules?)
+ * inspector.js, subworkflow.js. MetagenEditor.templateVariables(text, rules?) and .portCompatible(source, target, rules?)
  * use the rules of the last mount (or setRules) when none are given.
  */
 
@@ -69,7 +76,7 @@ const V = new URL(import.meta.url).search; // this module's ?v=<version>, passed
 const [helpers, dom, rules_, docs, ...methods] = await Promise.all([
   "helpers.js", "dom.js", "rules.js", "document.js",
   "history.js", "view.js", "render.js", "palette.js", "edits.js", "pointer.js", "keyboard.js", "quick_add.js",
-  "inspector.js",
+  "inspector.js", "subworkflow.js",
 ].map((name) => import(`./${name}${V}`)));
 const { stableStringify, mixin } = helpers;
 const { h, svg } = dom;
@@ -104,6 +111,7 @@ class Editor {
     this.changeTimer = null;
     this.pendingFit = false;
     this.destroyed = false;
+    this.workflows = new Map(Object.entries(this.opts.workflows || {})); // sub-workflows: name -> their ports
     this._setSchema(this.opts.schema);
     this._build();
     this._renderPalette();
@@ -129,7 +137,7 @@ class Editor {
   _paramVisible(param, resolved) { return paramVisible(param, resolved); }
 
   /** Input ports of a node: declared, template variables (variadic kinds), and any wired extras. */
-  inputPorts(node) { return inputPorts(node, this.kindDef(node.kind), this.doc.edges, this.rules); }
+  inputPorts(node) { return inputPorts(node, this.nodeDef(node), this.doc.edges, this.rules); }
 
   /** The name a wire dropped on a variadic node's "+ input" port gets: the source's name, made unique. */
   _newPortName(from, out, to) {
@@ -142,7 +150,7 @@ class Editor {
     for (let i = 2; ; i++) if (!taken.has(`${name}_${i}`)) return `${name}_${i}`;
   }
 
-  outputPorts(node) { return outputPorts(node, this.kindDef(node.kind), this.doc.edges); }
+  outputPorts(node) { return outputPorts(node, this.nodeDef(node), this.doc.edges); }
 
   // ---------------------------------------------------------------- document <-> workflow JSON (document.js)
 
@@ -283,6 +291,8 @@ class Editor {
       tb("delete", "\u2715 Delete", "Delete the selection (Delete)", () => this.deleteSelection()),
       h("span", { class: "mge-sep" }),
       tb("layout", "\u2637 Auto-layout", "Arrange the nodes left to right", () => this.autoLayout()),
+      tb("make-subworkflow", "\u29c9 Sub-workflow", "Make a sub-workflow of the selected nodes (Ctrl+G)",
+        () => this.makeSubworkflow()),
       tb("fit", "\u2922 Fit", "Fit the workflow in view (F)", () => this.fitView()),
       tb("zoom-out", "\u2212", "Zoom out", () => this._zoomBy(1 / 1.2)),
       h("span", { class: "mge-zoom", "data-testid": "editor-zoom" }, "100%"),
@@ -345,7 +355,7 @@ class Editor {
     this.palette.addEventListener("pointerdown", (e) => this._onPalettePointerDown(e));
     this.palette.addEventListener("keydown", (e) => {
       const item = e.target.closest && e.target.closest(".mge-palette-item");
-      if (item && (e.key === "Enter" || e.key === " ")) { e.preventDefault(); this.addNode(item.getAttribute("data-kind"), null); }
+      if (item && (e.key === "Enter" || e.key === " ")) { e.preventDefault(); this._addFromPalette(item, null); }
     });
     this.root.addEventListener("keydown", (e) => this._onKeyDown(e));
     this.root.addEventListener("keyup", (e) => this._onKeyUp(e));

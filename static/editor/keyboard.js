@@ -38,6 +38,7 @@ export default class KeyboardMethods {
       return;
     }
     if (mod && key === "d") { e.preventDefault(); if (this.copySelection()) this.paste(); return; }
+    if (mod && (key === "g" || key === "G")) { e.preventDefault(); this.makeSubworkflow(); return; }
     if (mod) return;
     if (key === "Delete" || key === "Backspace") { e.preventDefault(); this.deleteSelection(); return; }
     if (key === "/") { e.preventDefault(); this.openQuickAdd(); return; }

@@ -8,7 +8,7 @@ const { h } = await import(`./dom.js${V}`);
 export default class PaletteMethods {
   _paletteEntries() {
     const entries = [...this.kinds.values()];
-    return entries;
+    return entries.concat(this._workflowEntries());
   }
 
   _matches(def, q) {
@@ -55,6 +55,7 @@ export default class PaletteMethods {
       for (const def of items) {
         group.appendChild(h("div", {
           class: `mge-palette-item mge-cat-${String(cat).replace(/[^a-z0-9_-]/gi, "")}`, "data-kind": def.kind,
+          ...(def.workflow ? { "data-workflow": def.workflow } : {}),
           title: def.description || def.kind, role: "button", tabindex: "0",
         }, [h("span", { class: "mge-swatch" }), h("span", { class: "mge-item-title" }, def.title || def.kind),
           h("span", { class: "mge-item-kind" }, def.kind)]));
@@ -68,7 +69,6 @@ export default class PaletteMethods {
     const item = e.target.closest(".mge-palette-item");
     if (!item || e.button !== 0) return;
     e.preventDefault();
-    const kind = item.getAttribute("data-kind");
     const ghost = h("div", { class: "mge-ghost" }, item.querySelector(".mge-item-title").textContent);
     const start = { x: e.clientX, y: e.clientY };
     let moved = false;
@@ -83,11 +83,11 @@ export default class PaletteMethods {
       document.removeEventListener("pointermove", move, true);
       document.removeEventListener("pointerup", up, true);
       ghost.remove();
-      if (!moved) { this.addNode(kind, null); return; }
+      if (!moved) { this._addFromPalette(item, null); return; }
       const r = this.viewport.getBoundingClientRect();
       if (ev.clientX >= r.left && ev.clientX <= r.right && ev.clientY >= r.top && ev.clientY <= r.bottom) {
         const p = this.toWorld(ev.clientX, ev.clientY);
-        this.addNode(kind, { x: p.x - 20, y: p.y - 14 });
+        this._addFromPalette(item, { x: p.x - 20, y: p.y - 14 });
       }
       this.root.focus({ preventScroll: true });
     };

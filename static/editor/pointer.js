@@ -333,8 +333,9 @@ export default class PointerMethods {
     const target = this.root.contains(under) ? under : e.target;
     const nodeEl = target.closest(".mge-node");
     if (nodeEl && !target.closest("[data-port]")) {
-      // double-click a node: rename it in the inspector
       e.preventDefault();
+      if (this._openChild(nodeEl._nodeId)) return; // a workflow node: the host opens its child
+      // double-click a node: rename it in the inspector
       this.select(nodeEl._nodeId);
       this._emitSelect();
       const field = this.inspector.querySelector('[data-testid="inspector-id"]');

@@ -28,7 +28,7 @@ export default class RenderMethods {
         this.nodeEls.set(n.id, el);
         this.nodeLayer.appendChild(el);
       }
-      const sig = JSON.stringify([n.id, n.kind, n.model, n.params, n.raw, n.section,
+      const sig = JSON.stringify([n.id, n.kind, n.model, n.params, n.raw, n.section, n.map, this._childPorts(n),
         (wiredIn.get(n.id) || []).sort(), [...new Set(wiredOut.get(n.id) || [])].sort(),
         issuesByNode.get(n.id) || null, this.runState[n.id] || null]);
       if (el._sig !== sig) {

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from app.workflow import spec as workflow_mod
+from app.workflow.subworkflows import ChildLoader, workflow_ports
+from app.workflow.validation import check
 from nodes import registry
 
 pytestmark = pytest.mark.e2e
@@ -803,6 +805,9 @@ def test_real_registry_and_every_example_workflow_round_trip(editor: EditorPage,
                          [schema, registry.graph_rules()])
     palette = editor.page.eval_on_selector_all(".mge-palette [data-kind]", "els => els.map(e => e.dataset.kind)")
     assert sorted(palette) == sorted(entry["kind"] for entry in schema)
+    ports = {p.stem: workflow_ports(wf, check(wf, registry.default_registry(), ChildLoader((p.parent,))))
+             for p in examples for wf in [workflow_mod.load_workflow(p)]}
+    editor.page.evaluate("ports => ed.setWorkflows(ports)", ports)  # the ports of the examples' workflow nodes
     for path in examples:
         data = workflow_mod.load_workflow(path).to_dict()
         editor.page.evaluate("wf => ed.load(wf, {fit: true})", data)
