@@ -312,8 +312,8 @@
     return !S.dirty || window.confirm("Discard the unsaved changes to '" + (S.name || "untitled") + "'?");
   }
 
-  async function openSaved(name) {
-    if (!name || !confirmDiscard()) return;
+  async function openSaved(name, keepCurrent) {  // keepCurrent: the page keeps it (a child opened from its parent)
+    if (!name || (!keepCurrent && !confirmDiscard())) return;
     const result = await call("mg_open", { name: name });
     if (typeof result.error === "string") return notice(result.error, "error");
     applyOpened(result, result.name, false);
@@ -379,6 +379,7 @@
     setName(result.name);
     setDirty(false);
     fillSelect(S.el.openSelect, result.workflows, "Open…");
+    if (S.ed && result.workflow_ports) S.ed.setWorkflows(result.workflow_ports);  // a child's ports may have changed
     notice("Saved " + result.name + ".yaml", "ok");
   }
 
@@ -806,6 +807,9 @@
         models: ["main"],
         onChange: onCanvasChange,
         onSelect: onSelect,
+        workflows: S.ports,  // sub-workflows (static/subworkflow_ui.js): ports, new children, opening a child
+        onMakeSubworkflow: (name, wf) => window.MetagenSubworkflows.make(name, wf),
+        onOpenWorkflow: (name) => window.MetagenSubworkflows.open(name),
         onMessage: (text, level) => notice(String(text || ""), LEVELS[level] || "warn"),
       });
     } catch (err) {
@@ -827,6 +831,7 @@
       return;
     }
     S.schema = init.schema;
+    S.ports = init.workflow_ports || {};
     S.ed = await mountEditor(init.schema, init.rules);
     fillSelect(S.el.openSelect, init.workflows, "Open…");
     fillSelect(S.el.exampleSelect, init.examples, "New from example…");
@@ -858,11 +863,11 @@
   }
 
   /** Open YAML from outside the workflows folder (a ?wf= link, a traced run): "link" origin unless told. */
-  async function openYaml(text, name, origin) {
+  async function openYaml(text, name, origin, savedName, dirty) {
     const result = await call("mg_parse_yaml", { text: text });
     if (typeof result.error === "string") return notice(result.error, "error");
     result.yaml = text;
-    applyOpened(result, null, true, origin || "link");
+    applyOpened(result, savedName || null, dirty === undefined ? true : dirty, origin || "link");
     notice("Opened " + (name || "the workflow") + " in the editor (not saved yet).", "ok");
   }
 
@@ -870,6 +875,8 @@
     start: start,
     openYaml: openYaml,
     currentYaml: () => (S.el.yaml ? S.el.yaml.value : ""),  // the YAML pane (the Evaluate tab reads it)
+    call: call, openSaved: openSaved, editor: () => S.ed,
+    refreshLists: (r) => { fillSelect(S.el.openSelect, r.workflows, "Open…"); S.ed && S.ed.setWorkflows(r.workflow_ports); },
     state: () => ({
       name: S.name, dirty: S.dirty, yamlError: S.yamlError, currentRun: S.currentRun,
       runs: S.runs.map((r) => ({ run_id: r.run_id, status: r.status })),

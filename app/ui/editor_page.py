@@ -123,7 +123,8 @@ def mg_init(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def mg_list(service: StudioService, _payload: dict[str, Any]) -> dict[str, Any]:
-    return {"workflows": service.list_workflows(), "examples": service.list_examples()}
+    return {"workflows": service.list_workflows(), "examples": service.list_examples(),
+            "workflow_ports": service.workflow_ports()}
 
 
 def _agree_to_own(service: StudioService, opened: dict[str, Any], payload: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,73 @@
+/* Sub-workflows on the editor page (beside ui_bridge.js): "Make sub-workflow" saves the new child workflow through
+ * the app, and a double-click on a workflow node opens its child with a breadcrumb back to the parent, which is
+ * kept as it was (unsaved changes included) and gets the child's ports as saved. */
+(function () {
+  "use strict";
+
+  const parents = []; // {name, yaml, dirty} of each workflow above the one shown, outermost first
+
+  function ui() { return window.MetagenUI; }
+
+  function bar() {
+    let el = document.querySelector("[data-testid=subworkflow-breadcrumb]");
+    const main = document.querySelector(".mg-main");
+    if (!el && main) {
+      el = document.createElement("div");
+      el.className = "mg-breadcrumb";
+      el.setAttribute("data-testid", "subworkflow-breadcrumb");
+      main.parentNode.insertBefore(el, main);
+    }
+    return el;
+  }
+
+  function render() {
+    const el = bar();
+    if (!el) return;
+    el.textContent = "";
+    el.hidden = !parents.length;
+    if (!parents.length) return;
+    const back = document.createElement("button");
+    back.type = "button";
+    back.className = "mg-btn";
+    back.setAttribute("data-testid", "subworkflow-back");
+    back.textContent = "\u2190 Back to " + (parents[parents.length - 1].name || "the parent workflow");
+    back.addEventListener("click", () => { goBack(); });
+    const path = document.createElement("span");
+    path.className = "mg-crumbs";
+    path.textContent = parents.map((p) => p.name || "untitled").concat([ui().state().name || "untitled"])
+      .join(" \u203a ");
+    el.append(back, " ", path);
+  }
+
+  /** The editor's onMakeSubworkflow: save the child as a new workflow (never over an existing one). */
+  async function make(name, workflow) {
+    const result = await ui().call("mg_save", { name: name, workflow: workflow, overwrite: false });
+    if (result.error) throw new Error(result.error);
+    ui().refreshLists(result);
+  }
+
+  /** The editor's onOpenWorkflow: open the child, keeping the parent for the way back. */
+  async function open(name) {
+    const state = ui().state();
+    parents.push({ name: state.name, yaml: ui().currentYaml(), dirty: state.dirty });
+    await ui().openSaved(name, true);
+    if (ui().state().name !== name) parents.pop(); // it did not open (the notice says why)
+    render();
+  }
+
+  async function goBack() {
+    const parent = parents[parents.length - 1];
+    if (!parent) return;
+    const state = ui().state();
+    if (state.dirty && !window.confirm("Go back without saving the changes to '" + (state.name || "untitled") + "'?")) {
+      return;
+    }
+    parents.pop();
+    await ui().openYaml(parent.yaml, parent.name || "the parent workflow", "file", parent.name, parent.dirty);
+    const lists = await ui().call("mg_list", {});
+    if (!lists.error) ui().refreshLists(lists); // the child may have changed: its ports
+    render();
+  }
+
+  window.MetagenSubworkflows = { make: make, open: open, back: goBack, parents: () => parents.map((p) => p.name) };
+})();

@@ -1,0 +1,54 @@
+"""Sub-workflows on the editor page (Chromium against `metagen ui --dry-run`): make one from a selection, open it,
+edit and save it, go back to the parent, run the parent; no console errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.e2e
+
+SERVER_ARGS = ["--dry-run"]
+
+
+def test_make_open_edit_return_and_run_a_sub_workflow(ui: Any, shot: Any, studio: Any) -> None:
+    page = ui.page
+    ui.open_example("chain_of_thought")
+    ui.save_as("parent_cot")
+    page.locator("[data-node-id=think] .mge-node-title").click()
+    page.locator("[data-node-id=answer] .mge-node-title").click(modifiers=["Shift"])
+    page.once("dialog", lambda dialog: dialog.accept("cot_steps"))
+    page.locator("[data-testid=editor-make-subworkflow]").click()
+    page.wait_for_function("window.MetagenUI.editor().getWorkflow().nodes.some(n => n.kind === 'workflow')")
+    shot(page, "made")
+    child_file = studio.home / "workflows" / "cot_steps.yaml"
+    child = yaml.safe_load(child_file.read_text(encoding="utf-8"))
+    assert sorted(n["id"] for n in child["nodes"]) == ["answer", "think"]
+    assert child["inputs"] == {"question": {"type": "text"}}
+    parent = ui.wait_yaml(lambda t: "kind: workflow" in t and "workflow: cot_steps" in t)
+    (node,) = yaml.safe_load(parent)["nodes"]
+    assert node["inputs"] == {"question": "inputs.question"}
+    assert page.locator('.mge-palette [data-workflow="cot_steps"]').count() == 1
+
+    page.locator(f"[data-node-id={node['id']}] .mge-node-title").dblclick()
+    page.wait_for_function("document.querySelector('[data-testid=wf-title]').textContent === 'cot_steps'")
+    assert page.locator("[data-testid=subworkflow-breadcrumb]").is_visible()
+    assert "parent_cot" in page.locator("[data-testid=subworkflow-back]").inner_text()
+    ui.select("answer")
+    ui.set_param("max_tokens", "12")
+    ui.wait_yaml(lambda t: "max_tokens: 12" in t)
+    page.locator("[data-testid=save-btn]").click()
+    page.wait_for_function("document.querySelector('[data-testid=notice]').textContent.startsWith('Saved')")
+    assert "max_tokens: 12" in child_file.read_text(encoding="utf-8")
+    shot(page, "child")
+
+    page.locator("[data-testid=subworkflow-back]").click()
+    page.wait_for_function("document.querySelector('[data-testid=wf-title]').textContent === 'parent_cot'")
+    page.locator("[data-testid=subworkflow-breadcrumb]").wait_for(state="hidden")
+    assert [n["kind"] for n in ui.workflow()["nodes"]] == ["workflow"]
+    ui.click_run()
+    assert ui.wait_run_finished() == "succeeded"
+    assert ui.node_state(node["id"]) in ("done", "cached")
+    shot(page, "ran")
