@@ -18,6 +18,7 @@ EXPECTED = ("chain_of_thought", "best_of_n", "self_consistency", "weighted_vote"
             "self_refine", "beam_search", "universal_self_consistency", "deepconf", "cot_decoding",
             "refine_each", "best_of_refined", "judge_of_methods")
 EXPECTED += ("dvts", "particle_filter", "mcts", "thinking_budget")
+EXPECTED += ("prm_beam",)
 FILES = sorted(WORKFLOWS.glob("*.yaml"))
 
 

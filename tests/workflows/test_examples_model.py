@@ -292,3 +292,19 @@ def test_thinking_budget(scheduler: Scheduler) -> None:
     assert len(answers) == 3 and all("</think>\n" in c["prompt"] for c in answers)
     assert sum(c["thinking_tokens"] for c in think) == sum(c.meta["thinking_tokens"] for c in cands)
     assert result.stats.thinking_tokens == sum(c.meta["thinking_tokens"] for c in cands)
+
+
+def test_prm_beam(scheduler: Scheduler) -> None:
+    """The bundled model as a stand-in PRM: every depth's children scored in one batched step-logprobs request."""
+    result, recorder = run_example(scheduler, "prm_beam")
+    nodes = {n["id"]: n for n in result.outputs["tree"]["nodes"]}
+    scored = [n for n in nodes.values() if n["id"] and n["finish"] != "empty"]
+    assert scored and all(0.0 < n["score"] < 1.0 for n in scored)  # P(' Yes') / (P(' Yes') + P(' No'))
+    prm_calls = [c.data for c in recorder.of_type("lm_call") if c.data["purpose"] == "prm"]
+    assert len(prm_calls) == len(scored)  # one traced call per scored partial solution
+    assert all(c["step_logprobs"] and set(c["step_logprobs"][-1]) == {" Yes", " No"} for c in prm_calls)
+    for depth in range(1, 4):  # one request per depth: its calls share a start time
+        starts = {c["start"] for c, n in zip(prm_calls, scored, strict=False) if n["depth"] == depth}
+        assert len(starts) <= 1
+    (vote,) = events(recorder, "vote", "vote")
+    check_vote_adds_up(vote, len(result.node_outputs["search"]["candidates"]))
