@@ -9,10 +9,10 @@ from typing import Any
 import networkx as nx
 
 from app.workflow.model_specs import check_model_entry
-from app.workflow.speculative_spec import check_speculative
 from app.workflow.problems import Issue
 from app.workflow.reward_checks import reward_model_issues
 from app.workflow.spec import INPUT_TYPES, NodeSpec, Workflow, lone_surrogate
+from app.workflow.speculative_spec import check_speculative
 from app.workflow.subworkflows import INPUT_TYPE_TO_PORT as INPUT_TYPE_TO_PORT  # re-exported
 from app.workflow.subworkflows import WORKFLOW_KIND, Checked, ChildLoader, resolve_children
 from nodes.base import JSON, TEXT, NodeKind, node_id_problem, port_compatible
