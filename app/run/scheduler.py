@@ -341,7 +341,15 @@ class _DagRun:
             self._record_cached(node_id, cls, params, cached, signature)
             return
         self.inputs_of[node_id] = got
-        fut = executor.submit(self._run_node, node_id, cls, params, got, node_seed, signature)
+        if self.prefix and not self.ready and not self.running:
+            # a child's only runnable node runs on this (the workflow node's) thread: no thread start per step
+            fut: Future[dict[str, Any]] = Future()
+            try:
+                fut.set_result(self._run_node(node_id, cls, params, got, node_seed, signature))
+            except Exception as exc:
+                fut.set_exception(exc)
+        else:
+            fut = executor.submit(self._run_node, node_id, cls, params, got, node_seed, signature)
         self.running[fut] = node_id
 
     # -- one node's inputs, signature and run

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,11 +35,45 @@ class ChildRefError(ValueError):
 
 @dataclass(frozen=True)
 class Found:
-    """A child workflow as loaded: its identity (for cycles), the label shown in problems, the workflow."""
+    """A child workflow as loaded: its identity (for cycles), the label shown in problems, the workflow and its
+    canonical YAML (stored with each run that uses it)."""
 
     key: str
     label: str
     workflow: Workflow
+    yaml: str
+
+
+class _ParsedFiles:
+    """Child workflow files parsed once per version (path, mtime, size): a workflow node around a small child
+    costs its run, not a YAML parse per run. Cached workflows are shared: nothing may change them."""
+
+    def __init__(self, size: int = 128) -> None:
+        self._size = size
+        self._data: OrderedDict[tuple[str, int, int], tuple[Workflow, str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def load(self, path: Path) -> tuple[Workflow, str]:
+        try:
+            stat = path.stat()
+        except OSError:
+            wf = load_workflow(path)  # says what is wrong
+            return wf, wf.to_yaml()
+        key = (str(path), stat.st_mtime_ns, stat.st_size)
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+        wf = load_workflow(path)
+        entry = (wf, wf.to_yaml())
+        with self._lock:
+            self._data[key] = entry
+            while len(self._data) > self._size:
+                self._data.popitem(last=False)
+        return entry
+
+
+_PARSED = _ParsedFiles()
 
 
 @dataclass(frozen=True)
@@ -56,10 +92,10 @@ class ChildLoader:
         ChildRefError (unknown_workflow, workflow_path_refused) or WorkflowError (the child does not load)."""
         if ref in self.texts:
             wf = load_workflow_text(self.texts[ref])
-            return Found(f"text:{ref}", ref, wf)
+            return Found(f"text:{ref}", ref, wf, wf.to_yaml())
         path = self._locate(ref, parent_dir)
-        wf = load_workflow(path)
-        return Found(str(path), str(path), wf)
+        wf, text = _PARSED.load(path)
+        return Found(str(path), str(path), wf, text)
 
     def _locate(self, ref: str, parent_dir: Path | None) -> Path:
         if not ref.strip():
@@ -257,7 +293,7 @@ class _Resolver:
         self.check_models(index, node, found.workflow, models)
         self.out.children[node.id] = Child(
             node.id, found.label, found.workflow, checked, kind, mapped, {str(k): str(v) for k, v in models.items()},
-            found.workflow.to_yaml(), tree_hash(found.workflow, checked.children))
+            found.yaml, tree_hash(found.workflow, checked.children))
         return found
 
     def cycle_free(self, index: int, node: Any, found: Found) -> bool:

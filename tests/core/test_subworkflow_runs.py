@@ -101,12 +101,15 @@ def test_editing_the_child_reruns_only_the_nodes_that_use_it(folder: Path) -> No
 def test_cancel_during_a_mapped_child_cancels_all(folder: Path) -> None:
     cancel = CancelToken()
     backend = FakeBackend(latency_s=0.05)
-    entered = threading.Event()
+    entered = threading.Event()  # set once the three children are inside their critique
+    inside: list[str] = []
 
     class Stalling(FakeBackend):
         def generate(self, prompt: Any, params: Any, *args: Any, **kw: Any) -> Any:
             if "Critique" in str(prompt):
-                entered.set()
+                inside.append(str(prompt))
+                if len(inside) == 3:
+                    entered.set()
                 for _ in range(500):
                     kw["cancel"].raise_if_cancelled()
                     threading.Event().wait(0.01)
