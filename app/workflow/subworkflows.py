@@ -16,6 +16,7 @@ from app.workflow.files import WORKFLOW_SUFFIX, safe_workflow_name
 from app.workflow.problems import Issue, WorkflowError
 from app.workflow.spec import Workflow, load_workflow, load_workflow_text
 from nodes.base import CANDIDATES, JSON, NUMBER, TEXT, NodeKind, Port, port_compatible
+from nodes.kinds.workflow import DEFAULT_OUTPUT
 
 WORKFLOW_KIND = "workflow"
 MAX_DEPTH = 4
@@ -335,6 +336,11 @@ class _Resolver:
             elif node.map is not None and node.params.get("map") not in (None, "", node.map):
                 self.add("bad_param", "the node sets both `map:` and `params.map` to different inputs",
                          "keep one of them", node.id, line)
+            output = node.params.get("output") or DEFAULT_OUTPUT
+            if isinstance(output, str) and output not in child.outputs:
+                self.add("bad_param", f"param 'output': the child {found.label} has no output {output!r}",
+                         f"name one of its outputs: {', '.join(child.outputs) or 'none'}", node.id,
+                         self.line(index, "params", "output") or line)
 
     def source_type(self, ref: str) -> str | None:
         head, _, tail = ref.partition(".")

@@ -136,6 +136,9 @@ class _NodeCheck:
             return self.issues
         resolved = self.check_params(cls)
         self.check_model(cls)
+        if self.node.map is not None and cls.kind != WORKFLOW_KIND:
+            self.add("unknown_key", f"`map:` is for workflow nodes; {self.node.kind} has none",
+                     "remove `map:` (a generator runs once per candidate with its for_each param)", self.line("map"))
         if cls.kind == WORKFLOW_KIND:  # its ports are the child's, checked with the child (subworkflows.py)
             bound = self.kinds.get(self.node.id)
             for port_name, ref in self.node.inputs.items():

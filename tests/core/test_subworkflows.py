@@ -258,3 +258,14 @@ def test_share_caps_apply_to_the_children(tmp_path: Path) -> None:
     issues = service.check(load_workflow_text(PARENT))
     assert [(i.code, i.node_id) for i in issues] == [("model_option_refused", "refine_each")]
     assert issues[0].file is not None and issues[0].file.endswith("refine.yaml")
+
+
+def test_mapped_output_must_be_a_child_output_and_map_belongs_to_workflow_nodes(tmp_path: Path) -> None:
+    write(tmp_path, "refine", CHILD)
+    text = PARENT.replace("params: {workflow: refine}", "params: {workflow: refine, output: revised}")
+    issues = issues_of(write(tmp_path, "parent", text))
+    assert [(i.code, i.line) for i in issues] == [("bad_param", line_of(text, "output: revised"))]
+    assert "'revised'" in issues[0].message and "answer, critique" in issues[0].hint
+    text = PARENT.replace("  kind: voter\n", "  kind: voter\n  map: candidates\n")
+    issues = issues_of(write(tmp_path, "parent", text))
+    assert [(i.code, i.node_id, i.line) for i in issues] == [("unknown_key", "pick", line_of(text, "map: candidates"))]
