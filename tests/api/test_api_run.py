@@ -140,3 +140,35 @@ def test_close_leaves_no_threads_and_refuses_later_use(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="closed"):
         metagen.load("self_consistency").run(studio=studio)
     studio.close()  # idempotent
+
+
+def test_cancelling_the_arun_task_cancels_the_run(studio: metagen.Studio) -> None:
+    from app.run.providers import fake_provider
+
+    studio.service.scheduler.provider = fake_provider(latency_s=0.3)  # a slow model, so the run is still going
+    wf = metagen.load("self_consistency").with_params({"think.n": 8, "think.batch_size": 1})
+
+    async def start_then_cancel() -> None:
+        task = asyncio.ensure_future(wf.arun(studio=studio, progress=False))
+        await asyncio.sleep(0.5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(start_then_cancel())
+    assert metagen.traces(limit=1, studio=studio)[0]["status"] == "cancelled"
+
+
+@pytest.mark.parametrize(("call", "error", "named"), [
+    (lambda s: metagen.traces(limit=0, studio=s), ValueError, "limit"),
+    (lambda s: metagen.traces(limit="5", studio=s), TypeError, "limit"),
+    (lambda s: metagen.trace(5, studio=s), TypeError, "run_id"),
+    (lambda s: metagen.trace("nope", studio=s), ValueError, "nope"),
+    (lambda s: metagen.nodes(studio="x"), TypeError, "studio"),
+    (lambda s: metagen.Studio(dry_run="yes"), TypeError, "dry_run"),
+    (lambda s: metagen.Studio(trace_db=3), TypeError, "trace_db"),
+])
+def test_bad_arguments_of_the_module_functions(studio: metagen.Studio, call: Any, error: type[Exception],
+                                                named: str) -> None:
+    with pytest.raises(error, match=named):
+        call(studio)
