@@ -47,9 +47,15 @@
   }
 
   /** The editor's onOpenWorkflow: open the child, keeping the parent for the way back. */
+  function hashOf(name) {
+    const ed = ui().editor();
+    const ports = ed && ed.workflows && ed.workflows.get(name);
+    return ports ? JSON.stringify(ports) : null;
+  }
+
   async function open(name) {
     const state = ui().state();
-    parents.push({ name: state.name, yaml: ui().currentYaml(), dirty: state.dirty });
+    parents.push({ name: state.name, yaml: ui().currentYaml(), dirty: state.dirty, child: name, seen: hashOf(name) });
     await ui().openSaved(name, true);
     if (ui().state().name !== name) parents.pop(); // it did not open (the notice says why)
     render();
@@ -66,6 +72,7 @@
     await ui().openYaml(parent.yaml, parent.name || "the parent workflow", "file", parent.name, parent.dirty);
     const lists = await ui().call("mg_list", {});
     if (!lists.error) ui().refreshLists(lists); // the child may have changed: its ports
+    if (hashOf(parent.child) !== parent.seen && ui().editor()) ui().editor().markChildChanged(parent.child);
     render();
   }
 

@@ -224,10 +224,10 @@ class StudioService:
     def list_workflows(self) -> list[str]:
         return list_workflow_names(self.workflows_dir)
 
-    def workflow_ports(self) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    def workflow_ports(self) -> dict[str, dict[str, Any]]:
         """Each workflow of the folder with the ports a workflow node using it gets (the editor's Workflows
         palette and its workflow nodes); files that do not load are left out."""
-        ports: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        ports: dict[str, dict[str, Any]] = {}
         for name in self.list_workflows():
             try:
                 wf = load_workflow(self.path_for(name))

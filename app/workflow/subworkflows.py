@@ -177,10 +177,11 @@ class Child:
         return out
 
 
-def workflow_ports(wf: Workflow, checked: Checked) -> dict[str, list[dict[str, Any]]]:
+def workflow_ports(wf: Workflow, checked: Checked) -> dict[str, Any]:
     """The ports a workflow node using `wf` gets (unmapped), for the editor: inputs with their port types and
-    whether they must be wired, outputs with the type of what they refer to."""
+    whether they must be wired, outputs with the type of what they refer to; `hash` changes with its results."""
     return {
+        "hash": tree_hash(wf, checked.children),
         "inputs": [{"name": name, "type": INPUT_TYPE_TO_PORT.get(spec.type, JSON), "required": spec.default is None,
                     "description": spec.description} for name, spec in wf.inputs.items()],
         "outputs": [{"name": name, "type": type_, "description": ""} for name, type_ in checked.output_types.items()],

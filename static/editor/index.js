@@ -201,6 +201,7 @@ class Editor {
     this.loaded = true;
     const before = this._snapshot();
     this.doc = this._docFromWorkflow(workflow);
+    this.childChanged = new Set(); // workflow nodes marked after their child changed (subworkflow.js)
     this._placeMissing();
     for (const id of [...this.selection]) if (!this.node(id)) this.selection.delete(id);
     this.selectedWire = null;

@@ -76,6 +76,7 @@ export default class RenderMethods {
     if (n.section) el.classList.add(`mge-io-${n.section}`);
     el.setAttribute("data-node-id", n.id);
     el.setAttribute("data-kind", n.kind);
+    if (this.childChanged && this.childChanged.has(n.id)) el.classList.add("mge-child-changed");
     const errors = issues.filter((i) => (i.severity || "error") === "error");
     if (errors.length) el.classList.add("mge-has-error");
     else if (issues.length) el.classList.add("mge-has-warning");

@@ -28,10 +28,26 @@ export default class SubworkflowMethods {
   /** The workflows a workflow node may use, with their ports: {name: {inputs: [{name, type, required,
    * description}], outputs: [{name, type}]}}; the palette's Workflows section and the nodes' ports follow. */
   setWorkflows(workflows) {
+    const before = this.workflows || new Map();
     this.workflows = new Map(Object.entries(workflows || {}));
+    // a child that changed (its ports or its hash) marks the workflow nodes that use it until the next load
+    const changed = new Set([...this.workflows.keys()].filter((name) => before.has(name)
+      && JSON.stringify(before.get(name)) !== JSON.stringify(this.workflows.get(name))));
+    for (const name of changed) this.markChildChanged(name, true);
     this._renderPalette();
     this.render();
     this._renderInspector(true);
+  }
+
+  /** Mark the workflow nodes that use `name` as changed (class mge-child-changed, a message), after their child
+   * was edited and saved; the marks last until the next load. */
+  markChildChanged(name, quiet) {
+    const marked = this.doc.nodes.filter((n) => n.kind === WORKFLOW_KIND && String((n.params || {}).workflow) === name);
+    if (!marked.length) return;
+    this.childChanged = new Set([...(this.childChanged || []), ...marked.map((n) => n.id)]);
+    this.message(`${marked.map((n) => n.id).join(", ")}: the workflow ${name} changed; ports updated, `
+      + "wires that no longer fit are marked", "info");
+    if (!quiet) this.render();
   }
 
   /** The schema entry that decides a node's ports: a workflow node's is bound to its child's. */
@@ -45,7 +61,9 @@ export default class SubworkflowMethods {
   /** The ports of a workflow node's child (null for other nodes): part of a node's render signature. */
   _childPorts(node) {
     if (node.kind !== WORKFLOW_KIND || !this.workflows) return null;
-    return this.workflows.get(String((node.params || {}).workflow || "")) || null;
+    const ports = this.workflows.get(String((node.params || {}).workflow || "")) || null;
+    return ports && this.childChanged && this.childChanged.has(node.id) ? Object.assign({ changed: true }, ports)
+      : ports;
   }
 
   /** Palette entries of the Workflows section: one per known workflow. */

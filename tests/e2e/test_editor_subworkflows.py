@@ -97,6 +97,8 @@ def test_palette_workflows_ports_and_double_click_open(editor: EditorPage, stati
     assert page.locator(ed.port("critic", "out:text")).count() == 1
     assert page.locator('[data-node-id="critic"] [data-port="out:answer"].mge-stale').count() == 1
     assert page.locator(ed.port("critic", "in:question")).count() == 0
+    assert page.locator('[data-node-id="critic"].mge-child-changed').count() == 1
+    assert any("critic changed" in m["text"] for m in ed.messages())
     page.dblclick(ed.header("critic"))
     assert page.evaluate("window.opened") == [["critic", "critic"]]
 

@@ -48,6 +48,7 @@ def test_make_open_edit_return_and_run_a_sub_workflow(ui: Any, shot: Any, studio
     page.wait_for_function("document.querySelector('[data-testid=wf-title]').textContent === 'parent_cot'")
     page.locator("[data-testid=subworkflow-breadcrumb]").wait_for(state="hidden")
     assert [n["kind"] for n in ui.workflow()["nodes"]] == ["workflow"]
+    page.locator(f"[data-node-id={node['id']}].mge-child-changed").wait_for()  # its child was edited and saved
     ui.click_run()
     assert ui.wait_run_finished() == "succeeded"
     assert ui.node_state(node["id"]) in ("done", "cached")
