@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 STAT_KEYS = (
     "requests", "max_active_requests", "cancelled", "decode_calls", "decode_s_total", "tokens_decoded",
     "max_batch_tokens", "prompt_tokens_evaluated", "prompt_tokens_cached", "completion_tokens",
-    "kv_full_retries", "decode_failures",
+    "kv_full_retries", "decode_failures", "draft_tokens", "draft_accepted",
 )
 """Engine counters, all created up front so other threads can copy the Counter while it is updated."""
 
@@ -150,6 +150,9 @@ class Engine:
     def remove_seq_cells(self, seq_id: int) -> None:
         self.lib.llama_memory_seq_rm(self.mem, seq_id, -1, -1)
 
+    def trim_seq(self, seq_id: int, from_pos: int) -> None:
+        self.lib.llama_memory_seq_rm(self.mem, seq_id, from_pos, -1)
+
     def logits_row(self, row: int) -> np.ndarray:
         ptr = self.lib.llama_get_logits_ith(self.ctx, row)
         if not ptr:
@@ -204,6 +207,8 @@ class Engine:
             job.add_decode_tokens(batch)
             if batch.n > before:
                 in_batch.append(job)
+        for job in list(in_batch):  # speculative drafts ride behind the next tokens, leaving room for prompts
+            job.add_draft_tokens(batch, min(batch.room() // 2, batch.outputs_left()))
         prompt_budget = min(batch.room(), self._prefill_cap)
         for job in self._active:
             if prompt_budget <= 0 or batch.outputs_left() <= 0:

@@ -98,6 +98,11 @@ class Job:
         """Up to `budget` prompt/continuation tokens; returns how many were added."""
         return 0
 
+    def add_draft_tokens(self, batch: BatchBuilder, budget: int) -> int:
+        """Up to `budget` speculative draft tokens behind this step's decode tokens (backends/speculative_job.py);
+        returns how many were added."""
+        return 0
+
     def rollback(self) -> None:
         """Forget what was added to a batch that failed to decode."""
 

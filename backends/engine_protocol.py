@@ -34,6 +34,10 @@ class EngineView(Protocol):
         """Drop every KV cell of sequence `seq_id`."""
         ...
 
+    def trim_seq(self, seq_id: int, from_pos: int) -> None:
+        """Drop the KV cells of sequence `seq_id` at positions >= `from_pos` (rejected speculative drafts)."""
+        ...
+
     def logits_row(self, row: int) -> np.ndarray:
         """The logits of batch row `row` of the last decode (a view, valid until the next decode)."""
         ...

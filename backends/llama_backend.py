@@ -26,11 +26,12 @@ from backends.base import (
 )
 from backends.devices import build_info, resolve_device
 from backends.engine import Engine
-from backends.engine_jobs import GenerateJob, Job, ScoreJob, check_fits
+from backends.engine_jobs import Job, ScoreJob, check_fits
 from backends.engine_positions import PositionLogprobsJob, shared_prefix_len
 from backends.gguf import content_fingerprint, model_file_info
 from backends.llama_model import LlamaModel
 from backends.sampling_chain import SequenceSampler, grammar_for, validate_params
+from backends.speculative_job import speculative_job
 
 log = logging.getLogger(__name__)
 
@@ -202,8 +203,9 @@ class LlamaBackend:
         grammar = grammar_for(params)
         if grammar:  # parse once here so a bad grammar is the caller's error, not the engine's
             SequenceSampler(self.model._lib, self.model.vocab, SamplingParams(), 0, grammar).free()
-        job = GenerateJob(text, tokens, params, sample_seeds, grammar, self.engine.n_ctx_seq,
-                          stream_tokens=on_token is not None, cancel=cancel)
+        job = speculative_job(self.spec.speculative, prompt_text=text, prompt=tokens, params=params,
+                              seeds=sample_seeds, grammar=grammar, n_ctx_seq=self.engine.n_ctx_seq,
+                              stream_tokens=on_token is not None, cancel=cancel)
         return self._run(job, on_token)
 
     def score(

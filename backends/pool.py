@@ -102,7 +102,8 @@ class ModelPool:
     def key_for(path: Path, device: dict[str, Any], spec: ModelSpec) -> str:
         settings = ",".join(f"{k}={device[k]}" for k in sorted(device) if k != "requested")
         options = ",".join(f"{k}={v}" for k, v in spec.options)
-        return f"{path}|{settings}|{options}"
+        speculative = f"|speculative={spec.speculative}" if spec.speculative else ""
+        return f"{path}|{settings}|{options}{speculative}"
 
     def get(self, spec: ModelSpec) -> LLMBackend:
         """The loaded backend for this spec, loading it on first use (and, for `cpu_weights: auto` on a file
