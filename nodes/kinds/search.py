@@ -47,6 +47,9 @@ partial solution so far."""
 STRATEGIES = ("beam", "best_first", "dvts", "particles", "mcts")
 MAX_PARALLEL_REQUESTS = 64
 """Expansion requests in flight at once (a round's branches; the engine batches what is in flight)."""
+MAX_SAMPLES_PER_REQUEST = 32
+"""Samples in one request (DVTS's first step draws beam_width x expand_k at once, up to 256; the engine runs at
+most n_seq_max sequences, 64 by default)."""
 DEFAULT_STEP_JUDGE = ("Problem: {problem}\nPartial solution:\n{partial}\n"
                       "Is every step so far correct? Reply Yes or No.")
 
@@ -153,20 +156,32 @@ class _SearchRun:
         return self.base_prompt + (partial + self.delimiter if partial else "")
 
     def _sample_steps(self, requests: list[tuple[TreeNode, int, str]]) -> list[GenerateResult]:
-        """For each (node, n, lead): n next steps after the node's partial solution plus `lead`,
-        requested concurrently so the engine can batch them."""
+        """For each (node, n, lead): n next steps after the node's partial solution plus `lead`, requested
+        concurrently so the engine can batch them (a request of more than MAX_SAMPLES_PER_REQUEST samples goes
+        out in parts). Seeds are handed out in request order before anything runs, so a run is reproducible."""
+        pieces: list[tuple[int, TreeNode, int, str, int]] = []  # (request index, node, n, lead, first seed)
+        for i, (node, n, lead) in enumerate(requests):
+            for done in range(0, n, MAX_SAMPLES_PER_REQUEST):
+                size = min(MAX_SAMPLES_PER_REQUEST, n - done)
+                pieces.append((i, node, size, lead, self._take_seeds(size)))
 
-        def one(request: tuple[TreeNode, int, str]) -> GenerateResult:
-            node, n, lead = request
-            start = self._take_seeds(n)
+        def one(piece: tuple[int, TreeNode, int, str, int]) -> GenerateResult:
+            _, node, n, lead, start = piece
             return self.ctx.generate(self._prompt_after(node) + lead, self.sp, n=n,
                                      seeds=[self.ctx.seed + start + i for i in range(n)],
                                      purpose="expand", parent=f"{self.ctx.node_id}:{node.id}",
                                      tag={"depth": node.depth + 1, "tree_node": node.id, "lead": lead})
 
         # one request per live branch, all in flight at once: the engine decodes them as one batch
-        with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL_REQUESTS, len(requests)))) as pool:
-            return list(pool.map(one, requests))
+        with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL_REQUESTS, len(pieces)))) as pool:
+            results = list(pool.map(one, pieces))
+        merged: list[GenerateResult] = []
+        for i in range(len(requests)):
+            parts = [r for piece, r in zip(pieces, results, strict=True) if piece[0] == i]
+            merged.append(parts[0] if len(parts) == 1 else GenerateResult(
+                prompt_text=parts[0].prompt_text if parts else "",
+                completions=[c for p in parts for c in p.completions]))
+        return merged
 
     def _take_seeds(self, n: int) -> int:
         with self.lock:

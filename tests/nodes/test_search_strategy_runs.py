@@ -154,3 +154,14 @@ def test_strategy_params_show_only_for_their_strategy() -> None:
     assert shown["resample_temperature"] == ("strategy", ("particles",))
     assert shown["simulations"] == ("strategy", ("mcts",)) and shown["c_explore"] == ("strategy", ("mcts",))
     assert "dvts" in shown["beam_width"][1] and "mcts" in shown["expand_k"][1]
+
+
+def test_a_large_dvts_budget_goes_out_in_parts_and_runs_are_reproducible() -> None:
+    # 8 x 8 = 64 first steps from the root: two requests of 32 (the engine's parallel sequences are bounded)
+    wf = search_wf(strategy="dvts", beam_width=8, expand_k=8, subtrees=4, max_depth=2, scorer="likelihood")
+    result, rec = run(wf, reply_fn=stepper)
+    first = [e.data for e in rec.of_type("lm_call") if e.data["tag"].get("depth") == 1]
+    assert len(first) == 64 and max(c["n"] for c in first) == 32
+    assert sorted(c["seed"] for c in first) == sorted(set(c["seed"] for c in first))  # no seed drawn twice
+    again, _ = run(wf, reply_fn=stepper)
+    assert again.outputs["tree"] == result.outputs["tree"]  # seeds go out in request order, not thread order
