@@ -116,7 +116,8 @@ class RunResult:
 
     def figure(self, view: str = "timeline", node_id: str | None = None) -> Any:
         """The trace view's Plotly figure: "timeline", "samples", "votes", "tree" or "tokens" (`node_id` picks
-        the node, or for "tokens" the LM call id). ValueError when the run has nothing to draw there.
+        the node, or for "tokens" the LM call id). A run with nothing to draw in a view (no search tree, no
+        log-probabilities) gets a figure that says so.
 
         Example:
             >>> result.figure("timeline").show()   # doctest: +SKIP

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import plotly.graph_objects as go
+
 from app.platform.fileio import atomic_write_text
 from app.service.errors import UserError
 from app.viz.common import esc, fmt_num, wrap_section
@@ -62,11 +64,23 @@ def _pick(view: Any, table: dict[str, Any], argument: str) -> Callable[..., Any]
     return table[view]
 
 
-def trace_figure(record: dict[str, Any], view: str, node_id: str | None = None) -> Any:
-    """The Plotly figure of one trace view of a run record; UserError when the run has nothing to draw there."""
+def message_figure(title: str, text: str) -> go.Figure:
+    """An empty figure saying why there is nothing to draw (as the Traces tab shows a message there)."""
+    fig = go.Figure()
+    fig.add_annotation(text=esc(text), x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+                       font={"size": 14, "color": "#666"})
+    fig.update_layout(title={"text": esc(title), "font": {"size": 14}}, template="plotly_white", height=240,
+                      xaxis={"visible": False}, yaxis={"visible": False}, margin={"l": 10, "r": 10, "t": 40, "b": 10})
+    return fig
+
+
+def trace_figure(record: dict[str, Any], view: str, node_id: str | None = None) -> go.Figure:
+    """The Plotly figure of one trace view of a run record; when the run has nothing to draw there (no search
+    tree, no log-probabilities...), a figure that says so, as the Traces tab does."""
     fig = _pick(view, TRACE_VIEWS, "view")(record, node_id)
     if fig is None or isinstance(fig, str):
-        raise UserError(f"no {view} figure: {WHY_NO_FIGURE.get(view, 'nothing to draw')}")
+        return message_figure(f"{view} of run {record['run'].get('id')}",
+                              f"Nothing to draw: {WHY_NO_FIGURE.get(view, 'this run has no data for this view')}.")
     return fig
 
 

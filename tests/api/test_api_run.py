@@ -40,7 +40,7 @@ def test_same_seed_same_result(studio: metagen.Studio) -> None:
     assert a.run_id != b.run_id and a.outputs == b.outputs
 
 
-@pytest.mark.parametrize("view", ["timeline", "samples", "votes"])
+@pytest.mark.parametrize("view", ["timeline", "samples", "votes", "tree", "tokens"])
 def test_figures_of_the_trace_views(studio: metagen.Studio, view: str) -> None:
     result = metagen.load("self_consistency").with_params({"think.n": 4}).run(studio=studio)
     assert isinstance(result.figure(view), go.Figure)
@@ -48,10 +48,10 @@ def test_figures_of_the_trace_views(studio: metagen.Studio, view: str) -> None:
 
 def test_views_without_anything_to_draw_say_why(studio: metagen.Studio) -> None:
     result = metagen.load("self_consistency").with_params({"think.n": 4}).run(studio=studio)
-    with pytest.raises(ValueError, match="search tree"):
-        result.figure("tree")
-    with pytest.raises(ValueError, match="log-probabilities"):
-        result.figure("tokens")
+    for view, why in (("tree", "search tree"), ("tokens", "log-probabilities")):
+        fig = result.figure(view)
+        assert isinstance(fig, go.Figure) and not fig.data
+        assert why in fig.layout.annotations[0].text
     with pytest.raises(ValueError, match="view"):
         result.figure("nope")
     with pytest.raises(ValueError, match="node_id"):
@@ -172,3 +172,11 @@ def test_bad_arguments_of_the_module_functions(studio: metagen.Studio, call: Any
                                                 named: str) -> None:
     with pytest.raises(error, match=named):
         call(studio)
+
+
+def test_tree_and_token_figures_draw_when_the_run_has_them(studio: metagen.Studio) -> None:
+    tree = metagen.load("beam_search").run(studio=studio, progress=False).figure("tree")
+    assert tree.data and not tree.layout.annotations
+    sampled = metagen.load("self_consistency").with_params({"think.n": 2, "think.logprobs": True})
+    tokens = sampled.run(studio=studio, progress=False).figure("tokens")
+    assert len(tokens.data) == 1 and all(0 <= p <= 1 for p in tokens.data[0].y)
