@@ -140,7 +140,7 @@ def generate_thinking(ctx: NodeContext, prompt: Prompt, sp: SamplingParams, n: i
     prompts = [head + t.text + settings.close_tag + "\n" for t in thoughts]
 
     def answer(i: int) -> Completion:
-        where = {**(tag or {}), "phase": "answer", "sample": i, "thinking_tokens": thoughts[i].tokens}
+        where = {**(tag or {}), "phase": "answer", "sample": i}
         result = ctx.generate(prompts[i], sp, n=1, seeds=[seeds[i]], model=model, tag=where)
         return result.completions[0]
 

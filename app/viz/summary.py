@@ -41,6 +41,12 @@ def adaptive_savings(record: dict[str, Any]) -> tuple[int, int]:
     return samples, tokens
 
 
+def thinking_tokens(call: dict[str, Any]) -> int:
+    """The thinking tokens of an LM call (a part of its completion tokens; kept in its tag's extras)."""
+    value = ((call.get("tag") or {}).get("extra") or {}).get("thinking_tokens", 0)
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def run_summary(record: dict[str, Any]) -> dict[str, Any]:
     """Totals of a run. Prompt tokens are counted per request (samples share their prompt);
     `prompt_tokens_all_samples` is what evaluating each sample's prompt on its own would have cost."""
@@ -68,6 +74,7 @@ def run_summary(record: dict[str, Any]) -> dict[str, Any]:
         "prompt_tokens_evaluated": evaluated,
         "prompt_tokens_cached": sum(c.get("prompt_tokens_cached", 0) for c in calls),
         "completion_tokens": sum(c.get("completion_tokens", 0) for c in calls),
+        "thinking_tokens": sum(thinking_tokens(c) for c in calls),
         "tokens_saved_by_prefix_sharing": max(0, all_samples - evaluated),
         "samples_saved_by_adaptive_stop": saved_samples,
         "tokens_saved_by_adaptive_stop": saved_tokens,
@@ -126,8 +133,9 @@ def node_table_html(record: dict[str, Any]) -> str:
 def summary_body(record: dict[str, Any]) -> str:
     run = record["run"]
     s = run_summary(record)
+    shown = CARDS if not s["thinking_tokens"] else (*CARDS, ("thinking_tokens", "of them thinking tokens"))
     cards = "".join(f'<div class="mg-card"><b>{fmt_num(s[key])}</b><span>{esc(label)}</span></div>'
-                    for key, label in CARDS)
+                    for key, label in shown)
     parts = [f"<h3>Run {esc(run.get('id'))} · {esc(run.get('workflow'))} {badge(run.get('status'))}</h3>",
              f'<div class="mg-cards" id="mg-summary-cards">{cards}</div>']
     if run.get("error"):
@@ -147,7 +155,7 @@ def summary_html(record: dict[str, Any]) -> str:
 
 
 COMPARE_KEYS = ("status", "wall_s", "lm_calls", "requests", "prompt_tokens", "prompt_tokens_evaluated",
-                "prompt_tokens_cached", "completion_tokens", "tokens_saved_by_prefix_sharing",
+                "prompt_tokens_cached", "completion_tokens", "thinking_tokens", "tokens_saved_by_prefix_sharing",
                 "tokens_saved_by_adaptive_stop", "nodes_cached", "nodes_failed")
 
 

@@ -70,3 +70,22 @@ def test_notes_and_labels_by_hand() -> None:
     assert strategy_note({"id": 1}) == ""
     assert marker_label({"visits": 4}) == "4" and marker_label({"copies": 2}) == "×2"
     assert marker_label({"copies": 0}) == ""
+
+
+def test_the_run_summary_counts_thinking_tokens_apart(trace_store: TraceStore) -> None:
+    wf = workflow_from_dict({
+        "version": 1, "name": "t", "inputs": {"question": {"type": "text", "default": "3 + 4?"}},
+        "nodes": [{"id": "g", "kind": "generator", "inputs": {"question": "inputs.question"},
+                   "params": {"prompt": "{question}", "think": "on"}}],
+        "outputs": {"text": "g.text"}})
+
+    def reply(prompt: str, seed: int) -> str:
+        return "a b c</think>" if prompt.endswith("<think>") else "Answer: 7"
+
+    result = Scheduler(default_registry(), fake_provider(reply_fn=reply)).run(wf, observers=[trace_store])
+    record = trace_store.get_run(result.run_id)
+    summary = viz.run_summary(record)
+    assert (summary["thinking_tokens"], summary["completion_tokens"]) == (3, 5)
+    assert "of them thinking tokens" in viz.summary_html(record)
+    plain = record_of(trace_store, strategy="beam")
+    assert viz.run_summary(plain)["thinking_tokens"] == 0 and "thinking tokens" not in viz.summary_html(plain)
