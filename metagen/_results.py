@@ -182,7 +182,7 @@ class Evaluation:
 
     def figure(self, kind: str = "accuracy") -> Any:
         """"accuracy" (by swept value, 95% intervals), "tokens" (accuracy against tokens per item), "pareto" (the
-        same with its Pareto frontier) or "passk". ValueError when there is nothing to draw."""
+        same with its Pareto frontier) or "passk" (a figure saying why when there is nothing to draw)."""
         expect("kind", kind, str, 'a figure name: "accuracy", "tokens", "pareto" or "passk"')
         return evaluation_figure(self.summary, kind)
 

@@ -84,12 +84,14 @@ def trace_figure(record: dict[str, Any], view: str, node_id: str | None = None) 
     return fig
 
 
-def evaluation_figure(summary: dict[str, Any], kind: str) -> Any:
-    """The Plotly figure of an evaluation summary; UserError when nothing is graded yet (or no pass@k)."""
+def evaluation_figure(summary: dict[str, Any], kind: str) -> go.Figure:
+    """The Plotly figure of an evaluation summary; a figure saying why when there is nothing to draw (nothing
+    graded yet, or no sampler graded per sample for pass@k)."""
     fig = _pick(kind, EVALUATION_FIGURES, "kind")(summary)
     if fig is None:
-        raise UserError(f"no {kind} figure: " + ("no sampler was graded per sample" if kind == "passk"
-                                                 else "the evaluation has no graded points"))
+        return message_figure(f"{kind} of evaluation {summary.get('eval_id')}", "Nothing to draw: " + (
+            "no sampler was graded per sample, so there is no pass@k." if kind == "passk"
+            else "the evaluation has no graded points yet."))
     return fig
 
 

@@ -61,6 +61,13 @@ def test_rows_and_a_dataframe_are_the_same_dataset(studio: metagen.Studio) -> No
     assert [p["total"] for p in a.points] == [p["total"] for p in b.points] == [3]
 
 
+def test_pass_at_k_without_a_sampler_says_why(studio: metagen.Studio) -> None:
+    result = metagen.evaluate(metagen.load("chain_of_thought"), ROWS, metric="number", studio=studio,
+                              progress=False)
+    fig = result.figure("passk")
+    assert not fig.data and "no sampler" in fig.layout.annotations[0].text
+
+
 def test_a_dict_names_the_workflows_and_map_binds_columns(studio: metagen.Studio) -> None:
     rows = [{"q": r["question"], "answer": r["answer"]} for r in ROWS]
     result = metagen.evaluate({"greedy": metagen.load("chain_of_thought")}, rows, metric="number",
