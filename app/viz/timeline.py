@@ -158,9 +158,10 @@ def timeline_figure(record: dict[str, Any], collapsed: Collection[str] = ()) -> 
     rows: list[str] = []
     row_of_lane: dict[tuple[str, int], str] = {}
     known = [n["node_id"] for n in nodes] + [k for k in per_node if k not in {n["node_id"] for n in nodes}]
+    child_runs: list[dict[str, Any]] = []
     if any("/" in node_id for node_id in known):
         known = _nested_order(known)
-        nodes = nodes + _child_runs(nodes, known, {n["node_id"] for n in nodes})
+        child_runs = _child_runs(nodes, known, {n["node_id"] for n in nodes})
     for node_id in known:
         rows.append(node_id)
         lanes = sorted({b["lane"] for b in per_node.get(node_id, [])})
@@ -189,6 +190,14 @@ def timeline_figure(record: dict[str, Any], collapsed: Collection[str] = ()) -> 
             hovertemplate="<b>%{y}</b> (%{customdata[0]})<br>" + status
             + "<br>start %{base:.3f}s · %{customdata[1]:.3f}s<br>%{customdata[2]}<extra></extra>",
         ))
+    if child_runs:
+        starts = [((r.get("started_at") or t0) - t0) for r in child_runs]
+        fig.add_trace(go.Bar(
+            orientation="h", y=[r["node_id"] for r in child_runs], base=starts,
+            x=[max(((r.get("ended_at") or t0) - t0) - s, span / 500) for r, s in zip(child_runs, starts, strict=True)],
+            marker={"color": [STATUS_COLORS.get(r["status"], MUTED) for r in child_runs], "opacity": 0.55},
+            name="child run", hovertemplate="<b>%{y}</b><br>child run of a mapped workflow node<br>start "
+            "%{base:.3f}s<extra></extra>"))
     cached = [n for n in nodes if n.get("status") == NODE_CACHED]
     if cached:
         fig.add_trace(go.Scatter(
