@@ -67,6 +67,8 @@ def candidate_from(c: Completion, index: int, source: str, spec: AnswerSpec | No
         completion_tokens=c.completion_tokens,
         logprobs=[{"token": lp.token, "logprob": lp.logprob} for lp in c.logprobs] if c.logprobs else None,
     )
+    if c.thinking:  # a remote server's separate reasoning (reasoning_content), never part of the text
+        cand.meta.update({"thinking": c.thinking.strip(), "thinking_tokens": c.thinking_tokens})
     if c.token_stats is not None:
         ts = c.token_stats
         cand.meta["token_stats"] = {name: [round(v, STATS_DIGITS) for v in values] for name, values in
@@ -124,7 +126,9 @@ class Generator(NodeKind):
     def run(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
         settings = ThinkSettings.from_params(params)
         if not settings.on:
-            return {"thinking": "", **self._complete(inputs, params, ctx)}
+            out = self._complete(inputs, params, ctx)
+            first = out["candidates"].candidates[0] if len(out["candidates"]) == 1 else None
+            return {"thinking": first.meta.get("thinking", "") if first is not None else "", **out}
         prompt = build_prompt(params, inputs)
         thought = generate_thinking(ctx, prompt, sampling_params(params, ctx.seed), 1, [ctx.seed], settings)
         (candidate,) = thinking_candidates(thought, ctx.node_id)
@@ -237,7 +241,9 @@ class Sampler(NodeKind):
     def run(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
         settings = ThinkSettings.from_params(params)
         if not settings.on:
-            return {"thinking": [], **self._draw(inputs, params, ctx)}
+            out = self._draw(inputs, params, ctx)
+            thoughts = [c.meta.get("thinking", "") for c in out["candidates"].candidates]
+            return {"thinking": thoughts if any(thoughts) else [], **out}
         n = params["n"]
         spec = AnswerSpec.from_params(params)
         if spec.extract == "keep":

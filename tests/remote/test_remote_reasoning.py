@@ -59,14 +59,17 @@ def test_reasoning_content_is_the_completions_thinking(server: str) -> None:
     assert c.thinking_tokens == 11 and result.usage.thinking_tokens == 11 and result.usage.completion_tokens == 14
 
 
-def test_a_thinking_generator_on_a_remote_server_fills_the_thinking_port(server: str) -> None:
+@pytest.mark.parametrize("think", ["auto", "off"])
+def test_a_generator_on_a_reasoning_server_fills_the_thinking_port(server: str, think: str) -> None:
     wf = workflow_from_dict({
         "version": 1, "name": "t", "models": {"remote": {"source": "openai", "base_url": server, "model": "m"}},
         "inputs": {"question": {"type": "text", "default": "3 + 4?"}},
         "nodes": [{"id": "g", "kind": "generator", "model": "remote",
-                   "params": {"prompt": "{question}", "think": "auto"}, "inputs": {"question": "inputs.question"}}],
+                   "params": {"prompt": "{question}", "think": think}, "inputs": {"question": "inputs.question"}}],
         "outputs": {"text": "g.text", "thinking": "g.thinking"}})
     result = Scheduler(default_registry(), llama_provider()).run(wf, seed=0)
     assert result.status == SUCCEEDED, result.error
     assert result.outputs == {"text": "Answer: 7", "thinking": "3 + 4 is 7, let me check: yes."}
     assert result.stats.thinking_tokens == 11
+    (cand,) = result.node_outputs["g"]["candidates"].candidates
+    assert cand.meta["thinking_tokens"] == 11 and cand.text == "Answer: 7"
