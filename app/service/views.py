@@ -109,8 +109,12 @@ def workflow_html(data: dict[str, Any], yaml_text: str) -> str:
 
 
 def _value_html(value: Any) -> str:
+    """Text as it is; structured values (votes, candidate sets) folded under a one-line summary."""
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=1, default=str)
-    return f"<pre>{esc(text if len(text) <= 4000 else text[:4000] + ' …')}</pre>"
+    shown = f"<pre>{esc(text if len(text) <= 4000 else text[:4000] + ' …')}</pre>"
+    if isinstance(value, str):
+        return shown
+    return f"<details><summary>{esc(type(value).__name__)} ({len(text):,} characters)</summary>{shown}</details>"
 
 
 def run_html(result: dict[str, Any], record: dict[str, Any] | None) -> str:
