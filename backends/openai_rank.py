@@ -4,6 +4,7 @@ for all documents."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,8 +24,8 @@ def _usage(reply: dict[str, Any]) -> Usage:
 
 
 def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise BackendError(f"{where} is not a number ({value!r:.80})")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise BackendError(f"{where} is not a finite number ({value!r:.80})")
     return float(value)
 
 
