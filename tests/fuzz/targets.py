@@ -35,6 +35,8 @@ KNOWN_CODES = frozenset({
     "bad_model", "bad_input", "missing_id", "bad_id", "unknown_kind", "io_in_nodes", "bad_param", "bad_grammar",
     "unknown_model", "unknown_port", "unknown_ref", "type_mismatch", "missing_input", "duplicate_id", "cycle",
     "no_outputs",
+    # reward models (app/workflow/reward_checks.py)
+    "not_a_reward_model", "rank_model_generates", "rank_needs_head",
     # sub-workflows (app/workflow/subworkflows.py)
     "unknown_workflow", "workflow_path_refused", "workflow_cycle", "too_deep",
     # share policy (app/share/policy.py) and run inputs (app/run/scheduler.py)
