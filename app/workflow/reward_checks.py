@@ -60,7 +60,8 @@ def file_issues(wf: Workflow) -> list[Issue]:
 
 def reward_model_issues(wf: Workflow) -> list[Issue]:
     """`not_a_reward_model` where reward_model scoring names a generator, `rank_model_generates` where a node
-    would generate (or read logits) with a rank / reward model."""
+    would generate (or read logits) with a rank / reward model, `unknown_model` for a scoring model alias
+    (`model` / `judge_model`) that `models:` does not declare; and the models' files (`file_issues`)."""
     default = next(iter(wf.models), DEFAULT_MODEL_ALIAS)
     issues: list[Issue] = file_issues(wf)
     for i, node in enumerate(wf.nodes):
@@ -69,6 +70,11 @@ def reward_model_issues(wf: Workflow) -> list[Issue]:
         own = node.model or default
         method_key, method, model_key = _scorer(node)
         scorer_alias = str(node.params.get(model_key) or own)
+        if node.params.get(model_key) and wf.models and scorer_alias not in wf.models:
+            issues.append(Issue("unknown_model", f"{model_key} {scorer_alias!r} is not declared",
+                                f"declare it under `models:` or name one of {', '.join(map(repr, wf.models))}",
+                                node_id=node.id, line=wf.line_of("nodes", i, "params", model_key)))
+            continue
         scorer_entry = wf.models.get(scorer_alias, {"source": "bundled"})
         if method == "reward_model" and not is_reward_entry(scorer_entry):
             issues.append(Issue(

@@ -163,6 +163,12 @@ def test_bad_prm_params_are_refused_before_running(params: dict[str, Any], bad: 
     assert all(i.hint for i in issues)
 
 
+def test_an_undeclared_prm_model_alias_is_refused() -> None:
+    wf = _workflow({"method": "prm", "model": "nope"})
+    wf.models = {"main": {"source": "fake"}}
+    assert [i.code for i in validate(wf, REGISTRY)] == ["unknown_model"]
+
+
 def test_prm_model_alias_picks_the_prm() -> None:
     wf = _workflow({"method": "prm", "model": "judge"})
     wf.models = {"main": {"source": "fake"}, "judge": {"source": "fake"}}
