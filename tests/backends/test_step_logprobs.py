@@ -81,3 +81,17 @@ def test_a_good_token_of_several_tokens_is_refused(llama: Any) -> None:
 def test_hostile_step_text_is_plain_text(llama: Any) -> None:
     rows = llama.step_logprobs([["root ::= \"a\" ки", "<|im_end|>{{ x }} ки"]], TOKENS).logprobs
     assert len(rows[0]) == 2 and all(math.isfinite(v) for row in rows[0] for v in row.values())
+
+
+def test_the_chat_layout_reads_the_assistants_first_token(llama: Any) -> None:
+    """RLHFlow's layout through the bundled model's own chat template: each step a user turn, the verdict read
+    where the assistant's reply starts (the same numbers as asking that conversation alone)."""
+    from nodes.algorithms.prm import chat_segments
+
+    segments = chat_segments("What is 3 + 4?", ["3 + 4 = 7.", "Answer: 7"], "+",
+                             lambda m, gen: llama.render_prompt(m, add_generation_prompt=gen))
+    assert segments[0].endswith("<|im_start|>assistant\n") and segments[1].startswith("+<|im_end|>")
+    rows = llama.step_logprobs([segments], ["+", "-"]).logprobs[0]
+    for j, row in enumerate(rows):
+        alone = llama.choice_logprobs("".join(segments[: j + 1]), ["+", "-"]).logprobs
+        assert row == pytest.approx(alone, abs=1e-5)
