@@ -56,6 +56,10 @@ class LiveRun:
         self._lock = threading.Lock()
         self.total = len(self.node_ids)
         self.nodes = {node_id: NodeLive() for node_id in self.node_ids}
+        self._nested_done: dict[str, int] = {}
+        """Per workflow node: its sub-workflow's nodes done so far."""
+        self._nested_streams: dict[str, dict[str, str]] = {}
+        """Per workflow node: the streamed text of each of its sub-workflow's nodes (the tail)."""
 
     @property
     def finished(self) -> bool:
@@ -98,6 +102,9 @@ class LiveRun:
         return self.nodes.setdefault(node_id, NodeLive())
 
     def _apply(self, event: Event) -> None:
+        if event.node_id is not None and "/" in event.node_id:
+            self._apply_nested(event)
+            return
         data = event.data
         node = self._node(event.node_id)
         if event.type == ev.RUN_START:
@@ -139,6 +146,25 @@ class LiveRun:
         elif event.type == ev.NODE_SKIPPED:
             node.state = NODE_SKIPPED
             node.message = str(data.get("reason") or "skipped")
+
+    def _apply_nested(self, event: Event) -> None:
+        """An event of a node inside a sub-workflow (`w/2/critique`): shown on the workflow node `w` (the canvas
+        draws the top-level nodes), whose message counts the child nodes done and whose text streams theirs."""
+        top, _, inner = (event.node_id or "").partition("/")
+        node = self.nodes.get(top)
+        if node is None:
+            return
+        if event.type in (ev.NODE_END, ev.NODE_CACHED):
+            self._nested_done[top] = self._nested_done.get(top, 0) + 1
+            node.message = f"{self._nested_done[top]} sub-workflow node(s) done"
+            self.node_outputs[event.node_id or ""] = event.data.get("outputs") or {}
+        elif event.type == ev.TOKEN:
+            node.tokens += 1
+            streams = self._nested_streams.setdefault(top, {})  # per child node: the one that moved last shows
+            streams[inner] = (streams.get(inner, "") + str(event.data.get("text", "")))[-TEXT_TAIL:]
+            node.text = f"[{inner}] {streams[inner]}"
+        elif event.type == ev.NODE_ERROR:
+            node.message = f"{inner}: {event.data.get('error') or 'failed'}"
 
     # ---------------------------------------------------------------- reading
 

@@ -175,3 +175,19 @@ def test_trace_export_and_import_keep_the_children(folder: Path, tmp_path: Path)
         assert {c["node_id"] for c in record["lm_calls"]} >= {"refine_each/0/critique", "refine_each/1/revise"}
     finally:
         store.close()
+
+
+def test_the_live_run_shows_children_on_their_workflow_node(folder: Path) -> None:
+    from app.run.live_run import LiveRun
+
+    wf = load_workflow(folder / "parent.yaml")
+    live = LiveRun("r1", wf.name, [n.id for n in wf.nodes])
+    sched = Scheduler(REGISTRY, lambda spec: FakeBackend(), children=ChildLoader((folder,)))
+    result = sched.run(wf, {}, observers=[live], run_id="r1")
+    assert result.status == "succeeded"
+    snap = live.snapshot()
+    assert set(snap["nodes"]) == {"sample", "refine_each", "pick"}  # the canvas draws the top-level nodes
+    node = snap["nodes"]["refine_each"]
+    assert node["message"] == "6 sub-workflow node(s) done" and node["state"] == "done"
+    assert node["tokens"] > 0 and node["text"].startswith("[")
+    assert live.outputs_of("refine_each/1/revise") is not None
