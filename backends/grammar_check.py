@@ -6,7 +6,8 @@ with SIGSEGV), `{5,2}` loops forever and huge counts exhaust memory. This module
 iteratively, with explicit limits, and says what is wrong and on which line of the grammar. It also builds the
 rules as llama.cpp does (groups and repetitions become rules of their own) to refuse what llama.cpp refuses when
 it sets a grammar up (left recursion, over 2,000 stacked copies) and what stalls that setup (alternatives that
-begin alike, nested, multiply the parse stacks it follows). JSON schemas are bounded (size, depth, counts) before
+begin alike, nested, multiply the parse stacks it follows), and, simulating those stacks over a few characters
+(grammar_stacks.py), grammars whose stacks multiply with every character of the output. JSON schemas are bounded (size, depth, counts) before
 llama-cpp-python's converter runs, and the grammar it produces is checked the same way.
 """
 
@@ -17,6 +18,8 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from backends.grammar_stacks import MAX_GROWTH_STACKS, Terminal, stack_growth
 
 MAX_GRAMMAR_BYTES = 64 * 1024
 """Largest grammar text (UTF-8 bytes)."""
@@ -293,16 +296,19 @@ class _GbnfParser:
             nested = bool(opened)
             c = self.char(pos)
             if c == '"':
+                start = pos
                 pos, size = self.literal(pos)
                 self.add(size, 0, pos)
                 last = size or None
-                self.shapes.item(_TERMINAL if size else None)  # "" adds nothing (and cannot be repeated)
+                self.shapes.items([self.shapes.terminal((False, ((code, code),)))  # "" adds nothing (and cannot
+                                   for code in _codes(self.text[start + 1:pos - 1])])  # be repeated)
                 pos = self.space(pos, nested)
             elif c == "[":
+                start = pos
                 pos, size = self.char_class(pos)
                 self.add(size, 0, pos)
                 last = size or None
-                self.shapes.item(_TERMINAL if size else None)
+                self.shapes.items([self.shapes.terminal(_class(self.text[start + 1:pos - 1]))] if size else [])
                 pos = self.space(pos, nested)
             elif c and _is_word_char(c):
                 end = self.name_end(pos)
@@ -315,12 +321,12 @@ class _GbnfParser:
                 pos = self.token(pos)
                 self.add(1, 0, pos)
                 last = 1
-                self.shapes.item(_TERMINAL)
+                self.shapes.items([self.shapes.terminal(None)])
                 pos = self.space(pos, nested)
             elif c == ".":
                 self.add(1, 0, pos)
                 last = 1
-                self.shapes.item(_TERMINAL)
+                self.shapes.items([self.shapes.terminal((True, ()))])
                 pos = self.space(pos + 1, nested)
             elif c == "(":
                 if len(opened) >= MAX_NESTING:
@@ -370,7 +376,42 @@ class _GbnfParser:
 
 
 _TERMINAL = -1
-"""An element of a rule's shape that matches text (a literal, class, token or `.`); rule references are ids >= 0."""
+"""Elements of a rule's shape below 0 match text (a character of a literal, a class, a token or `.`: element e is
+_RuleShapes.terminals[-e - 1]); rule references are ids >= 0."""
+_ESCAPED = {"t": 9, "n": 10, "r": 13, "\\": 92, '"': 34, "[": 91, "]": 93, "-": 45}
+
+
+def _code(text: str, i: int) -> tuple[int, int]:
+    """(code point, index after it) of one character of a checked literal or class, escapes decoded."""
+    if text[i] != "\\":
+        return ord(text[i]), i + 1
+    e = text[i + 1]
+    if e in _HEX_ESCAPES:
+        size = _HEX_ESCAPES[e]
+        return int(text[i + 2:i + 2 + size], 16), i + 2 + size
+    return _ESCAPED[e], i + 2
+
+
+def _codes(text: str) -> list[int]:
+    out, i = [], 0
+    while i < len(text):
+        code, i = _code(text, i)
+        out.append(code)
+    return out
+
+
+def _class(text: str) -> Terminal:
+    """What a checked character class `[...]` (its text between the brackets) matches."""
+    negated = text.startswith("^")
+    i = 1 if negated else 0
+    ranges = []
+    while i < len(text):
+        lo, i = _code(text, i)
+        hi = lo
+        if i + 1 < len(text) and text[i] == "-":
+            hi, i = _code(text, i + 1)
+        ranges.append((lo, hi))
+    return negated, tuple(ranges)
 
 
 @dataclass
@@ -399,6 +440,15 @@ class _RuleShapes:
         self.names: list[str] = []
         self.where: list[int] = []
         self.open_: list[_Sequence] = []
+        self.terminals: list[Terminal] = []
+        self._terminal_ids: dict[Terminal, int] = {}
+
+    def terminal(self, matches: Terminal) -> int:
+        """The element (< 0) of a character element that matches `matches`."""
+        if matches not in self._terminal_ids:
+            self.terminals.append(matches)
+            self._terminal_ids[matches] = -len(self.terminals)
+        return self._terminal_ids[matches]
 
     def _new(self, name: str, pos: int) -> int:
         self.bodies.append([[]])
@@ -437,12 +487,15 @@ class _RuleShapes:
         self.close()
 
     def item(self, element: int | None) -> None:
+        self.items([] if element is None else [element])
+
+    def items(self, elements: list[int]) -> None:
+        """One item (what a repetition after it repeats): a rule, a group, a class, or a literal's characters."""
         if not self.open_:
             return
         seq = self.open_[-1]
         seq.start, seq.copies = len(seq.items), 1
-        if element is not None:
-            seq.items.append(element)
+        seq.items.extend(elements)
 
     def repeat(self, low: int, high: int | None, op: str, pos: int) -> None:
         """llama.cpp's handle_repetitions: S{m,n} -> S..S (m times) and n-m nested optional rules of S."""
@@ -492,6 +545,14 @@ class _RuleShapes:
                                 "alternatives begin with the same rules, nested), and llama.cpp follows every way at "
                                 "every token (thousands make it crawl, a few more levels stall it for minutes): make "
                                 "the alternatives begin with different text", self.where[worst])
+        grown = stack_growth(self.bodies, self.terminals, self.ids["root"]) if "root" in self.ids else None
+        if grown is not None:
+            raise _RefusedError(f"rule {self.names[grown.rule]!r} is too ambiguous for llama.cpp: after {grown.chars} "
+                                f"characters it would follow {grown.stacks:,} parses at once (one per way the text "
+                                "can be parsed, each checked against the whole vocabulary at every token; the limit "
+                                f"is {MAX_GROWTH_STACKS:,}), and they multiply with every character: make the "
+                                "alternatives of a rule begin with different text, and avoid chains of rules that "
+                                "can all be empty", self.where[grown.rule])
 
     def _left_recursion(self, rule: int) -> None:
         raise _RefusedError(f"rule {self.names[rule]!r} can begin with itself (left recursion), which llama.cpp "
@@ -503,7 +564,7 @@ def _lead(alt: list[int], passes: Any) -> list[int]:
     """The rules an alternative may begin with: up to its first text, or first rule that cannot be skipped."""
     out = []
     for element in alt:
-        if element == _TERMINAL:
+        if element < 0:
             break
         out.append(element)
         if not passes(element):
@@ -562,7 +623,7 @@ def _nullable(bodies: list[list[list[int]]]) -> list[bool]:
         for alt in body:
             index = len(waiting)
             owner.append(rule)
-            blocked = _TERMINAL in alt
+            blocked = any(element < 0 for element in alt)
             waiting.append([len(alt) if not blocked else -1])
             if not blocked:
                 for element in alt:
@@ -593,7 +654,7 @@ def _begin_ways(bodies: list[list[list[int]]], nullable: list[bool]) -> list[int
         for alt in bodies[rule]:
             way = 1
             for element in reversed(_lead(alt, nullable.__getitem__) or [_TERMINAL]):
-                way = 1 if element == _TERMINAL else max(ways[element], 1) + (way if nullable[element] else 0)
+                way = 1 if element < 0 else max(ways[element], 1) + (way if nullable[element] else 0)
             total += way
         ways[rule] = min(_CAP, total)
 

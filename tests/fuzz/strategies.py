@@ -648,12 +648,15 @@ ISSUE_24_GRAMMAR = "\n".join((
     'g ::= "a" g e f | "b" e f g | "c" f g e | ""',
 ))
 """The grammar that held llama.cpp's grammar engine for minutes per token (issue 24, finding 1)."""
+ISSUE_24_DELAYED = 'root ::= "' + "x" * 16 + '" e\n' + ISSUE_24_GRAMMAR.split("\n", 1)[1]
+"""The same rules behind 16 fixed characters: past what the checker simulates, so only the engine's bounds (cancel,
+the run's cap, the per-token limit) stop it."""
 
 
 @st.composite
 def _ambiguous_gbnf(draw: st.DrawFn) -> tuple[str, str]:
     names = [f"r{i}" for i in range(draw(st.integers(1, 4)))]
-    rules = ["root ::= " + draw(st.sampled_from(("", '"a" ', '"x" '))) + "r0"]
+    rules = ["root ::= " + draw(st.sampled_from(("", '"a" ', '"x" ', '"' + "x" * 16 + '" '))) + "r0"]
     for name in names:
         alts = [f'"{letter}" ' + " ".join(draw(st.lists(st.sampled_from(names), min_size=1, max_size=3)))
                 for letter in draw(st.lists(st.sampled_from("abc"), min_size=1, max_size=3))]
@@ -675,8 +678,10 @@ def _ambiguous_schema(draw: st.DrawFn) -> tuple[str, str]:
 def ambiguous_grammars() -> st.SearchStrategy[tuple[str, str]]:
     """Recursive grammars whose alternatives begin alike and can be empty (llama.cpp follows every parse at once,
     so its parse stacks multiply at every character), issue 24's among them, and JSON schemas of overlapping
-    recursive anyOf branches: ("gbnf" | "schema", text)."""
-    return st.one_of(st.just(("gbnf", ISSUE_24_GRAMMAR)), _ambiguous_gbnf(), _ambiguous_schema())
+    recursive anyOf branches, some behind a fixed prefix longer than the checker simulates: ("gbnf" | "schema",
+    text)."""
+    return st.one_of(st.sampled_from((("gbnf", ISSUE_24_GRAMMAR), ("gbnf", ISSUE_24_DELAYED))), _ambiguous_gbnf(),
+                     _ambiguous_schema())
 
 
 @functools.cache
