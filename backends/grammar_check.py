@@ -7,8 +7,9 @@ iteratively, with explicit limits, and says what is wrong and on which line of t
 rules as llama.cpp does (groups and repetitions become rules of their own) to refuse what llama.cpp refuses when
 it sets a grammar up (left recursion, over 2,000 stacked copies) and what stalls that setup (alternatives that
 begin alike, nested, multiply the parse stacks it follows), and, simulating those stacks over a few characters
-(grammar_stacks.py), grammars whose stacks multiply with every character of the output. JSON schemas are bounded (size, depth, counts) before
-llama-cpp-python's converter runs, and the grammar it produces is checked the same way.
+(grammar_stacks.py), grammars whose stacks multiply with every character of the output. JSON schemas are
+bounded (size, depth, counts) before llama-cpp-python's converter runs, and the grammar it produces is checked the
+same way.
 """
 
 from __future__ import annotations
