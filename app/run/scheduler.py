@@ -179,11 +179,13 @@ class Scheduler:
     def run(self, wf: Workflow, inputs: dict[str, Any] | None = None, *, seed: int = 0,
             budget: Budget | None = None, cancel: CancelToken | None = None,
             observers: Sequence[Observer] = (), run_id: str | None = None, use_cache: bool = True,
-            hide_cache_hits: bool | None = None, share_samples: bool = False) -> RunResult:
+            hide_cache_hits: bool | None = None, share_samples: bool = False,
+            children: ChildLoader | None = None) -> RunResult:
         """Run the workflow. Raises WorkflowError (before touching any model) when it or its inputs are
         invalid; otherwise returns a RunResult whose status says how it ended. `share_samples` derives samples'
-        seeds from the run seed and their prompt rather than the node (see RunState.shared_seed)."""
-        checked = check(wf, self.registry, self.children)
+        seeds from the run seed and their prompt rather than the node (see RunState.shared_seed). `children`
+        finds this run's sub-workflows instead of the scheduler's loader (a workflow from a link: names only)."""
+        checked = check(wf, self.registry, children or self.children)
         problems = errors(checked.issues)
         if problems:
             raise WorkflowError(problems)

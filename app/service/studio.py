@@ -7,7 +7,7 @@ import shutil
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -316,9 +316,10 @@ class StudioService:
         except WorkflowError as exc:
             raise UserError(issues_summary(exc.issues)) from None
 
-    def check(self, wf: Workflow) -> list[Issue]:
-        """Validation problems plus what the policy refuses (share mode), over the whole tree of sub-workflows."""
-        checked = check_tree(wf, self.registry, self.children)
+    def check(self, wf: Workflow, children: ChildLoader | None = None) -> list[Issue]:
+        """Validation problems plus what the policy refuses (share mode), over the whole tree of sub-workflows
+        (found through `children`, else the app's loader)."""
+        checked = check_tree(wf, self.registry, children or self.children)
         issues = checked.issues + check_workflow_allowed(wf, self.policy)
         for path, child in descendants(checked):
             issues += prefixed(check_workflow_allowed(child.workflow, self.policy), path, child.label)
@@ -368,11 +369,13 @@ class StudioService:
     # ------------------------------------------------------------------ runs
 
     def start_run(self, data: Any, inputs: dict[str, Any] | None = None, seed: int = 0,
-                  budget: Budget | None = None, *, visitor: str | None = None) -> dict[str, Any]:
+                  budget: Budget | None = None, *, visitor: str | None = None, trusted: bool = True) -> dict[str, Any]:
         """Validate, then queue the run on a worker thread; returns its first snapshot at once.
-        The run belongs to `visitor`: in share mode only that visitor sees, reads or cancels it."""
+        The run belongs to `visitor`: in share mode only that visitor sees, reads or cancels it. A workflow that is
+        not `trusted` (from a link or an upload) finds its sub-workflows by name or inner path only."""
         wf = self.workflow_from_json(data)
-        problems = errors(self.check(wf))
+        children = self.children if trusted else replace(self.children, trusted=False)
+        problems = errors(self.check(wf, children))
         if problems:
             raise UserError("the workflow has problems; fix them first: " + issues_summary(problems))
         wf = resolve_model_choices(wf, self.policy)
@@ -403,7 +406,7 @@ class StudioService:
             self._run_owners[run_id] = visitor
             self._forget_old_runs()
         budget = self.policy.cap_budget(budget) if self.policy.share_mode else (budget or Budget())
-        handle.thread = threading.Thread(target=self._work, args=(handle, wf, values, seed, budget),
+        handle.thread = threading.Thread(target=self._work, args=(handle, wf, values, seed, budget, children),
                                          name=f"run-{run_id}", daemon=True)
         handle.thread.start()
         return self.run_status(run_id, visitor=visitor)
@@ -443,7 +446,8 @@ class StudioService:
         store.flush()
         return store.list_runs(limit=limit)
 
-    def _work(self, handle: _RunHandle, wf: Workflow, values: dict[str, Any], seed: int, budget: Budget) -> None:
+    def _work(self, handle: _RunHandle, wf: Workflow, values: dict[str, Any], seed: int, budget: Budget,
+              children: ChildLoader | None = None) -> None:
         live, cancel = handle.live, handle.cancel
         try:
             with self._gate.slot(cancelled=lambda: cancel.cancelled):
@@ -456,7 +460,7 @@ class StudioService:
                 if store is not None:
                     observers.append(store)
                 result: RunResult = self.scheduler.run(wf, values, seed=seed, budget=budget, cancel=cancel,
-                                                       observers=observers, run_id=live.run_id)
+                                                       observers=observers, run_id=live.run_id, children=children)
             live.finish(result.status, outputs=_jsonable(result.outputs), error=_friendly_error(result),
                         stats=result.stats.to_json())
         except QueueFullError as exc:

@@ -191,7 +191,7 @@ def mg_run(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
     if not service.share_mode:  # the one consent check (also the Evaluate tab's): remembers what was agreed
         service.consent.require(wf, _visitor(payload), origin=origin, confirmed=confirmed)
     return service.start_run(payload.get("workflow"), inputs, payload.get("seed", 0) or 0,
-                             visitor=_visitor(payload))
+                             visitor=_visitor(payload), trusted=origin not in UNTRUSTED_ORIGINS)
 
 
 def mg_status(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:

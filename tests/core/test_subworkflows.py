@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from app.service.errors import UserError
 from app.workflow.problems import Issue
 from app.workflow.spec import load_workflow, load_workflow_text
 from app.workflow.subworkflows import ChildLoader
@@ -269,3 +270,20 @@ def test_mapped_output_must_be_a_child_output_and_map_belongs_to_workflow_nodes(
     text = PARENT.replace("  kind: voter\n", "  kind: voter\n  map: candidates\n")
     issues = issues_of(write(tmp_path, "parent", text))
     assert [(i.code, i.node_id, i.line) for i in issues] == [("unknown_key", "pick", line_of(text, "map: candidates"))]
+
+
+def test_a_workflow_from_a_link_finds_children_by_name_only(tmp_path: Path) -> None:
+    """Locally a workflow may name a child by any path; one from a link or an upload (not trusted) may not."""
+    from app.service.studio import StudioService
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    write(outside, "refine", CHILD)
+    folder = tmp_path / "workflows"
+    folder.mkdir()
+    service = StudioService(workflows_dir=folder, examples_dir=None, dry_run=True)
+    data = load_workflow_text(PARENT.replace("workflow: refine", f"workflow: {outside / 'refine.yaml'}")).to_dict()
+    with pytest.raises(UserError, match="workflow_path_refused"):
+        service.start_run(data, trusted=False)
+    started = service.start_run(data, trusted=True)
+    assert service.wait_run(started["run_id"], timeout=30)["status"] == "succeeded"
