@@ -1,20 +1,17 @@
-"""Sub-workflows: finding a workflow node's child (a name or a safe relative path), checking the tree of
-children (missing, cycles, depth, ports, `map`), and binding each workflow node's ports to its child's."""
+"""Sub-workflows: checking the tree of children of a workflow's workflow nodes (missing, cycles, depth, ports,
+`map`), and binding each workflow node's ports to its child's. Finding the files: child_files.py."""
 
 from __future__ import annotations
 
 import hashlib
-import os
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from app.workflow.files import WORKFLOW_SUFFIX, safe_workflow_name
+from app.workflow.child_files import ChildLoader as ChildLoader  # re-exported: callers build loaders from here
+from app.workflow.child_files import ChildRefError, Found, default_loader
 from app.workflow.problems import Issue, WorkflowError
-from app.workflow.spec import Workflow, load_workflow, load_workflow_text
+from app.workflow.spec import Workflow
 from nodes.base import CANDIDATES, JSON, NUMBER, TEXT, NodeKind, Port, port_compatible
 from nodes.kinds.workflow import DEFAULT_OUTPUT
 
@@ -23,121 +20,6 @@ MAX_DEPTH = 4
 """Deepest nesting of sub-workflows: a child of a child ... at most 4 levels below the workflow run."""
 INPUT_TYPE_TO_PORT = {"text": TEXT, "number": NUMBER, "json": JSON}
 """The port type of a workflow input of each `inputs:` type."""
-
-
-class ChildRefError(ValueError):
-    """A child reference that cannot be followed: a problem code, a message and a hint."""
-
-    def __init__(self, code: str, message: str, hint: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.hint = hint
-
-
-@dataclass(frozen=True)
-class Found:
-    """A child workflow as loaded: its identity (for cycles), the label shown in problems, the workflow and its
-    canonical YAML (stored with each run that uses it)."""
-
-    key: str
-    label: str
-    workflow: Workflow
-    yaml: str
-
-
-class _ParsedFiles:
-    """Child workflow files parsed once per version (path, mtime, size): a workflow node around a small child
-    costs its run, not a YAML parse per run. Cached workflows are shared: nothing may change them."""
-
-    def __init__(self, size: int = 128) -> None:
-        self._size = size
-        self._data: OrderedDict[tuple[str, int, int], tuple[Workflow, str]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def load(self, path: Path) -> tuple[Workflow, str]:
-        try:
-            stat = path.stat()
-        except OSError:
-            wf = load_workflow(path)  # says what is wrong
-            return wf, wf.to_yaml()
-        key = (str(path), stat.st_mtime_ns, stat.st_size)
-        with self._lock:
-            if key in self._data:
-                self._data.move_to_end(key)
-                return self._data[key]
-        wf = load_workflow(path)
-        entry = (wf, wf.to_yaml())
-        with self._lock:
-            self._data[key] = entry
-            while len(self._data) > self._size:
-                self._data.popitem(last=False)
-        return entry
-
-
-_PARSED = _ParsedFiles()
-
-
-@dataclass(frozen=True)
-class ChildLoader:
-    """Where children are looked up. Names: the parent file's folder, then `folders` in order. Paths (with a
-    separator) are relative to the parent file's folder; when not `trusted` (share mode, a link, an upload) an
-    absolute path or one whose `..` leaves that folder is refused. `texts` holds children carried along
-    (a share link, a stored run) by the reference they were written as, and wins over files."""
-
-    folders: tuple[Path, ...] = ()
-    trusted: bool = True
-    texts: Mapping[str, str] = field(default_factory=dict)
-
-    def load(self, ref: str, parent_dir: Path | None) -> Found:
-        """The child that `ref` names, seen from a parent in `parent_dir` (None: not a file). Raises
-        ChildRefError (unknown_workflow, workflow_path_refused) or WorkflowError (the child does not load)."""
-        if ref in self.texts:
-            wf = load_workflow_text(self.texts[ref])
-            return Found(f"text:{ref}", ref, wf, wf.to_yaml())
-        path = self._locate(ref, parent_dir)
-        wf, text = _PARSED.load(path)
-        return Found(str(path), str(path), wf, text)
-
-    def _locate(self, ref: str, parent_dir: Path | None) -> Path:
-        if not ref.strip():
-            raise ChildRefError("unknown_workflow", "the workflow node names no workflow",
-                                "set `params: {workflow: NAME}` to a workflow of the workflows folder")
-        if "/" in ref or "\\" in ref or os.path.isabs(ref):
-            return self._locate_path(ref, parent_dir)
-        try:
-            name = safe_workflow_name(ref)
-        except ValueError as exc:
-            raise ChildRefError("unknown_workflow", str(exc), "name a workflow of the workflows folder") from None
-        folders = ([parent_dir] if parent_dir is not None else []) + list(self.folders)
-        for folder in folders:
-            path = Path(folder).expanduser() / f"{name}{WORKFLOW_SUFFIX}"
-            if path.is_file():
-                return path.resolve()
-        where = ", ".join(str(f) for f in folders) or "no workflows folder"
-        raise ChildRefError("unknown_workflow", f"there is no workflow named {name!r} ({where})",
-                            "save the child workflow first, or fix the name (file name without .yaml)")
-
-    def _locate_path(self, ref: str, parent_dir: Path | None) -> Path:
-        base = parent_dir if parent_dir is not None else (self.folders[0] if self.folders else None)
-        raw = Path(ref).expanduser() if self.trusted else Path(ref)
-        if not self.trusted:
-            if raw.is_absolute() or ref.startswith(("~", "\\")) or ":" in ref:
-                raise ChildRefError("workflow_path_refused", f"the child workflow {ref!r} is an absolute path",
-                                    "name a workflow of the workflows folder, or a path relative to this one")
-            if base is None:
-                raise ChildRefError("workflow_path_refused", f"the child workflow {ref!r} is a path, but this "
-                                    "workflow is not a file", "name a workflow of the workflows folder")
-        if base is None and not raw.is_absolute():
-            raise ChildRefError("unknown_workflow", f"the child workflow {ref!r} is a relative path, but this "
-                                "workflow is not a file", "name a workflow of the workflows folder instead")
-        path = (raw if raw.is_absolute() else Path(base) / raw).resolve()  # type: ignore[arg-type]
-        if not self.trusted and not path.is_relative_to(Path(base).resolve()):  # type: ignore[arg-type]
-            raise ChildRefError("workflow_path_refused", f"the child workflow {ref!r} leaves this workflow's folder",
-                                "keep child workflows in this folder or below it")
-        if not path.is_file():
-            raise ChildRefError("unknown_workflow", f"there is no workflow file {ref!r} ({path})",
-                                "check the path (relative to this workflow's folder)")
-        return path
 
 
 @dataclass
@@ -382,16 +264,3 @@ def resolve_children(wf: Workflow, registry: Any, loader: ChildLoader | None,
         key = str(wf.source.resolve()) if wf.source is not None else "<this workflow>"
         chain = ((key, str(wf.source) if wf.source is not None else wf.name),)
     return _Resolver(wf, registry, loader or default_loader(), chain, check).run()
-
-
-def default_loader() -> ChildLoader:
-    """Names from the user's workflows folder, then the bundled examples; paths trusted (a local user)."""
-    from app.platform import paths
-    from app.platform.resources import examples_dir
-
-    folders = [paths.workflows_dir()]
-    try:
-        folders.append(examples_dir())
-    except FileNotFoundError:
-        pass
-    return ChildLoader(tuple(folders), trusted=True)
