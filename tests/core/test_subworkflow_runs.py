@@ -191,3 +191,27 @@ def test_the_live_run_shows_children_on_their_workflow_node(folder: Path) -> Non
     assert node["message"] == "6 sub-workflow node(s) done" and node["state"] == "done"
     assert node["tokens"] > 0 and node["text"].startswith("[")
     assert live.outputs_of("refine_each/1/revise") is not None
+
+
+def test_a_stored_run_re_runs_with_its_children_as_they_ran(folder: Path, tmp_path: Path) -> None:
+    """The children's YAML kept with a run (the `subworkflows` note) is a loader's `texts`: the run comes back the
+    same after the child file changed."""
+    from app.workflow.spec import load_workflow_text
+
+    store = TraceStore(tmp_path / "traces.db")
+    try:
+        first = Scheduler(REGISTRY, lambda spec: FakeBackend(), children=ChildLoader((folder,))).run(
+            load_workflow(folder / "parent.yaml"), {}, seed=2, observers=[store])
+        assert store.flush()
+        record = store.get_run(first.run_id)
+    finally:
+        store.close()
+    write(folder, "refine", CHILD.replace("Revise", "Rewrite"))
+    (note,) = [e for e in record["events"] if e.get("kind") == SUBWORKFLOWS_NOTE]
+    kept = ChildLoader((), trusted=False, texts=note["data"]["workflows"])
+    again = Scheduler(REGISTRY, lambda spec: FakeBackend(), children=kept).run(
+        load_workflow_text(record["run"]["workflow_yaml"]), {}, seed=2)
+    assert again.outputs == first.outputs
+    changed = Scheduler(REGISTRY, lambda spec: FakeBackend(), children=ChildLoader((folder,))).run(
+        load_workflow(folder / "parent.yaml"), {}, seed=2)
+    assert changed.outputs != first.outputs
