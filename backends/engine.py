@@ -264,6 +264,8 @@ class Engine:
                 continue
             if self._should_wait_for_shared_prefix(job):
                 return
+            if job.needs_grammar() and not self.grammar_pool.available():
+                return  # every grammar process is taken: wait for one (the job keeps its place in line)
             reserved = sum(j.reserve_cells for j in self._active)
             fits_cells = reserved + job.reserve_cells <= self.kv_size
             if self._active and (not fits_cells or not self.table.can_acquire(job.needed_ids())):

@@ -85,6 +85,10 @@ class Job:
     def needed_ids(self) -> int:
         raise NotImplementedError
 
+    def needs_grammar(self) -> bool:
+        """Whether the job leases a grammar process when it starts (the engine admits it when one is free)."""
+        return False
+
     def prefix_tokens(self) -> list[int]:
         raise NotImplementedError
 
@@ -243,6 +247,9 @@ class GenerateJob(PrefillMixin, Job):
 
     def needed_ids(self) -> int:
         return len(self.seeds)
+
+    def needs_grammar(self) -> bool:
+        return bool(self.grammar)
 
     def prefix_tokens(self) -> list[int]:
         return self.prompt

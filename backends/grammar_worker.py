@@ -41,6 +41,8 @@ WORKER_MEMORY_BYTES = 4 << 30
 """Address space a child may use: exploding parse stacks end in an allocation failure, not in swapping."""
 IDLE_WORKERS = 2
 """Children kept per model for later requests."""
+MAX_WORKERS = 4
+"""Children per model at once (about 70 MB each): more grammar-constrained requests wait to be admitted."""
 _POLL_S = 0.02
 _ROOT = str(Path(__file__).resolve().parents[1])
 _CHILD = f"import sys; sys.path.insert(0, {_ROOT!r}); from backends.grammar_worker import main; main()"
@@ -182,22 +184,35 @@ class GrammarPool:
         self._idle: list[GrammarWorker] = []
         self._lock = threading.Lock()
         self._closed = False
+        self.leased = 0
+
+    def available(self) -> bool:
+        """Whether lease() may be called now (fewer than MAX_WORKERS are leased)."""
+        with self._lock:
+            return self.leased < MAX_WORKERS
 
     def lease(self, cancelled: Callable[[], str | None]) -> GrammarWorker:
         with self._lock:
+            self.leased += 1
             while self._idle:
                 worker = self._idle.pop()
                 if worker.alive:
                     return worker
                 worker.kill()
-        worker = GrammarWorker(self.model_path)
-        worker.wait_ready(cancelled)
+        try:
+            worker = GrammarWorker(self.model_path)
+            worker.wait_ready(cancelled)
+        except BaseException:
+            with self._lock:
+                self.leased -= 1
+            raise
         return worker
 
     def give_back(self, worker: GrammarWorker) -> None:
         for key in list(worker.keys):
             worker.free(key)
         with self._lock:
+            self.leased -= 1
             if worker.alive and worker.started and not self._closed and len(self._idle) < IDLE_WORKERS:
                 self._idle.append(worker)
                 return

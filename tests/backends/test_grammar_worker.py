@@ -5,6 +5,7 @@ the engine."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -132,3 +133,34 @@ def test_the_issue_workflow_is_refused_or_ends_at_its_cap(tmp_path: Path, gramma
     assert result["status"] in ("budget_exceeded", "succeeded", "failed"), result
     if result["status"] == "failed":
         assert "too ambiguous" in result["error"]
+
+
+def test_grammar_requests_beyond_the_process_cap_wait_their_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(grammar_worker, "MAX_WORKERS", 2)
+    leased: list[int] = []
+    lease = grammar_worker.GrammarPool.lease
+
+    def counting_lease(pool: grammar_worker.GrammarPool, cancelled: object) -> grammar_worker.GrammarWorker:
+        worker = lease(pool, cancelled)  # type: ignore[arg-type]
+        leased.append(pool.leased)
+        return worker
+
+    monkeypatch.setattr(grammar_worker.GrammarPool, "lease", counting_lease)
+    engine = _engine()
+    answers: list[str] = []
+    try:
+        def ask(i: int) -> None:
+            params = SamplingParams(max_tokens=6, temperature=1.0, seed=i, grammar='root ::= ("yes" | "no")+')
+            answers.append(engine.generate(f"Question {i}: yes or no?", params).completions[0].text)
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(5)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        pool = engine.engine.grammar_pool
+        assert len(answers) == 5, answers
+        assert all(re.fullmatch(r"(yes|no)*(y|ye|n)?", a) for a in answers), answers  # max_tokens may cut a word
+        assert len(leased) == 5 and max(leased) <= 2 and pool.leased == 0
+    finally:
+        engine.close()
