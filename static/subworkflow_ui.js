@@ -39,6 +39,49 @@
     el.append(back, " ", path);
   }
 
+  /** The editor's onNameSubworkflow: a dialog for the new workflow's name and its inferred input and output
+   * names; resolves to {name, inputs: {old: new}, outputs: {old: new}}, or null when cancelled. */
+  function nameDialog(request) {
+    return new Promise((resolve) => {
+      const box = document.createElement("form");
+      box.className = "mg-subworkflow-dialog";
+      box.setAttribute("data-testid", "subworkflow-dialog");
+      const add = (tag, props) => box.appendChild(Object.assign(document.createElement(tag), props));
+      add("strong", { textContent: "Make sub-workflow" });
+      const field = (label, value, testid) => {
+        const row = add("label", { textContent: label + " " });
+        const input = row.appendChild(Object.assign(document.createElement("input"), { value: value }));
+        input.setAttribute("data-testid", testid);
+        return input;
+      };
+      const name = field("Workflow name", request.suggestion, "subworkflow-name");
+      const ports = (list, what) => (list || []).map((p) => [p.name,
+        field(what + " " + p.name + " (" + p.type + ")", p.name, "subworkflow-" + what + "-" + p.name)]);
+      const inputs = ports(request.inputs, "input");
+      const outputs = ports(request.outputs, "output");
+      const buttons = add("div", { className: "mg-dialog-buttons" });
+      const button = (text, testid, type) => {
+        const b = buttons.appendChild(Object.assign(document.createElement("button"), { textContent: text, type: type }));
+        b.className = "mg-btn";
+        b.setAttribute("data-testid", testid);
+        return b;
+      };
+      button("Make", "subworkflow-ok", "submit");
+      const cancel = button("Cancel", "subworkflow-cancel", "button");
+      const names = (pairs) => Object.fromEntries(pairs.map(([old, input]) => [old, input.value.trim()]));
+      const finish = (value) => { box.remove(); resolve(value); };
+      box.addEventListener("submit", (e) => {
+        e.preventDefault();
+        finish({ name: name.value.trim(), inputs: names(inputs), outputs: names(outputs) });
+      });
+      cancel.addEventListener("click", () => finish(null));
+      box.addEventListener("keydown", (e) => { if (e.key === "Escape") { e.preventDefault(); finish(null); } });
+      (document.querySelector(".mg-page") || document.body).appendChild(box);
+      name.focus();
+      name.select();
+    });
+  }
+
   /** The editor's onMakeSubworkflow: save the child as a new workflow (never over an existing one). */
   async function make(name, workflow) {
     const result = await ui().call("mg_save", { name: name, workflow: workflow, overwrite: false });
@@ -76,5 +119,6 @@
     render();
   }
 
-  window.MetagenSubworkflows = { make: make, open: open, back: goBack, parents: () => parents.map((p) => p.name) };
+  window.MetagenSubworkflows = { make: make, name: nameDialog, open: open, back: goBack,
+    parents: () => parents.map((p) => p.name) };
 })();

@@ -809,6 +809,7 @@
         onSelect: onSelect,
         workflows: S.ports,  // sub-workflows (static/subworkflow_ui.js): ports, new children, opening a child
         onMakeSubworkflow: (name, wf) => window.MetagenSubworkflows.make(name, wf),
+        onNameSubworkflow: (request) => window.MetagenSubworkflows.name(request),
         onOpenWorkflow: (name) => window.MetagenSubworkflows.open(name),
         onMessage: (text, level) => notice(String(text || ""), LEVELS[level] || "warn"),
       });

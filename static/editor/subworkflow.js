@@ -96,7 +96,7 @@ export default class SubworkflowMethods {
 
   /** What "Make sub-workflow" would do with the selection: the child workflow JSON and how to rewire, or
    * {problem} when the selection cannot become one. */
-  _subworkflowPlan(name) {
+  _subworkflowPlan(name, renames) {
     const ids = new Set([...this.selection].filter((id) => { const n = this.node(id); return n && !n.section; }));
     if (!ids.size) return { problem: "select the nodes to move into a sub-workflow first" };
     const incoming = this.doc.edges.filter((e) => !ids.has(e.from) && ids.has(e.to));
@@ -126,6 +126,9 @@ export default class SubworkflowMethods {
       outNames.add(name);
       outputs.set(key, { name, type: portType(e) || "json" });
     }
+    const renamed = this._renamePorts(inputs, (renames || {}).inputs) || this._renamePorts(outputs,
+      (renames || {}).outputs);
+    if (renamed) return { problem: renamed };
     const nodes = this.doc.nodes.filter((n) => ids.has(n.id));
     const x0 = Math.min(...nodes.map((n) => n.x || 0));
     const y0 = Math.min(...nodes.map((n) => n.y || 0));
@@ -163,15 +166,45 @@ export default class SubworkflowMethods {
         y: nodes.reduce((s, n) => s + (n.y || 0), 0) / nodes.length } };
   }
 
-  /** Move the selected nodes into a new workflow `name` (asked for when not given): the host writes the file
-   * (opts.onMakeSubworkflow(name, childWorkflow) -> Promise), then one workflow node replaces the selection,
-   * wired as the selection was (one undo step). Resolves to the new node's id, or null. */
-  async makeSubworkflow(name) {
+  /** Give the inferred port names of `ports` ("from.out" -> {name}) the names `renames` (old -> new) asks for;
+   * a problem text when a new name is not an identifier or is taken twice (nothing renamed then). */
+  _renamePorts(ports, renames) {
+    if (!renames) return null;
+    const wanted = [...ports.values()].map((p) => String(renames[p.name] || p.name).trim());
+    const bad = wanted.find((n) => !/^[A-Za-z_][A-Za-z0-9_]*$/.test(n));
+    if (bad !== undefined) return `"${bad}" cannot be a port name: use letters, digits and _ (not first)`;
+    if (new Set(wanted).size !== wanted.length) return "two inputs or two outputs would have the same name";
+    [...ports.values()].forEach((p, i) => { p.name = wanted[i]; });
+    return null;
+  }
+
+  /** The inferred inputs and outputs of a sub-workflow of the selection (names and types), for a naming dialog. */
+  subworkflowPorts() {
+    const plan = this._subworkflowPlan("subworkflow");
+    return plan.problem ? { problem: plan.problem } : plan.ports;
+  }
+
+  /** Move the selected nodes into a new workflow `name` (asked for when not given: the host's
+   * opts.onNameSubworkflow({suggestion, inputs, outputs}) -> Promise<{name, inputs, outputs} | null> names it and
+   * renames its ports, else a prompt names it), with its inferred port names renamed by `renames` ({inputs: {old:
+   * new}, outputs: {...}}): the host writes the file (opts.onMakeSubworkflow(name, childWorkflow) -> Promise),
+   * then one workflow node replaces the selection, wired as the selection was (one undo step). Resolves to the new
+   * node's id, or null. */
+  async makeSubworkflow(name, renames) {
     const taken = new Set(this.workflows ? this.workflows.keys() : []);
     if (name === undefined || name === null) {
       const suggestion = uniqueName("subworkflow", taken);
-      name = typeof window.prompt === "function" ? window.prompt("Name of the new workflow", suggestion) : suggestion;
-      if (name === null) return null;
+      const ports = this.subworkflowPorts();
+      if (ports.problem) { this.message(ports.problem, "warning"); return null; }
+      if (this.opts.onNameSubworkflow) { // the host's dialog: {name, inputs: {old: new}, outputs: {old: new}}
+        const answer = await this.opts.onNameSubworkflow({ suggestion, inputs: ports.inputs, outputs: ports.outputs });
+        if (!answer) return null;
+        name = answer.name;
+        renames = { inputs: answer.inputs || {}, outputs: answer.outputs || {} };
+      } else {
+        name = typeof window.prompt === "function" ? window.prompt("Name of the new workflow", suggestion) : suggestion;
+        if (name === null) return null;
+      }
     }
     name = String(name).trim();
     if (!NAME_OK.test(name) || name.endsWith(".") || name.length > 100) {
@@ -182,7 +215,7 @@ export default class SubworkflowMethods {
       this.message(`a workflow named "${name}" already exists; choose another name`, "error");
       return null;
     }
-    const plan = this._subworkflowPlan(name);
+    const plan = this._subworkflowPlan(name, renames);
     if (plan.problem) { this.message(plan.problem, "warning"); return null; }
     if (this.opts.onMakeSubworkflow) {
       try {

@@ -117,3 +117,22 @@ def test_mapped_node_takes_a_candidate_set(editor: EditorPage, static_url: str) 
     assert page.locator(ed.port("each", "out:candidates")).count() == 1
     problem = page.evaluate("ed.checkConnection('draft', 'text', 'each', 'draft')")
     assert problem is not None and "candidates" in problem
+
+
+def test_inferred_names_can_be_changed_and_bad_ones_are_refused(editor: EditorPage, static_url: str) -> None:
+    ed = prepared(editor, static_url)
+    page = ed.page
+    page.evaluate("ed.select(['draft', 'revise'])")
+    assert page.evaluate("ed.subworkflowPorts()") == {
+        "inputs": [{"name": "question", "type": "text", "required": True, "description": ""}],
+        "outputs": [{"name": "text", "type": "text"}]}
+    assert page.evaluate("ed.makeSubworkflow('bad', {outputs: {text: '2x'}})") is None
+    assert any("cannot be a port name" in m["text"] for m in ed.messages())
+    node_id = page.evaluate("ed.makeSubworkflow('steps', {inputs: {question: 'q'}, outputs: {text: 'answer'}})")
+    made = page.evaluate("window.made")
+    assert made[-1]["child"]["inputs"] == {"q": {"type": "text"}}
+    assert made[-1]["child"]["outputs"] == {"answer": "revise.text"}
+    assert made[-1]["child"]["nodes"][0]["inputs"] == {"question": "inputs.q"}
+    wf = ed.workflow()
+    assert wf["outputs"] == {"answer": f"{node_id}.answer"}
+    assert wf["nodes"][0]["inputs"] == {"q": "inputs.question"}

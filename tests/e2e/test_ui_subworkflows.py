@@ -19,17 +19,25 @@ def test_make_open_edit_return_and_run_a_sub_workflow(ui: Any, shot: Any, studio
     ui.save_as("parent_cot")
     page.locator("[data-node-id=think] .mge-node-title").click()
     page.locator("[data-node-id=answer] .mge-node-title").click(modifiers=["Shift"])
-    page.once("dialog", lambda dialog: dialog.accept("cot_steps"))
     page.locator("[data-testid=editor-make-subworkflow]").click()
+    page.locator("[data-testid=subworkflow-name]").fill("cot_steps")  # names inferred from the cut wires, editable
+    assert page.locator("[data-testid=subworkflow-input-question]").input_value() == "question"
+    page.locator("[data-testid=subworkflow-output-text]").fill("answer")
+    page.locator("[data-testid=subworkflow-output-text_2]").fill("reasoning")
+    shot(page, "naming")
+    page.locator("[data-testid=subworkflow-ok]").click()
     page.wait_for_function("window.MetagenUI.editor().getWorkflow().nodes.some(n => n.kind === 'workflow')")
     shot(page, "made")
     child_file = studio.home / "workflows" / "cot_steps.yaml"
     child = yaml.safe_load(child_file.read_text(encoding="utf-8"))
     assert sorted(n["id"] for n in child["nodes"]) == ["answer", "think"]
     assert child["inputs"] == {"question": {"type": "text"}}
+    assert child["outputs"] == {"answer": "answer.text", "reasoning": "think.text"}
     parent = ui.wait_yaml(lambda t: "kind: workflow" in t and "workflow: cot_steps" in t)
     (node,) = yaml.safe_load(parent)["nodes"]
     assert node["inputs"] == {"question": "inputs.question"}
+    wid = node["id"]
+    assert yaml.safe_load(parent)["outputs"] == {"answer": f"{wid}.answer", "reasoning": f"{wid}.reasoning"}
     assert page.locator('.mge-palette [data-workflow="cot_steps"]').count() == 1
 
     page.locator(f"[data-node-id={node['id']}] .mge-node-title").dblclick()
