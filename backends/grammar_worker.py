@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from backends.base import BackendError, CancelledError
+from backends.base import BackendError, CancelledError, CancelToken
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +207,25 @@ class GrammarPool:
                 self.leased -= 1
             raise
         return worker
+
+    def prewarm(self, cancel: CancelToken | None = None) -> None:
+        """Start a child on the caller's thread for a request about to be submitted, unless one is idle, so the
+        engine thread finds it ready instead of waiting for a start (best effort: lease() starts one otherwise)."""
+        with self._lock:
+            if self._closed or self._idle:
+                return
+        worker = GrammarWorker(self.model_path)
+        try:
+            worker.wait_ready(lambda: (cancel.reason or "cancelled") if cancel is not None and cancel.cancelled
+                              else None)
+        except (BackendError, CancelledError) as exc:
+            log.debug("no grammar process started ahead: %s", exc)
+            return
+        with self._lock:
+            if not self._closed and len(self._idle) < IDLE_WORKERS:
+                self._idle.append(worker)
+                return
+        worker.kill()
 
     def give_back(self, worker: GrammarWorker) -> None:
         for key in list(worker.keys):

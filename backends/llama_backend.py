@@ -203,6 +203,7 @@ class LlamaBackend:
         grammar = grammar_for(params)
         if grammar:  # parse once here so a bad grammar is the caller's error, not the engine's
             SequenceSampler(self.model._lib, self.model.vocab, SamplingParams(), 0, grammar).free()
+            self.engine.grammar_pool.prewarm(cancel)  # its grammar process starts here, not on the engine thread
         job = speculative_job(self.spec.speculative, prompt_text=text, prompt=tokens, params=params,
                               seeds=sample_seeds, grammar=grammar, n_ctx_seq=self.engine.n_ctx_seq,
                               stream_tokens=on_token is not None, cancel=cancel)

@@ -164,3 +164,18 @@ def test_grammar_requests_beyond_the_process_cap_wait_their_turn(monkeypatch: py
         assert len(leased) == 5 and max(leased) <= 2 and pool.leased == 0
     finally:
         engine.close()
+
+
+def test_a_request_thread_starts_the_grammar_process_ahead_of_the_engine() -> None:
+    pool = grammar_worker.GrammarPool(bundled_model_path())
+    try:
+        pool.prewarm()
+        pool.prewarm()  # one idle is enough
+        assert len(pool._idle) == 1 and pool._idle[0].alive and pool._idle[0].started
+        ready = pool._idle[0]
+        assert pool.lease(lambda: None) is ready and pool.leased == 1
+        pool.give_back(ready)
+        assert pool._idle == [ready] and pool.leased == 0
+    finally:
+        pool.close()
+    assert not ready.alive
