@@ -275,3 +275,29 @@ def test_the_owners_own_workflow_files_need_no_confirmation(tmp_path: Path, monk
     assert opened.get("error") is None  # opening the owner's file agrees to its servers for this browser
     assert service.evaluations.estimate(_request(REMOTE_YAML, source={"origin": "editor"}), visitor="tab")
     service.close()
+
+
+@pytest.mark.parametrize(("remote", "cached"), [(False, True), (True, False)])
+def test_v1_callers_from_other_machines_see_no_cache_hits(tmp_path: Path, remote: bool, cached: bool) -> None:
+    from starlette.applications import Starlette
+    from starlette.testclient import TestClient
+
+    from app.serve.config import studio_config
+    from app.serve.routes import api_routes
+
+    backend = CachingFake(replies=["2"])
+    service = StudioService(policy=SharePolicy.local(), provider=lambda spec: backend, dry_run=True,
+                            workflows_dir=tmp_path / "wf", examples_dir=tmp_path / "none", models_dir=tmp_path,
+                            trace_db=tmp_path / "t.db")
+    service.save_yaml_text("gaps", WF_YAML)
+    config = studio_config(service, api_keys=("k",), all_remote=remote)
+    client = TestClient(Starlette(routes=api_routes(service, config)), client=("127.0.0.1", 5000))
+    headers = {"Authorization": "Bearer k"}
+    for model, body in (("gaps", {"messages": [{"role": "user", "content": "my PIN is 4711 ok"}]}),
+                        ("bundled", {"messages": [{"role": "user", "content": "my PIN is 4711 ok"}]})):
+        answer = client.post("/v1/chat/completions", json={"model": model, **body}, headers=headers)
+        assert answer.status_code == 200, answer.text
+        usage = answer.json()["usage"]
+        assert usage["prompt_tokens"] > 1
+        assert (usage["prompt_tokens_details"]["cached_tokens"] > 0) == cached, (model, usage)
+    service.close()
