@@ -24,6 +24,7 @@ from app.run.scheduler import Budget, Scheduler
 from app.run.status import CANCELLED, FAILED, SUCCEEDED
 from app.service.errors import UserError
 from app.service.inline_datasets import rows_file
+from app.service.interruptible import wait_interruptibly
 from app.service.visitor_uploads import check_room, prune_visitor_folders, visitor_folder
 from app.share.consent import RemoteConsent, RemoteConsentError
 from app.share.policy import SharePolicy, check_workflow_allowed, resolve_model_choices
@@ -372,16 +373,9 @@ class EvaluationService:
                                 concurrency=concurrency or DEFAULT_CONCURRENCY, on_progress=on_progress,
                                 total_budget=self.policy.budget_caps if self.policy.share_mode else Budget())
         cost = None if resume else self._estimate(plan)
-        worker = threading.Thread(target=evaluation.run, kwargs={"resume": bool(resume), "estimate": cost},
-                                  name=f"eval-{evaluation.eval_id}", daemon=True)
-        worker.start()
-        try:
-            while worker.is_alive():
-                worker.join(0.2)
-        except BaseException:  # Ctrl+C in a terminal or a notebook: stop the runs in flight, keep finished items
-            evaluation.cancel("interrupted")
-            worker.join()
-            raise
+        # Ctrl+C in a terminal or a notebook stops the runs in flight and keeps the finished items
+        wait_interruptibly(lambda: evaluation.run(resume=bool(resume), estimate=cost),
+                           lambda: evaluation.cancel("interrupted"), f"eval-{evaluation.eval_id}")
         return evaluation.eval_id
 
     def result(self, eval_id: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from app.run.scheduler import Budget, CancelToken, RunResult, Scheduler, resolve
 from app.run.status import CANCELLED, FAILED, INVALID, QUEUED, SUCCEEDED
 from app.service.errors import UserError
 from app.service.evaluations import EvaluationService
+from app.service.interruptible import wait_interruptibly
 from app.service.model_catalog import ModelCatalog
 from app.share.consent import RemoteConsent
 from app.share.policy import (
@@ -415,7 +416,7 @@ class StudioService:
                      budget: Budget | None = None, observers: Sequence[Any] = (), trace: bool = True,
                      cancel: CancelToken | None = None) -> RunResult:
         """Run in the caller's thread (the Python API) with `start_run`'s checks, queue and trace store; raises
-        WorkflowError before any model loads when the workflow or its inputs are invalid."""
+        WorkflowError before any model loads when the workflow or its inputs are invalid. Ctrl+C cancels it."""
         problems = errors(self.check(wf))
         if problems:
             raise WorkflowError(problems)
@@ -424,8 +425,14 @@ class StudioService:
         budget = self.policy.cap_budget(budget) if self.policy.share_mode else (budget or Budget())
         store = self.trace_store if trace else None
         watchers = [*observers, *([store] if store is not None else [])]
-        with self._gate.slot(cancelled=lambda: cancel.cancelled):
-            return self.scheduler.run(wf, inputs or {}, seed=seed, budget=budget, cancel=cancel, observers=watchers)
+        token = cancel
+
+        def work() -> RunResult:
+            with self._gate.slot(cancelled=lambda: token.cancelled):
+                return self.scheduler.run(wf, inputs or {}, seed=seed, budget=budget, cancel=token,
+                                          observers=watchers)
+
+        return wait_interruptibly(work, lambda: token.cancel("interrupted"), "run")
 
     def trace_record(self, run_id: str) -> dict[str, Any]:
         """A traced run's full record (its id or an unambiguous prefix), after pending trace writes land."""

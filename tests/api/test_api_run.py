@@ -180,3 +180,19 @@ def test_tree_and_token_figures_draw_when_the_run_has_them(studio: metagen.Studi
     sampled = metagen.load("self_consistency").with_params({"think.n": 2, "think.logprobs": True})
     tokens = sampled.run(studio=studio, progress=False).figure("tokens")
     assert len(tokens.data) == 1 and all(0 <= p <= 1 for p in tokens.data[0].y)
+
+
+def test_ctrl_c_cancels_the_run_and_leaves_nothing_running(studio: metagen.Studio) -> None:
+    import os
+    import signal
+
+    from app.run.providers import fake_provider
+
+    studio.service.scheduler.provider = fake_provider(latency_s=0.3)
+    wf = metagen.load("self_consistency").with_params({"think.n": 8, "think.batch_size": 1})
+    before = set(threading.enumerate())
+    threading.Timer(0.6, lambda: os.kill(os.getpid(), signal.SIGINT)).start()  # a notebook's interrupt
+    with pytest.raises(KeyboardInterrupt):
+        wf.run(studio=studio, progress=False)
+    assert [t for t in threading.enumerate() if t not in before and t.name == "run" and t.is_alive()] == []
+    assert metagen.traces(limit=1, studio=studio)[0]["status"] == "cancelled"
