@@ -83,6 +83,25 @@ def test_share_mode_limits_have_defaults_and_flags(tmp_path: Path, monkeypatch: 
         policy_from_args(_args("--share-mode", "--max-upload-mb", "0"), "127.0.0.1")
 
 
+@pytest.mark.timeout(300)
+def test_gradios_upload_route_refuses_a_file_over_the_limit(tmp_path: Path) -> None:
+    import signal
+    import urllib.error
+
+    from tests.ui.ui_process import start_ui, upload
+
+    (tmp_path / "tmp").mkdir()
+    proc, url = start_ui(tmp_path / "tmp", tmp_path / "home", "--share-mode", "--max-upload-mb", "0.01")
+    try:
+        assert upload(url, "small.txt", b"x" * 1000).is_file()
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            upload(url, "big.txt", b"x" * 200_000)
+        assert refused.value.code in (400, 413)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+
+
 def test_gradio_is_told_the_upload_limit(tmp_path: Path) -> None:
     from app.ui.app import launch_kwargs
 

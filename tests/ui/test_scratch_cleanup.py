@@ -3,22 +3,19 @@ folder, folders of killed processes are removed by the next start, and a run id 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-import time
-import urllib.request
-import uuid
 from pathlib import Path
 
 import pytest
 
 from app.platform.scratch import ScratchFolder, remove_stale, scratch_file_name
 from app.ui import traces_tab
-from tests.serve.conftest import ROOT, free_port
+from tests.serve.conftest import ROOT
+from tests.ui.ui_process import start_ui, upload
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="POSIX signals")
 
@@ -83,46 +80,16 @@ def test_an_imported_run_id_with_a_slash_still_gets_its_report(monkeypatch: pyte
     scratch.clear()
 
 
-def _start_ui(tmp: Path, home: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {**os.environ, "TMPDIR": str(tmp), "METAGEN_HOME": str(home), "PYTHONUNBUFFERED": "1"}
-    for key in ("GRADIO_TEMP_DIR", "METAGEN_WORKFLOWS", "METAGEN_TRACE_DB", "METAGEN_SHARE_MODE"):
-        env.pop(key, None)
-    proc = subprocess.Popen([sys.executable, "-m", "app.cli", "ui", "--dry-run", "--no-browser", "--port", str(port)],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "metagen ui exited early"
-        try:
-            with urllib.request.urlopen(url, timeout=2):
-                return proc, url
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise AssertionError("metagen ui did not answer")
-
-
-def _upload(url: str, name: str) -> Path:
-    boundary = uuid.uuid4().hex
-    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"{name}\"\r\n"
-            f"Content-Type: text/plain\r\n\r\nhello\r\n--{boundary}--\r\n").encode()
-    request = urllib.request.Request(f"{url}/gradio_api/upload", data=body, method="POST",
-                                     headers={"Content-Type": f"multipart/form-data; boundary={boundary}"})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return Path(json.loads(response.read())[0])
-
-
 @pytest.mark.timeout(300)
 def test_two_instances_keep_their_own_gradio_files_and_sigterm_leaves_nothing(tmp_path: Path) -> None:
     """Two `metagen ui` on one machine: Gradio's copies of each go to a folder of its own; SIGTERM (how servers
     are stopped) removes every folder the app made in the temp directory."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    first, first_url = _start_ui(tmp, tmp_path / "home1")
-    second, second_url = _start_ui(tmp, tmp_path / "home2")
+    first, first_url = start_ui(tmp, tmp_path / "home1")
+    second, second_url = start_ui(tmp, tmp_path / "home2")
     try:
-        a, b = _upload(first_url, "a.txt"), _upload(second_url, "b.txt")
+        a, b = upload(first_url, "a.txt"), upload(second_url, "b.txt")
         folders = {a.relative_to(tmp).parts[0], b.relative_to(tmp).parts[0]}
         assert folders == {n for n in _own_entries(tmp) if n.startswith("metagen-gradio-")}
         assert len(folders) == 2, "the two instances share one Gradio folder"
