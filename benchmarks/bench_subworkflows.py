@@ -111,7 +111,8 @@ def _engine_stats(scheduler: Scheduler) -> dict[str, Any]:
     return dict(backend.info()["engine"])
 
 
-COUNTERS = ("decode_calls", "tokens_decoded", "prompt_tokens_evaluated", "prompt_tokens_cached", "completion_tokens")
+COUNTERS = ("decode_calls", "tokens_decoded", "decode_s_total", "prompt_tokens_evaluated", "prompt_tokens_cached",
+            "completion_tokens")
 
 
 def model_comparison(folder: Path, repeats: int) -> None:
@@ -141,7 +142,8 @@ def model_comparison(folder: Path, repeats: int) -> None:
     for name in names:
         t = totals[name]
         median = statistics.median(times[name])
-        print(f"  {name:14s} {median:6.2f} s  x{median / flat:.3f} of flat  | decode calls {t['decode_calls']:.0f}, "
+        print(f"  {name:14s} {median:6.2f} s  x{median / flat:.3f} of flat  | in decode {t['decode_s_total']:.1f} s "
+              f"of {sum(times[name]):.1f} s, decode calls {t['decode_calls']:.0f}, "
               f"{t['tokens_decoded'] / max(1, t['decode_calls']):.2f} tokens/decode, prompt tokens evaluated "
               f"{t['prompt_tokens_evaluated']:.0f} / cached {t['prompt_tokens_cached']:.0f}, completion tokens "
               f"{t['completion_tokens']:.0f}")
@@ -176,6 +178,27 @@ def overhead(runs: int) -> None:
           f"overhead {extra_ms:.2f} ms (target <= 5 ms)")
 
 
+def structure(folder: Path, latency_s: float = 0.05, repeats: int = 5) -> None:
+    """The same three workflows on a fake model answering each request after `latency_s`: what the scheduler
+    itself adds on the critical path (no engine, no machine noise beyond thread wake-ups)."""
+    from backends.fake import FakeBackend
+
+    fake = FakeBackend(latency_s=latency_s)
+    scheduler = Scheduler(default_registry(), lambda spec: fake, children=ChildLoader((folder,)))
+    medians = {}
+    for name in ("mapped", "mapped_sampler", "flat"):
+        wf = load_workflow(folder / f"{name}.yaml")
+        times = []
+        for seed in range(repeats):
+            start = time.perf_counter()
+            scheduler.run(wf, seed=seed, use_cache=False)
+            times.append(time.perf_counter() - start)
+        medians[name] = statistics.median(times)
+    print(f"the same workflows on a fake model ({latency_s * 1000:.0f} ms a request, median of {repeats}): "
+          + ", ".join(f"{n} {t * 1000:.0f} ms" for n, t in medians.items())
+          + f"; map / flat {medians['mapped'] / medians['flat']:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="model runs of each workflow (median)")
@@ -183,9 +206,10 @@ def main() -> None:
     parser.add_argument("--no-model", action="store_true", help="only the overhead measurement")
     args = parser.parse_args()
     overhead(args.overhead_runs)
-    if not args.no_model:
-        with tempfile.TemporaryDirectory() as tmp:
-            write_workflows(Path(tmp))
+    with tempfile.TemporaryDirectory() as tmp:
+        write_workflows(Path(tmp))
+        structure(Path(tmp))
+        if not args.no_model:
             model_comparison(Path(tmp), args.repeats)
 
 
