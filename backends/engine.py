@@ -202,9 +202,16 @@ class Engine:
         batch.clear()
         in_batch: list[Job] = []
         prefill_jobs: set[int] = set()
-        for job in self._active:
+        for job in list(self._active):
             before = batch.n
-            job.add_decode_tokens(batch)
+            try:
+                job.add_decode_tokens(batch)  # may first draw samples whose grammar answer came
+            except (BackendError, CancelledError) as exc:  # an answer too late (or none: the grammar process died)
+                self._drop(job, exc, park=False)
+                continue
+            if job.done:  # its last samples were drawn just now
+                self._complete(job)
+                continue
             if batch.n > before:
                 in_batch.append(job)
         for job in list(in_batch):  # speculative drafts ride behind the next tokens, leaving room for prompts

@@ -138,6 +138,8 @@ class Sample:
     """DeepConf online: the sliding group confidence that stops the sample when it drops (params.confidence_stop)."""
     finish: str | None = None
     pending: int = -1
+    waiting: np.ndarray | None = None
+    """The logits it draws from once the grammar process says which tokens may come next (asked, not answered)."""
     row: int = -1
     time_s: float = 0.0
     decoder: Any = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace"))
@@ -232,6 +234,7 @@ class GenerateJob(PrefillMixin, Job):
         self.samples: list[Sample] = []
         self._grammars: GrammarWorker | None = None
         """The child process holding each sample's grammar (keyed by sample index), when there is a grammar."""
+        self._core: EngineView | None = None
         self._live: list[Sample] = []
         """Samples with a token to decode next step: each step's work is O(live samples), not O(n)."""
         self.fed = 0
@@ -266,6 +269,7 @@ class GenerateJob(PrefillMixin, Job):
                        else None)
             )
         if self.grammar:
+            self._core = core
             self._grammars = core.grammar_pool.lease(self._is_cancelled)
             for sample in self.samples:
                 self._grammars.new(sample.index, self.grammar, self._is_cancelled)
@@ -275,6 +279,8 @@ class GenerateJob(PrefillMixin, Job):
             self._prompt_done(core)
 
     def add_decode_tokens(self, batch: BatchBuilder) -> None:
+        if self._grammars is not None:
+            self._draw_answered()
         n_prompt = len(self.prompt)
         for sample in self._live:
             if sample.pending >= 0:
@@ -298,8 +304,11 @@ class GenerateJob(PrefillMixin, Job):
                     if sample.index == 0:
                         self.kv0.append(sample.pending)
                     sample.pending = -1
-                    self._sample_next(core, sample, sample.row)
-            self._live = [s for s in self._live if s.pending >= 0]
+                    if self._waits_for_grammar():
+                        self._ask_grammar(sample, core.logits_row(sample.row).copy())
+                    else:
+                        self._sample_next(core, sample, sample.row)
+            self._live = [s for s in self._live if s.pending >= 0 or s.waiting is not None]
         self.usage.decode_s += time.perf_counter() - started
 
     def _prompt_done(self, core: EngineView) -> None:
@@ -307,17 +316,48 @@ class GenerateJob(PrefillMixin, Job):
         for sample in self.samples:
             if self.params.max_tokens == 0:
                 self._finish(core, sample, "length")
+            elif self._waits_for_grammar():
+                assert self.prompt_logits is not None
+                self._ask_grammar(sample, self.prompt_logits)
             else:
                 self._sample_next(core, sample, -1)
-        self._live = [s for s in self.samples if s.pending >= 0]
+        self._live = [s for s in self.samples if s.pending >= 0 or s.waiting is not None]
 
     def _check_done(self) -> None:
         if self.fed == len(self.prompt) and all(s.finish for s in self.samples):
             self.done = True
 
-    def _sample_next(self, core: EngineView, sample: Sample, row: int) -> None:
-        """Sample from batch row `row`, or from the saved prompt logits when row is -1."""
-        if self._grammars is not None:
+    def _waits_for_grammar(self) -> bool:
+        """Whether grammar answers are awaited across engine steps; a subclass with its own commit (the
+        speculative job, which draws its draft rows in order) waits for each one in place."""
+        return self._grammars is not None and type(self).commit is GenerateJob.commit
+
+    def _ask_grammar(self, sample: Sample, logits: np.ndarray) -> None:
+        """Ask the grammar process which tokens may come next, and go on: the engine decodes other requests while
+        it works, and add_decode_tokens draws the sample once it has answered."""
+        assert self._grammars is not None
+        self._grammars.ask_mask(sample.index)
+        sample.waiting = logits
+
+    def _draw_answered(self) -> None:
+        """Draw every waiting sample whose grammar answer has come (a BackendError once one is too late)."""
+        assert self._grammars is not None and self._core is not None
+        for sample in self._live:
+            if sample.waiting is None:
+                continue
+            allowed = self._grammars.poll(sample.index, sample.waiting.shape[0])
+            if allowed is not None:
+                logits, sample.waiting = sample.waiting, None
+                self._sample_next(self._core, sample, -1, drawn=(self._draw_allowed(sample, logits, allowed), logits))
+        self._live = [s for s in self._live if s.pending >= 0 or s.waiting is not None]
+
+    def _sample_next(self, core: EngineView, sample: Sample, row: int,
+                     drawn: tuple[int, np.ndarray] | None = None) -> None:
+        """Sample from batch row `row`, or from the saved prompt logits when row is -1; or take a token already
+        `drawn` (with the logits it was drawn from)."""
+        if drawn is not None:
+            token = drawn[0]
+        elif self._grammars is not None:
             token = self._grammar_sample(core, sample, self.prompt_logits if row < 0 else core.logits_row(row))
         elif row < 0:
             assert self.prompt_logits is not None
@@ -328,13 +368,13 @@ class GenerateJob(PrefillMixin, Job):
             self._finish(core, sample, "eog")
             return
         if sample.logprobs is not None:
-            logits = self.prompt_logits if row < 0 else core.logits_row(row)
+            logits = drawn[1] if drawn is not None else self.prompt_logits if row < 0 else core.logits_row(row)
             entry = TokenLogprob(core.model.piece_text(token), log_softmax_at(logits, token))
             if self.params.logprobs:
                 entry.top = [(core.model.piece_text(t), lp) for t, lp in top_logprobs(logits, self.params.logprobs)]
             sample.logprobs.append(entry)
         if sample.stats is not None:
-            logits = self.prompt_logits if row < 0 else core.logits_row(row)
+            logits = drawn[1] if drawn is not None else self.prompt_logits if row < 0 else core.logits_row(row)
             sample.stats.add(*token_statistics(logits, token, scratch=self._scratch))
         sample.tokens.append(token)
         self.usage.completion_tokens += 1
@@ -353,7 +393,7 @@ class GenerateJob(PrefillMixin, Job):
             self._finish(core, sample, "length")
             return
         if self._grammars is not None:
-            self._grammars.accept(sample.index, token, self._is_cancelled)
+            self._grammars.accept(sample.index, token)
         sample.pending = token
         self._emit(sample, final=False)
 
@@ -367,7 +407,12 @@ class GenerateJob(PrefillMixin, Job):
         """Draw under the grammar: the child process says which tokens may come next (while cancel and the
         per-token time limit are watched), the rest of the chain draws from the logits of those alone."""
         assert self._grammars is not None and logits is not None
-        allowed = self._grammars.allowed(sample.index, logits.shape[0], self._is_cancelled)
+        return self._draw_allowed(sample, logits, self._grammars.allowed(sample.index, logits.shape[0],
+                                                                          self._is_cancelled))
+
+    @staticmethod
+    def _draw_allowed(sample: Sample, logits: np.ndarray, allowed: np.ndarray) -> int:
+        """The rest of the chain draws from the logits of the allowed tokens alone."""
         if not allowed.any():
             raise BackendError("The grammar allows no token here (no way forward, and it cannot end yet).")
         return sample.sampler.sample_logits(np.where(allowed, logits, -np.inf).astype(np.float32))

@@ -4,9 +4,11 @@ llama.cpp follows every parse of a grammar at once (one parse stack each); alter
 begin alike, nested (`e ::= "a" e f g | ""` ...), multiply the stacks at every character, and one call that masks
 the vocabulary can then run for minutes in C, where no flag is ever read. So the grammar never runs on the
 engine thread: a child process holds the llama.cpp grammar samplers (the model's vocabulary only, no weights)
-and answers "which tokens may come next" and "this token came"; the engine waits for each answer while it
-watches the request's cancel flag and a per-token time limit, and kills the child when either is reached
-(the CPU and memory go with it). Children are kept in a small pool per model and reused.
+and answers "which tokens may come next" and "this token came". The engine does not wait for an answer: it
+decodes other requests meanwhile and draws the sample once the answer has come (a speculative job, which draws
+its draft rows in order, waits in place, watching cancel); a request's cancel (its run's time cap included)
+and a per-token time limit kill the child (the CPU and memory go with it). Children are kept in a small pool
+per model and reused.
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ class GrammarWorker:
         self._buffer = bytearray()
         self.keys: set[int] = set()
         self.started = False
+        self.asked: dict[int, float] = {}
+        """Keys whose mask was asked for and not yet read, with when it was asked."""
+        self._masks: dict[int, bytes] = {}
 
     @property
     def alive(self) -> bool:
@@ -92,22 +97,62 @@ class GrammarWorker:
         self.keys.add(key)
 
     def allowed(self, key: int, n_vocab: int, cancelled: Callable[[], str | None]) -> np.ndarray:
-        """A bool per token of the vocabulary: may it come next under grammar `key`."""
-        self._send({"op": "mask", "key": key})
+        """A bool per token of the vocabulary: may it come next under grammar `key` (waits for the answer)."""
+        self.ask_mask(key)
         deadline = time.monotonic() + GRAMMAR_STEP_LIMIT_S
-        header = self._read_line(deadline, cancelled, "masking the vocabulary").split()
-        if len(header) != 2 or header[0] != b"mask":
+        while key not in self._masks:
+            self._fill(deadline, cancelled, "masking the vocabulary")
+            self._parse_masks()
+        return self._take(key, n_vocab)
+
+    def ask_mask(self, key: int) -> None:
+        """Ask which tokens may come next under grammar `key`; poll() or allowed() reads the answer."""
+        self._send({"op": "mask", "key": key})
+        self.asked[key] = time.monotonic()
+
+    def poll(self, key: int, n_vocab: int) -> np.ndarray | None:
+        """The answer to ask_mask(key) if it has come, else None, without waiting; a BackendError (and the child
+        killed) once it is GRAMMAR_STEP_LIMIT_S late."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while select.select([fd], [], [], 0)[0]:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                self.kill()
+                raise BackendError(self._died_message())
+            self._buffer.extend(chunk)
+        self._parse_masks()
+        if key in self._masks:
+            return self._take(key, n_vocab)
+        if time.monotonic() - self.asked[key] > GRAMMAR_STEP_LIMIT_S:
             self.kill()
-            raise BackendError(f"The grammar process answered {b' '.join(header)[:80]!r} instead of a token mask.")
-        bits = self._read_exact(int(header[1]), deadline, cancelled)
+            raise BackendError(TOO_AMBIGUOUS)
+        return None
+
+    def _parse_masks(self) -> None:
+        while True:
+            end = self._buffer.find(b"\n")
+            if end < 0:
+                return
+            header = bytes(self._buffer[:end]).split()
+            if len(header) != 3 or header[0] != b"mask":
+                self.kill()
+                raise BackendError(f"The grammar process answered {bytes(self._buffer[:80])!r} instead of a mask.")
+            size = int(header[2])
+            if len(self._buffer) < end + 1 + size:
+                return
+            self._masks[int(header[1])] = bytes(self._buffer[end + 1:end + 1 + size])
+            del self._buffer[:end + 1 + size]
+
+    def _take(self, key: int, n_vocab: int) -> np.ndarray:
+        self.asked.pop(key, None)
+        bits = self._masks.pop(key)
         return np.unpackbits(np.frombuffer(bits, dtype=np.uint8), count=n_vocab).astype(bool)
 
-    def accept(self, key: int, token: int, cancelled: Callable[[], str | None]) -> None:
-        """Advance grammar `key` past `token` (llama.cpp moves every parse stack over its text)."""
+    def accept(self, key: int, token: int) -> None:
+        """Advance grammar `key` past `token` (llama.cpp moves every parse stack over its text). Not waited for:
+        the next mask's answer comes after it, and its time limit covers both."""
         self._send({"op": "accept", "key": key, "token": int(token)})
-        if self._read_line(time.monotonic() + GRAMMAR_STEP_LIMIT_S, cancelled, "accepting a token") != b"ok":
-            self.kill()
-            raise BackendError("The grammar process refused a token the grammar allowed.")
 
     def free(self, key: int) -> None:
         if key in self.keys and self.alive:
@@ -162,13 +207,6 @@ class GrammarWorker:
         line, _, rest = bytes(self._buffer).partition(b"\n")
         self._buffer = bytearray(rest)
         return line.strip()
-
-    def _read_exact(self, size: int, deadline: float, cancelled: Callable[[], str | None]) -> bytes:
-        while len(self._buffer) < size:
-            self._fill(deadline, cancelled, "masking the vocabulary")
-        data = bytes(self._buffer[:size])
-        del self._buffer[:size]
-        return data
 
     def _died_message(self) -> str:
         return (f"The grammar process stopped (out of its {WORKER_MEMORY_BYTES >> 30} GB: a grammar too ambiguous "
@@ -232,7 +270,8 @@ class GrammarPool:
             worker.free(key)
         with self._lock:
             self.leased -= 1
-            if worker.alive and worker.started and not self._closed and len(self._idle) < IDLE_WORKERS:
+            healthy = worker.alive and worker.started and not worker.asked  # asked: its answer would be stale
+            if healthy and not self._closed and len(self._idle) < IDLE_WORKERS:
                 self._idle.append(worker)
                 return
         worker.kill()
@@ -297,11 +336,10 @@ class _Grammars:
         allowed = np.zeros(self.n_vocab, dtype=bool)
         allowed[data["id"]] = np.isfinite(data["logit"])
         bits = np.packbits(allowed).tobytes()
-        return b"mask %d\n" % len(bits) + bits
+        return b"mask %d %d\n" % (key, len(bits)) + bits
 
-    def accept(self, key: int, token: int) -> bytes:
+    def accept(self, key: int, token: int) -> None:
         self.lib.llama_sampler_accept(self.samplers[key], token)
-        return b"ok\n"
 
     def free(self, key: int) -> None:
         sampler = self.samplers.pop(key, None)
@@ -324,7 +362,8 @@ def main() -> None:
         elif op == "mask":
             reply = grammars.mask(key)
         elif op == "accept":
-            reply = grammars.accept(key, int(request["token"]))
+            grammars.accept(key, int(request["token"]))
+            continue
         else:
             grammars.free(key)
             continue

@@ -61,7 +61,7 @@ def test_the_child_masks_exactly_what_the_in_process_chain_draws_from() -> None:
             assert allowed[expected]
             drawn = outside.sample_logits(np.where(allowed, logits, -np.inf).astype(np.float32))
             assert drawn == expected
-            worker.accept(0, drawn, lambda: None)
+            worker.accept(0, drawn)
             tokens.append(drawn)
         assert len(set(tokens)) > 1
         inside.free()
@@ -179,3 +179,40 @@ def test_a_request_thread_starts_the_grammar_process_ahead_of_the_engine() -> No
     finally:
         pool.close()
     assert not ready.alive
+
+
+def test_other_requests_are_served_while_a_grammar_works(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine does not wait for a grammar process: a plain request finishes while an exploding grammar's
+    request is still being worked on, which cancel then stops."""
+    monkeypatch.setattr(grammar_worker, "GRAMMAR_STEP_LIMIT_S", 60.0)
+    engine = _engine()
+    cancel = CancelToken()
+    past_prefix = threading.Event()
+    outcome: list[BaseException] = []
+
+    def on_token(index: int, text: str) -> None:
+        if "x" in text:
+            past_prefix.set()
+
+    def stuck() -> None:
+        params = SamplingParams(max_tokens=40, temperature=1.0, seed=1, grammar=ISSUE_24_DELAYED)
+        try:
+            engine.generate([{"role": "user", "content": "Write letters."}], params, n=4, on_token=on_token,
+                            cancel=cancel)
+        except BaseException as exc:  # handed to the test's thread
+            outcome.append(exc)
+
+    worker = threading.Thread(target=stuck)
+    try:
+        worker.start()
+        assert past_prefix.wait(120)
+        worker.join(1.0)  # into the ambiguous part
+        plain = engine.generate("The capital of France is", SamplingParams(max_tokens=8, seed=2))
+        assert plain.completions[0].completion_tokens > 0
+        assert worker.is_alive() and not outcome  # the grammar request is still at work
+        cancel.cancel("the test is over")
+        worker.join(60)
+        assert not worker.is_alive() and isinstance(outcome[0], CancelledError)
+    finally:
+        cancel.cancel("the test is over")
+        engine.close()
