@@ -33,8 +33,8 @@ from backends.base import BackendError, CancelledError, CancelToken
 log = logging.getLogger(__name__)
 
 GRAMMAR_STEP_LIMIT_S = 2.0
-"""Longest the grammar may work on one token (or on setting itself up) before the sample fails: the engine
-thread waits meanwhile, so every other request does too. Grammars take milliseconds per token (a JSON schema's
+"""Longest the grammar may work on one token (or on setting itself up) before the sample fails (the engine goes
+on with other requests meanwhile, but the child holds a CPU core). Grammars take milliseconds per token (a JSON schema's
 3 ms; one of 300 optional properties, about 900 parses at once after its `{`, 75 ms on a busy 2-core machine);
 the checker refuses those whose parses multiply, so this limit catches what it cannot see coming."""
 WORKER_START_LIMIT_S = 60.0
