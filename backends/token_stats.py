@@ -10,9 +10,13 @@ import numpy as np
 
 from backends.base import CONFIDENCE_TOP_K
 
+TOP_WINDOW_NATS = 15.0
+"""The top-k tokens are looked for among those within this many nats of the most likely one (about a thousand
+of a 49k vocabulary), and in the whole row only when fewer than k are that close: exact either way."""
+
 
 class StatsScratch:
-    """Reused buffers for one vocabulary size, so a token's statistics allocate nothing (engine thread only)."""
+    """Reused buffers for one vocabulary size, so a token's statistics allocate little (engine thread only)."""
 
     def __init__(self) -> None:
         self.shifted = np.empty(0, dtype=np.float32)
@@ -32,12 +36,13 @@ def token_statistics(logits: np.ndarray, token: int, k: int = CONFIDENCE_TOP_K,
     shifted, exp = (scratch or StatsScratch()).buffers(logits.shape[0])
     np.subtract(logits, logits.max(), out=shifted)
     np.exp(shifted, out=exp)
-    total = float(exp.sum(dtype=np.float64))
+    total = float(exp.sum())
     log_total = math.log(total)
     logprob = float(shifted[token]) - log_total
     entropy = log_total - float(np.dot(exp, shifted)) / total
     k = max(1, min(k, shifted.shape[0]))
-    top = np.partition(shifted, -k)[-k:]
+    near = shifted[shifted > -TOP_WINDOW_NATS]
+    top = np.partition(near if near.shape[0] >= k else shifted, -k)[-k:]
     confidence = log_total - float(top.mean(dtype=np.float64))
     return logprob, confidence, max(0.0, entropy)
 

@@ -1,0 +1,343 @@
+"""Strategy benchmarks of issue 20 on the bundled model, one function per section (sections are added, never
+rewritten: each registers itself with @section). Figures are printed; nothing is asserted.
+
+    flock /tmp/metagen-heavy.lock nice .venv/bin/python benchmarks/bench_strategies.py [--only NAME[,NAME...]]
+        [--limit N]
+
+Sections:
+  confidence_overhead  a 16-sample draw with per-token confidence statistics on vs off (target: < 2% more time)
+  prm_scoring          PRM scoring of 16 candidates x 4 steps against one batched forward pass over the same
+                       tokens (target: <= 1.3x)
+  search_batching      every search strategy's engine steps: completion tokens per decode step against beam's
+  deepconf_online      DeepConf online against the 16-sample majority vote on datasets/arithmetic.jsonl: tokens
+                       generated and accuracy (target: >= 30% fewer tokens at equal or better accuracy)
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+ROOT = Path(__file__).resolve().parents[1]
+SECTIONS: dict[str, Callable[[argparse.Namespace], None]] = {}
+
+
+def section(fn: Callable[[argparse.Namespace], None]) -> Callable[[argparse.Namespace], None]:
+    SECTIONS[fn.__name__] = fn
+    return fn
+
+
+def bundled_backend(n_seq_max: int = 32) -> Any:
+    from backends.base import ModelSpec
+    from backends.bundled import bundled_model_path
+    from backends.llama_backend import LlamaBackend
+
+    return LlamaBackend(bundled_model_path(), ModelSpec(device="cpu", n_ctx=1024,
+                                                        options=(("kv_size", 8192), ("n_seq_max", n_seq_max))))
+
+
+# ---------------------------------------------------------------------------------------- confidence_overhead
+
+
+@section
+def confidence_overhead(args: argparse.Namespace) -> None:
+    """The same seeded 16-sample draws with and without token statistics, interleaved; the statistics change no
+    token, so both sides decode exactly the same sequences."""
+    import backends.engine_jobs as engine_jobs
+    from backends.base import SamplingParams
+
+    inside = [0.0]
+    measure = engine_jobs.token_statistics
+
+    def timed(*a: Any, **k: Any) -> tuple[float, float, float]:
+        start = time.perf_counter()
+        try:
+            return measure(*a, **k)
+        finally:
+            inside[0] += time.perf_counter() - start
+
+    engine_jobs.token_statistics = timed  # the time spent on statistics, apart from the machine's noise
+    backend = bundled_backend()
+    prompt = [{"role": "user", "content": "Tom has 4 pencils and gets 7 more. How many pencils does Tom have now? "
+                                          "Think step by step, then write 'Answer: <number>'."}]
+    try:
+        times: dict[bool, list[float]] = {False: [], True: []}
+        tokens: dict[bool, int] = {False: 0, True: 0}
+        backend.generate(prompt, SamplingParams(max_tokens=8), n=1)  # warm-up (prompt cached for both sides)
+        for rep in range(args.repeats):
+            for stats in ((False, True) if rep % 2 == 0 else (True, False)):
+                params = SamplingParams(max_tokens=96, temperature=0.8, seed=rep, token_stats=stats)
+                start = time.perf_counter()
+                result = backend.generate(prompt, params, n=16)
+                times[stats].append(time.perf_counter() - start)
+                tokens[stats] += result.usage.completion_tokens
+        off, on = statistics.median(times[False]), statistics.median(times[True])
+        share = inside[0] / sum(times[True])
+        print(f"confidence_overhead: 16 samples x <= 96 tokens, {args.repeats} repeats each, interleaved")
+        print(f"  without statistics  median {off:.3f} s   ({tokens[False]} tokens in all)")
+        print(f"  with statistics     median {on:.3f} s   ({tokens[True]} tokens in all)")
+        print(f"  wall-clock overhead {on / off - 1:+.1%}   (median against median: the machine's noise included)")
+        print(f"  time inside the statistics: {share:.2%} of the draws that recorded them "
+              f"({inside[0] / max(1, tokens[True]) * 1e6:.0f} us per token; "
+              "target < 2%)")
+    finally:
+        engine_jobs.token_statistics = measure
+        backend.close()
+
+
+# ---------------------------------------------------------------------------------------- deepconf_online
+
+PROMPT = "{question}\nThink step by step, then write 'Answer: <number>'."
+SAMPLER = {"prompt": PROMPT, "temperature": 0.7, "max_tokens": 96, "extract": "last_number", "normalize": "number"}
+VOTE = {"extract": "last_number", "normalize": "number"}
+
+
+def _workflow(name: str, nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"version": 1, "name": name, "models": {"main": {"source": "bundled"}},
+            "inputs": {"question": {"type": "text", "default": "What is 1 + 1?"}},
+            "nodes": [{**n, "model": "main"} if n["kind"] == "sampler" else n for n in nodes],
+            "outputs": {"answer": "vote.answer"}}
+
+
+def strategy_workflows(n: int, group: int) -> dict[str, dict[str, Any]]:
+    """Greedy, the n-sample majority vote, DeepConf offline (the same n samples, the most confident half voting,
+    confidence-weighted) and DeepConf online (warm-up 4, keep 0.9, its finished samples voting)."""
+    draw = {"id": "think", "kind": "sampler", "inputs": {"question": "inputs.question"}}
+    conf = {"id": "conf", "kind": "verifier", "inputs": {"candidates": "think.candidates"},
+            "params": {"method": "confidence", "measure": "lowest_group", "group_size": group}}
+    return {
+        "greedy": _workflow("greedy", [
+            {**draw, "params": {**SAMPLER, "n": 1, "temperature": 0.0}},
+            {"id": "vote", "kind": "voter", "params": VOTE, "inputs": {"candidates": "think.candidates"}}]),
+        f"majority@{n}": _workflow(f"majority@{n}", [
+            {**draw, "params": {**SAMPLER, "n": n}},
+            {"id": "vote", "kind": "voter", "params": VOTE, "inputs": {"candidates": "think.candidates"}}]),
+        f"deepconf-offline@{n}": _workflow(f"deepconf-offline@{n}", [
+            {**draw, "params": {**SAMPLER, "n": n}}, conf,
+            {"id": "vote", "kind": "voter", "params": {**VOTE, "method": "confidence_filter", "keep": 0.5},
+             "inputs": {"candidates": "conf.candidates"}}]),
+        f"deepconf-online@{n}": _workflow(f"deepconf-online@{n}", [
+            {**draw, "params": {**SAMPLER, "n": n, "adaptive": "confidence", "min_samples": 4, "keep": 0.9,
+                                "group_size": group, "batch_size": 4}}, conf,
+            {"id": "vote", "kind": "voter", "params": {**VOTE, "method": "confidence_filter", "keep": 1.0},
+             "inputs": {"candidates": "conf.candidates"}}]),
+    }
+
+
+def run_strategies(workflows: dict[str, dict[str, Any]], limit: int, share: bool) -> dict[str, Any]:
+    """An evaluation of the workflows on the first `limit` arithmetic items (metric number): its summary."""
+    from app.eval.plan import WorkflowSource, make_plan
+    from app.eval.results import summarize
+    from app.eval.runner import Evaluation
+    from app.eval.store import EvalStore
+    from app.run.providers import llama_provider
+    from app.run.scheduler import Scheduler
+    from app.traces.store import TraceStore
+    from nodes.registry import default_registry
+
+    with tempfile.TemporaryDirectory() as tmp:
+        sources = []
+        for name, data in workflows.items():
+            path = Path(tmp) / f"{name.replace('@', '_')}.yaml"
+            path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+            sources.append(WorkflowSource(path=path))
+        registry = default_registry()
+        plan = make_plan(sources, ROOT / "datasets" / "arithmetic.jsonl", registry=registry, metric="number",
+                         limit=limit)
+        plan.share_samples = share
+        traces = TraceStore(Path(tmp) / "t.db")
+        try:
+            store = EvalStore(traces.engine)
+            evaluation = Evaluation(plan, Scheduler(registry, llama_provider()), store)
+            evaluation.run()
+            return summarize(store.get(evaluation.eval_id))
+        finally:
+            traces.close()
+
+
+@section
+def deepconf_online(args: argparse.Namespace) -> None:
+    start = time.perf_counter()
+    summary = run_strategies(strategy_workflows(16, args.group), args.limit, share=True)
+    points = {p["workflow"]: p for p in summary["points"]}
+    print(f"deepconf_online: datasets/arithmetic.jsonl, first {args.limit} items, metric number, samples shared "
+          f"between the majority vote and DeepConf offline; {time.perf_counter() - start:.0f} s")
+    print(f"  {'strategy':<22} {'accuracy':>9} {'95% CI':>11} {'tokens drawn':>13} {'tokens/item':>12}")
+    for name, p in points.items():
+        ci = f"{p['ci'][0]:.0%}-{p['ci'][1]:.0%}"
+        per_item = p["cost_tokens"] / max(p["total"], 1)
+        print(f"  {name:<22} {p['accuracy']:>9.1%} {ci:>11} {p['cost_tokens']:>13,} {per_item:>12.1f}")
+    base, online = points["majority@16"], points["deepconf-online@16"]
+    saved = 1 - online["cost_tokens"] / max(base["cost_tokens"], 1)
+    print(f"  DeepConf online draws {saved:.0%} fewer completion tokens than the 16-sample majority vote "
+          f"(target >= 30%), accuracy {online['accuracy']:.1%} vs {base['accuracy']:.1%} "
+          f"({'equal or better' if online['accuracy'] >= base['accuracy'] else 'LOWER'})")
+
+
+# ---------------------------------------------------------------------------------------- prm_scoring
+
+
+def _prm_candidates(question: str, n: int = 16, steps: int = 4) -> list[list[str]]:
+    """n solutions of `steps` steps each (different numbers), laid out as Math-Shepherd's tagged text."""
+    from nodes.algorithms.prm import tagged_segments
+
+    out = []
+    for i in range(n):
+        a, b = 3 + i, 4 + 2 * i
+        lines = [f"Step 1: Tom starts with {a} apples in his basket.",
+                 f"Step 2: He buys {b} more apples at the market on Monday.",
+                 f"Step 3: Together that makes {a} + {b} = {a + b + i % 3} apples.",
+                 f"Step 4: The answer is {a + b + i % 3}."][:steps]
+        out.append(tagged_segments(question, lines, "\n", " ки"))
+    return out
+
+
+@section
+def prm_scoring(args: argparse.Namespace) -> None:
+    """PRM scoring of 16 candidates x 4 steps (P(good) read after every step: 64 reads, one batched request)
+    against one batched forward pass over the same tokens (the same request reading only each sequence's last
+    token). Each repeat uses a new question, so neither side finds its prefix in the cache; sides interleaved."""
+    backend = bundled_backend()
+    tokens = ["+", "-"]
+    try:
+        times: dict[str, list[float]] = {"prm": [], "pass": []}
+        cpu: dict[str, list[float]] = {"prm": [], "pass": []}
+        evaluated: dict[str, int] = {}
+        for rep in range(args.repeats + 1):  # repeat 0 warms up
+            for side in (("prm", "pass") if rep % 2 == 0 else ("pass", "prm")):
+                question = f"Question {rep}{side}: Tom has some apples and buys more. How many apples does he have?"
+                sequences = _prm_candidates(question)
+                if side == "pass":
+                    sequences = [["".join(segments)] for segments in sequences]
+                start, start_cpu = time.perf_counter(), time.process_time()
+                result = backend.step_logprobs(sequences, tokens)
+                if rep:
+                    times[side].append(time.perf_counter() - start)
+                    cpu[side].append(time.process_time() - start_cpu)
+                evaluated[side] = result.usage.prompt_tokens_evaluated
+                assert sum(map(len, result.logprobs)) == (64 if side == "prm" else 16)
+        prm, one_pass = statistics.median(times["prm"]), statistics.median(times["pass"])
+        prm_cpu, pass_cpu = statistics.median(cpu["prm"]), statistics.median(cpu["pass"])
+        print(f"prm_scoring: 16 candidates x 4 steps, {args.repeats} repeats per side, interleaved "
+              "(CPU time: this process's threads, steadier than wall time on a shared machine)")
+        print(f"  PRM scoring (64 reads)       wall {prm * 1000:7.1f} ms  CPU {prm_cpu * 1000:7.1f} ms  "
+              f"{evaluated['prm']} tokens evaluated")
+        print(f"  one forward pass (16 reads)  wall {one_pass * 1000:7.1f} ms  CPU {pass_cpu * 1000:7.1f} ms  "
+              f"{evaluated['pass']} tokens evaluated")
+        paired = statistics.median(a / b for a, b in zip(times["prm"], times["pass"], strict=True))
+        print(f"  ratio                        wall {prm / one_pass:.2f}x  CPU {prm_cpu / pass_cpu:.2f}x  "
+              f"median of paired runs {paired:.2f}x   (target <= 1.3x)")
+    finally:
+        backend.close()
+
+
+# ---------------------------------------------------------------------------------------- search_batching
+
+SEARCH_PROMPT = "{question}\nSolve it step by step, one short step per line, and finish with 'Answer: <number>'."
+SEARCH_STRATEGIES = {
+    "beam (2 x 2)": {"strategy": "beam", "beam_width": 2, "expand_k": 2},
+    "dvts (2 x 2, 2 subtrees)": {"strategy": "dvts", "beam_width": 2, "expand_k": 2, "subtrees": 2},
+    "particles (4)": {"strategy": "particles", "particles": 4},
+    "mcts (4 sims, k 2)": {"strategy": "mcts", "simulations": 4, "expand_k": 2},
+}
+
+
+class _DecodeCounter:
+    """Stands in for the engine's llama.cpp library object and records, for every llama_decode, the tokens in the
+    batch and how many of them ask for logits (one per sequence advanced: a sampled token or a prompt's end)."""
+
+    def __init__(self, lib: Any) -> None:
+        self._lib = lib
+        self.steps: list[tuple[int, int]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._lib, name)
+
+    def llama_decode(self, ctx: Any, batch: Any) -> int:
+        n = int(batch.n_tokens)
+        self.steps.append((n, sum(1 for i in range(n) if batch.logits[i])))
+        return int(self._lib.llama_decode(ctx, batch))
+
+
+@section
+def search_batching(args: argparse.Namespace) -> None:
+    """Each search strategy on the same questions, one question at a time (so only the strategy's own parallelism
+    fills the engine), scorer `none` (only expansions and rollouts are decoded). For every decode step: the
+    sequences it advanced. A generation step is one whose every token is a sampled one (no prompt in it); its
+    size is the number of branches decoding together, 1.0 meaning no batching."""
+    import json
+
+    from app.run.scheduler import SUCCEEDED, Scheduler
+    from app.workflow.spec import workflow_from_dict
+    from nodes.registry import default_registry
+
+    items = [json.loads(line) for line in (ROOT / "datasets" / "arithmetic.jsonl").read_text().splitlines()[:3]]
+    backend = bundled_backend()
+    counter = _DecodeCounter(backend.engine.lib)
+    backend.engine.lib = counter
+    scheduler = Scheduler(default_registry(), lambda spec: backend)
+    rows: dict[str, dict[str, float]] = {}
+    try:
+        for name, params in SEARCH_STRATEGIES.items():
+            counter.steps.clear()
+            start = time.perf_counter()
+            samples = 0
+            for item in items:
+                wf = workflow_from_dict({
+                    "version": 1, "name": "bench", "models": {"main": {"source": "bundled"}},
+                    "inputs": {"question": {"type": "text", "default": item["question"]}},
+                    "nodes": [{"id": "search", "kind": "search", "model": "main",
+                               "inputs": {"question": "inputs.question"},
+                               "params": {"prompt": SEARCH_PROMPT, "max_depth": 3, "max_tokens": 40,
+                                          "temperature": 0.8, "step_delimiter": "\n", "scorer": "none", **params}}],
+                    "outputs": {"text": "search.text"}})
+                result = scheduler.run(wf, seed=0, use_cache=False)
+                assert result.status == SUCCEEDED, result.error
+                samples += result.stats.lm_calls
+            generation = [outputs for n, outputs in counter.steps if n == outputs]
+            rows[name] = {"samples": samples, "steps": len(counter.steps), "gen_steps": len(generation),
+                          "gen_batch": statistics.mean(generation) if generation else 0.0,
+                          "seqs_per_step": statistics.mean(o for _, o in counter.steps) if counter.steps else 0.0,
+                          "max": max(generation, default=0), "s": time.perf_counter() - start}
+    finally:
+        backend.engine.lib = counter._lib
+        backend.close()
+    print(f"search_batching: {len(items)} arithmetic questions, max_depth 3, <= 40 tokens a step, temperature 0.8, "
+          "scorer none, one question at a time")
+    print(f"  {'strategy':<26} {'samples':>8} {'decode steps':>13} {'generation steps':>17} "
+          f"{'mean batch':>11} {'max':>4} {'vs beam':>8} {'seqs/any step':>14} {'wall s':>7}")
+    base = rows["beam (2 x 2)"]["gen_batch"] or 1.0
+    for name, r in rows.items():
+        print(f"  {name:<26} {r['samples']:>8.0f} {r['steps']:>13.0f} {r['gen_steps']:>17.0f} "
+              f"{r['gen_batch']:>11.2f} {r['max']:>4.0f} {r['gen_batch'] / base:>7.2f}x {r['seqs_per_step']:>14.2f} "
+              f"{r['s']:>7.1f}")
+    print("  mean batch = sequences decoded together per generation step (1.0 = one branch at a time); "
+          "seqs/any step counts prompt steps too")
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default="", help="comma-separated sections (default: all): " + ", ".join(SECTIONS))
+    parser.add_argument("--limit", type=int, default=20, help="dataset items for the evaluation sections")
+    parser.add_argument("--repeats", type=int, default=5, help="timed repeats per side (overhead sections)")
+    parser.add_argument("--group", type=int, default=16, help="DeepConf group size in tokens (deepconf_online)")
+    args = parser.parse_args()
+    chosen = [s.strip() for s in args.only.split(",") if s.strip()] or list(SECTIONS)
+    unknown = [s for s in chosen if s not in SECTIONS]
+    if unknown:
+        parser.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
+    for name in chosen:
+        SECTIONS[name](args)
+
+
+if __name__ == "__main__":
+    main()
