@@ -16,8 +16,7 @@ from __future__ import annotations
 import ctypes
 import json
 import logging
-import os
-import select
+import queue
 import subprocess
 import sys
 import threading
@@ -69,6 +68,9 @@ class GrammarWorker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True,
         )
         self._buffer = bytearray()
+        self._chunks: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+        """What the child wrote, as a thread read it (b"" at its end): pipes cannot be polled on every platform."""
+        threading.Thread(target=self._read_pipe, name="grammar-pipe", daemon=True).start()
         self.keys: set[int] = set()
         self.started = False
         self.asked: dict[int, float] = {}
@@ -113,14 +115,12 @@ class GrammarWorker:
     def poll(self, key: int, n_vocab: int) -> np.ndarray | None:
         """The answer to ask_mask(key) if it has come, else None, without waiting; a BackendError (and the child
         killed) once it is GRAMMAR_STEP_LIMIT_S late."""
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        while select.select([fd], [], [], 0)[0]:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                self.kill()
-                raise BackendError(self._died_message())
-            self._buffer.extend(chunk)
+        while True:
+            try:
+                chunk = self._chunks.get_nowait()
+            except queue.Empty:
+                break
+            self._take_chunk(chunk)
         self._parse_masks()
         if key in self._masks:
             return self._take(key, n_vocab)
@@ -180,8 +180,6 @@ class GrammarWorker:
 
     def _fill(self, deadline: float, cancelled: Callable[[], str | None], doing: str) -> None:
         """Read what the child has written, waiting in short slices between which cancel and time are checked."""
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
         while True:
             reason = cancelled()
             if reason is not None:
@@ -192,14 +190,28 @@ class GrammarWorker:
                 self.kill()
                 raise BackendError(TOO_AMBIGUOUS if self.started else
                                    f"The grammar process took more than {WORKER_START_LIMIT_S:g} s {doing}.")
-            ready, _, _ = select.select([fd], [], [], min(_POLL_S, left))
-            if ready:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    self.kill()
-                    raise BackendError(self._died_message())
-                self._buffer.extend(chunk)
-                return
+            try:
+                chunk = self._chunks.get(timeout=min(_POLL_S, left))
+            except queue.Empty:
+                continue
+            self._take_chunk(chunk)
+            return
+
+    def _take_chunk(self, chunk: bytes) -> None:
+        if not chunk:
+            self.kill()
+            raise BackendError(self._died_message())
+        self._buffer.extend(chunk)
+
+    def _read_pipe(self) -> None:
+        stream = self.proc.stdout
+        assert stream is not None
+        try:
+            while chunk := stream.read1(1 << 20):
+                self._chunks.put(chunk)
+        except (OSError, ValueError):  # closed by kill()
+            pass
+        self._chunks.put(b"")
 
     def _read_line(self, deadline: float, cancelled: Callable[[], str | None], doing: str) -> bytes:
         while b"\n" not in self._buffer:
