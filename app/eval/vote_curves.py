@@ -1,5 +1,7 @@
 """maj@k and best-of-k curves from each item's N graded samples: the first k samples (bootstrap 0), or the mean
-over B random k-subsets drawn without replacement (so a curve is not one lucky ordering of the samples).
+over B random k-subsets drawn without replacement (so a curve is not one lucky ordering of the samples). The
+subsets depend on the seed and the item only, so workflows sharing their samples are compared on the same subsets
+(a paired bootstrap).
 
 Per item, a sample has an answer (None: none extracted), a correctness and, when a verifier scored the samples,
 a score. maj@k: the most frequent answer among the k (ties: the answer that appeared first in the subset's
@@ -82,7 +84,7 @@ def vote_curves(items: list[dict[str, Any]], workflows: list[dict[str, Any]], bo
             votes = r["sample_votes"]
             curve = item_curve(votes["answers"][:n], [bool(c) for c in r["samples"][:n]],
                                (votes.get("scores") or [])[:n] if scored else None, ks, bootstrap,
-                               _item_seed(seed, w_idx, p_idx, r["item_idx"]))
+                               _item_seed(seed, r["item_idx"]))  # the same subsets for every workflow: paired
             for key, values in curve.items():
                 sums[key] = [a + b for a, b in zip(sums[key], values, strict=True)]
         wf = workflows[w_idx]
