@@ -378,8 +378,13 @@ class _DagRun:
         return cls
 
     def _signed_params(self, node_id: str, params: dict[str, Any]) -> dict[str, Any]:
-        """What the signature takes of a node's params: a workflow node's also name its child's canonical hash,
-        its mapped input and the models it maps, so editing the child re-runs the nodes that use it."""
+        """What the signature takes of a node's params: the model entries its `model` / `judge_model` params name
+        (a PRM, reward model or judge); a workflow node's also name its child's canonical hash, its mapped input
+        and the models it maps, so editing the child re-runs the nodes that use it."""
+        scorers = {key: asdict(self.specs[alias]) for key in ("model", "judge_model")
+                    if isinstance(alias := params.get(key), str) and alias in self.specs}
+        if scorers:  # a PRM / reward model / judge named in the params: its entry is part of what the node computes
+            params = {**params, "scoring_models": scorers}
         child = self.children.get(node_id)
         if child is None:
             return params

@@ -250,3 +250,16 @@ def test_search_with_prm_scorer_keeps_the_branch_whose_last_step_is_good() -> No
     scored = {n["text"]: n["score"] for n in result.outputs["tree"]["nodes"] if n["text"]}
     assert scored["ok first"] == pytest.approx(0.8) and scored["bad first"] == pytest.approx(0.2)
     assert any(c["kind"] == "steps" and c["n"] == 2 for c in backend.calls)  # both children in one request
+
+
+def test_changing_the_prm_entry_reruns_the_verifier_not_the_cache() -> None:
+    backend = FakeBackend(replies=["ok a"], step_fn=_step_fn)
+    scheduler = Scheduler(REGISTRY, lambda spec: backend)
+    wf = _workflow({"method": "prm", "model": "judge"})
+    wf.models = {"main": {"source": "fake"}, "judge": {"source": "fake"}}
+    for _ in range(2):
+        assert scheduler.run(wf, seed=0).status == SUCCEEDED
+    assert sum(c["kind"] == "steps" for c in backend.calls) == 1  # the second run came from the node cache
+    wf.models = {"main": {"source": "fake"}, "judge": {"source": "fake", "options": {"variant": 2}}}
+    assert scheduler.run(wf, seed=0).status == SUCCEEDED
+    assert sum(c["kind"] == "steps" for c in backend.calls) == 2  # another PRM entry: scored again
