@@ -19,6 +19,7 @@ from app.run.events import Event, EventBus, Observer
 from app.run.node_context import Budget as Budget  # re-exported: callers build budgets from here
 from app.run.node_context import BudgetExceededError as BudgetExceededError
 from app.run.node_context import RunNodeContext, RunState, RunStats
+from app.run.preflight import prm_token_issues
 from app.run.sample_cache import SampleCache
 from app.run.status import BUDGET_EXCEEDED as BUDGET_EXCEEDED  # the statuses, re-exported for callers
 from app.run.status import CANCELLED as CANCELLED
@@ -201,6 +202,9 @@ class Scheduler:
         state = RunState(run_id, budget, cancel, bus, self.samples if use_cache else None, hide_cache_hits=hide)
         state.shared_seed = seed if share_samples else None
         specs = model_specs(wf)
+        token_problems = prm_token_issues(wf, specs, self.provider)  # needs the PRM's vocabulary: loads it
+        if token_problems:
+            raise WorkflowError(token_problems)
         bus.emit(Event(ev.RUN_START, run_id, None, {
             "workflow": wf.name, "workflow_yaml": wf.to_yaml(), "workflow_hash": wf.semantic_hash(),
             "inputs": to_jsonable(values), "seed": seed, "budget": asdict(budget),

@@ -37,6 +37,8 @@ KNOWN_CODES = frozenset({
     "no_outputs",
     # reward models (app/workflow/reward_checks.py)
     "not_a_reward_model", "rank_model_generates", "rank_needs_head",
+    # run start, with the PRM loaded (app/run/preflight.py)
+    "bad_token",
     # sub-workflows (app/workflow/subworkflows.py)
     "unknown_workflow", "workflow_path_refused", "workflow_cycle", "too_deep",
     # share policy (app/share/policy.py) and run inputs (app/run/scheduler.py)

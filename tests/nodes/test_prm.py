@@ -10,6 +10,7 @@ import pytest
 
 from app.run.events import EventRecorder
 from app.run.scheduler import FAILED, SUCCEEDED, Scheduler
+from app.workflow.problems import WorkflowError
 from app.workflow.spec import workflow_from_dict
 from app.workflow.validation import validate
 from backends.base import RankResult, Usage
@@ -130,11 +131,13 @@ def test_prm_chat_format_lays_steps_out_as_turns() -> None:
     assert "<|user|>\nWhat is 3 + 4? ok a\n<|assistant|>\n+\n<|user|>\nbad b\n<|assistant|>\n" in prompt
 
 
-def test_prm_good_token_not_one_token_fails_the_node_clearly() -> None:
+def test_a_good_token_not_one_token_of_the_prm_is_refused_before_the_run() -> None:
     backend = FakeBackend(replies=["x"], step_fn=_step_fn)
-    result, _ = _run(_workflow({"method": "prm", "good_token": "very good"}), backend)
-    assert result.status == FAILED
-    assert "not one token" in str(result.error)
+    with pytest.raises(WorkflowError) as caught:
+        _run(_workflow({"method": "prm", "good_token": "very good"}), backend)
+    (issue,) = caught.value.issues
+    assert issue.code == "bad_token" and issue.node_id == "v" and "not one token" in issue.message and issue.hint
+    assert backend.calls == []  # nothing sampled before the refusal
 
 
 def test_prm_on_a_backend_without_step_scoring_names_the_model() -> None:
