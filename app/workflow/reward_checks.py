@@ -60,7 +60,8 @@ def file_issues(wf: Workflow) -> list[Issue]:
 
 def reward_model_issues(wf: Workflow) -> list[Issue]:
     """`not_a_reward_model` where reward_model scoring names a generator, `rank_model_generates` where a node
-    would generate (or read logits) with a rank / reward model, `unknown_model` for a scoring model alias
+    would generate (or read logits) with a rank / reward model, `prm_needs_local_model` for a remote PRM,
+    `unknown_model` for a scoring model alias
     (`model` / `judge_model`) that `models:` does not declare; and the models' files (`file_issues`)."""
     default = next(iter(wf.models), DEFAULT_MODEL_ALIAS)
     issues: list[Issue] = file_issues(wf)
@@ -93,4 +94,11 @@ def reward_model_issues(wf: Workflow) -> list[Issue]:
                 f"to write) but {node.kind} {node.id!r} would generate or read token probabilities with it",
                 "give this node a generator model; use the rank model with a verifier `method: reward_model`",
                 node_id=node.id, line=wf.line_of("nodes", i, "model") or wf.line_of("nodes", i)))
+        elif method == "prm" and isinstance(scorer_entry, dict) and scorer_entry.get("source") == "openai":
+            issues.append(Issue(
+                "prm_needs_local_model", f"{method_key} prm reads token probabilities at every step of a prompt, "
+                f"which the remote server of model {scorer_alias!r} cannot return",
+                "run the PRM as a local GGUF (`{path: prm.gguf}`), or score with `method: reward_model` through the "
+                "server's `api: pooling` (a PRM served by vLLM as a reward model)",
+                node_id=node.id, line=wf.line_of("nodes", i, "params", model_key) or wf.line_of("nodes", i)))
     return issues

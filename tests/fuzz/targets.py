@@ -36,7 +36,7 @@ KNOWN_CODES = frozenset({
     "unknown_model", "unknown_port", "unknown_ref", "type_mismatch", "missing_input", "duplicate_id", "cycle",
     "no_outputs",
     # reward models (app/workflow/reward_checks.py)
-    "not_a_reward_model", "rank_model_generates", "rank_needs_head",
+    "not_a_reward_model", "rank_model_generates", "rank_needs_head", "prm_needs_local_model",
     # run start, with the PRM loaded (app/run/preflight.py)
     "bad_token",
     # sub-workflows (app/workflow/subworkflows.py)

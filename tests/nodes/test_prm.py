@@ -266,3 +266,10 @@ def test_changing_the_prm_entry_reruns_the_verifier_not_the_cache() -> None:
     wf.models = {"main": {"source": "fake"}, "judge": {"source": "fake", "options": {"variant": 2}}}
     assert scheduler.run(wf, seed=0).status == SUCCEEDED
     assert sum(c["kind"] == "steps" for c in backend.calls) == 2  # another PRM entry: scored again
+
+
+def test_a_remote_prm_is_refused_at_validation() -> None:
+    wf = _workflow({"method": "prm", "model": "remote"})
+    wf.models = {"main": {"source": "fake"},
+                 "remote": {"source": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "math-shepherd"}}
+    assert [i.code for i in validate(wf, REGISTRY)] == ["prm_needs_local_model"]
