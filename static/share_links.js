@@ -1,7 +1,8 @@
 /* Metagen Studio — share links and deep links on the editor page.
  *
  * On page load, `?workflow=NAME` opens a saved workflow or an example, `?wf=<payload>` opens the workflow
- * carried in the link (shown in the editor, never run), and errors (tampered / oversized / unknown) are shown
+ * carried in the link with the sub-workflows it carries (shown in the editor, never run; the page's checks and
+ * runs use those children before the folder's), and errors (tampered / oversized / unknown) are shown
  * in the notice bar. `?run=ID` is opened by the server in the Traces tab (app/share_ui.py).
  * The "Copy share link" button makes a link for the editor's workflow (and the current run's trace).
  *
@@ -98,7 +99,8 @@
     } else if (result.kind === "wf") {
       const state = window.MetagenUI.state();
       if (state.dirty && !window.confirm("Replace your unsaved changes with the workflow from the link?")) return;
-      await window.MetagenUI.openYaml(result.yaml, "the workflow from the link");
+      await window.MetagenUI.openYaml(result.yaml, "the workflow from the link", "link", null, true,
+        result.children || {}, result.workflow_ports || {});
       notice("Opened the workflow from the link in the editor. It has not been run: review it, then press Run.",
              "ok");
     }
@@ -161,6 +163,7 @@
       const result = await server.sl_make_links({
         base: window.location.origin + window.location.pathname,
         name: state.name, dirty: state.dirty, yaml: yaml ? yaml.value : "", run_id: state.currentRun || "",
+        children: state.linked || {},
       });
       showBox();
       if (!result || result.error) {

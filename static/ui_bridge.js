@@ -38,7 +38,11 @@
     yamlEdits: 0,          // keystrokes in the YAML pane (a canvas sync started before one must not overwrite it)
     origin: "file",        // where the workflow came from: "file" (saved/example/new), "link" (?wf=) or "upload"
     pythonConfirmed: false, // the user saw and accepted its python code (asked before the first run, see run())
+    linked: {},            // sub-workflows a ?wf= link carried (name -> YAML): sent with checks and runs, never saved
+    linkedPorts: {},       // their ports, drawn instead of the folder's workflows of the same name
   };
+
+  const LINKED_CALLS = ["mg_parse_yaml", "mg_from_editor", "mg_run"];  // the calls that check or run the workflow
 
   // ------------------------------------------------------------------ helpers
 
@@ -53,8 +57,12 @@
   }
 
   async function call(fn, payload) {
+    payload = payload || {};
+    if (LINKED_CALLS.includes(fn) && payload.children === undefined && Object.keys(S.linked).length) {
+      payload = Object.assign({}, payload, { children: S.linked });
+    }
     try {
-      const result = await S.server[fn](payload || {});
+      const result = await S.server[fn](payload);
       return result || {};
     } catch (err) {
       return { error: "the app did not answer (" + (err && err.message ? err.message : err) + "); is it still running?" };
@@ -94,6 +102,7 @@
     try {
       localStorage.setItem(DRAFT_KEY, JSON.stringify({
         name: S.name, yaml: S.el.yaml.value, saved_at: new Date().toISOString(), origin: S.origin,
+        children: S.linked, children_ports: S.linkedPorts,
       }));
     } catch (e) { /* storage full or disabled: the beforeunload warning still protects the work */ }
   }
@@ -289,8 +298,18 @@
 
   // ------------------------------------------------------------------ opening and saving
 
-  function applyOpened(result, name, dirty, origin) {
+  /** The ports of the workflows a workflow node may use: the folder's, and those the page's link carried. */
+  function applyWorkflowPorts(folderPorts) {
+    if (folderPorts) S.ports = folderPorts;
+    if (S.ed) S.ed.setWorkflows(Object.assign({}, S.ports, S.linkedPorts));
+  }
+
+  function applyOpened(result, name, dirty, origin, linked, linkedPorts) {
     S.origin = origin || "file";
+    const hadLinked = Object.keys(S.linkedPorts).length > 0;
+    S.linked = linked || {};
+    S.linkedPorts = linkedPorts || {};
+    if (hadLinked || Object.keys(S.linkedPorts).length) applyWorkflowPorts();
     S.pythonConfirmed = false;
     if (result.error && typeof result.error === "object") {
       // the file does not parse: show its text and the error; the canvas is left as it was
@@ -379,7 +398,7 @@
     setName(result.name);
     setDirty(false);
     fillSelect(S.el.openSelect, result.workflows, "Open…");
-    if (S.ed && result.workflow_ports) S.ed.setWorkflows(result.workflow_ports);  // a child's ports may have changed
+    if (result.workflow_ports) applyWorkflowPorts(result.workflow_ports);  // a child's ports may have changed
     notice("Saved " + result.name + ".yaml", "ok");
   }
 
@@ -841,11 +860,14 @@
     const draft = readDraft();
     let restored = false;
     if (draft && typeof draft.yaml === "string" && draft.yaml.trim()) {
-      const result = await call("mg_parse_yaml", { text: draft.yaml });
+      const linked = draft.origin === "link" && draft.children && typeof draft.children === "object"
+        ? draft.children : {};
+      const result = await call("mg_parse_yaml", { text: draft.yaml, children: linked });
       if (typeof result.error !== "string") {
         result.yaml = draft.yaml;
         applyOpened(result, draft.name, true,
-          draft.origin === "upload" || draft.origin === "link" ? draft.origin : "file");
+          draft.origin === "upload" || draft.origin === "link" ? draft.origin : "file", linked,
+          Object.keys(linked).length ? draft.children_ports : {});
         S.el.draft.hidden = false;
         S.el.draft.querySelector(".mg-draft-text").textContent = "Restored your unsaved draft" +
           (draft.name ? " of '" + draft.name + "'" : "") +
@@ -863,12 +885,14 @@
     window.dispatchEvent(new CustomEvent("metagen:ready"));
   }
 
-  /** Open YAML from outside the workflows folder (a ?wf= link, a traced run): "link" origin unless told. */
-  async function openYaml(text, name, origin, savedName, dirty) {
-    const result = await call("mg_parse_yaml", { text: text });
+  /** Open YAML from outside the workflows folder (a ?wf= link, a traced run): "link" origin unless told.
+   *  `linked`: the sub-workflows a link carried (name -> YAML) and `linkedPorts` their ports: this page's checks
+   *  and runs use them instead of the folder's, until another workflow is opened. */
+  async function openYaml(text, name, origin, savedName, dirty, linked, linkedPorts) {
+    const result = await call("mg_parse_yaml", { text: text, children: linked || {} });
     if (typeof result.error === "string") return notice(result.error, "error");
     result.yaml = text;
-    applyOpened(result, savedName || null, dirty === undefined ? true : dirty, origin || "link");
+    applyOpened(result, savedName || null, dirty === undefined ? true : dirty, origin || "link", linked, linkedPorts);
     notice("Opened " + (name || "the workflow") + " in the editor (not saved yet).", "ok");
   }
 
@@ -877,9 +901,9 @@
     openYaml: openYaml,
     currentYaml: () => (S.el.yaml ? S.el.yaml.value : ""),  // the YAML pane (the Evaluate tab reads it)
     call: call, openSaved: openSaved, editor: () => S.ed,
-    refreshLists: (r) => { fillSelect(S.el.openSelect, r.workflows, "Open…"); S.ed && S.ed.setWorkflows(r.workflow_ports); },
+    refreshLists: (r) => { fillSelect(S.el.openSelect, r.workflows, "Open…"); applyWorkflowPorts(r.workflow_ports); },
     state: () => ({
-      name: S.name, dirty: S.dirty, yamlError: S.yamlError, currentRun: S.currentRun,
+      name: S.name, dirty: S.dirty, yamlError: S.yamlError, currentRun: S.currentRun, linked: S.linked,
       runs: S.runs.map((r) => ({ run_id: r.run_id, status: r.status })),
     }),
   };

@@ -6,7 +6,7 @@ import logging
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -317,6 +317,14 @@ class StudioService:
         except WorkflowError as exc:
             raise UserError(issues_summary(exc.issues)) from None
 
+    def child_loader(self, *, trusted: bool = True, linked: Mapping[str, str] | None = None) -> ChildLoader:
+        """Where a workflow's children are found: the app's loader, by name or inner path only when the workflow
+        is not `trusted` (a link, an upload), with `linked` (the sub-workflows a share link carried, checked by
+        deeplink.check_link_children) taking precedence over the folder for this workflow only."""
+        if trusted and not linked:
+            return self.children
+        return replace(self.children, trusted=False, texts=dict(linked or {}))
+
     def check(self, wf: Workflow, children: ChildLoader | None = None) -> list[Issue]:
         """Validation problems plus what the policy refuses (share mode), over the whole tree of sub-workflows
         (found through `children`, else the app's loader)."""
@@ -326,21 +334,21 @@ class StudioService:
             issues += prefixed(check_workflow_allowed(child.workflow, self.policy), path, child.label)
         return issues
 
-    def describe(self, wf: Workflow) -> dict[str, Any]:
+    def describe(self, wf: Workflow, children: ChildLoader | None = None) -> dict[str, Any]:
         """The editor's view of a workflow: JSON for the canvas, canonical YAML and the problems."""
         return {
             "workflow": wf.to_dict(),
             "yaml": wf.to_yaml(),
-            "issues": [issue_json(i) for i in self.check(wf)],
+            "issues": [issue_json(i) for i in self.check(wf, children)],
             "inputs": {name: {"type": s.type, "default": s.default, "description": s.description}
                        for name, s in wf.inputs.items()},
         }
 
-    def from_editor(self, data: Any) -> dict[str, Any]:
+    def from_editor(self, data: Any, children: ChildLoader | None = None) -> dict[str, Any]:
         """Canvas JSON -> canonical YAML + issues (the canvas -> YAML direction)."""
-        return self.describe(self.workflow_from_json(data))
+        return self.describe(self.workflow_from_json(data), children)
 
-    def parse_yaml(self, text: str) -> dict[str, Any]:
+    def parse_yaml(self, text: str, children: ChildLoader | None = None) -> dict[str, Any]:
         """YAML text -> canvas JSON + issues, or `error` {message, line} (the YAML -> canvas direction).
         A syntax error never loses anything: the caller keeps its text and canvas."""
         try:
@@ -350,7 +358,7 @@ class StudioService:
             return {"error": {"message": first.message + (f" ({first.hint})" if first.hint else ""),
                               "line": first.line, "code": first.code},
                     "issues": [issue_json(i) for i in exc.issues]}
-        return {**self.describe(wf), "error": None}
+        return {**self.describe(wf, children), "error": None}
 
     def open_workflow(self, name: str) -> dict[str, Any]:
         """A saved workflow for the editor; the YAML is the file's text as saved."""
@@ -370,12 +378,14 @@ class StudioService:
     # ------------------------------------------------------------------ runs
 
     def start_run(self, data: Any, inputs: dict[str, Any] | None = None, seed: int = 0,
-                  budget: Budget | None = None, *, visitor: str | None = None, trusted: bool = True) -> dict[str, Any]:
+                  budget: Budget | None = None, *, visitor: str | None = None, trusted: bool = True,
+                  linked: Mapping[str, str] | None = None) -> dict[str, Any]:
         """Validate, then queue the run on a worker thread; returns its first snapshot at once.
         The run belongs to `visitor`: in share mode only that visitor sees, reads or cancels it. A workflow that is
-        not `trusted` (from a link or an upload) finds its sub-workflows by name or inner path only."""
+        not `trusted` (from a link or an upload) finds its sub-workflows by name or inner path only, those a share
+        link carried (`linked`) first."""
         wf = self.workflow_from_json(data)
-        children = self.children if trusted else replace(self.children, trusted=False)
+        children = self.child_loader(trusted=trusted, linked=linked)
         problems = errors(self.check(wf, children))
         if problems:
             raise UserError("the workflow has problems; fix them first: " + issues_summary(problems))

@@ -1,17 +1,21 @@
 """Deep links: `?workflow=NAME`, `?run=ID` and `?wf=<payload>` (a whole workflow, compressed into the URL).
 
-A payload is `1.` + base64url(zlib(workflow YAML)), at most MAX_PAYLOAD_CHARS long. Opening a link only
-decodes and parses: the workflow is shown in the editor and validated, never run.
+A payload is `1.` + base64url(zlib(workflow YAML)), or, for a workflow with sub-workflows, `2.` +
+base64url(zlib(JSON {"workflow": YAML, "children": {NAME: YAML}})) carrying the children by the name the workflow
+uses (names only, never paths); at most MAX_PAYLOAD_CHARS long. Opening a link only decodes and parses: the
+workflow is shown in the editor and validated, never run.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from app.workflow.files import safe_workflow_name
@@ -19,6 +23,10 @@ from app.workflow.problems import WorkflowError
 from app.workflow.spec import Workflow, load_workflow_text
 
 PAYLOAD_VERSION = 1
+BUNDLE_VERSION = 2
+"""A payload that carries sub-workflows beside the workflow (version 1 payloads still open as before)."""
+MAX_LINK_CHILDREN = 32
+"""Most sub-workflows one link may carry."""
 MAX_PAYLOAD_CHARS = 16 * 1024
 """Encoded size limit: links longer than this break in chat apps and some browsers."""
 MAX_DECODED_BYTES = 256 * 1024
@@ -37,14 +45,20 @@ class DeepLinkError(ValueError):
 # ------------------------------------------------------------------ payloads
 
 
-def encode_workflow(yaml_text: str) -> str:
-    """The `wf=` payload for a workflow's YAML; DeepLinkError when it is too big for a link."""
-    raw = yaml_text.encode("utf-8")
+def encode_workflow(yaml_text: str, children: Mapping[str, str] | None = None) -> str:
+    """The `wf=` payload for a workflow's YAML and the sub-workflows it uses (by the name it uses: version 2
+    when there are any); DeepLinkError when it is too big for a link or a child is not named by a plain name."""
+    if children:
+        check_link_children(children)
+        raw = json.dumps({"workflow": yaml_text, "children": dict(children)}, ensure_ascii=False).encode("utf-8")
+        version = BUNDLE_VERSION
+    else:
+        raw, version = yaml_text.encode("utf-8"), PAYLOAD_VERSION
     if len(raw) > MAX_DECODED_BYTES:
         raise DeepLinkError(f"the workflow is {len(raw) // 1024} KB, too large to put in a link; save it and "
                             "share a ?workflow=NAME link instead")
     body = base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode("ascii").rstrip("=")
-    payload = f"{PAYLOAD_VERSION}.{body}"
+    payload = f"{version}.{body}"
     if len(payload) > MAX_PAYLOAD_CHARS:
         raise DeepLinkError(f"the workflow compresses to {len(payload)} characters, more than the "
                             f"{MAX_PAYLOAD_CHARS} a link may carry; save it and share a ?workflow=NAME link "
@@ -52,9 +66,37 @@ def encode_workflow(yaml_text: str) -> str:
     return payload
 
 
+def check_link_children(children: Any) -> dict[str, str]:
+    """Sub-workflows carried by a link (or sent back by its page): at most MAX_LINK_CHILDREN, each keyed by a
+    plain workflow name (no path, no `..`) with its YAML text; DeepLinkError otherwise."""
+    if not isinstance(children, Mapping):
+        raise DeepLinkError("the link's sub-workflows are not a name -> workflow table; ask for the link again")
+    if len(children) > MAX_LINK_CHILDREN:
+        raise DeepLinkError(f"the link carries {len(children)} sub-workflows; at most {MAX_LINK_CHILDREN}")
+    out: dict[str, str] = {}
+    for name, text in children.items():
+        if not isinstance(name, str) or not isinstance(text, str):
+            raise DeepLinkError("the link's sub-workflows are not a name -> workflow table; ask for the link again")
+        try:
+            plain = safe_workflow_name(name)
+        except ValueError:
+            plain = ""
+        if plain != name:
+            raise DeepLinkError(f"the link carries a sub-workflow as {name[:80]!r}: a link names sub-workflows by "
+                                "name only (no paths); save it in the workflows folder and use its name")
+        out[name] = text
+    return out
+
+
 def decode_payload(payload: str) -> str:
     """The workflow YAML carried by a `wf=` payload; DeepLinkError for an oversized, tampered,
     truncated or foreign payload."""
+    return decode_bundle(payload)[0]
+
+
+def decode_bundle(payload: str) -> tuple[str, dict[str, str]]:
+    """The workflow YAML and the sub-workflows (name -> YAML, empty for a version 1 link) carried by a `wf=`
+    payload; DeepLinkError for an oversized, tampered, truncated or foreign payload."""
     payload = (payload or "").strip()
     if not payload:
         raise DeepLinkError("the link carries an empty workflow")
@@ -64,9 +106,10 @@ def decode_payload(payload: str) -> str:
     version, dot, body = payload.partition(".")
     if not dot or not version.isdigit() or not version.isascii():  # "²" and "١" are digits too, not int()'s
         raise DeepLinkError("the link's workflow is not in a format this app knows (was the link cut or edited?)")
-    if version.lstrip("0") != str(PAYLOAD_VERSION):  # compared as text: int() refuses over 4,300 digits
-        raise DeepLinkError(f"the link's workflow uses link format {version[:12]}; this app reads format "
-                            f"{PAYLOAD_VERSION} (upgrade metagen-studio to open it)")
+    version = version.lstrip("0")
+    if version not in (str(PAYLOAD_VERSION), str(BUNDLE_VERSION)):  # as text: int() refuses over 4,300 digits
+        raise DeepLinkError(f"the link's workflow uses link format {version[:12]}; this app reads formats "
+                            f"{PAYLOAD_VERSION} and {BUNDLE_VERSION} (upgrade metagen-studio to open it)")
     if not _PAYLOAD_RE.fullmatch(body):
         raise DeepLinkError("the link's workflow contains characters a link cannot carry; it was damaged "
                             "or edited, ask for the link again")
@@ -87,9 +130,18 @@ def decode_payload(payload: str) -> str:
         raise DeepLinkError("the link's workflow is incomplete or has trailing data (was the link cut?); "
                             "ask for the link again")
     try:
-        return raw.decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise DeepLinkError("the link's workflow is not text; ask for the link again") from None
+    if version == str(PAYLOAD_VERSION):
+        return text, {}
+    try:
+        bundle = json.loads(text)
+    except ValueError:
+        raise DeepLinkError("the link's workflow and sub-workflows are damaged; ask for the link again") from None
+    if not isinstance(bundle, dict) or not isinstance(bundle.get("workflow"), str):
+        raise DeepLinkError("the link carries no workflow beside its sub-workflows; ask for the link again")
+    return bundle["workflow"], check_link_children(bundle.get("children") or {})
 
 
 def workflow_from_payload(payload: str) -> Workflow:
@@ -126,9 +178,9 @@ def workflow_link(base_url: str, name: str) -> str:
     return _with_query(base_url, {WORKFLOW: safe_workflow_name(name)})
 
 
-def payload_link(base_url: str, yaml_text: str) -> str:
-    """A link that carries the whole workflow (works without saving; size-limited)."""
-    return _with_query(base_url, {PAYLOAD: encode_workflow(yaml_text)})
+def payload_link(base_url: str, yaml_text: str, children: Mapping[str, str] | None = None) -> str:
+    """A link that carries the whole workflow and its sub-workflows (works without saving; size-limited)."""
+    return _with_query(base_url, {PAYLOAD: encode_workflow(yaml_text, children)})
 
 
 def run_link(base_url: str, run_id: str) -> str:
@@ -144,6 +196,8 @@ class DeepLink:
     name: str | None = None
     workflow: Workflow | None = None
     yaml_text: str | None = None
+    children: Mapping[str, str] = field(default_factory=dict)
+    """The sub-workflows a `wf=` link carries, by the name its workflow uses (empty for most links)."""
     run_id: str | None = None
     error: str | None = None
 
@@ -164,7 +218,7 @@ def read_deep_link(query: Mapping[str, str]) -> DeepLink | None:
             return DeepLink(kind=kind, name=safe_workflow_name(value))
         if kind == RUN:
             return DeepLink(kind=kind, run_id=check_run_id(value))
-        text = decode_payload(value)
-        return DeepLink(kind=kind, workflow=_parse_linked_yaml(text), yaml_text=text)
+        text, children = decode_bundle(value)
+        return DeepLink(kind=kind, workflow=_parse_linked_yaml(text), yaml_text=text, children=children)
     except ValueError as exc:  # DeepLinkError and bad names
         return DeepLink(kind=kind, error=str(exc))

@@ -13,8 +13,10 @@ import gradio as gr
 from app.service.errors import UserError
 from app.service.studio import StudioService, issues_summary
 from app.share.consent import UNTRUSTED_ORIGINS
+from app.share.deeplink import DeepLinkError, check_link_children
 from app.share.policy import check_workflow_allowed, python_code
 from app.ui.endpoints import VISITOR_KEY, endpoint
+from app.workflow.child_files import ChildLoader
 from app.workflow.problems import errors
 from nodes.registry import graph_rules
 
@@ -167,12 +169,29 @@ def mg_save(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
     return {**saved, "workflows": service.list_workflows(), "workflow_ports": service.workflow_ports()}
 
 
+def linked_children(payload: dict[str, Any]) -> dict[str, str]:
+    """The sub-workflows a share link carried, sent back by its page with each check, run or canvas sync
+    (names only, capped like the link; never stored): they stand in for the folder's for that workflow."""
+    children = payload.get("children")
+    if not children:
+        return {}
+    try:
+        return check_link_children(children)
+    except DeepLinkError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _loader(service: StudioService, payload: dict[str, Any]) -> ChildLoader | None:
+    linked = linked_children(payload)
+    return service.child_loader(trusted=False, linked=linked) if linked else None
+
+
 def mg_from_editor(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
-    return service.from_editor(payload.get("workflow"))
+    return service.from_editor(payload.get("workflow"), _loader(service, payload))
 
 
 def mg_parse_yaml(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
-    return service.parse_yaml(str(payload.get("text", "")))
+    return service.parse_yaml(str(payload.get("text", "")), _loader(service, payload))
 
 
 def mg_run(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
@@ -191,7 +210,8 @@ def mg_run(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
     if not service.share_mode:  # the one consent check (also the Evaluate tab's): remembers what was agreed
         service.consent.require(wf, _visitor(payload), origin=origin, confirmed=confirmed)
     return service.start_run(payload.get("workflow"), inputs, payload.get("seed", 0) or 0,
-                             visitor=_visitor(payload), trusted=origin not in UNTRUSTED_ORIGINS)
+                             visitor=_visitor(payload), trusted=origin not in UNTRUSTED_ORIGINS,
+                             linked=linked_children(payload))
 
 
 def mg_status(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:

@@ -3,18 +3,21 @@ page (static/share_links.js), and opening `?run=ID` in the Traces tab on page lo
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import gradio as gr
 
 from app.service.errors import UserError
-from app.service.studio import StudioService
+from app.service.studio import StudioService, issues_summary
 from app.share.deeplink import (
     PAYLOAD,
     RUN,
     WORKFLOW,
     DeepLinkError,
+    check_link_children,
     check_run_id,
     payload_link,
     read_deep_link,
@@ -22,8 +25,13 @@ from app.share.deeplink import (
     workflow_link,
 )
 from app.ui.assets import asset_tags
+from app.ui.editor_page import linked_children
 from app.ui.endpoints import endpoint, visitor_for
 from app.ui.traces_tab import TracesTab
+from app.workflow.problems import Issue, WorkflowError, errors
+from app.workflow.spec import Workflow, load_workflow_text
+from app.workflow.subworkflows import WORKFLOW_KIND, workflow_ports, workflow_texts
+from app.workflow.validation import check as check_tree
 
 log = logging.getLogger(__name__)
 
@@ -79,8 +87,48 @@ def sl_open_link(service: StudioService, payload: dict[str, Any]) -> dict[str, A
         if checked.get("error"):
             return {"kind": PAYLOAD, "error": "the workflow in the link does not load: "
                                               f"{checked['error'].get('message')}"}
-        return {"kind": PAYLOAD, "yaml": link.yaml_text, "name": link.workflow.name if link.workflow else None}
+        opened = {"kind": PAYLOAD, "yaml": link.yaml_text, "name": link.workflow.name if link.workflow else None}
+        if not link.children:
+            return opened
+        refused = _linked_child_problems(service, link.workflow, link.children)
+        if refused:
+            return {"kind": PAYLOAD, "error": "a sub-workflow in the link is refused: " + issues_summary(refused)}
+        return {**opened, "children": dict(link.children), "workflow_ports": _linked_ports(service, link.children)}
     return {"kind": RUN, "run_id": link.run_id}
+
+
+def _linked_child_problems(service: StudioService, wf: Workflow | None, children: Mapping[str, str]) -> list[Issue]:
+    """The errors inside the sub-workflows a link carries (validation and the share policy, as for the parent's
+    run): those refuse the link, while the parent's own problems show in the editor once opened."""
+    if wf is None:
+        return []
+    issues = service.check(wf, service.child_loader(trusted=False, linked=children))
+    return [issue for issue in errors(issues) if issue.file]
+
+
+def _linked_ports(service: StudioService, children: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """The ports of the workflow nodes using each linked child (the editor draws them instead of the folder's)."""
+    loader = service.child_loader(trusted=False, linked=children)
+    ports: dict[str, dict[str, Any]] = {}
+    for name, text in children.items():
+        with contextlib.suppress(WorkflowError):
+            wf = load_workflow_text(text)
+            ports[name] = workflow_ports(wf, check_tree(wf, service.registry, loader))
+    return ports
+
+
+def _children_for_link(service: StudioService, yaml_text: str, linked: Mapping[str, str]) -> dict[str, str]:
+    """The sub-workflows a link to this workflow must carry, by the name it uses (those its own link carried
+    first, else the folder's); UserError for a child named by a path (a link names children by name only)."""
+    wf = load_workflow_text(yaml_text)
+    if not any(node.kind == WORKFLOW_KIND for node in wf.nodes):
+        return {}
+    loader = service.child_loader(trusted=not linked, linked=linked)
+    texts = workflow_texts(wf, check_tree(wf, service.registry, loader))
+    try:
+        return check_link_children(texts)
+    except DeepLinkError as exc:
+        raise UserError(str(exc)) from None
 
 
 def sl_make_links(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
@@ -100,9 +148,12 @@ def sl_make_links(service: StudioService, payload: dict[str, Any]) -> dict[str, 
         parsed = service.parse_yaml(yaml_text)  # must load; validation problems show after opening
         if parsed.get("error"):
             raise UserError(f"fix the YAML first: {parsed['error'].get('message')}")
+        children = _children_for_link(service, yaml_text, linked_children(payload))
+        carried = f", with its {len(children)} sub-workflow{'s' if len(children) != 1 else ''}," if children else ""
         try:
-            result.update(kind=PAYLOAD, url=payload_link(base, yaml_text),
-                          note="The whole workflow is inside the link (it opens in the editor and is not run).")
+            result.update(kind=PAYLOAD, url=payload_link(base, yaml_text, children),
+                          note=f"The whole workflow{carried} is inside the link (it opens in the editor and is "
+                               "not run).")
         except DeepLinkError as exc:
             raise UserError(str(exc)) from None
     run_id = _text(payload.get("run_id"))
