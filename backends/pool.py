@@ -18,6 +18,7 @@ from backends.bundled import bundled_model_path
 from backends.cpu_weights import WeightsChoice, WeightsChooser
 from backends.devices import resolve_device
 from backends.llama_backend import LlamaBackend
+from backends.speculative import speculation_summary
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +147,7 @@ class ModelPool:
                 "loaded_at": e.loaded_at,
                 "last_used": e.last_used,
                 "busy": e.backend.busy,
+                "speculative": speculation_summary(e.backend),
             }
             for e in entries
         ]

@@ -4,6 +4,7 @@ per-sequence draft length that adapts to how often drafts are accepted (no llama
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 ADAPTIVE_MIN_RATE = 0.4
 """Below this running acceptance a sequence stops drafting for a while: on a compute-bound CPU each extra token
@@ -98,3 +99,29 @@ class DraftLength:
             self.rate = ADAPTIVE_MIN_RATE  # the probe after the pause decides afresh
         elif accepted:
             self._pauses = 0
+
+
+def speculation_fields(drafted: int, accepted: list[bool] | None) -> dict[str, Any]:
+    """What an LM-call event records of one sample decoded speculatively (nothing for any other sample):
+    draft tokens proposed, accepted, the acceptance rate, and per output token whether it was an accepted draft."""
+    if accepted is None:
+        return {}
+    n_accepted = sum(accepted)
+    return {"draft_tokens": drafted, "draft_accepted": n_accepted,
+            "acceptance_rate": round(n_accepted / drafted, 4) if drafted else None, "accepted_draft": accepted}
+
+
+def speculation_summary(backend: Any) -> str:
+    """A loaded model's speculative option and its running acceptance ('' when it does not speculate), for the
+    Models tab: e.g. `ngram k=4 ngram=3 adaptive · 412 of 630 draft tokens accepted (65%)`."""
+    spec = getattr(getattr(backend, "spec", None), "speculative", None)
+    if spec is None:
+        return ""
+    option = f"{spec.method} k={spec.k} ngram={spec.ngram}" if spec.method == "ngram" else \
+        f"{spec.method} {spec.draft_alias} k={spec.k}"
+    option += " adaptive" if spec.adaptive else ""
+    stats = getattr(getattr(backend, "engine", None), "stats", None) or {}
+    drafted, accepted = int(stats.get("draft_tokens", 0)), int(stats.get("draft_accepted", 0))
+    if not drafted:
+        return f"{option} · nothing drafted yet"
+    return f"{option} · {accepted} of {drafted} draft tokens accepted ({accepted / drafted:.0%})"

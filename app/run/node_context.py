@@ -29,6 +29,7 @@ from backends.base import (
     TokenCounts,
     Usage,
 )
+from backends.speculative import speculation_fields
 from nodes.base import NodeError, to_jsonable
 from nodes.thinking import THINK_PURPOSE
 
@@ -253,7 +254,7 @@ class RunNodeContext:
                           parent=parent, tag=tag or {}, prompt_tokens=c.prompt_tokens or u.prompt_tokens,
                           completion_tokens=c.completion_tokens, seed=c.seed, finish_reason=c.finish_reason,
                           logprobs=[asdict(lp) for lp in c.logprobs] if c.logprobs is not None else None,
-                          **thought)
+                          **thought, **speculation_fields(c.draft_tokens, c.accepted))
             if keys and cache is not None and j < len(missing):
                 cache.samples.put(keys[missing[j]], c)
         self._after_call(u)

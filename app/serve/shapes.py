@@ -22,7 +22,17 @@ def usage(counts: TokenCounts) -> dict[str, Any]:
     return {"prompt_tokens": counts.prompt_tokens, "completion_tokens": counts.completion_tokens,
             "total_tokens": counts.prompt_tokens + counts.completion_tokens,
             "prompt_tokens_details": {"cached_tokens": counts.prompt_tokens_cached},
-            "completion_tokens_details": {"reasoning_tokens": counts.thinking_tokens}}
+            "completion_tokens_details": {"reasoning_tokens": counts.thinking_tokens, **prediction_tokens(counts)}}
+
+
+def prediction_tokens(counts: TokenCounts) -> dict[str, int]:
+    """Speculative decoding's accepted and rejected draft tokens, in OpenAI's predicted-output fields (only for
+    counts that carry them: a request's Usage on a model with `speculative:`)."""
+    drafted = getattr(counts, "draft_tokens", 0)
+    if not drafted:
+        return {}
+    accepted = getattr(counts, "draft_accepted", 0)
+    return {"accepted_prediction_tokens": accepted, "rejected_prediction_tokens": drafted - accepted}
 
 
 def chat_choice(index: int, text: str, finish: str = "stop", logprobs: Any = None) -> dict[str, Any]:

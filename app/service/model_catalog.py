@@ -103,6 +103,7 @@ class ModelCatalog:
                 "quantization": info.quantization, "context_length": info.context_length,
                 "architecture": info.architecture, "device": self.device_for(key),
                 "loaded": info.path in loaded, "weights": self.weights_for(info, loaded.get(info.path)),
+                "speculative": (loaded.get(info.path) or {}).get("speculative", ""),
             })
         return rows
 

@@ -14,7 +14,8 @@ from app.ui.remote_check import remote_check_section
 
 log = logging.getLogger(__name__)
 
-MODEL_COLUMNS = ["name", "source", "size", "quant", "context", "arch", "device", "loaded", "path", "CPU weights"]
+MODEL_COLUMNS = ["name", "source", "size", "quant", "context", "arch", "device", "loaded", "path", "CPU weights",
+                 "speculation"]
 """Short headers: the long ones wrapped mid-word ('quant isati on') in the narrow columns."""
 
 
@@ -32,7 +33,8 @@ def human_size(n: int | None) -> str:
 def model_rows(service: StudioService) -> tuple[list[list[Any]], list[tuple[str, str]]]:
     entries = service.models.entries()
     rows = [[e["name"], e["source"], human_size(e["size_bytes"]), e["quantization"], e["context_length"],
-             e["architecture"], e["device"], "yes" if e["loaded"] else "no", e["path"], e.get("weights", "")]
+             e["architecture"], e["device"], "yes" if e["loaded"] else "no", e["path"], e.get("weights", ""),
+             e.get("speculative", "")]
             for e in entries]
     choices = [(f"{e['name']} ({e['source']})", e["key"]) for e in entries]
     return rows, choices

@@ -24,20 +24,47 @@ def prob_color(p: float) -> str:
     return f"hsla({hue:.0f},75%,50%,0.38)"
 
 
-def _token_span(item: dict[str, Any]) -> str:
+DRAFT_STYLE = "box-shadow:inset 0 -3px 0 #1e63d6"
+"""Accepted speculative draft tokens: a blue underline beside the probability colour."""
+
+
+def _token_span(item: dict[str, Any], drafted: bool = False) -> str:
     token = str(item.get("token", ""))
     logprob = item.get("logprob")
+    draft_style = f";{DRAFT_STYLE}" if drafted else ""
+    draft_note = " · accepted draft token" if drafted else ""
     if not isinstance(logprob, int | float) or math.isnan(logprob):
-        return f'<span class="mg-tok" title="no log-probability">{esc(token)}</span>'
+        return (f'<span class="mg-tok" style="{draft_style[1:]}" title="no log-probability{draft_note}">'
+                f"{esc(token)}</span>")
     p = math.exp(logprob) if logprob > -700 else 0.0
-    title = f"p = {p:.4f} · logprob {logprob:.4f}"
+    title = f"p = {p:.4f} · logprob {logprob:.4f}{draft_note}"
     top = item.get("top") or []
     if top:
         alts = ", ".join(f"{alt[0]!r} {math.exp(alt[1]):.3f}" for alt in top[:5]
                          if isinstance(alt, list | tuple) and len(alt) == 2 and isinstance(alt[1], int | float))
         title += f"\ntop: {alts}"
-    return (f'<span class="mg-tok" style="background:{prob_color(p)}" title="{esc(title)}" '
-            f'data-p="{p:.4f}">{esc(token)}</span>')
+    return (f'<span class="mg-tok" style="background:{prob_color(p)}{draft_style}" title="{esc(title)}" '
+            f'data-p="{p:.4f}"{" data-draft=1" if drafted else ""}>{esc(token)}</span>')
+
+
+def speculation(call: dict[str, Any]) -> dict[str, Any]:
+    """The speculative-decoding fields of an LM call (the event's own keys, kept under tag.extra in a trace)."""
+    if "draft_tokens" in call:
+        return call
+    tag = call.get("tag")
+    extra = tag.get("extra") if isinstance(tag, dict) else None
+    return extra if isinstance(extra, dict) else {}
+
+
+def speculation_line(call: dict[str, Any]) -> str:
+    """Drafted / accepted tokens of a call made with speculative decoding ('' for any other call)."""
+    fields = speculation(call)
+    drafted, accepted = fields.get("draft_tokens"), fields.get("draft_accepted")
+    if not isinstance(drafted, int) or not isinstance(accepted, int) or not drafted:
+        return ""
+    return (f'<p class="mg-muted">speculative decoding: {accepted} of {drafted} draft tokens accepted '
+            f'({accepted / drafted:.0%}); <span style="{DRAFT_STYLE}">underlined</span> tokens were accepted '
+            "drafts</p>")
 
 
 def token_view_body(record: dict[str, Any], call_id: str) -> str:
@@ -53,8 +80,9 @@ def token_view_body(record: dict[str, Any], call_id: str) -> str:
     if not logprobs:
         return (head + prompt + '<p class="mg-muted">No per-token log-probabilities were recorded for this call '
                 "(turn on the node's logprobs param to record them).</p>"
-                f"<div class=mg-text>{esc(call.get('completion'))}</div>")
-    spans = "".join(_token_span(item) for item in logprobs)
+                f"<div class=mg-text>{esc(call.get('completion'))}</div>{speculation_line(call)}")
+    flags = speculation(call).get("accepted_draft") or []
+    spans = "".join(_token_span(item, i < len(flags) and bool(flags[i])) for i, item in enumerate(logprobs))
     probs = [math.exp(i["logprob"]) for i in logprobs if isinstance(i.get("logprob"), int | float)
              and i["logprob"] > -700]
     stats = (f'<p class="mg-muted">mean p {sum(probs) / len(probs):.3f} · min p {min(probs):.3f} · '
@@ -62,7 +90,7 @@ def token_view_body(record: dict[str, Any], call_id: str) -> str:
     legend = ('<div style="display:flex;align-items:center;gap:6px;font-size:12px">p=0'
               '<div style="width:160px;height:10px;background:linear-gradient(90deg,hsla(0,75%,50%,.6),'
               'hsla(60,75%,50%,.6),hsla(120,75%,50%,.6))"></div>p=1</div>')
-    return f'{head}{prompt}{legend}<div class="mg-text mg-tokens">{spans}</div>{stats}'
+    return f'{head}{prompt}{legend}<div class="mg-text mg-tokens">{spans}</div>{stats}{speculation_line(call)}'
 
 
 def token_view_html(record: dict[str, Any], call_id: str) -> str:
