@@ -23,6 +23,7 @@ ALL = "(all)"
 STATUSES = (ALL, *END_STATUSES, RUNNING, INTERRUPTED)
 RUN_COLUMNS = ["run", "workflow", "status", "started", "seconds", "LM calls", "tokens", "cached prompt tokens"]
 EDITOR_TAB = "editor"
+COLLAPSE_ELEM_ID = "mg-trace-collapse"
 
 
 def _message(text: str) -> str:
@@ -97,6 +98,19 @@ def call_choices(record: dict[str, Any]) -> list[str]:
     return list(dict.fromkeys(with_logprobs + rest))[:500]
 
 
+def collapsed_timeline(service: StudioService, run_id: str | None, collapsed: list[str] | None,
+                       visitor: str | None) -> Any:
+    """The run's timeline with the nodes inside the `collapsed` workflow nodes hidden (None without a run)."""
+    if not run_id:
+        return None
+    try:
+        record = visitor_record(service, run_id, visitor)
+    except Exception:
+        log.debug("no timeline for run %r", run_id, exc_info=True)
+        return None
+    return _safe(viz.timeline_figure, record, collapsed=[str(c) for c in collapsed or []])
+
+
 def _sample_views(record: dict[str, Any], node_id: str | None) -> tuple[Any, str]:
     """(plot update, html) of the sample view: the vote histogram + table figure, and the full texts below."""
     fig, text = _split(_safe(viz.sample_view, record, node_id=node_id))
@@ -132,6 +146,8 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
     summary = gr.HTML(elem_id="mg-trace-summary")
     with gr.Tabs():
         with gr.Tab("Timeline", elem_id="mg-trace-timeline-tab"):
+            collapse = gr.CheckboxGroup([], value=[], label="Collapse sub-workflows", elem_id=COLLAPSE_ELEM_ID,
+                                        info="hide the nodes inside these workflow nodes", visible=False)
             timeline = gr.Plot(label="Timeline", elem_id="mg-trace-timeline")
         with gr.Tab("Samples", elem_id="mg-trace-samples-tab"):
             sample_node = gr.Dropdown([], label="Node (empty: the last candidate set of the run)",
@@ -169,11 +185,13 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
     for trigger in (refresh.click, tab.select, wf_filter.input, status_filter.input):
         trigger(load_list, [wf_filter, status_filter, run_pick], list_outputs)
 
-    run_views = [summary, timeline, sample_node, samples_plot, samples_html, tree_plot, tree_html, refine_html,
-                 call_pick, tokens_html, export_btn, message]
+    run_views = [summary, timeline, collapse, sample_node, samples_plot, samples_html, tree_plot, tree_html,
+                 refine_html, call_pick, tokens_html, export_btn, message]
 
     def empty_views(first_message: str) -> dict[Any, Any]:
-        return {summary: _message(first_message), timeline: None, sample_node: gr.update(choices=[], value=None),
+        return {summary: _message(first_message), timeline: None,
+                collapse: gr.update(choices=[], value=[], visible=False),
+                sample_node: gr.update(choices=[], value=None),
                 samples_plot: gr.update(visible=False), samples_html: "", tree_plot: gr.update(visible=False),
                 tree_html: "", refine_html: "", call_pick: gr.update(choices=[], value=None), tokens_html: "",
                 export_btn: gr.update(value=None), message: ""}
@@ -188,12 +206,15 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
         samples_fig, samples_text = _sample_views(record, None)
         fig_t, html_t = _split(_safe(viz.search_tree_figure, record))
         calls = call_choices(record)
+        collapsible = _safe(viz.collapsible_nodes, record)
+        collapsible = collapsible if isinstance(collapsible, list) else []
         summary_value = _safe(viz.summary_html, record)
         if summary_value is None:
             summary_value = _message(f"run {run_id}: {record['run'].get('status')}")
         return {
             summary: _as_html(summary_value),
             timeline: _safe(viz.timeline_figure, record),
+            collapse: gr.update(choices=collapsible, value=[], visible=bool(collapsible)),
             sample_node: gr.update(choices=list(_safe(viz.candidate_nodes, record) or []), value=None),
             samples_plot: samples_fig,
             samples_html: samples_text,
@@ -209,6 +230,12 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
         }
 
     run_pick.change(show_run, [run_pick], run_views)
+
+    def redraw_timeline(run_id: str | None, collapsed: list[str] | None,
+                        request: gr.Request = None) -> Any:  # type: ignore[assignment]
+        return collapsed_timeline(service, run_id, collapsed, visitor_for(service, request))
+
+    collapse.input(redraw_timeline, [run_pick, collapse], [timeline])
 
     def show_samples(run_id: str | None, node_id: str | None,
                      request: gr.Request = None) -> tuple[Any, Any]:  # type: ignore[assignment]

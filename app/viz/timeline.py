@@ -105,6 +105,15 @@ def _nested_order(node_ids: list[str]) -> list[str]:
     return out
 
 
+def collapsible_nodes(record: dict[str, Any]) -> list[str]:
+    """The workflow nodes of a run whose sub-workflow nodes the timeline can hide (`collapsed=`), in row order:
+    the traced nodes with nested nodes under them (`w` for `w/critique` or `w/2/critique`)."""
+    ids = [n["node_id"] for n in record.get("nodes", []) if isinstance(n.get("node_id"), str)]
+    known = set(ids)
+    parents = {"/".join(i.split("/")[:depth]) for i in ids for depth in range(1, i.count("/") + 1)}
+    return [i for i in _nested_order(ids) if i in parents and i in known]
+
+
 def _hidden(node_id: str, collapsed: Collection[str]) -> bool:
     return any(node_id.startswith(f"{c}/") for c in collapsed)
 
