@@ -8,7 +8,8 @@ Sections:
   confidence_overhead  a 16-sample draw with per-token confidence statistics on vs off (target: < 2% more time)
   prm_scoring          PRM scoring of 16 candidates x 4 steps against one batched forward pass over the same
                        tokens (target: <= 1.3x)
-  search_batching      every search strategy's engine steps: completion tokens per decode step against beam's
+  search_batching      every search strategy's engine steps: sequences decoded together per generation step,
+                       against beam's
   deepconf_online      DeepConf online against the 16-sample majority vote on datasets/arithmetic.jsonl: tokens
                        generated and accuracy (target: >= 30% fewer tokens at equal or better accuracy)
 """
