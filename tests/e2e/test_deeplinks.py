@@ -196,3 +196,49 @@ def test_python_from_a_link_is_shown_and_asked_before_it_runs(ui: Any, shot: Any
     ui.click_run()
     assert ui.wait_run_finished() == "succeeded"
     shot(ui.page, "python-link-confirmed")
+
+
+LINKED_CHILD = """version: 1
+name: linked_refine
+inputs:
+  draft: {type: text}
+nodes:
+  - id: revise
+    kind: generator
+    params: {prompt: "Revise {draft}", max_tokens: 16}
+    inputs: {draft: inputs.draft}
+outputs:
+  answer: revise.text
+"""
+
+LINKED_PARENT = LINKED.replace("""  - id: vote
+    kind: voter
+    params: {method: majority}
+    inputs: {candidates: think.candidates}""", """  - id: refine_each
+    kind: workflow
+    map: draft
+    params: {workflow: linked_refine}
+    inputs: {draft: think.candidates}
+  - id: vote
+    kind: voter
+    params: {method: majority}
+    inputs: {candidates: refine_each.candidates}""")
+
+
+def test_a_link_with_a_sub_workflow_opens_checks_and_runs_with_the_carried_child(ui: Any, shot: Any,
+                                                                                  studio: Any) -> None:
+    """The child is in the link only (not in this app's folder): the page checks and runs with it, never saves it,
+    and the share button makes a link that carries it again."""
+    assert not (studio.home / "workflows" / "linked_refine.yaml").exists()
+    _goto(ui, "?wf=" + encode_workflow(LINKED_PARENT, {"linked_refine": LINKED_CHILD}))
+    _wait_notice(ui, "from the link")
+    ui.wait_yaml(lambda t: "refine_each" in t)
+    ui.settle()
+    assert ui.page.locator("[data-testid=issues] li").count() == 0  # the child was found: no unknown_workflow
+    ui.click_run()
+    assert ui.wait_run_finished() == "succeeded"
+    assert not (studio.home / "workflows" / "linked_refine.yaml").exists()
+    ui.page.locator("[data-testid=share-link-btn]").click()
+    ui.page.wait_for_function("document.querySelector('[data-testid=share-url]').value.includes('wf=2.')",
+                              timeout=20_000)
+    shot(ui.page, "link-with-sub-workflow")
