@@ -98,8 +98,13 @@
 
   async function open(name) {
     const state = ui().state();
-    parents.push({ name: state.name, yaml: ui().currentYaml(), dirty: state.dirty, child: name, seen: hashOf(name) });
-    await ui().openSaved(name, true);
+    parents.push({ name: state.name, yaml: ui().currentYaml(), dirty: state.dirty, child: name, seen: hashOf(name),
+      origin: state.origin, linked: state.linked, linkedPorts: state.linkedPorts });
+    if (state.linked && typeof state.linked[name] === "string") {  // a child the page's link carried: not a file
+      await ui().openYaml(state.linked[name], name, "link", name, false, state.linked, state.linkedPorts);
+    } else {
+      await ui().openSaved(name, true);
+    }
     if (ui().state().name !== name) parents.pop(); // it did not open (the notice says why)
     render();
   }
@@ -112,7 +117,9 @@
       return;
     }
     parents.pop();
-    await ui().openYaml(parent.yaml, parent.name || "the parent workflow", "file", parent.name, parent.dirty);
+    // the parent comes back as it came (a link's or an upload's origin, a link's sub-workflows)
+    await ui().openYaml(parent.yaml, parent.name || "the parent workflow", parent.origin || "file", parent.name,
+      parent.dirty, parent.linked, parent.linkedPorts);
     const lists = await ui().call("mg_list", {});
     if (!lists.error) ui().refreshLists(lists); // the child may have changed: its ports
     if (hashOf(parent.child) !== parent.seen && ui().editor()) ui().editor().markChildChanged(parent.child);

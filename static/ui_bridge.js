@@ -904,6 +904,7 @@
     refreshLists: (r) => { fillSelect(S.el.openSelect, r.workflows, "Open…"); applyWorkflowPorts(r.workflow_ports); },
     state: () => ({
       name: S.name, dirty: S.dirty, yamlError: S.yamlError, currentRun: S.currentRun, linked: S.linked,
+      linkedPorts: S.linkedPorts, origin: S.origin,
       runs: S.runs.map((r) => ({ run_id: r.run_id, status: r.status })),
     }),
   };

@@ -238,6 +238,15 @@ def test_a_link_with_a_sub_workflow_opens_checks_and_runs_with_the_carried_child
     ui.click_run()
     assert ui.wait_run_finished() == "succeeded"
     assert not (studio.home / "workflows" / "linked_refine.yaml").exists()
+    # the carried child opens from its node (it is not a file here), and the way back keeps the link's children
+    ui.page.locator("[data-node-id=refine_each] .mge-node-title").dblclick()
+    ui.page.wait_for_function("document.querySelector('[data-testid=wf-title]').textContent === 'linked_refine'")
+    assert "Revise {draft}" in ui.yaml()
+    ui.page.locator("[data-testid=subworkflow-back]").click()
+    ui.wait_yaml(lambda t: "refine_each" in t)
+    ui.settle()
+    assert ui.page.locator("[data-testid=issues] li").count() == 0
+    assert ui.page.evaluate("window.MetagenUI.state().origin") == "link"  # still asks before python or servers
     ui.page.locator("[data-testid=share-link-btn]").click()
     ui.page.wait_for_function("document.querySelector('[data-testid=share-url]').value.includes('wf=2.')",
                               timeout=20_000)
