@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-ADAPTIVE_MIN_RATE = 0.4
-"""Below this running acceptance a sequence stops drafting for a while: on a compute-bound CPU each extra token
-in a decode costs about half a token (benchmarks/bench_speculative.py measures it), so drafts that are accepted
+ADAPTIVE_MIN_RATE = 0.6
+"""Below this running acceptance a sequence stops drafting for a while: on a compute-bound CPU an extra token in a
+decode costs half a token to a whole one (benchmarks/bench_speculative.py measures it), so drafts that are accepted
 less often than that cost more than they save."""
 ADAPTIVE_DECAY = 0.7
 """Weight of the past in the running acceptance rate (per verified draft)."""

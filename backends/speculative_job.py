@@ -12,14 +12,18 @@ the same text, up to llama.cpp's batched numerics."""
 
 from __future__ import annotations
 
+import ctypes
 import time
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from backends.base import CancelToken, GenerateResult, SamplingParams, SpeculativeSpec
 from backends.batch import BatchBuilder
 from backends.engine_jobs import GenerateJob, Sample
 from backends.engine_protocol import EngineView
+from backends.sampling_chain import _TOKEN_DATA
 from backends.speculative import DraftLength, NgramPool
 
 
@@ -77,10 +81,9 @@ class SpeculativeGenerateJob(GenerateJob):
 
     def _grammar_prefix(self, sample: Sample, draft: list[int]) -> list[int]:
         """The part of the draft the sample's grammar allows (a rejected token ends the draft)."""
-        if not draft or not self.grammar:
+        if not draft or not self.grammar or not sample.sampler.chain:
             return draft
-        allows = getattr(sample.sampler, "grammar_allows", None)
-        return draft[: allows(draft)] if allows is not None else draft
+        return draft[: grammar_prefix_len(sample.sampler._lib, sample.sampler.chain, draft)]
 
     def rollback(self) -> None:
         super().rollback()
@@ -143,6 +146,29 @@ class SpeculativeGenerateJob(GenerateJob):
             completion.draft_tokens = drafted
             completion.accepted = [*flags, *[False] * (len(completion.tokens) - len(flags))][: len(completion.tokens)]
         return result
+
+
+def grammar_prefix_len(lib: Any, chain: Any, tokens: Sequence[int]) -> int:
+    """How many of `tokens`, in order, the grammar sampler in `chain` allows from its current state (a copy of the
+    grammar walks them; the chain itself is not advanced). All of them when the chain holds no grammar sampler."""
+    grammar = next((s for s in (lib.llama_sampler_chain_get(chain, i) for i in range(lib.llama_sampler_chain_n(chain)))
+                    if lib.llama_sampler_name(s) == b"grammar"), None)
+    if grammar is None:
+        return len(tokens)
+    walker = lib.llama_sampler_clone(grammar)
+    one = np.zeros(1, dtype=_TOKEN_DATA)
+    try:
+        for allowed, token in enumerate(tokens):
+            one["id"], one["logit"] = token, 0.0
+            candidates = lib.llama_token_data_array(data=one.ctypes.data_as(lib.llama_token_data_p), size=1,
+                                                    selected=-1, sorted=False)
+            lib.llama_sampler_apply(walker, ctypes.byref(candidates))
+            if not np.isfinite(one["logit"][0]):
+                return allowed
+            lib.llama_sampler_accept(walker, token)
+        return len(tokens)
+    finally:
+        lib.llama_sampler_free(walker)
 
 
 def speculative_job(speculative: SpeculativeSpec | None, **job: Any) -> GenerateJob:

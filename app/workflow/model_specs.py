@@ -172,7 +172,7 @@ def model_spec_from_dict(data: dict[str, Any], models: dict[str, Any] | None = N
         if problem is not None:
             raise ValueError(f"{problem[0]}; {problem[1]}")
     models = models if models is not None else {alias: data}
-    speculative = check_speculative(alias, data, models, lambda *_: None)
+    speculative = [i for i in check_speculative(alias, data, models, lambda *_: None) if i.severity == "error"]
     if speculative:
         raise ValueError(f"{speculative[0].message}; {speculative[0].hint}")
     source = data.get("source", "path" if data.get("path") else "bundled")

@@ -246,3 +246,19 @@ def test_concurrent_requests_share_the_speculative_batch(spec) -> None:  # type:
     alone = {i: spec.generate(repeat_prompt(TOPICS[i]), SamplingParams(max_tokens=24)).completions[0].text
              for i in range(3)}
     assert sum(results[i] == alone[i] for i in range(3)) >= 2  # batched numerics may flip one near-tie
+
+
+def test_drafts_are_cut_where_the_grammar_rejects_them(spec) -> None:  # type: ignore[no-untyped-def]
+    from backends.sampling_chain import SequenceSampler
+    from backends.speculative_job import grammar_prefix_len
+
+    model = spec.model
+    sampler = SequenceSampler(model._lib, model.vocab, SamplingParams(), 0, 'root ::= "yes, no" | "no"')
+    try:
+        ok = model.tokenize("yes, no", add_special=False)
+        assert grammar_prefix_len(model._lib, sampler.chain, ok) == len(ok)
+        assert grammar_prefix_len(model._lib, sampler.chain, [*ok[:1], *model.tokenize(" maybe", add_special=False)]) \
+            == 1
+        assert grammar_prefix_len(model._lib, sampler.chain, ok) == len(ok)  # the chain itself did not move
+    finally:
+        sampler.free()

@@ -71,6 +71,13 @@ def test_bad_options_are_refused_with_a_code_and_hint(models: str, words: str) -
     assert all(i.hint and i.line for i in found)
 
 
+def test_the_draft_method_warns_that_it_decodes_without_speculation() -> None:
+    wf = load_workflow_text(WF.format(models="  big: {source: bundled, speculative: {method: draft, draft: small}}\n"
+                                             "  small: {source: bundled}"))
+    [warning] = [i for i in validate(wf, default_registry()) if i.code == "speculative_draft_unsupported"]
+    assert warning.severity == "warning" and "ngram" in warning.hint
+
+
 def test_remote_entry_is_refused_with_the_servers_own_flags() -> None:
     found = problems("  main: {source: openai, base_url: 'http://127.0.0.1:1/v1', model: m, "
                      "speculative: {k: 4}}")
