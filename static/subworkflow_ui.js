@@ -5,6 +5,7 @@
   "use strict";
 
   const parents = []; // {name, yaml, dirty} of each workflow above the one shown, outermost first
+  const made = {};    // name -> the YAML Make sub-workflow wrote on this page (its undo may delete it if unchanged)
 
   function ui() { return window.MetagenUI; }
 
@@ -86,7 +87,30 @@
   async function make(name, workflow) {
     const result = await ui().call("mg_save", { name: name, workflow: workflow, overwrite: false });
     if (result.error) throw new Error(result.error);
+    made[result.name || name] = result.yaml;
     ui().refreshLists(result);
+  }
+
+  /** The editor's onUndoSubworkflow: Make sub-workflow was undone; offer to delete the file it wrote, only when
+   * the file is still exactly what it wrote (a child edited since is kept without asking). */
+  async function undone(name) {
+    if (typeof made[name] !== "string") return;
+    const current = await ui().call("mg_open", { name: name });
+    if (current.error || current.yaml !== made[name]) {
+      delete made[name];
+      return;
+    }
+    if (!window.confirm("Make sub-workflow was undone. Also delete the workflow file '" + name + ".yaml' it " +
+        "wrote? It has not changed since.")) return;
+    const result = await ui().call("mg_delete_made", { name: name, yaml: made[name] });
+    delete made[name];
+    if (result.error) return ui().notice(result.error, "error");
+    if (result.deleted) {
+      ui().refreshLists(result);
+      ui().notice("Deleted " + name + ".yaml.", "ok");
+    } else {
+      ui().notice("Kept " + name + ".yaml: it " + (result.reason === "gone" ? "is no longer there." : "changed."), "warn");
+    }
   }
 
   /** The editor's onOpenWorkflow: open the child, keeping the parent for the way back. */
@@ -126,6 +150,7 @@
     render();
   }
 
-  window.MetagenSubworkflows = { make: make, name: nameDialog, open: open, back: goBack,
+  window.MetagenSubworkflows = { make: make, name: nameDialog, open: open, back: goBack, undone: undone,
+    made: () => Object.keys(made),
     parents: () => parents.map((p) => p.name) };
 })();

@@ -830,6 +830,7 @@
         onMakeSubworkflow: (name, wf) => window.MetagenSubworkflows.make(name, wf),
         onNameSubworkflow: (request) => window.MetagenSubworkflows.name(request),
         onOpenWorkflow: (name) => window.MetagenSubworkflows.open(name),
+        onUndoSubworkflow: (name) => window.MetagenSubworkflows.undone(name),
         onMessage: (text, level) => notice(String(text || ""), LEVELS[level] || "warn"),
       });
     } catch (err) {
@@ -900,7 +901,7 @@
     start: start,
     openYaml: openYaml,
     currentYaml: () => (S.el.yaml ? S.el.yaml.value : ""),  // the YAML pane (the Evaluate tab reads it)
-    call: call, openSaved: openSaved, editor: () => S.ed,
+    call: call, openSaved: openSaved, editor: () => S.ed, notice: notice,
     refreshLists: (r) => { fillSelect(S.el.openSelect, r.workflows, "Open…"); applyWorkflowPorts(r.workflow_ports); },
     state: () => ({
       name: S.name, dirty: S.dirty, yamlError: S.yamlError, currentRun: S.currentRun, linked: S.linked,

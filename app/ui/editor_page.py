@@ -169,6 +169,34 @@ def mg_save(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
     return {**saved, "workflows": service.list_workflows(), "workflow_ports": service.workflow_ports()}
 
 
+def mg_delete_made(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
+    """Delete the workflow file Make sub-workflow wrote, when it is still exactly the text written (`yaml`): the undo
+    of Make sub-workflow offers it. A changed or missing file is kept ({deleted: false, reason}); in share mode a
+    visitor may delete only a workflow it saved in this session."""
+    name, written = str(payload.get("name", "")), payload.get("yaml")
+    path = service.path_for(name)
+    mine = _visitor_saves(service, _visitor(payload))
+    if service.share_mode and path.stem not in mine:
+        raise UserError(f"the workflow {path.stem!r} is not yours to delete")
+    try:
+        current = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {"deleted": False, "reason": "gone"}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read {path.name}: {exc}") from None
+    if not isinstance(written, str) or current != written:
+        return {"deleted": False, "reason": "changed"}
+    try:
+        path.unlink()
+    except OSError as exc:
+        raise UserError(f"cannot delete {path.name}: {exc.strerror or exc}") from None
+    with _saved_lock:
+        mine.discard(path.stem)
+    log.info("deleted workflow %s (undo of Make sub-workflow)", path)
+    return {"deleted": True, "name": path.stem, "workflows": service.list_workflows(),
+            "workflow_ports": service.workflow_ports()}
+
+
 def linked_children(payload: dict[str, Any]) -> dict[str, str]:
     """The sub-workflows a share link carried, sent back by its page with each check, run or canvas sync
     (names only, capped like the link; never stored): they stand in for the folder's for that workflow."""
@@ -228,7 +256,7 @@ def mg_node_outputs(service: StudioService, payload: dict[str, Any]) -> dict[str
 
 
 SERVER_FUNCTIONS = (mg_init, mg_list, mg_open, mg_example, mg_save, mg_from_editor, mg_parse_yaml, mg_run,
-                    mg_status, mg_cancel, mg_node_outputs)
+                    mg_status, mg_cancel, mg_node_outputs, mg_delete_made)
 
 
 def editor_page(service: StudioService, head: str) -> gr.HTML:

@@ -42,15 +42,20 @@ export default class HistoryMethods {
   undo() {
     const entry = this.undoStack.pop();
     if (!entry) return false;
-    this.redoStack.push({ snap: this._snapshot(), label: entry.label });
+    this.redoStack.push({ snap: this._snapshot(), label: entry.label, made: entry.made });
     this._restore(entry.snap);
+    // undoing "Make sub-workflow": the host may offer to delete the file it wrote (opts.onUndoSubworkflow(name))
+    if (entry.made && this.opts.onUndoSubworkflow) {
+      Promise.resolve().then(() => this.opts.onUndoSubworkflow(entry.made))
+        .catch((err) => console.warn("metagen editor onUndoSubworkflow:", err));
+    }
     return true;
   }
 
   redo() {
     const entry = this.redoStack.pop();
     if (!entry) return false;
-    this.undoStack.push({ snap: this._snapshot(), label: entry.label });
+    this.undoStack.push({ snap: this._snapshot(), label: entry.label, made: entry.made });
     this._restore(entry.snap);
     return true;
   }

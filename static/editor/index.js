@@ -34,6 +34,7 @@
  *   await ed.makeSubworkflow(name?); // Ctrl+G / toolbar editor-make-subworkflow: the selection becomes a new
  *                                  // workflow, saved by options.onMakeSubworkflow(name, workflowJson) -> Promise,
  *                                  // and one workflow node replaces it (one undo step)
+ *   options.onUndoSubworkflow(name): that step was undone (the host may offer to delete the file it wrote)
  *   options.onOpenWorkflow(name, nodeId): double-click on a workflow node (the host opens the child, and keeps the
  *                                  // breadcrumb back)
  *

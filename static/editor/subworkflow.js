@@ -247,6 +247,8 @@ export default class SubworkflowMethods {
         this.doc.edges.push({ from: id, out: plan.outputs.get(`${e.from}.${e.out}`).name, to: e.to, in: e.in });
       }
     });
+    const step = this.undoStack[this.undoStack.length - 1];
+    if (step && step.label === "make sub-workflow") step.made = name;  // its undo tells the host (the file)
     this._renderPalette();
     this.select(id);
     this._emitSelect();

@@ -61,3 +61,44 @@ def test_make_open_edit_return_and_run_a_sub_workflow(ui: Any, shot: Any, studio
     assert ui.wait_run_finished() == "succeeded"
     assert ui.node_state(node["id"]) in ("done", "cached")
     shot(page, "ran")
+
+
+def _make_from_think_and_answer(ui: Any, name: str) -> None:
+    page = ui.page
+    page.locator("[data-node-id=think] .mge-node-title").click()
+    page.locator("[data-node-id=answer] .mge-node-title").click(modifiers=["Shift"])
+    page.locator("[data-testid=editor-make-subworkflow]").click()
+    page.locator("[data-testid=subworkflow-name]").fill(name)
+    page.locator("[data-testid=subworkflow-ok]").click()
+    page.wait_for_function("window.MetagenUI.editor().getWorkflow().nodes.some(n => n.kind === 'workflow')")
+
+
+def test_undoing_make_sub_workflow_offers_to_delete_the_unchanged_file(ui: Any, studio: Any) -> None:
+    page = ui.page
+    ui.open_example("chain_of_thought")
+    _make_from_think_and_answer(ui, "undo_me")
+    child_file = studio.home / "workflows" / "undo_me.yaml"
+    assert child_file.exists()
+    asked: list[str] = []
+
+    def accept(dialog: Any) -> None:
+        asked.append(dialog.message)
+        dialog.accept()
+
+    page.once("dialog", accept)
+    page.locator("[data-testid=editor-undo]").click()
+    page.wait_for_function("document.querySelector('[data-testid=notice]').textContent.includes('Deleted undo_me')")
+    assert asked and "undo_me.yaml" in asked[0] and not child_file.exists()
+    assert sorted(n["id"] for n in ui.workflow()["nodes"]) == ["answer", "think"]
+    assert page.locator('.mge-palette [data-workflow="undo_me"]').count() == 0
+
+    # a child changed since it was written is kept, without asking
+    _make_from_think_and_answer(ui, "keep_me")
+    kept = studio.home / "workflows" / "keep_me.yaml"
+    kept.write_text(kept.read_text(encoding="utf-8").replace("name: keep_me", "name: keep_me_edited"),
+                    encoding="utf-8")
+    page.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+    page.locator("[data-testid=editor-undo]").click()
+    page.wait_for_function("!window.MetagenUI.editor().getWorkflow().nodes.some(n => n.kind === 'workflow')")
+    page.wait_for_function("!window.MetagenSubworkflows.made().includes('keep_me')")  # the file was looked at
+    assert len(asked) == 1 and kept.exists()
