@@ -62,13 +62,18 @@ def test_good_options_pass_and_make_their_spec() -> None:
     ("  main: {source: bundled, speculative: {method: draft, draft: d}}\n"
      "  d: {source: bundled, speculative: {k: 2}}", "itself speculative"),
     ("  main: {source: bundled, pooling: rank, speculative: {k: 2}}", "rank-pooling"),
-    ("  main: {source: bundled, speculative: 4}", "must be a mapping"),
 ])
 def test_bad_options_are_refused_with_a_code_and_hint(models: str, words: str) -> None:
     found = [i for i in problems(models) if i.code == "bad_speculative"]
     assert found, problems(models)
     assert any(words in i.message for i in found), [i.message for i in found]
     assert all(i.hint and i.line for i in found)
+
+
+def test_a_speculative_option_that_is_no_mapping_is_a_bad_model() -> None:
+    found = problems("  main: {source: bundled, speculative: 4}")
+    assert [i.code for i in found] == ["bad_model"]
+    assert "speculative: {method: ngram" in found[0].hint
 
 
 def test_the_draft_method_warns_that_it_decodes_without_speculation() -> None:

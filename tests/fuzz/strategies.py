@@ -270,6 +270,11 @@ def mutate_data(draw: st.DrawFn, data: Any, max_mutations: int = 4) -> Any:
                     for _ in range(draw(st.integers(0, 3)))}
             if draw(st.booleans()):
                 spec["options"] = draw(st.dictionaries(yaml_keys(), scalars(), max_size=3))
+            if draw(st.booleans()):  # speculative decoding's keys (docs/speculative.md), right and wrong
+                spec["speculative"] = draw(st.one_of(wrong_values(), st.dictionaries(
+                    st.sampled_from(("method", "k", "ngram", "draft", "adaptive", "bogus")),
+                    st.one_of(st.sampled_from(("ngram", "draft", "main", 0, 4, 17, True)), wrong_values()),
+                    max_size=4)))
             models[draw(st.one_of(st.just("main"), texts(8)))] = spec
         elif op == "output":
             outputs = data.setdefault("outputs", {}) if isinstance(data.get("outputs", {}), dict) else {}

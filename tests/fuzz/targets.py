@@ -35,6 +35,8 @@ KNOWN_CODES = frozenset({
     "bad_model", "bad_input", "missing_id", "bad_id", "unknown_kind", "io_in_nodes", "bad_param", "bad_grammar",
     "unknown_model", "unknown_port", "unknown_ref", "type_mismatch", "missing_input", "duplicate_id", "cycle",
     "no_outputs",
+    # speculative decoding (app/workflow/speculative_spec.py)
+    "bad_speculative", "speculative_draft_unsupported",
     # reward models (app/workflow/reward_checks.py)
     "not_a_reward_model", "rank_model_generates", "rank_needs_head", "prm_needs_local_model",
     # run start, with the PRM loaded (app/run/preflight.py)
