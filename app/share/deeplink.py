@@ -137,7 +137,7 @@ def decode_bundle(payload: str) -> tuple[str, dict[str, str]]:
         return text, {}
     try:
         bundle = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: a crafted, deeply nested bundle
         raise DeepLinkError("the link's workflow and sub-workflows are damaged; ask for the link again") from None
     if not isinstance(bundle, dict) or not isinstance(bundle.get("workflow"), str):
         raise DeepLinkError("the link carries no workflow beside its sub-workflows; ask for the link again")

@@ -144,13 +144,20 @@ def test_children_are_carried_by_name_only(tmp_path: Path, name: str) -> None:
         mg_parse_yaml(_service(tmp_path), {"text": PARENT, "children": {name: CHILD}})
 
 
-def _crafted(children: dict[str, Any]) -> str:
+def _crafted(children: dict[str, Any], raw: bytes | None = None) -> str:
     import base64
     import json
     import zlib
 
-    raw = json.dumps({"workflow": PARENT, "children": children}).encode()
-    return "2." + base64.urlsafe_b64encode(zlib.compress(raw)).decode().rstrip("=")
+    raw = raw if raw is not None else json.dumps({"workflow": PARENT, "children": children}).encode()
+    return "2." + base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
+
+
+@pytest.mark.parametrize("raw", [b"[" * 200_000, b"not json", b'["a list"]', b'{"children": {}}',
+                                 b'{"workflow": "x", "children": {"refine": 3}}', b'{"workflow": "x", "children": []}'])
+def test_a_damaged_bundle_is_a_message_not_a_traceback(raw: bytes) -> None:
+    link = read_deep_link({"wf": _crafted({}, raw)})
+    assert link is not None and link.error and "link" in link.error
 
 
 def test_a_parent_naming_its_child_by_a_path_gets_no_link(tmp_path: Path) -> None:
