@@ -2,7 +2,7 @@
 
 Phase 1 writes the thinking: the prompt as the model sees it (chat template applied) plus the open tag, with the
 close tag as the only stop string and `think_budget` as max_tokens (grammar and the node's stops apply to the
-answer only). A sample that closes before `think_min` tokens gets "Wait" instead of the close tag and goes on
+answer only). A sample that closes (or ends its turn) before `think_min` tokens gets "Wait" instead and goes on
 thinking with the budget left (s1); one that reaches the budget (or ends generation inside the block) gets the close
 tag forced in. Phase 2 writes the answer after `prompt + open + thinking + close`, every sample's request in flight
 at once; the engine's prefix cache serves the prompt and the thinking it has already seen. Phase 1 calls have the
@@ -159,7 +159,8 @@ def _waits(ctx: NodeContext, head: str, think_sp: SamplingParams, seeds: list[in
 
     def early(i: int) -> bool:
         t = thoughts[i]
-        return finishes[i] == "stop" and t.tokens < settings.minimum and t.waits < MAX_WAITS \
+        # a close tag or an end of turn before think_min: either way the model stopped thinking too soon
+        return finishes[i] in ("stop", "eog") and t.tokens < settings.minimum and t.waits < MAX_WAITS \
             and t.tokens < settings.budget
 
     def go_on(i: int) -> None:

@@ -103,6 +103,17 @@ def test_an_early_close_becomes_wait_until_think_min() -> None:
     assert calls[1]["tag"]["wait"] == 1
 
 
+def test_an_end_of_turn_before_think_min_becomes_wait_too() -> None:
+    result, _ = run(make("generator", think_budget=20, think_min=3), reply_fn=thinker("hmm"))
+    (cand,) = result.outputs["c"].candidates
+    assert cand.meta["think_waits"] == 1 and not cand.meta["think_forced"]
+    assert result.outputs["thinking"] == "hmm\nWait more thoughts here"
+    # enough thinking: an end of turn is a forced close, no Wait
+    result, _ = run(make("generator", think_budget=20, think_min=1), reply_fn=thinker("hmm"))
+    (cand,) = result.outputs["c"].candidates
+    assert cand.meta["think_waits"] == 0 and cand.meta["think_forced"]
+
+
 def test_sampler_thinks_per_sample_and_extracts_answers_from_the_answer_only() -> None:
     result, rec = run(make("sampler", extract="last_number"), reply_fn=thinker("maybe 5</think>"))
     cands = result.outputs["c"].candidates
