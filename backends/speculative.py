@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-ADAPTIVE_MIN_RATE = 0.6
+ADAPTIVE_MIN_RATE = 0.8
 """Below this running acceptance a sequence stops drafting for a while: on a compute-bound CPU an extra token in a
-decode costs half a token to a whole one (benchmarks/bench_speculative.py measures it), so drafts that are accepted
-less often than that cost more than they save."""
+decode costs most of a decode (0.85 of one for the bundled model on 2 cores: benchmarks/bench_speculative.py), so
+drafts accepted less often than that cost more than they save."""
 ADAPTIVE_DECAY = 0.7
 """Weight of the past in the running acceptance rate (per verified draft)."""
 MAX_PAUSE_STEPS = 32
@@ -68,13 +68,13 @@ class NgramPool:
 
 
 class DraftLength:
-    """How many tokens one sequence drafts next step. Fixed at `k` unless adaptive; adaptive, the length grows
-    by one after a fully accepted draft, falls to one past the accepted part after a failed one, and drafting
-    pauses (for 2, 4, 8 ... steps) while the running acceptance rate is below ADAPTIVE_MIN_RATE."""
+    """How many tokens one sequence drafts next step. Fixed at `k` unless adaptive; adaptive, it starts at one,
+    grows by one after a fully accepted draft (up to `k`), falls to one past the accepted part after a failed one,
+    and drafting pauses (for 2, 4, 8 ... steps) while the running acceptance rate is below ADAPTIVE_MIN_RATE."""
 
     def __init__(self, k: int, adaptive: bool) -> None:
         self.k_max = k
-        self.k = k
+        self.k = 1 if adaptive else k
         self.adaptive = adaptive
         self.rate = 1.0
         self._pause = 0

@@ -40,17 +40,19 @@ def test_fixed_length_never_changes() -> None:
     assert length.next() == 4
 
 
-def test_adaptive_length_shrinks_on_failure_grows_on_success_and_pauses() -> None:
+def test_adaptive_length_grows_on_success_shrinks_on_failure_and_pauses() -> None:
     length = DraftLength(6, adaptive=True)
-    assert length.next() == 6
-    length.update(6, 2)  # rate 0.7 + 0.3 * 1/3 = 0.8
-    assert length.next() == 3
-    length.update(3, 3)
+    assert length.next() == 1
+    length.update(1, 1)
+    length.update(2, 2)
+    length.update(3, 3)  # rate stays 1.0
     assert length.next() == 4
-    for _ in range(3):  # nothing accepted: the rate falls below the floor
-        length.update(length.next() or 1, 0)
-        if length.rate == ADAPTIVE_MIN_RATE:
-            break
+    length.update(4, 3)  # rate 0.7 + 0.3 * 3/4 = 0.925
+    assert length.next() == 4
+    length.update(4, 1)  # rate 0.6475 + 0.075 = 0.7225: below the floor
     assert length.rate == ADAPTIVE_MIN_RATE
     assert [length.next() for _ in range(2)] == [0, 0]  # paused for 2 steps
-    assert length.next() == 1  # then a 1-token probe
+    assert length.next() == 2  # then it drafts again, one past what was accepted
+    length.update(2, 0)  # rate 0.56: paused again, longer
+    assert [length.next() for _ in range(4)] == [0, 0, 0, 0]
+    assert length.next() == 1
