@@ -284,12 +284,13 @@ def test_thinking_budget(scheduler: Scheduler) -> None:
     calls = [c.data for c in recorder.of_type("lm_call")]
     think = [c for c in calls if c["purpose"] == "think"]
     assert think and all(c["prompt"].rstrip().endswith("<think>") or "Wait" in c["prompt"] for c in think)
-    for cand, thinking in zip(cands, result.outputs["thinking"], strict=True):
-        assert cand.meta["thinking"] == thinking and "<think>" not in cand.text and "</think>" not in cand.text
+    answers = {c["tag"]["sample"]: c for c in calls if c["tag"].get("phase") == "answer"}
+    assert sorted(answers) == [0, 1, 2] and all(c["prompt"].endswith("</think>\n") for c in answers.values())
+    for i, (cand, thinking) in enumerate(zip(cands, result.outputs["thinking"], strict=True)):
+        # the candidate is the answer call's text alone (an untrained model may write a tag there itself)
+        assert cand.meta["thinking"] == thinking and cand.text == answers[i]["completion"].strip()
+        assert answers[i]["prompt"].endswith(thinking + "</think>\n") or thinking in answers[i]["prompt"]
         assert 8 <= cand.meta["thinking_tokens"] <= 48 or cand.meta["think_waits"] == 8
-        assert cand.meta["think_forced"] == (cand.meta["thinking_tokens"] >= 48) or cand.meta["think_forced"]
-    answers = [c for c in calls if c["tag"].get("phase") == "answer"]
-    assert len(answers) == 3 and all("</think>\n" in c["prompt"] for c in answers)
     assert sum(c["thinking_tokens"] for c in think) == sum(c.meta["thinking_tokens"] for c in cands)
     assert result.stats.thinking_tokens == sum(c.meta["thinking_tokens"] for c in cands)
 
