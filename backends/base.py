@@ -68,6 +68,12 @@ class SamplingParams:
     """JSON schema (as JSON text) constraining the output; converted to a grammar by the engine."""
     logprobs: int | None = None
     """None: no logprobs; 0: logprob of each chosen token; k > 0: also the top-k alternatives."""
+    token_stats: bool = False
+    """Record each sample's per-token confidence statistics (Completion.token_stats), read from the logits the
+    sampler already has: no extra model call."""
+    confidence_stop: tuple[int, float] | None = None
+    """(group, threshold): stop a sample once the mean token confidence of its last `group` tokens falls below
+    the threshold (DeepConf online; finish_reason "low_confidence"). Implies token_stats."""
 
     def with_seed(self, seed: int) -> SamplingParams:
         return replace(self, seed=seed)
@@ -75,6 +81,28 @@ class SamplingParams:
     @property
     def greedy(self) -> bool:
         return self.temperature <= 0.0
+
+
+CONFIDENCE_TOP_K = 20
+"""Token confidence (DeepConf) is minus the mean log-probability of the top this-many tokens."""
+
+
+@dataclass
+class TokenStats:
+    """Per generated token: the chosen token's log-probability, its confidence (minus the mean log-probability of
+    the CONFIDENCE_TOP_K most likely tokens: high when the distribution is peaked) and its entropy (nats)."""
+
+    logprob: list[float] = field(default_factory=list)
+    confidence: list[float] = field(default_factory=list)
+    entropy: list[float] = field(default_factory=list)
+
+    def add(self, logprob: float, confidence: float, entropy: float) -> None:
+        self.logprob.append(logprob)
+        self.confidence.append(confidence)
+        self.entropy.append(entropy)
+
+    def __len__(self) -> int:
+        return len(self.confidence)
 
 
 @dataclass
@@ -144,7 +172,8 @@ class Completion:
 
     text: str
     finish_reason: str = "stop"
-    """"stop" (stop string), "eog" (end-of-generation token), "length" (max_tokens), "cancelled"."""
+    """"stop" (stop string), "eog" (end-of-generation token), "length" (max_tokens), "low_confidence" (stopped by
+    SamplingParams.confidence_stop), "cancelled"."""
     seed: int = 0
     tokens: list[int] = field(default_factory=list)
     logprobs: list[TokenLogprob] | None = None
@@ -152,14 +181,16 @@ class Completion:
     prompt_tokens: int = 0
     time_s: float = 0.0
     """Wall time from the request's start until this sample finished."""
-    draft_tokens: int = 0
-    """Speculative decoding: draft tokens proposed for this sample."""
-    accepted: list[bool] | None = None
-    """Speculative decoding: per token of `tokens`, True where it was an accepted draft token."""
     thinking: str = ""
     """A remote server's separate reasoning text (reasoning_content), not part of `text`."""
     thinking_tokens: int = 0
     """Tokens of `thinking` where the server reports them (counted in completion_tokens too)."""
+    token_stats: TokenStats | None = None
+    """Per-token confidence statistics, when the request asked for them (SamplingParams.token_stats)."""
+    draft_tokens: int = 0
+    """Speculative decoding: draft tokens proposed for this sample."""
+    accepted: list[bool] | None = None
+    """Speculative decoding: per token of `tokens`, True where it was an accepted draft token."""
 
 
 @dataclass
