@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -363,3 +364,29 @@ def default_seeds(params: SamplingParams, n: int, seeds: Sequence[int] | None) -
             raise ValueError(f"got {len(seeds)} seeds for n={n} samples")
         return list(seeds)
     return [params.seed + i for i in range(n)]
+
+
+def validate_params(params: SamplingParams) -> None:
+    """Reject settings llama.cpp would silently misread, with a hint for each."""
+    problems = []
+    if params.max_tokens < 0:
+        problems.append(f"max_tokens must be >= 0, got {params.max_tokens}")
+    if params.temperature < 0:
+        problems.append(f"temperature must be >= 0 (0 = greedy), got {params.temperature}")
+    if not 0.0 < params.top_p <= 1.0:
+        problems.append(f"top_p must be in (0, 1], got {params.top_p}")
+    if not 0.0 <= params.min_p < 1.0:
+        problems.append(f"min_p must be in [0, 1), got {params.min_p}")
+    if not 0.0 < params.typical_p <= 1.0:
+        problems.append(f"typical_p must be in (0, 1], got {params.typical_p}")
+    if params.repeat_penalty <= 0:
+        problems.append(f"repeat_penalty must be > 0 (1 = off), got {params.repeat_penalty}")
+    if params.logprobs is not None and not 0 <= params.logprobs <= 20:
+        problems.append(f"logprobs must be between 0 and 20 alternatives, got {params.logprobs}")
+    if params.grammar and params.json_schema:
+        problems.append("give either grammar or json_schema, not both")
+    if params.confidence_stop is not None and (
+            params.confidence_stop[0] < 1 or not math.isfinite(params.confidence_stop[1])):
+        problems.append(f"confidence_stop must be (group >= 1, a finite threshold), got {params.confidence_stop}")
+    if problems:
+        raise BackendError("Bad sampling settings: " + "; ".join(problems) + ".")

@@ -27,6 +27,7 @@ from backends.base import (
     TokenCallback,
     Usage,
     default_seeds,
+    validate_params,
 )
 from backends.openai_caps import (
     DETOKENIZE_ENDPOINTS,
@@ -52,7 +53,6 @@ from backends.openai_request import (
     token_logprobs,
     usage_of,
 )
-from backends.sampling_chain import validate_params
 
 log = logging.getLogger(__name__)
 

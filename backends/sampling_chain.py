@@ -1,91 +1,22 @@
 """Per-sequence llama.cpp sampler chains built from SamplingParams (penalties, truncation, temperature, seed,
-grammar), and the JSON-schema → GBNF conversion."""
+grammar)."""
 
 from __future__ import annotations
 
 import ctypes
-import json
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from backends.base import BackendError, SamplingParams
-from backends.grammar_check import (
-    GRAMMAR_HINT,
-    MAX_SCHEMA_BYTES,
-    SCHEMA_HINT,
-    GrammarError,
-    check_grammar,
-    schema_grammar,
-)
+from backends.grammar_constraints import checked_grammar
 
 PENALTY_LAST_N = 64
 """Tokens the repetition penalty looks back over (llama.cpp's default)."""
 _SEED_MASK = 0xFFFFFFFF
 _RANDOM_SEED = 0xFFFFFFFF  # llama.cpp reads this seed as "pick one at random": never pass it through
 _TOKEN_DATA = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])  # struct llama_token_data
-
-
-def validate_params(params: SamplingParams) -> None:
-    """Reject settings llama.cpp would silently misread, with a hint for each."""
-    problems = []
-    if params.max_tokens < 0:
-        problems.append(f"max_tokens must be >= 0, got {params.max_tokens}")
-    if params.temperature < 0:
-        problems.append(f"temperature must be >= 0 (0 = greedy), got {params.temperature}")
-    if not 0.0 < params.top_p <= 1.0:
-        problems.append(f"top_p must be in (0, 1], got {params.top_p}")
-    if not 0.0 <= params.min_p < 1.0:
-        problems.append(f"min_p must be in [0, 1), got {params.min_p}")
-    if not 0.0 < params.typical_p <= 1.0:
-        problems.append(f"typical_p must be in (0, 1], got {params.typical_p}")
-    if params.repeat_penalty <= 0:
-        problems.append(f"repeat_penalty must be > 0 (1 = off), got {params.repeat_penalty}")
-    if params.logprobs is not None and not 0 <= params.logprobs <= 20:
-        problems.append(f"logprobs must be between 0 and 20 alternatives, got {params.logprobs}")
-    if params.grammar and params.json_schema:
-        problems.append("give either grammar or json_schema, not both")
-    if params.confidence_stop is not None and (
-            params.confidence_stop[0] < 1 or not math.isfinite(params.confidence_stop[1])):
-        problems.append(f"confidence_stop must be (group >= 1, a finite threshold), got {params.confidence_stop}")
-    if problems:
-        raise BackendError("Bad sampling settings: " + "; ".join(problems) + ".")
-
-
-def schema_to_grammar(json_schema: str) -> str:
-    """GBNF text constraining output to a JSON schema (given as JSON text). The schema is bounded (size, depth,
-    counts) before the converter runs, and the grammar it produces is checked like any other."""
-    if len(json_schema) <= MAX_SCHEMA_BYTES:  # a bigger one is refused by size, unread
-        try:
-            json.loads(json_schema)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            raise BackendError(f"json_schema is not valid JSON: {exc}. Give the schema as JSON text.") from exc
-    try:
-        return schema_grammar(json_schema)
-    except GrammarError as exc:
-        raise BackendError(f"json_schema refused: {exc} ({SCHEMA_HINT}).") from exc
-
-
-def checked_grammar(grammar: str) -> str:
-    """`grammar` once the bounded checker has passed it; BackendError otherwise. llama.cpp's own parser
-    recurses once per nested group (thousands of them overflow the C stack and kill the process) and
-    expands repetitions without limit, so no grammar reaches it unchecked."""
-    try:
-        return check_grammar(grammar)
-    except GrammarError as exc:
-        raise BackendError(f"The grammar does not parse or breaks a limit, so llama.cpp never sees it: {exc} "
-                           f"({GRAMMAR_HINT}).") from exc
-
-
-def grammar_for(params: SamplingParams) -> str | None:
-    """The checked grammar a request is constrained by (its GBNF, or its JSON schema's), or None."""
-    if params.grammar:
-        return checked_grammar(params.grammar)
-    if params.json_schema:
-        return schema_to_grammar(params.json_schema)
-    return None
 
 
 def seed32(seed: int) -> int:

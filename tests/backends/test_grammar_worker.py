@@ -18,7 +18,8 @@ import yaml
 from backends import grammar_worker
 from backends.base import BackendError, CancelledError, CancelToken, SamplingParams
 from backends.bundled import bundled_model_path
-from backends.sampling_chain import SequenceSampler, grammar_for
+from backends.grammar_constraints import grammar_for
+from backends.sampling_chain import SequenceSampler
 from tests.fuzz.strategies import ISSUE_24_DELAYED, ISSUE_24_GRAMMAR
 
 pytestmark = pytest.mark.model

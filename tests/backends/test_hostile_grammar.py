@@ -16,7 +16,8 @@ from backends.grammar_check import (
     grammar_problem,
     schema_problem,
 )
-from backends.sampling_chain import SequenceSampler, grammar_for, schema_to_grammar
+from backends.grammar_constraints import grammar_for, schema_to_grammar
+from backends.sampling_chain import SequenceSampler
 
 NESTED_5000 = "root ::= " + "(" * 5000 + '"a"' + ")" * 5000
 """Segfaults llama.cpp's recursive grammar parser (exit 139) when it gets that far."""

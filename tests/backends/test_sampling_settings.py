@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from backends.base import BackendError, SamplingParams
-from backends.sampling_chain import grammar_for, schema_to_grammar, seed32, validate_params
+from backends.base import BackendError, SamplingParams, validate_params
+from backends.grammar_constraints import grammar_for, schema_to_grammar
+from backends.sampling_chain import seed32
 
 
 def test_defaults_are_valid() -> None:
