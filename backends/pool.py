@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import BackendError, LLMBackend, ModelFileError, ModelSpec
-from backends.bundled import bundled_model_path
-from backends.cpu_weights import WeightsChoice, WeightsChooser
-from backends.devices import resolve_device
-from backends.llama_backend import LlamaBackend
-from backends.speculative import speculation_summary
+from backends.llama.bundled import bundled_model_path
+from backends.llama.cpu_weights import WeightsChoice, WeightsChooser
+from backends.llama.devices import resolve_device
+from backends.llama.llama_backend import LlamaBackend
+from backends.llama.speculative import speculation_summary
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ class ModelPool:
     the weights plus KV caches kept loaded: before a new model loads, the least recently used idle models
     are unloaded until it fits, and a model that cannot fit beside busy ones is refused (BackendError).
     `loader` builds a backend (LlamaBackend; tests pass a stub). `weights_dir` is where re-quantised CPU
-    copies and their measurements are kept (backends/cpu_weights.py; the app passes <models>/.cpu-weights);
+    copies and their measurements are kept (backends/llama/cpu_weights.py; the app passes <models>/.cpu-weights);
     without it every model runs its original weights."""
 
     def __init__(self, memory_budget_bytes: int | None = None, loader: Loader | None = None,

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from backends.base import ChatMessage, Prompt, SamplingParams
-from backends.grammar_check import GRAMMAR_HINT, SCHEMA_HINT, grammar_problem, schema_problem
+from backends.grammar.grammar_check import GRAMMAR_HINT, SCHEMA_HINT, grammar_problem, schema_problem
 from nodes.base import Param, format_value, render_template, template_variables
 
 

@@ -96,7 +96,7 @@ def _cycles() -> list[list[str]]:
 
 
 def test_the_scan_sees_the_packages() -> None:
-    assert {"app.run.scheduler", "nodes.base", "backends.engine", "app.ui.app"} <= set(MODULES)
+    assert {"app.run.scheduler", "nodes.base", "backends.llama.engine", "app.ui.app"} <= set(MODULES)
     assert "app.run.events" in GRAPH["app.run.scheduler"]
 
 
@@ -110,6 +110,31 @@ def test_no_upward_imports_between_packages(lower: str, forbidden: tuple[str, ..
     bad = sorted(f"{m} -> {t}" for m, ts in GRAPH.items() if m.split(".")[0] == lower for t in ts
                  if t.split(".")[0] in forbidden)
     assert bad == []
+
+
+BACKEND_SUB_PACKAGES = ("llama", "remote", "grammar")
+"""backends/ by what each part talks to; base, pool, fake, engine_protocol and token_stats sit at its top."""
+
+
+def _backend_part(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "backends" and len(parts) > 2 and parts[1] in BACKEND_SUB_PACKAGES else None
+
+
+@pytest.mark.parametrize(("part", "forbidden"), [("remote", "llama"), ("llama", "remote"), ("grammar", "llama"),
+                                                 ("grammar", "remote")])
+def test_backend_sub_packages_stay_apart(part: str, forbidden: str) -> None:
+    """The OpenAI client never needs llama.cpp and the engine never needs HTTP; the grammar checkers are pure."""
+    bad = sorted(f"{m} -> {t}" for m, ts in GRAPH.items() if _backend_part(m) == part for t in ts
+                 if _backend_part(t) == forbidden)
+    assert bad == []
+
+
+def test_backends_top_level_is_small() -> None:
+    top = sorted(m for m in MODULES if m.startswith("backends.") and m.count(".") == 1
+                 and m.split(".")[1] not in BACKEND_SUB_PACKAGES)
+    assert top == ["backends.base", "backends.engine_protocol", "backends.fake", "backends.pool",
+                   "backends.token_stats"]
 
 
 def _layer(module: str) -> str | None:

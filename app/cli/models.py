@@ -72,7 +72,7 @@ def _table(rows: list[tuple[str, str]]) -> str:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from backends.base import BackendError
-    from backends.openai_caps import check_server
+    from backends.remote.openai_caps import check_server
 
     try:
         targets = _targets(args)

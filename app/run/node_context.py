@@ -29,7 +29,7 @@ from backends.base import (
     TokenCounts,
     Usage,
 )
-from backends.speculative import speculation_fields
+from backends.llama.speculative import speculation_fields
 from nodes.base import NodeError, to_jsonable
 from nodes.thinking import THINK_PURPOSE
 

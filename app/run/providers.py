@@ -43,7 +43,7 @@ def llama_provider(pool: Any = None):  # type: ignore[no-untyped-def]
         if spec.source == "fake":
             return fake
         if spec.source == "openai":
-            from backends.openai_backend import OpenAIBackend
+            from backends.remote.openai_backend import OpenAIBackend
 
             with remotes_lock:
                 key = remote_key(spec)
@@ -51,8 +51,8 @@ def llama_provider(pool: Any = None):  # type: ignore[no-untyped-def]
                     remotes[key] = OpenAIBackend(spec)
                 return remotes[key]
         if spec.pooling == "rank":
+            from backends.llama.rank_backend import RankBackend
             from backends.pool import model_path
-            from backends.rank_backend import RankBackend
 
             with remotes_lock:
                 if spec not in rankers:
@@ -60,7 +60,7 @@ def llama_provider(pool: Any = None):  # type: ignore[no-untyped-def]
                 return rankers[spec]
         if pool is None:
             from app.platform.paths import models_dir
-            from backends.cpu_weights import WEIGHTS_SUBDIR
+            from backends.llama.cpu_weights import WEIGHTS_SUBDIR
             from backends.pool import ModelPool
 
             pool = ModelPool(weights_dir=models_dir() / WEIGHTS_SUBDIR)

@@ -306,7 +306,7 @@ class _DagRun:
 
     def _record_model(self, alias: str, backend: LLMBackend) -> None:
         """A run-level `model` event when a model that knows its weights (a llama.cpp model from the pool:
-        backends.cpu_weights.WeightsChoice) is first used: which weights ran and why, so the trace says what
+        backends.llama.cpu_weights.WeightsChoice) is first used: which weights ran and why, so the trace says what
         produced the numbers."""
         weights = getattr(backend, "weights", None)
         if weights is not None:

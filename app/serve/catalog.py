@@ -15,7 +15,7 @@ from app.share.policy import SharePolicy
 from app.workflow.problems import WorkflowError
 from app.workflow.spec import Workflow, load_workflow_text
 from backends.base import ModelSpec
-from backends.gguf import find_model_files
+from backends.llama.gguf import find_model_files
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ def model_files(service: StudioService, policy: SharePolicy) -> dict[str, FileMo
     """Model files by name: the bundled model, then the models folder (share mode: the policy's choices)."""
     found: dict[str, FileModel] = {}
     try:
-        from backends.bundled import bundled_model_path
+        from backends.llama.bundled import bundled_model_path
 
         bundled = bundled_model_path()
         found[bundled.name] = FileModel(bundled.name, ModelSpec())

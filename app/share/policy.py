@@ -15,7 +15,7 @@ from app.run.scheduler import Budget
 from app.workflow.model_specs import model_int
 from app.workflow.problems import Issue
 from app.workflow.spec import Workflow
-from backends.gguf import find_model_files
+from backends.llama.gguf import find_model_files
 
 log = logging.getLogger(__name__)
 

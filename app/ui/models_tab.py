@@ -56,7 +56,7 @@ def device_form_values(device: str | None, threads: str | None, layers: str | No
 
 def build_summary() -> str:
     try:
-        from backends.devices import build_info
+        from backends.llama.devices import build_info
 
         info = build_info()
     except Exception as exc:

@@ -7,8 +7,8 @@ import json
 
 from app.workflow.spec import load_workflow_text
 from app.workflow.validation import validate
-from backends.grammar_check import _GbnfParser, _RefusedError, grammar_problem, schema_problem
-from backends.grammar_stacks import _Simulation, stack_growth
+from backends.grammar.grammar_check import _GbnfParser, _RefusedError, grammar_problem, schema_problem
+from backends.grammar.grammar_stacks import _Simulation, stack_growth
 from nodes.registry import default_registry
 from tests.fuzz.strategies import ISSUE_24_DELAYED, ISSUE_24_GRAMMAR
 

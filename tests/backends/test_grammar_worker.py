@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import yaml
 
-from backends import grammar_worker
 from backends.base import BackendError, CancelledError, CancelToken, SamplingParams
-from backends.bundled import bundled_model_path
-from backends.grammar_constraints import grammar_for
-from backends.sampling_chain import SequenceSampler
+from backends.grammar.grammar_constraints import grammar_for
+from backends.llama import grammar_worker
+from backends.llama.bundled import bundled_model_path
+from backends.llama.sampling_chain import SequenceSampler
 from tests.fuzz.strategies import ISSUE_24_DELAYED, ISSUE_24_GRAMMAR
 
 pytestmark = pytest.mark.model

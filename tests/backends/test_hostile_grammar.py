@@ -7,17 +7,17 @@ from typing import Any
 
 import pytest
 
-from backends import grammar_check
 from backends.base import BackendError, SamplingParams
-from backends.grammar_check import (
+from backends.grammar import grammar_check
+from backends.grammar.grammar_check import (
     MAX_NESTING,
     MAX_REPETITION,
     MAX_RULES,
     grammar_problem,
     schema_problem,
 )
-from backends.grammar_constraints import grammar_for, schema_to_grammar
-from backends.sampling_chain import SequenceSampler
+from backends.grammar.grammar_constraints import grammar_for, schema_to_grammar
+from backends.llama.sampling_chain import SequenceSampler
 
 NESTED_5000 = "root ::= " + "(" * 5000 + '"a"' + ")" * 5000
 """Segfaults llama.cpp's recursive grammar parser (exit 139) when it gets that far."""

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from backends.base import CancelledError, CancelToken, ModelSpec, SamplingParams, SpeculativeSpec
-from backends.bundled import bundled_model_path
+from backends.llama.bundled import bundled_model_path
 
 pytestmark = pytest.mark.model
 
@@ -27,7 +27,7 @@ def engine(speculative: SpeculativeSpec | None, n_seq_max: int = 16, prefix_cach
     """Prompts are not kept between requests by default: llama.cpp's flash attention rounds differently over a
     KV cache laid out by earlier requests (measured: a plain engine's own logprobs then move by up to 0.18 nats
     against a fresh evaluation), so the two engines compared here start every request from the same layout."""
-    from backends.llama_backend import LlamaBackend
+    from backends.llama.llama_backend import LlamaBackend
 
     options = (("kv_size", 4096), ("n_seq_max", n_seq_max), ("prefix_cache_tokens", prefix_cache_tokens))
     return LlamaBackend(bundled_model_path(), ModelSpec(device="cpu", n_ctx=1024, flash_attn=True, options=options,
@@ -249,8 +249,8 @@ def test_concurrent_requests_share_the_speculative_batch(spec) -> None:  # type:
 
 
 def test_drafts_are_cut_where_the_grammar_rejects_them(spec) -> None:  # type: ignore[no-untyped-def]
-    from backends.sampling_chain import SequenceSampler
-    from backends.speculative_job import grammar_prefix_len
+    from backends.llama.sampling_chain import SequenceSampler
+    from backends.llama.speculative_job import grammar_prefix_len
 
     model = spec.model
     sampler = SequenceSampler(model._lib, model.vocab, SamplingParams(), 0, 'root ::= "yes, no" | "no"')

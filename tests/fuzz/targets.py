@@ -437,7 +437,7 @@ def reason(message: str, width: int = 80) -> str:
 
 
 def check_gbnf(text: str) -> str:
-    from backends.grammar_check import GrammarError, GrammarProblem, check_grammar, grammar_problem
+    from backends.grammar.grammar_check import GrammarError, GrammarProblem, check_grammar, grammar_problem
 
     problem = grammar_problem(text)
     if problem is None:
@@ -454,7 +454,13 @@ def check_gbnf(text: str) -> str:
 
 
 def check_schema(text: str) -> str:
-    from backends.grammar_check import GrammarError, GrammarProblem, grammar_problem, schema_grammar, schema_problem
+    from backends.grammar.grammar_check import (
+        GrammarError,
+        GrammarProblem,
+        grammar_problem,
+        schema_grammar,
+        schema_problem,
+    )
 
     problem = schema_problem(text)
     if problem is None:
@@ -526,7 +532,7 @@ class LlamaProbe:
 
 
 def check_llama(example: tuple[str, str], probe: LlamaProbe) -> str:
-    from backends.grammar_check import GrammarError, check_grammar, schema_grammar
+    from backends.grammar.grammar_check import GrammarError, check_grammar, schema_grammar
 
     kind, text = example
     try:
@@ -580,8 +586,8 @@ def check_sampling(example: tuple[str, str], backend: Any) -> str:
 @contextmanager
 def open_sampling(tmp_dir: Path) -> Iterator[Check]:
     from backends.base import ModelSpec
-    from backends.bundled import bundled_model_path
-    from backends.llama_backend import LlamaBackend
+    from backends.llama.bundled import bundled_model_path
+    from backends.llama.llama_backend import LlamaBackend
 
     backend = LlamaBackend(bundled_model_path(), ModelSpec(device="cpu", n_ctx=512, options=(
         ("kv_size", 1024), ("n_seq_max", 4))))

@@ -17,7 +17,7 @@ from app.run.status import SUCCEEDED
 from app.workflow.problems import WorkflowError
 from app.workflow.spec import workflow_from_dict
 from backends.base import BackendError
-from backends.openai_rank import parse_pooling, parse_rerank
+from backends.remote.openai_rank import parse_pooling, parse_rerank
 from nodes.algorithms.prm import AGGREGATES, aggregate, good_probability, split_steps, tagged_segments
 from nodes.registry import default_registry
 

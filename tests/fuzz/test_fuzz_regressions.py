@@ -18,7 +18,7 @@ from app.traces import TraceStore, TraceStoreError
 from app.workflow.problems import WorkflowError
 from app.workflow.spec import load_workflow_text
 from app.workflow.validation import validate
-from backends.grammar_check import MAX_PARSE_STACKS, grammar_problem, schema_problem
+from backends.grammar.grammar_check import MAX_PARSE_STACKS, grammar_problem, schema_problem
 from nodes.registry import default_registry
 from tests.fuzz.strategies import chain_grammar, example_texts
 from tests.fuzz.targets import LlamaProbe, base_documents, integrity_problem

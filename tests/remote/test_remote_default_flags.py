@@ -17,9 +17,9 @@ import pytest
 from app.run.providers import llama_provider
 from app.run.scheduler import Scheduler
 from app.run.status import FAILED, SUCCEEDED
-from backends import openai_caps
 from backends.base import CancelToken, SamplingParams
-from backends.openai_backend import OpenAIBackend
+from backends.remote import openai_caps
+from backends.remote.openai_backend import OpenAIBackend
 from nodes.registry import default_registry
 from tests.remote.conftest import LlamaServer, start_llama_server
 from tests.remote.test_remote_workflows import remote_workflow
@@ -85,7 +85,7 @@ def test_an_interrupted_stream_is_asked_once_more(default_server: LlamaServer, f
         key = (backend.http.base_url, backend.model_name, backend.http.api_key_env)
         openai_caps._CACHE[key] = dataclasses.replace(backend.caps, interrupts_streams=False)
         params = SamplingParams(max_tokens=16, temperature=0.9, seed=2)
-        with caplog.at_level(logging.INFO, logger="backends.openai_backend"):
+        with caplog.at_level(logging.INFO, logger="backends.remote.openai_backend"):
             result = backend.generate("Count to ten: 1, 2,", params, n=4, cancel=CancelToken())
         assert len(result.completions) == 4
         assert all(c.finish_reason in ("length", "stop") for c in result.completions)

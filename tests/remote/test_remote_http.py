@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from backends.base import BackendError, CancelledError, CancelToken
-from backends.openai_http import RETRY_AFTER_MAX_S, RemoteHttp, retry_after_s
+from backends.remote.openai_http import RETRY_AFTER_MAX_S, RemoteHttp, retry_after_s
 from tests.remote.conftest import API_KEY, KEY_ENV, free_port
 
 Handler = Callable[[BaseHTTPRequestHandler, int], None]

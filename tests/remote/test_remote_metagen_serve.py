@@ -13,7 +13,7 @@ from app.run.providers import llama_provider
 from app.run.scheduler import Scheduler
 from app.run.status import FAILED, SUCCEEDED
 from backends.base import BackendError, CancelToken, ModelSpec, SamplingParams
-from backends.openai_backend import OpenAIBackend
+from backends.remote.openai_backend import OpenAIBackend
 from nodes.registry import default_registry
 from tests.remote.test_remote_workflows import LIKELIHOOD, ROOT, SCORE_MESSAGE, remote_workflow
 from tests.serve.conftest import ServeProcess, start_serve, stop_serve

@@ -17,7 +17,7 @@ from app.run.providers import llama_provider
 from app.run.scheduler import SUCCEEDED, Scheduler
 from app.workflow.spec import workflow_from_dict
 from backends.base import BackendError, ModelSpec
-from backends.openai_backend import OpenAIBackend
+from backends.remote.openai_backend import OpenAIBackend
 from nodes.registry import default_registry
 from tests.serve.conftest import free_port
 

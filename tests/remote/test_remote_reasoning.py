@@ -15,8 +15,8 @@ from app.run.providers import llama_provider
 from app.run.scheduler import SUCCEEDED, Scheduler
 from app.workflow.spec import workflow_from_dict
 from backends.base import ModelSpec, SamplingParams
-from backends.openai_backend import OpenAIBackend
-from backends.openai_caps import Capabilities
+from backends.remote.openai_backend import OpenAIBackend
+from backends.remote.openai_caps import Capabilities
 from nodes.registry import default_registry
 from tests.remote.conftest import free_port
 

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from backends.base import BackendError, SamplingParams
-from backends.grammar_check import check_grammar
-from backends.openai_caps import Capabilities, grammar_fields, prompt_logprobs, schema_fields
-from backends.openai_request import (
+from backends.grammar.grammar_check import check_grammar
+from backends.remote.openai_caps import Capabilities, grammar_fields, prompt_logprobs, schema_fields
+from backends.remote.openai_request import (
     Answer,
     constraint_fields,
     finish_reason,

@@ -13,8 +13,8 @@ from app.share.policy import SharePolicy, check_workflow_allowed, resolve_model_
 from app.workflow.model_specs import model_specs
 from app.workflow.spec import workflow_from_dict
 from backends.base import ModelSpec
-from backends.bundled import bundled_model_path
 from backends.fake import FakeBackend
+from backends.llama.bundled import bundled_model_path
 from backends.pool import ModelPool
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from backends.base import BackendError, SamplingParams
-from backends.grammar_constraints import checked_grammar
+from backends.grammar.grammar_constraints import checked_grammar
 
 PENALTY_LAST_N = 64
 """Tokens the repetition penalty looks back over (llama.cpp's default)."""

@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 
 from backends.base import CancelToken, GenerateResult, SamplingParams, SpeculativeSpec
-from backends.batch import BatchBuilder
-from backends.engine_jobs import GenerateJob, Sample
 from backends.engine_protocol import EngineView
-from backends.sampling_chain import _TOKEN_DATA
-from backends.speculative import DraftLength, NgramPool
+from backends.llama.batch import BatchBuilder
+from backends.llama.engine_jobs import GenerateJob, Sample
+from backends.llama.sampling_chain import _TOKEN_DATA
+from backends.llama.speculative import DraftLength, NgramPool
 
 
 class SpeculativeGenerateJob(GenerateJob):

@@ -29,7 +29,7 @@ from backends.base import (
     default_seeds,
     validate_params,
 )
-from backends.openai_caps import (
+from backends.remote.openai_caps import (
     DETOKENIZE_ENDPOINTS,
     TOKENIZE_ENDPOINTS,
     Capabilities,
@@ -37,9 +37,9 @@ from backends.openai_caps import (
     grammar_fields,
     prompt_logprobs,
 )
-from backends.openai_http import DEFAULT_TIMEOUT_S, RemoteHttp
-from backends.openai_rank import remote_rank
-from backends.openai_request import (
+from backends.remote.openai_http import DEFAULT_TIMEOUT_S, RemoteHttp
+from backends.remote.openai_rank import remote_rank
+from backends.remote.openai_request import (
     Answer,
     choice_reasoning,
     choice_text,

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from backends.base import CancelToken, StepLogprobsResult
-from backends.batch import BatchBuilder
-from backends.engine_jobs import Job, PrefillMixin, acquire_with_source, log_softmax_at
 from backends.engine_protocol import EngineView
-from backends.prefix_cache import common_prefix_len
+from backends.llama.batch import BatchBuilder
+from backends.llama.engine_jobs import Job, PrefillMixin, acquire_with_source, log_softmax_at
+from backends.llama.prefix_cache import common_prefix_len
 
 
 def logprobs_of(logits: np.ndarray, tokens: Sequence[int]) -> list[float]:

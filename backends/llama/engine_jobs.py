@@ -28,10 +28,10 @@ from backends.base import (
     TokenStats,
     Usage,
 )
-from backends.batch import BatchBuilder
 from backends.engine_protocol import EngineView
-from backends.grammar_worker import GrammarWorker
-from backends.sampling_chain import SequenceSampler
+from backends.llama.batch import BatchBuilder
+from backends.llama.grammar_worker import GrammarWorker
+from backends.llama.sampling_chain import SequenceSampler
 from backends.token_stats import ConfidenceWindow, StatsScratch, token_statistics
 
 
@@ -103,7 +103,7 @@ class Job:
         return 0
 
     def add_draft_tokens(self, batch: BatchBuilder, budget: int) -> int:
-        """Up to `budget` speculative draft tokens behind this step's decode tokens (backends/speculative_job.py);
+        """Up to `budget` speculative draft tokens behind this step's decode tokens (backends/llama/speculative_job.py);
         returns how many were added."""
         return 0
 

@@ -25,15 +25,15 @@ from backends.base import (
     default_seeds,
     validate_params,
 )
-from backends.devices import build_info, resolve_device
-from backends.engine import Engine
-from backends.engine_jobs import Job, ScoreJob, check_fits
-from backends.engine_positions import PositionLogprobsJob, shared_prefix_len
-from backends.gguf import content_fingerprint, model_file_info
-from backends.grammar_constraints import grammar_for
-from backends.llama_model import LlamaModel
-from backends.sampling_chain import SequenceSampler
-from backends.speculative_job import speculative_job
+from backends.grammar.grammar_constraints import grammar_for
+from backends.llama.devices import build_info, resolve_device
+from backends.llama.engine import Engine
+from backends.llama.engine_jobs import Job, ScoreJob, check_fits
+from backends.llama.engine_positions import PositionLogprobsJob, shared_prefix_len
+from backends.llama.gguf import content_fingerprint, model_file_info
+from backends.llama.llama_model import LlamaModel
+from backends.llama.sampling_chain import SequenceSampler
+from backends.llama.speculative_job import speculative_job
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backends.base import BackendError, ChatMessage, Prompt, SamplingParams, TokenLogprob, Usage
-from backends.grammar_constraints import checked_grammar, schema_to_grammar
-from backends.openai_caps import Capabilities, grammar_fields, schema_fields
+from backends.grammar.grammar_constraints import checked_grammar, schema_to_grammar
+from backends.remote.openai_caps import Capabilities, grammar_fields, schema_fields
 
 GRAMMAR_SERVERS = "llama.cpp (llama-server, llama_cpp.server), vLLM and SGLang"
 SCHEMA_SERVERS = "llama.cpp, vLLM, SGLang, Ollama, OpenAI and metagen serve"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from backends.base import BackendError, SamplingParams
-from backends.grammar_check import (
+from backends.grammar.grammar_check import (
     GRAMMAR_HINT,
     MAX_SCHEMA_BYTES,
     SCHEMA_HINT,

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from backends.base import BackendError
-from backends.gguf import model_file_info
+from backends.llama.gguf import model_file_info
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from backends.base import BackendError, CancelToken, RankResult, Usage
-from backends.openai_http import RemoteHttp
+from backends.remote.openai_http import RemoteHttp
 
 SCORING_APIS = ("rerank", "pooling")
 POOLING_JOIN = "\n\n"

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from backends.base import BackendError
-from backends.openai_http import RemoteHttp, RemoteStatusError
+from backends.remote.openai_http import RemoteHttp, RemoteStatusError
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,9 @@ from backends.base import (
     TokenCallback,
     Usage,
 )
-from backends.devices import resolve_device
-from backends.gguf import GGUFHeader, content_fingerprint, read_gguf_header
-from backends.llama_model import LlamaModel
+from backends.llama.devices import resolve_device
+from backends.llama.gguf import GGUFHeader, content_fingerprint, read_gguf_header
+from backends.llama.llama_model import LlamaModel
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from backends.grammar_stacks import MAX_GROWTH_STACKS, Terminal, stack_growth
+from backends.grammar.grammar_stacks import MAX_GROWTH_STACKS, Terminal, stack_growth
 
 MAX_GRAMMAR_BYTES = 64 * 1024
 """Largest grammar text (UTF-8 bytes)."""

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import ModelSpec, SamplingParams
-from backends.llama_backend import LlamaBackend
-from backends.quality_text import QUALITY_PASSAGES, QUALITY_PREFIX
+from backends.llama.llama_backend import LlamaBackend
+from backends.llama.quality_text import QUALITY_PASSAGES, QUALITY_PREFIX
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""Pure-Python checkers for GBNF grammars and JSON schemas (before llama.cpp sees them)."""

@@ -1,0 +1,1 @@
+"""The embedded llama.cpp engine: model files, loading, the batched decode loop and its jobs."""

@@ -1,0 +1,1 @@
+"""OpenAI-compatible remote servers: the HTTP client, capabilities, request bodies, the backend."""
