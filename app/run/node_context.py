@@ -247,7 +247,8 @@ class RunNodeContext:
             u.thinking_tokens = u.completion_tokens
         for j, c in enumerate(result.completions):
             index = missing[j] if j < len(missing) else j
-            thought = {"thinking_tokens": c.completion_tokens if purpose == THINK_PURPOSE else c.thinking_tokens,
+            thinking_tokens = c.completion_tokens if purpose == THINK_PURPOSE else c.thinking_tokens
+            thought = {**({"thinking_tokens": thinking_tokens} if thinking_tokens else {}),  # only calls that thought
                        **({"thinking": c.thinking} if c.thinking else {})}
             self._lm_call(backend, purpose=purpose, index=index, n=n, prompt=result.prompt_text, completion=c.text,
                           usage=u, share=True, start=start, end=start + c.time_s if c.time_s else end,

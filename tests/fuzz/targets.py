@@ -37,6 +37,8 @@ KNOWN_CODES = frozenset({
     "no_outputs",
     # speculative decoding (app/workflow/speculative_spec.py)
     "bad_speculative", "speculative_draft_unsupported",
+    # share mode (app/share/policy.py)
+    "share_cap_exceeded",
     # reward models (app/workflow/reward_checks.py)
     "not_a_reward_model", "rank_model_generates", "rank_needs_head", "prm_needs_local_model",
     # run start, with the PRM loaded (app/run/preflight.py)
@@ -620,5 +622,6 @@ TARGETS: dict[str, FuzzTarget] = {t.name: t for t in (
                f"each under a {SAMPLING_CAP_S:g} s cap", fs.ambiguous_grammars, open_sampling),
 )}
 
-SOURCE_CODE_RE = re.compile(r'(?:Issue\(\s*|self\.add\(\s*)"([a-z_]+)"')
-"""Where the source names an issue code: Issue("code", ...) and _NodeCheck.add("code", ...)."""
+SOURCE_CODE_RE = re.compile(r'(?:Issue\(\s*|self\.add\(\s*|ChildRefError\(\s*)"([a-z_]+)"')
+"""Where the source names an issue code: Issue("code", ...), _NodeCheck.add("code", ...) and
+ChildRefError("code", ...) (a sub-workflow reference that does not resolve)."""
