@@ -329,7 +329,9 @@ class EvaluationService:
             if gate is None:
                 evaluation.run(resume=True)  # the record was written by start()
                 return
-            with gate.slot(cancelled=lambda: evaluation.cancel_token.cancelled):  # one run slot, as a run holds
+            # one run slot, as a run holds; admitted by start() against the queue bound, so a queue that filled up
+            # since (runs arriving in between) makes it wait rather than fail
+            with gate.slot(cancelled=lambda: evaluation.cancel_token.cancelled, admitted=True):
                 evaluation.run(resume=True)
         except QueueFullError as exc:
             evaluation.status, evaluation.error = CANCELLED if evaluation.cancel_token.cancelled else FAILED, str(exc)

@@ -40,13 +40,15 @@ class RunGate:
             return self._waiting
 
     @contextmanager
-    def slot(self, cancelled: Any = None, poll_s: float = 0.2) -> Iterator[int]:
+    def slot(self, cancelled: Any = None, poll_s: float = 0.2, admitted: bool = False) -> Iterator[int]:
         """Wait for a run slot; yields the queue position the run had on arrival (0 = ran at once).
-        Raises QueueFullError when the queue is full; gives up when `cancelled()` becomes true."""
+        Raises QueueFullError when the queue is full, unless the job was `admitted` earlier against the queue bound
+        and is bounded apart (an evaluation: one app-wide), which then waits its turn; gives up when `cancelled()`
+        becomes true."""
         with self._cond:
             position = 0
             if self._running >= self.max_concurrent:
-                if self._waiting >= self.max_queue:
+                if self._waiting >= self.max_queue and not admitted:
                     raise QueueFullError(f"the app is busy: {self._running} run(s) running and {self._waiting} "
                                          "waiting; try again in a minute")
                 self._waiting += 1

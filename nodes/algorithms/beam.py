@@ -37,7 +37,8 @@ class TreeNode:
     generation: int | None = None
     """Particle filtering: the resampling round that drew this step."""
     copies: int | None = None
-    """Particle filtering: how many of the next round's particles resampling gave this node."""
+    """Particle filtering: how many of the next round's particles the resampling of its own round gave this node
+    (a finished particle resampled again in later rounds keeps this; `pruned` says whether it survived the last)."""
     visits: int | None = None
     """MCTS: simulations that passed through the node."""
     value: float | None = None

@@ -139,9 +139,11 @@ def run_particles(state: SearchState) -> TreeNode | None:
         offset = random.Random(f"{state.ctx.seed}:particles:{generation}").random()
         drawn = [pool[i] for i in systematic_resample(weights, n, offset)]
         counts = Counter(node.id for node in drawn)
-        for node in pool:
-            node.copies = counts.get(node.id, 0)
-            node.pruned = node.copies == 0
+        for node in pool:  # a finished particle carried on keeps the copies its own round gave it
+            count = counts.get(node.id, 0)
+            if node.generation == generation:
+                node.copies = count
+            node.pruned = count == 0
         population = drawn
         state.ctx.progress(generation, max_depth)
     final = _distinct(population)

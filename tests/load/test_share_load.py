@@ -138,7 +138,8 @@ def test_twenty_visitors_and_a_sessionless_caller_stay_bounded(tmp_path: Path,
         for who, eval_id in evaluations:
             _wait(lambda w=who, e=eval_id: not service.evaluations.status(e, visitor=w)["running"],
                   f"evaluation {eval_id} ending")
-            assert service.evaluations.status(eval_id, visitor=who)["status"] == "succeeded"
+            status = service.evaluations.status(eval_id, visitor=who)
+            assert status["status"] == "succeeded", status
         service.trace_store.flush()
         with sqlite3.connect(db) as conn:
             recorded = dict(conn.execute("SELECT id, status FROM runs").fetchall())

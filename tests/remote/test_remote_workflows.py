@@ -18,6 +18,7 @@ from app.run.providers import llama_provider
 from app.run.scheduler import Scheduler
 from app.run.status import FAILED, SUCCEEDED
 from app.traces.store import TraceStore
+from app.workflow.problems import WorkflowError
 from app.workflow.spec import Workflow, load_workflow_text
 from nodes.registry import default_registry
 from tests.remote.conftest import ROOT, LlamaServer, start_llama_server
@@ -26,6 +27,12 @@ pytestmark = pytest.mark.model
 
 EXAMPLES = sorted((ROOT / "workflows").glob("*.yaml"))
 SCORE_MESSAGE = "the likelihood verifier (score) needs the logprobs of given text"
+LOCAL_ONLY = {
+    "deepconf": "needs each token's confidence, which this model's backend does not record",
+    "prm_beam": "prm_needs_local_model",
+}
+"""Examples whose strategy reads what only the local engine records (DeepConf's per-token confidences, a PRM's
+probabilities at every step): on a remote server they are refused with these words, before or while running."""
 """What a scoring node says on a server that cannot score (docs/remote.md quotes it)."""
 CAPS = {"max_tokens": 24, "n": 3, "batch_size": 2, "min_samples": 2, "max_iters": 1, "max_depth": 2,
         "beam_width": 2, "expand_k": 2}
@@ -80,6 +87,14 @@ def scheduler() -> Scheduler:
 def test_every_example_runs_on_a_remote_server(path: Path, llama_server: LlamaServer, scheduler: Scheduler,
                                                store: TraceStore) -> None:
     wf = remote_workflow(path.read_text(encoding="utf-8"), llama_server.entry())
+    if path.stem in LOCAL_ONLY:
+        try:
+            result = scheduler.run(wf, seed=3, observers=[store])
+        except WorkflowError as exc:  # refused at the run's start, before any request
+            assert LOCAL_ONLY[path.stem] in str(exc)
+            return
+        assert result.status == FAILED and LOCAL_ONLY[path.stem] in (result.error or ""), result.error
+        return
     result = scheduler.run(wf, seed=3, observers=[store])
     assert store.flush()
     record = store.get_run(result.run_id)
