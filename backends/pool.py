@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backends.base import BackendError, LLMBackend, ModelFileError, ModelSpec
-from backends.llama.bundled import bundled_model_path
+from backends.base import BackendError, LLMBackend, ModelSpec
+from backends.llama.bundled import model_path
 from backends.llama.cpu_weights import WeightsChoice, WeightsChooser
 from backends.llama.devices import resolve_device
 from backends.llama.llama_backend import LlamaBackend
@@ -67,20 +67,6 @@ class _Entry:
     device: dict[str, Any]
     loaded_at: float
     last_used: float
-
-
-def model_path(spec: ModelSpec) -> Path:
-    """The GGUF file a spec names: the bundled SmolLM2, or a local path (must exist)."""
-    if spec.source == "bundled":
-        return bundled_model_path()
-    if spec.source == "path":
-        if not spec.path:
-            raise ModelFileError("A model with source: path needs a `path:` to a .gguf file.")
-        path = Path(spec.path).expanduser()
-        if not path.exists():
-            raise ModelFileError(f"Model file {path} does not exist. Check the path in the workflow's models section.")
-        return path.resolve()
-    raise BackendError(f"The llama.cpp pool cannot load a model with source {spec.source!r}; use bundled or path.")
 
 
 class ModelPool:
