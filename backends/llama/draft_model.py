@@ -48,6 +48,7 @@ class DraftModel:
         self._free = list(range(n_seq_max))
         self._seqs: dict[Hashable, tuple[int, list[int]]] = {}
         """Caller's key -> (draft sequence id, the tokens its KV cells hold, in order)."""
+        self.decode_failures = 0
 
     @property
     def n_vocab(self) -> int:
@@ -115,6 +116,7 @@ class DraftModel:
         self.batch.batch.n_tokens = self.batch.n
         rc = self.lib.llama_decode(self.ctx, self.batch.batch)
         if rc != 0:
+            self.decode_failures += 1
             log.warning("the draft model's decode failed (code %s); dropping its sequences", rc)
             for key in list(self._seqs):
                 self.release(key)

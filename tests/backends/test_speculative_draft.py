@@ -68,6 +68,30 @@ def test_rejected_drafts_leave_both_kv_caches_right(plain, drafted) -> None:  # 
         assert result.completions[0].tokens == a.tokens, seed
     assert rejected >= 10
     assert accepted >= 10
+    assert drafted.drafter.decode_failures == 0
+
+
+def test_a_trimmed_draft_sequence_drafts_like_a_fresh_one(drafted) -> None:  # type: ignore[no-untyped-def]
+    """After the target rejects part of a draft, the draft sequence is cut back to the common tokens: its KV cells
+    are exactly the tokens it remembers, and its next draft equals that of a sequence that never saw the rejected
+    tokens. (Called from the test thread while the engine is idle, on keys no request uses.)"""
+    draft = drafted.drafter
+    tokens = drafted.model.tokenize("One, two, three, four, five, six, seven")
+    other = drafted.model.tokenize(" Once upon a time there was", add_special=False)
+    try:
+        [first] = draft.propose([("t1", tokens, 6)])
+        assert len(first) == 6
+        diverged = [*tokens, *first[:2], *other]
+        [again] = draft.propose([("t1", diverged, 4)])
+        seq_id, have = draft._seqs["t1"]
+        assert int(draft.lib.llama_memory_seq_pos_max(draft.mem, seq_id)) == len(have) - 1
+        assert have[: len(diverged)] == diverged
+        [fresh] = draft.propose([("t2", diverged, 4)])
+        assert again == fresh
+        assert draft.decode_failures == 0
+    finally:
+        draft.release("t1")
+        draft.release("t2")
 
 
 def test_several_samples_each_get_their_own_draft_sequence(drafted) -> None:  # type: ignore[no-untyped-def]
