@@ -76,7 +76,9 @@ class SpeculativeGenerateJob(GenerateJob):
                 wanted.append((sample, k))
                 planned += k
         if self.drafter is not None:
+            started = time.perf_counter()
             proposed = self.drafter.propose([((id(self), s.index), [*self.prompt, *s.tokens], k) for s, k in wanted])
+            self.usage.decode_s += time.perf_counter() - started  # drafting is part of this request's decode time
         else:
             proposed = [self.pool.draft(s.index, s.tokens, k) for s, k in wanted]
         used = 0
