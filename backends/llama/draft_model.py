@@ -49,6 +49,8 @@ class DraftModel:
         self._seqs: dict[Hashable, tuple[int, list[int]]] = {}
         """Caller's key -> (draft sequence id, the tokens its KV cells hold, in order)."""
         self.decode_failures = 0
+        self.tokens_shared = 0
+        """Prompt tokens a new draft sequence copied from another instead of decoding them."""
 
     @property
     def n_vocab(self) -> int:
@@ -72,8 +74,58 @@ class DraftModel:
                 self.lib.llama_memory_seq_rm(self.mem, seq_id, keep, -1)
                 del have[keep:]
             live.append(i)
-        # catch up: every live sequence's missing tokens (in batch-sized pieces), the last one with logits
-        pending = {i: list(requests[i][1][len(self._seqs[requests[i][0]][1]):]) for i in live}
+        # catch up, in rounds: a new sequence sharing a prefix with one caught up in an earlier round (the samples of
+        # one request share their prompt) copies those cells instead of decoding them again
+        todo = live
+        while todo:
+            this_round, deferred = [], []
+            for i in todo:
+                key, tokens = requests[i][0], requests[i][1]
+                if not self._seqs[key][1] and not self._share_prefix(key, tokens) and any(
+                        common_prefix_len(requests[j][1], tokens) > 1 for j in this_round):
+                    deferred.append(i)  # after the sequence it shares with, next round
+                    continue
+                this_round.append(i)
+            if not self._catch_up(requests, this_round, drafts):
+                return [[] for _ in requests]
+            todo = deferred
+        # k - 1 greedy steps, one token per still-drafting sequence per decode
+        going = [i for i in live if drafts[i] and len(drafts[i]) < requests[i][2]]
+        while going:
+            self.batch.clear()
+            rows: dict[int, int] = {}
+            for i in going:
+                seq_id, have = self._seqs[requests[i][0]]
+                rows[i] = self.batch.add(drafts[i][-1], len(have), (seq_id,), True)
+                have.append(drafts[i][-1])
+            if not self._decode():
+                return drafts  # what was drafted before the failure is still the model's prediction
+            for i in going:
+                drafts[i].append(self._argmax(rows[i]))
+            going = [i for i in going if len(drafts[i]) < requests[i][2]]
+        return drafts
+
+    def _share_prefix(self, key: Hashable, tokens: Sequence[int]) -> bool:
+        """Give the empty draft sequence of `key` the cells of the longest prefix of `tokens` another draft sequence
+        holds (all but the last token: that one is fed for its logits); whether there was any."""
+        best, best_len = None, 0
+        for other, (other_id, other_have) in self._seqs.items():
+            n = min(common_prefix_len(other_have, tokens), len(tokens) - 1)
+            if other != key and n > best_len:
+                best, best_len = other_id, n
+        if best is None:
+            return False
+        seq_id, have = self._seqs[key]
+        self.lib.llama_memory_seq_cp(self.mem, best, seq_id, 0, best_len)
+        have.extend(tokens[:best_len])
+        self.tokens_shared += best_len
+        return True
+
+    def _catch_up(self, requests: Sequence[tuple[Hashable, Sequence[int], int]], indices: list[int],
+                  drafts: list[list[int]]) -> bool:
+        """Decode the tokens each of `indices` is missing (in batch-sized pieces), the last one with logits, and
+        put the greedy next token first in its draft."""
+        pending = {i: list(requests[i][1][len(self._seqs[requests[i][0]][1]):]) for i in indices}
         while pending:
             self.batch.clear()
             last_rows: dict[int, int] = {}
@@ -93,24 +145,10 @@ class DraftModel:
                 else:
                     pending[i] = todo[n:]
             if not self._decode():
-                return [[] for _ in requests]
+                return False
             for i, row in last_rows.items():
                 drafts[i].append(self._argmax(row))
-        # k - 1 greedy steps, one token per still-drafting sequence per decode
-        going = [i for i in live if drafts[i] and len(drafts[i]) < requests[i][2]]
-        while going:
-            self.batch.clear()
-            rows: dict[int, int] = {}
-            for i in going:
-                seq_id, have = self._seqs[requests[i][0]]
-                rows[i] = self.batch.add(drafts[i][-1], len(have), (seq_id,), True)
-                have.append(drafts[i][-1])
-            if not self._decode():
-                return drafts  # what was drafted before the failure is still the model's prediction
-            for i in going:
-                drafts[i].append(self._argmax(rows[i]))
-            going = [i for i in going if len(drafts[i]) < requests[i][2]]
-        return drafts
+        return True
 
     def _decode(self) -> bool:
         self.batch.batch.n_tokens = self.batch.n

@@ -95,10 +95,15 @@ def test_a_trimmed_draft_sequence_drafts_like_a_fresh_one(drafted) -> None:  # t
 
 
 def test_several_samples_each_get_their_own_draft_sequence(drafted) -> None:  # type: ignore[no-untyped-def]
+    """Each sample drafts on its own draft sequence; the 2nd to 4th copy the prompt's draft cells from the first."""
+    shared = drafted.drafter.tokens_shared
     result = drafted.generate(COUNTING, SamplingParams(max_tokens=24, temperature=0.8), n=4, seeds=[1, 2, 3, 4])
+    assert drafted.drafter.tokens_shared - shared >= 3 * (result.usage.prompt_tokens - 1)
     assert all(c.draft_tokens > 0 for c in result.completions)
     assert drafted.drafter._seqs == {}  # every draft sequence was given back
     assert len(drafted.drafter._free) == drafted.engine.n_seq_max
+    greedy = drafted.generate(repeat_prompt("trees"), SamplingParams(max_tokens=24), n=3)  # drafts on copied cells
+    assert greedy.usage.draft_accepted >= 0.9 * greedy.usage.draft_tokens > 0
 
 
 def test_grammar_constrained_draft_model_output_satisfies_the_grammar(drafted) -> None:  # type: ignore[no-untyped-def]
