@@ -1,5 +1,4 @@
-"""A draft model for speculative decoding: its own llama context (owned by the engine thread) mirroring each
-target sequence, proposing greedy drafts batched across sequences."""
+"""Speculative decoding's draft model: a second llama context mirroring each target sequence, drafting greedily."""
 
 from __future__ import annotations
 

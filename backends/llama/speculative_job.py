@@ -1,13 +1,13 @@
-"""A generate request that decodes speculatively: each live sample adds its n-gram draft behind its next token
-in the engine's shared batch, and the draft is verified in that same decode by sampling each row with the
-sample's own sampler chain; rejected positions leave the KV cache.
+"""A generate request that decodes speculatively: each live sample adds its draft (n-gram lookup, or a draft
+model's greedy tokens) behind its next token in the engine's shared batch, and the draft is verified in that same
+decode by sampling each row with the sample's own sampler chain; rejected positions leave the KV cache.
 
-Why this is lossless: a prompt-lookup draft is a point mass, so the accept / resample rule of speculative
-sampling (Leviathan et al. 2023, Chen et al. 2023: accept draft token d with probability min(1, q(d) / p(d)),
-else draw from the residual) becomes "accept d with probability q(d), else draw from q without d", which is
-the same as drawing t from q and accepting exactly when t = d. Drawing t with the sequence's own llama.cpp
-chain (grammar, penalties, top-k, top-p, min-p, temperature, its seeded draw) row after row, in order, consumes
-the chain's random numbers exactly as decoding without speculation does, so for the same seed the output is
+Why this is lossless: a prompt-lookup draft, like a greedy draft model's, is a point mass, so the accept / resample
+rule of speculative sampling (Leviathan et al. 2023, Chen et al. 2023: accept draft token d with probability
+min(1, q(d) / p(d)), else draw from the residual) becomes "accept d with probability q(d), else draw from q without
+d", which is the same as drawing t from q and accepting exactly when t = d. Drawing t with the sequence's own
+llama.cpp chain (grammar, penalties, top-k, top-p, min-p, temperature, its seeded draw) row after row, in order,
+consumes the chain's random numbers exactly as decoding without speculation does, so for the same seed the output is
 the same text, up to llama.cpp's batched numerics."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from backends.llama.speculative import DraftLength, NgramPool
 
 
 class SpeculativeGenerateJob(GenerateJob):
-    """GenerateJob with n-gram drafts verified in the engine's shared decode (see the module docstring)."""
+    """GenerateJob with n-gram or draft-model drafts verified in the engine's shared decode (module docstring)."""
 
     kind = "generate"
 
