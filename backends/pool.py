@@ -3,6 +3,7 @@ unloaded on request or least-recently-used first when a memory budget is exceede
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -13,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backends.base import BackendError, LLMBackend, ModelFileError, ModelSpec
-from backends.llama.bundled import bundled_model_path
+from backends.base import BackendError, LLMBackend, ModelSpec
+from backends.llama.bundled import model_path
 from backends.llama.cpu_weights import WeightsChoice, WeightsChooser
 from backends.llama.devices import resolve_device
 from backends.llama.llama_backend import LlamaBackend
@@ -69,20 +70,6 @@ class _Entry:
     last_used: float
 
 
-def model_path(spec: ModelSpec) -> Path:
-    """The GGUF file a spec names: the bundled SmolLM2, or a local path (must exist)."""
-    if spec.source == "bundled":
-        return bundled_model_path()
-    if spec.source == "path":
-        if not spec.path:
-            raise ModelFileError("A model with source: path needs a `path:` to a .gguf file.")
-        path = Path(spec.path).expanduser()
-        if not path.exists():
-            raise ModelFileError(f"Model file {path} does not exist. Check the path in the workflow's models section.")
-        return path.resolve()
-    raise BackendError(f"The llama.cpp pool cannot load a model with source {spec.source!r}; use bundled or path.")
-
-
 class ModelPool:
     """Thread-safe cache of loaded models. `memory_budget_bytes` (None = `default_memory_budget()`) bounds
     the weights plus KV caches kept loaded: before a new model loads, the least recently used idle models
@@ -119,7 +106,7 @@ class ModelPool:
             if entry is None:
                 self._make_room(path, key)
                 started = time.perf_counter()
-                backend = self._loader(path, spec, device)
+                backend = self._loader(path, self._with_draft_weights(spec, device), device)
                 backend.weights = choice.to_json()
                 now = time.time()
                 entry = _Entry(key, backend, path, choice, device, now, now)
@@ -170,6 +157,20 @@ class ModelPool:
     def total_bytes(self) -> int:
         with self._lock:
             return sum(e.backend.memory_bytes() for e in self._entries.values())
+
+    def _with_draft_weights(self, spec: ModelSpec, device: dict[str, Any]) -> ModelSpec:
+        """The spec with its speculative draft model (if any) pointed at the weights its `cpu_weights` picks, so
+        a draft entry naming the target's file with `cpu_weights: q4_0` drafts with the quantised copy."""
+        speculative = spec.speculative
+        if speculative is None or speculative.draft is None:
+            return spec
+        draft = speculative.draft
+        source = model_path(draft)
+        choice = self.weights.choose(source, draft, device,
+                                     together=lambda: self.room_for_probe(source))
+        log.info("speculative draft %s: %s", speculative.draft_alias, choice.summary())
+        resolved = dataclasses.replace(draft, source="path", path=choice.path)
+        return dataclasses.replace(spec, speculative=dataclasses.replace(speculative, draft=resolved))
 
     def room_for_probe(self, source: Path) -> bool:
         """Whether measuring a source against its Q8_0 copy (about 2.5 times the source's size together) fits

@@ -60,6 +60,15 @@ class RunStats(TokenCounts):
     nodes_run: int = 0
     nodes_cached: int = 0
     wall_s: float = 0.0
+    draft_tokens: int = 0
+    """Speculative decoding, over the run's LM calls: draft tokens proposed and verified (not in any token count)."""
+    draft_accepted: int = 0
+    """Speculative decoding: draft tokens accepted (each is also one of completion_tokens)."""
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """Accepted / drafted tokens over the run, or None when nothing was drafted."""
+        return self.draft_accepted / self.draft_tokens if self.draft_tokens else None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -117,6 +126,9 @@ class RunState:
     def add_tokens(self, usage: TokenCounts) -> None:
         with self.lock:
             self.stats.add_tokens(usage)
+            if isinstance(usage, Usage):  # a request's usage: its speculative counters too
+                self.stats.draft_tokens += usage.draft_tokens
+                self.stats.draft_accepted += usage.draft_accepted
 
     def tokens_used(self) -> int:
         return self.stats.tokens_used

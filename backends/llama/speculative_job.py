@@ -1,13 +1,13 @@
-"""A generate request that decodes speculatively: each live sample adds its n-gram draft behind its next token
-in the engine's shared batch, and the draft is verified in that same decode by sampling each row with the
-sample's own sampler chain; rejected positions leave the KV cache.
+"""A generate request that decodes speculatively: each live sample adds its draft (n-gram lookup, or a draft
+model's greedy tokens) behind its next token in the engine's shared batch, and the draft is verified in that same
+decode by sampling each row with the sample's own sampler chain; rejected positions leave the KV cache.
 
-Why this is lossless: a prompt-lookup draft is a point mass, so the accept / resample rule of speculative
-sampling (Leviathan et al. 2023, Chen et al. 2023: accept draft token d with probability min(1, q(d) / p(d)),
-else draw from the residual) becomes "accept d with probability q(d), else draw from q without d", which is
-the same as drawing t from q and accepting exactly when t = d. Drawing t with the sequence's own llama.cpp
-chain (grammar, penalties, top-k, top-p, min-p, temperature, its seeded draw) row after row, in order, consumes
-the chain's random numbers exactly as decoding without speculation does, so for the same seed the output is
+Why this is lossless: a prompt-lookup draft, like a greedy draft model's, is a point mass, so the accept / resample
+rule of speculative sampling (Leviathan et al. 2023, Chen et al. 2023: accept draft token d with probability
+min(1, q(d) / p(d)), else draw from the residual) becomes "accept d with probability q(d), else draw from q without
+d", which is the same as drawing t from q and accepting exactly when t = d. Drawing t with the sequence's own
+llama.cpp chain (grammar, penalties, top-k, top-p, min-p, temperature, its seeded draw) row after row, in order,
+consumes the chain's random numbers exactly as decoding without speculation does, so for the same seed the output is
 the same text, up to llama.cpp's batched numerics."""
 
 from __future__ import annotations
@@ -22,13 +22,14 @@ import numpy as np
 from backends.base import CancelToken, GenerateResult, SamplingParams, SpeculativeSpec
 from backends.engine_protocol import EngineView
 from backends.llama.batch import BatchBuilder
+from backends.llama.draft_model import DraftModel
 from backends.llama.engine_jobs import GenerateJob, Sample
 from backends.llama.sampling_chain import _TOKEN_DATA
 from backends.llama.speculative import DraftLength, NgramPool
 
 
 class SpeculativeGenerateJob(GenerateJob):
-    """GenerateJob with n-gram drafts verified in the engine's shared decode (see the module docstring)."""
+    """GenerateJob with n-gram or draft-model drafts verified in the engine's shared decode (module docstring)."""
 
     kind = "generate"
 
@@ -43,9 +44,12 @@ class SpeculativeGenerateJob(GenerateJob):
         stream_tokens: bool,
         cancel: CancelToken | None,
         speculative: SpeculativeSpec,
+        drafter: DraftModel | None = None,
     ) -> None:
         super().__init__(prompt_text, prompt, params, seeds, grammar, n_ctx_seq, stream_tokens, cancel)
         self.speculative = speculative
+        self.drafter = drafter
+        """method "draft": the draft model proposing each sample's tokens (else n-gram lookup in `pool`)."""
         self.pool = NgramPool(prompt, speculative.ngram, len(self.seeds))
         self.lengths = [DraftLength(speculative.k, speculative.adaptive) for _ in self.seeds]
         self.drafted = [0] * len(self.seeds)
@@ -59,21 +63,30 @@ class SpeculativeGenerateJob(GenerateJob):
     def add_draft_tokens(self, batch: BatchBuilder, budget: int) -> int:
         """Each live sample's draft, behind the next token add_decode_tokens already put in the batch."""
         self._drafts = {}
-        used = 0
         n_prompt = len(self.prompt)
+        wanted: list[tuple[Sample, int]] = []
+        planned = 0
         for sample in self._live:
-            if sample.pending < 0 or used >= budget:
+            if sample.pending < 0 or planned >= budget:
                 continue
             n_out = len(sample.tokens)
-            room = min(self.params.max_tokens - n_out, self.n_ctx_seq - n_prompt - n_out - 1, budget - used)
+            room = min(self.params.max_tokens - n_out, self.n_ctx_seq - n_prompt - n_out - 1, budget - planned)
             k = min(self.lengths[sample.index].next(), room)
-            if k <= 0:
-                continue
-            draft = self.pool.draft(sample.index, sample.tokens, k)
-            draft = self._grammar_prefix(sample, draft)
+            if k > 0:
+                wanted.append((sample, k))
+                planned += k
+        if self.drafter is not None:
+            started = time.perf_counter()
+            proposed = self.drafter.propose([((id(self), s.index), [*self.prompt, *s.tokens], k) for s, k in wanted])
+            self.usage.decode_s += time.perf_counter() - started  # drafting is part of this request's decode time
+        else:
+            proposed = [self.pool.draft(s.index, s.tokens, k) for s, k in wanted]
+        used = 0
+        for (sample, k), draft in zip(wanted, proposed, strict=True):
+            draft = self._grammar_prefix(sample, draft[:k])
             if not draft:
                 continue
-            start = n_prompt + n_out  # the pending token sits at start - 1
+            start = n_prompt + len(sample.tokens)  # the pending token sits at start - 1
             rows = [batch.add(token, start + i, (sample.seq_id,), True) for i, token in enumerate(draft)]
             self._drafts[sample.index] = (draft, rows)
             used += len(draft)
@@ -84,6 +97,12 @@ class SpeculativeGenerateJob(GenerateJob):
         if not draft or not self.grammar or not sample.sampler.chain:
             return draft
         return draft[: grammar_prefix_len(sample.sampler._lib, sample.sampler.chain, draft)]
+
+    def release(self, core: EngineView, park: bool) -> None:
+        if self.drafter is not None:
+            for sample in self.samples:
+                self.drafter.release((id(self), sample.index))
+        super().release(core, park)
 
     def rollback(self) -> None:
         super().rollback()
@@ -171,8 +190,12 @@ def grammar_prefix_len(lib: Any, chain: Any, tokens: Sequence[int]) -> int:
         lib.llama_sampler_free(walker)
 
 
-def speculative_job(speculative: SpeculativeSpec | None, **job: Any) -> GenerateJob:
-    """The generate job for a model: speculative when its entry asks for n-gram speculation."""
+def speculative_job(speculative: SpeculativeSpec | None, drafter: DraftModel | None = None,
+                    **job: Any) -> GenerateJob:
+    """The generate job for a model: speculative when its entry asks for n-gram speculation, or for a draft model
+    and `drafter` is that model loaded."""
     if speculative is not None and speculative.method == "ngram":
         return SpeculativeGenerateJob(**job, speculative=speculative)
+    if speculative is not None and speculative.method == "draft" and drafter is not None:
+        return SpeculativeGenerateJob(**job, speculative=speculative, drafter=drafter)
     return GenerateJob(**job)

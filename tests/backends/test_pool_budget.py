@@ -74,3 +74,20 @@ def test_default_budget_comes_from_the_environment(monkeypatch: pytest.MonkeyPat
     assert default_memory_budget() >= MIN_DEFAULT_BUDGET
     monkeypatch.delenv(POOL_MEMORY_ENV)
     assert default_memory_budget() >= MIN_DEFAULT_BUDGET
+
+
+def test_the_pool_hands_the_loader_the_draft_models_file(model_file: Path, tmp_path: Path) -> None:
+    """A `speculative: {method: draft}` entry: the loader gets the draft as a path (its weights chosen by the pool;
+    cpu_weights: original keeps the file itself)."""
+    from backends.base import SpeculativeSpec
+
+    draft_file = tmp_path / "d.gguf"
+    draft_file.write_bytes(b"\0" * MB)
+    draft = ModelSpec(source="path", path=str(draft_file), device="cpu", cpu_weights="original")
+    spec = ModelSpec(source="path", path=str(model_file), device="cpu", n_ctx=1024,
+                     speculative=SpeculativeSpec(method="draft", draft=draft, draft_alias="d"))
+    pool = ModelPool(memory_budget_bytes=100 * MB, loader=StubBackend)
+    backend = pool.get(spec)
+    loaded = backend.spec.speculative.draft
+    assert loaded.source == "path" and Path(loaded.path) == draft_file.resolve()
+    assert backend.spec.path == spec.path

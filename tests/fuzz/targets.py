@@ -36,7 +36,7 @@ KNOWN_CODES = frozenset({
     "unknown_model", "unknown_port", "unknown_ref", "type_mismatch", "missing_input", "duplicate_id", "cycle",
     "no_outputs",
     # speculative decoding (app/workflow/speculative_spec.py)
-    "bad_speculative", "speculative_draft_unsupported",
+    "bad_speculative",
     # share mode (app/share/policy.py)
     "share_cap_exceeded",
     # reward models (app/workflow/reward_checks.py)

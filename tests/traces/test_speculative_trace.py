@@ -50,6 +50,10 @@ def test_lm_calls_record_drafted_and_accepted_tokens(tmp_path: Path) -> None:
             assert spec["acceptance_rate"] == pytest.approx(spec["draft_accepted"] / spec["draft_tokens"], abs=1e-4)
         assert sum(f["draft_accepted"] for f in fields) > 0
         assert result.stats.completion_tokens == sum(c["completion_tokens"] for c in calls)  # drafts not counted
+        assert result.stats.draft_tokens == sum(f["draft_tokens"] for f in fields)  # the run's totals
+        assert result.stats.draft_accepted == sum(f["draft_accepted"] for f in fields)
+        assert result.stats.acceptance_rate == result.stats.draft_accepted / result.stats.draft_tokens
+        assert record["run"]["stats"]["draft_accepted"] == result.stats.draft_accepted  # kept with the run
         call, spec = next((c, f) for c, f in zip(calls, fields, strict=True) if f["draft_accepted"])
         html = token_view_body(record, call["call_id"])
         assert html.count("data-draft=1") == spec["draft_accepted"]
