@@ -282,8 +282,8 @@ class ModelSpec:
     n_gpu_layers: int | None = None
     flash_attn: bool = False
     cpu_weights: str | None = None
-    """"auto" | "original" | "q8_0": which weights run on CPU (backends/llama/cpu_weights.py); None = the source's
-    default (cpu_weights.DEFAULT_CPU_WEIGHTS: original)."""
+    """"auto" | "original" | "q8_0" | "q4_0": which weights run on CPU (backends/llama/cpu_weights.py); None = the
+    source's default (cpu_weights.DEFAULT_CPU_WEIGHTS: original)."""
     options: tuple[tuple[str, Any], ...] = ()
     """Extra backend-specific settings as sorted (key, value) pairs (hashable)."""
     base_url: str | None = None

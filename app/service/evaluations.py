@@ -96,6 +96,7 @@ class EvaluationService:
         self._owners: dict[str, str | None] = {}
         """Who started each evaluation of this app session (share mode keeps visitors' evaluations apart)."""
         self._lock = threading.Lock()
+        self._starting = 0  # evaluations past the concurrency check, not yet in _live (see start)
         self._upload_lock = threading.Lock()
         self._folder_locks: dict[str, threading.Lock] = {}
 
@@ -277,13 +278,27 @@ class EvaluationService:
         store = self._need_store()
         plan = self.plan(request, visitor=visitor)
         self._check_visitor_room(visitor)
-        with self._lock:
+        with self._lock:  # the check and the reservation at once: starts at the same moment cannot all pass
             running = [i for i, e in self._live.items() if e.thread.is_alive()]
-            if len(running) >= self.max_concurrent:
-                if all(self._visible(i, visitor) for i in running):
+            if len(running) + self._starting >= self.max_concurrent:
+                if running and all(self._visible(i, visitor) for i in running):
                     raise UserError("an evaluation is already running; cancel it or wait for it to finish")
                 raise UserError("another evaluation is running on this shared app; wait for it to finish and "
                                 "start yours again")
+            self._starting += 1
+        try:
+            live = self._launch(plan, store, request)
+            with self._lock:
+                self._live[live.evaluation.eval_id] = live
+                self._owners[live.evaluation.eval_id] = visitor
+        finally:
+            with self._lock:
+                self._starting -= 1
+        live.thread.start()
+        return self.status(live.evaluation.eval_id, visitor=visitor)
+
+    def _launch(self, plan: Any, store: Any, request: dict[str, Any]) -> _Live:
+        """The evaluation's record (with its estimate) and the thread that will run it, not yet started."""
         cost = self._estimate(plan, measure=True)
         caps = self.policy.budget_caps if self.policy.share_mode else Budget()
         evaluation = Evaluation(plan, self.scheduler, store, observers=self.observers, total_budget=caps,
@@ -296,11 +311,7 @@ class EvaluationService:
             live.progress = progress
 
         evaluation.on_progress = on_progress
-        with self._lock:
-            self._live[evaluation.eval_id] = live
-            self._owners[evaluation.eval_id] = visitor
-        live.thread.start()
-        return self.status(evaluation.eval_id, visitor=visitor)
+        return live
 
     def _check_visitor_room(self, visitor: str | None) -> None:
         """Share mode: an evaluation counts as a run of its visitor (the per-visitor limit) and of the run gate

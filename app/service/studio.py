@@ -467,7 +467,9 @@ class StudioService:
               children: ChildLoader | None = None) -> None:
         live, cancel = handle.live, handle.cancel
         try:
-            with self._gate.slot(cancelled=lambda: cancel.cancelled):
+            # admitted by start_run against the queue bound (under its lock): an evaluation waiting in the gate
+            # since must not turn an accepted run into a "busy" failure
+            with self._gate.slot(cancelled=lambda: cancel.cancelled, admitted=True):
                 if cancel.cancelled:
                     live.finish(CANCELLED, error="cancelled before it started")
                     return

@@ -17,13 +17,14 @@ from typing import Any
 
 from backends.base import BackendError, ModelFileError, ModelSpec
 from backends.llama.gguf import content_fingerprint, model_file_info
-from backends.llama.quantize import QuantizeError, quantized_copy, source_digest
+from backends.llama.quantize import QUANT_FTYPES, QuantizeError, quantized_copy, source_digest
 
 log = logging.getLogger(__name__)
 
-CPU_WEIGHTS = ("auto", "original", "q8_0")
+CPU_WEIGHTS = ("auto", "original", "q8_0", "q4_0")
 """auto: the Q8_0 copy when measured faster with quality held, else the original; original: always the file
-as given; q8_0: always the copy (made on first use)."""
+as given; q8_0: always the copy (made on first use); q4_0: always a Q4_0 copy (made on first use; smaller and
+lower in quality: the free self-draft of speculative decoding, a draft entry naming the target's own file)."""
 DEFAULT_CPU_WEIGHTS: dict[str, str] = {}
 """The default per model source when a spec leaves cpu_weights unset; none listed: `original` for every source,
 the bundled model included (docs/cpu_weights.md, "The default": measured faster, but the default model's
@@ -54,7 +55,7 @@ class WeightsChoice:
 
     requested: str
     ran: str
-    """"original" or "q8_0"."""
+    """"original", "q8_0" or "q4_0"."""
     path: str
     quantization: str
     fingerprint: str
@@ -208,8 +209,9 @@ def choose_weights(source: Path, spec: ModelSpec, device: dict[str, Any], folder
                         "applies to CPU runs only")
     if requested == "original":
         return original("cpu_weights: original")
+    kind = requested if requested in QUANT_FTYPES else COPY_KIND  # auto measures the q8_0 copy
     info = model_file_info(source)  # a missing or damaged source fails here, as loading it would
-    if info.quantization == COPY_KIND.upper():
+    if info.quantization == kind.upper():
         return original(f"the file is already {info.quantization}")
     if requested == "auto" and not lacks_fast_cpu_path(info.quantization):
         stored = find_decision(source, folder)
@@ -220,12 +222,12 @@ def choose_weights(source: Path, spec: ModelSpec, device: dict[str, Any], folder
                         f"uses <models folder>/{WEIGHTS_SUBDIR})")
     try:
         sha = source_digest(source)
-        copy = quantized_copy(source, folder, COPY_KIND, threads=device.get("threads"))
+        copy = quantized_copy(source, folder, kind, threads=device.get("threads"))
     except QuantizeError as exc:
         log.warning("using the original weights of %s: %s", source.name, exc)
-        return original(f"the q8_0 copy could not be made: {exc}")
+        return original(f"the {kind} copy could not be made: {exc}")
     decision = read_decision(copy, decision_key(sha, device))
-    why = "cpu_weights: q8_0"
+    why = f"cpu_weights: {kind}"
     if requested == "auto":
         if decision is None:
             try:
@@ -236,7 +238,7 @@ def choose_weights(source: Path, spec: ModelSpec, device: dict[str, Any], folder
         if decision["pick"] != COPY_KIND:
             return original(f"auto: {decision['reason']}", sha, _figures(decision))
         why = f"auto: {decision['reason']}"
-    return WeightsChoice(requested, COPY_KIND, str(copy), model_file_info(copy).quantization,
+    return WeightsChoice(requested, kind, str(copy), model_file_info(copy).quantization,
                          content_fingerprint(copy), why, str(source), sha, _figures(decision))
 
 

@@ -261,11 +261,13 @@ def pool(made: tuple[Path, Path]) -> Iterator[Any]:
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("choice", ["original", "q8_0"])
+@pytest.mark.parametrize("choice", ["original", "q8_0", "q4_0"])
 def test_pool_loads_the_chosen_weights_and_is_deterministic(choice: str, source: Path, made: tuple[Path, Path],
                                                             pool: Any) -> None:
     backend = pool.get(spec_for(source, choice))
-    expected = made[1] if choice == "q8_0" else source
+    expected = {"original": source, "q8_0": made[1], "q4_0": quantized_copy(source, made[0], "q4_0")}[choice]
+    if choice == "q4_0":  # a smaller copy than the Q4_1 source (the self-draft of speculative decoding)
+        assert model_file_info(expected).quantization == "Q4_0"
     assert backend.path == expected.resolve()
     info = backend.info()["weights"]
     assert info["ran"] == choice and info["source_path"] == str(source)
@@ -330,3 +332,26 @@ outputs:
     weights = event["data"]["weights"]
     assert weights["ran"] == "q8_0" and weights["path"] == str(made[1]) and weights["reason"] == "cpu_weights: q8_0"
     assert weights["source_sha256"] == source_digest(source) and weights["fingerprint"] in event["data"]["model_id"]
+
+
+@pytest.mark.model
+def test_a_q4_0_copy_of_the_target_drafts_for_it(source: Path, made: tuple[Path, Path], pool: Any) -> None:
+    """speculative: {method: draft} with the draft entry naming the target's own file with cpu_weights: q4_0 (the
+    free self-draft): the pool loads the Q4_0 copy as the draft model, greedy text is the target's own, and most of
+    the quantised copy's drafts are accepted."""
+    from backends.base import SpeculativeSpec
+
+    draft = spec_for(source, "q4_0")
+    target = ModelSpec(source="path", path=str(source), device="cpu", threads=2, n_ctx=512, flash_attn=True,
+                       cpu_weights="original", options=(("kv_size", 1024), ("n_seq_max", 4)),
+                       speculative=SpeculativeSpec(method="draft", k=4, draft=draft, draft_alias="small",
+                                                   adaptive=False))
+    backend = pool.get(target)
+    plain = pool.get(spec_for(source, "original"))
+    assert backend.drafter is not None and backend.drafter.model.path.name.endswith(".gguf")
+    assert model_file_info(backend.drafter.model.path).quantization == "Q4_0"
+    prompt = "Repeat exactly: the cat sat on the mat, the cat sat on the mat, the cat sat on the mat."
+    params = SamplingParams(max_tokens=32)
+    result = backend.generate(prompt, params)
+    assert result.completions[0].text == plain.generate(prompt, params).completions[0].text
+    assert result.usage.draft_tokens > 0 and result.usage.draft_accepted > 0

@@ -41,6 +41,9 @@ outputs: {answer: answer.text}
 WF = load_workflow_text(WF_YAML).to_dict()
 ROWS = [{"question": "What is 1 + 1", "answer": "2"}, {"question": "What is 2 + 2", "answer": "4"}]
 HAMMER_ADDRESS = "10.9.9.9"
+EVALUATION_TRIES = 50
+"""A visitor whose evaluation is refused (the queue full of runs, another evaluation going) tries again this many
+times, 0.1 s apart: on a fast machine every first try can meet a full queue."""
 TERMINAL = {"succeeded", "failed", "cancelled", "budget_exceeded", "invalid", "interrupted"}
 
 
@@ -93,13 +96,17 @@ def test_twenty_visitors_and_a_sessionless_caller_stay_bounded(tmp_path: Path,
                     accepted.append((session, answer["run_id"]))
             else:
                 assert any(w in answer["error"] for w in ("busy", "waiting", "limit")), answer
-            try:
-                started = service.evaluations.start({"workflows": [{"name": "load", "yaml": WF_YAML}],
-                                                     "dataset": "qa.jsonl", "metric": "exact"}, visitor=session)
+            for _ in range(EVALUATION_TRIES):  # a refused visitor tries again shortly, as a person would
+                try:
+                    started = service.evaluations.start({"workflows": [{"name": "load", "yaml": WF_YAML}],
+                                                         "dataset": "qa.jsonl", "metric": "exact"}, visitor=session)
+                except UserError as exc:
+                    assert any(w in str(exc) for w in ("running", "busy", "limit")), str(exc)
+                    time.sleep(0.1)
+                    continue
                 with lock:
                     evaluations.append((session, started["eval_id"]))
-            except UserError as exc:
-                assert any(w in str(exc) for w in ("running", "busy", "limit")), str(exc)
+                return
 
         def hammer() -> None:
             while not stop.is_set():
@@ -126,11 +133,12 @@ def test_twenty_visitors_and_a_sessionless_caller_stay_bounded(tmp_path: Path,
 
         _wait(owner_gets_a_run, "the owner's run being accepted")
         final = service.wait_run(owner["run_id"], timeout=DEADLINE_S, visitor="owner")
-        assert final["status"] == "succeeded", final
+        assert final["status"] == "succeeded", (final.get("error"), final.get("failure"), final)
         stop.set()
         hammering.join(30)
 
-        assert peaks["waiting"] <= policy.max_queue
+        # the queue bound, plus the evaluations admitted before it filled (they wait their turn: one app-wide)
+        assert peaks["waiting"] <= policy.max_queue + service.evaluations.max_concurrent
         assert peaks["hammer"] <= (policy.max_runs_per_visitor or 0)  # the sessionless caller is one visitor
         assert len(accepted) >= 1 and evaluations, "nothing was accepted"
         for who, run_id in accepted:  # every accepted run ends (finished ones may be forgotten by the live list)
@@ -139,7 +147,7 @@ def test_twenty_visitors_and_a_sessionless_caller_stay_bounded(tmp_path: Path,
             _wait(lambda w=who, e=eval_id: not service.evaluations.status(e, visitor=w)["running"],
                   f"evaluation {eval_id} ending")
             status = service.evaluations.status(eval_id, visitor=who)
-            assert status["status"] == "succeeded", status
+            assert status["status"] == "succeeded", (status.get("error"), status)
         service.trace_store.flush()
         with sqlite3.connect(db) as conn:
             recorded = dict(conn.execute("SELECT id, status FROM runs").fetchall())
