@@ -494,7 +494,60 @@ class GenerateJob(PrefillMixin, Job):
         self.seq_ids = []
 
 
-class ScoreJob(PrefillMixin, Job):
+class ForkedContinuationsMixin:
+    """Continuations forked off an evaluated prefix, each on its own sequence sharing the prefix's KV cells:
+    started as sequences free up (the job's spare first), recycled once fed, the prefix's sequence parked on
+    release. A job says how many tokens of continuation i it feeds (`_feed_len`; 0 or less: none)."""
+
+    prompt: list[int]
+    conts: list[list[int]]
+    seq_ids: list[int]
+    kv0: list[int]
+    _next_cont: int
+    _running: dict[int, list[int]]  # continuation index -> [seq_id, fed]
+    _spare_id: int
+    _own_free: list[int]
+
+    def _feed_len(self, index: int) -> int:
+        raise NotImplementedError
+
+    def _recycle(self, core: EngineView, seq_id: int) -> None:
+        core.remove_seq_cells(seq_id)
+        if seq_id == self._spare_id:
+            self._own_free.append(seq_id)
+        else:
+            core.table.release(seq_id)
+            self.seq_ids.remove(seq_id)
+
+    def _launch(self, core: EngineView) -> None:
+        """Start continuations on free sequences (the job's spare, plus any the table can spare now)."""
+        n_prefix = len(self.prompt)
+        while self._next_cont < len(self.conts):
+            index = self._next_cont
+            if self._feed_len(index) <= 0:  # nothing to feed: every read is at the prefix's end
+                self._next_cont += 1
+                continue
+            if self._own_free:
+                seq_id = self._own_free.pop()
+            elif core.table.n_free > core.reserved_free_ids():
+                seq_id = core.table.acquire(1)[0]
+                self.seq_ids.append(seq_id)
+            else:
+                break
+            core.copy_prefix(self.seq_ids[0], seq_id, n_prefix)
+            self._running[index] = [seq_id, 0]
+            self._next_cont += 1
+
+    def release(self, core: EngineView, park: bool) -> None:
+        for seq_id in self.seq_ids:
+            if park and seq_id == self.seq_ids[0]:
+                core.table.park(seq_id, self.kv0, self._park_entry())  # type: ignore[attr-defined]
+            else:
+                core.table.release(seq_id)
+        self.seq_ids = []
+
+
+class ScoreJob(ForkedContinuationsMixin, PrefillMixin, Job):
     """Log-likelihoods of continuations after one prefix, or the next-token distribution over choices.
     The prefix is evaluated once; each continuation runs on its own sequence that shares the prefix cells."""
 
@@ -575,7 +628,7 @@ class ScoreJob(PrefillMixin, Job):
                 core.stats["prompt_tokens_evaluated"] += 1
             self._rows = []
             for index, (seq_id, fed) in list(self._running.items()):
-                if fed >= len(self.conts[index]) - 1:
+                if fed >= self._feed_len(index):
                     del self._running[index]
                     self._recycle(core, seq_id)
             self._launch(core)
@@ -597,32 +650,8 @@ class ScoreJob(PrefillMixin, Job):
     def _all_scored(self) -> bool:
         return self._next_cont >= len(self.conts) and not self._running
 
-    def _recycle(self, core: EngineView, seq_id: int) -> None:
-        core.remove_seq_cells(seq_id)
-        if seq_id == self._spare_id:
-            self._own_free.append(seq_id)
-        else:
-            core.table.release(seq_id)
-            self.seq_ids.remove(seq_id)
-
-    def _launch(self, core: EngineView) -> None:
-        """Start continuations on free sequences (the job's spare, plus any the table can spare now)."""
-        n_prefix = len(self.prompt)
-        while self._next_cont < len(self.conts):
-            index = self._next_cont
-            if len(self.conts[index]) <= 1:  # nothing to feed: its only token was scored from the prefix row
-                self._next_cont += 1
-                continue
-            if self._own_free:
-                seq_id = self._own_free.pop()
-            elif core.table.n_free > core.reserved_free_ids():
-                seq_id = core.table.acquire(1)[0]
-                self.seq_ids.append(seq_id)
-            else:
-                break
-            core.copy_prefix(self.seq_ids[0], seq_id, n_prefix)
-            self._running[index] = [seq_id, 0]
-            self._next_cont += 1
+    def _feed_len(self, index: int) -> int:
+        return len(self.conts[index]) - 1  # its first token was scored from the prefix row
 
     def result(self) -> ScoreResult | ChoiceResult:
         if self.first_token_only:
@@ -634,13 +663,6 @@ class ScoreJob(PrefillMixin, Job):
                   for lps in self.token_lps]
         return ScoreResult(scores=scores, usage=self.usage)
 
-    def release(self, core: EngineView, park: bool) -> None:
-        for seq_id in self.seq_ids:
-            if park and seq_id == self.seq_ids[0]:
-                core.table.park(seq_id, self.kv0, self._park_entry())
-            else:
-                core.table.release(seq_id)
-        self.seq_ids = []
 
 
 def acquire_with_source(core: EngineView, prompt: list[int], n_ids: int) -> tuple[Any, list[int]]:

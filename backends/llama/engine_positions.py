@@ -11,7 +11,7 @@ import numpy as np
 from backends.base import CancelToken, StepLogprobsResult
 from backends.engine_protocol import EngineView
 from backends.llama.batch import BatchBuilder
-from backends.llama.engine_jobs import Job, PrefillMixin, acquire_with_source, log_softmax_at
+from backends.llama.engine_jobs import ForkedContinuationsMixin, Job, PrefillMixin, acquire_with_source, log_softmax_at
 from backends.llama.prefix_cache import common_prefix_len
 
 
@@ -20,7 +20,7 @@ def logprobs_of(logits: np.ndarray, tokens: Sequence[int]) -> list[float]:
     return [log_softmax_at(logits, t) for t in tokens]
 
 
-class PositionLogprobsJob(PrefillMixin, Job):
+class PositionLogprobsJob(ForkedContinuationsMixin, PrefillMixin, Job):
     """Each continuation runs on its own sequence sharing the prefix's KV cells; only the rows at the asked
     positions produce logits (every other token is a plain forward pass), so the whole request costs one
     forward pass over prefix + continuations. `reads[i]` holds indices into continuation i whose next-token
@@ -107,7 +107,7 @@ class PositionLogprobsJob(PrefillMixin, Job):
         core.stats["prompt_tokens_evaluated"] += len(self._rows)
         self._rows = []
         for index, (seq_id, fed) in list(self._running.items()):
-            if fed >= self._need[index]:
+            if fed >= self._feed_len(index):
                 del self._running[index]
                 self._recycle(core, seq_id)
         self._launch(core)
@@ -125,46 +125,14 @@ class PositionLogprobsJob(PrefillMixin, Job):
         if self.fed == len(self.prompt) and self._next_cont >= len(self.conts) and not self._running:
             self.done = True
 
-    def _recycle(self, core: EngineView, seq_id: int) -> None:
-        core.remove_seq_cells(seq_id)
-        if seq_id == self._spare_id:
-            self._own_free.append(seq_id)
-        else:
-            core.table.release(seq_id)
-            self.seq_ids.remove(seq_id)
-
-    def _launch(self, core: EngineView) -> None:
-        """Start continuations on free sequences (the job's spare, plus any the table can spare now)."""
-        n_prefix = len(self.prompt)
-        while self._next_cont < len(self.conts):
-            index = self._next_cont
-            if self._need[index] <= 0:  # every read is at the prefix's end
-                self._next_cont += 1
-                continue
-            if self._own_free:
-                seq_id = self._own_free.pop()
-            elif core.table.n_free > core.reserved_free_ids():
-                seq_id = core.table.acquire(1)[0]
-                self.seq_ids.append(seq_id)
-            else:
-                break
-            core.copy_prefix(self.seq_ids[0], seq_id, n_prefix)
-            self._running[index] = [seq_id, 0]
-            self._next_cont += 1
+    def _feed_len(self, index: int) -> int:
+        return self._need[index]
 
     def result(self) -> StepLogprobsResult:
         out = []
         for values, reads in zip(self.values, self.reads, strict=True):
             out.append([dict(zip(self.labels, values[j], strict=True)) for j in reads])
         return StepLogprobsResult(logprobs=out, usage=self.usage)
-
-    def release(self, core: EngineView, park: bool) -> None:
-        for seq_id in self.seq_ids:
-            if park and seq_id == self.seq_ids[0]:
-                core.table.park(seq_id, self.kv0, self._park_entry())
-            else:
-                core.table.release(seq_id)
-        self.seq_ids = []
 
 
 def shared_prefix_len(sequences: Sequence[Sequence[int]], reads: Sequence[Sequence[int]]) -> int:
