@@ -388,15 +388,20 @@
     }
     const workflow = currentWorkflow();
     if ((asNew || !S.name) && (!workflow.name || workflow.name === "untitled")) workflow.name = name;
-    const result = await call("mg_save", { name: name, workflow: workflow, overwrite: overwrite });
+    // a link's (or a traced run's) sub-workflows are saved with it, or the saved file would name missing children
+    const result = await call("mg_save", { name: name, workflow: workflow, overwrite: overwrite, children: S.linked });
     if (result.error) return notice(result.error, "error");
+    S.linked = {};  // now files of the folder (or the same files already there): the folder's ports stand
+    S.linkedPorts = {};
     if (workflow.name === name) loadCanvas(workflow, false);
     setYamlText(result.yaml);
     setName(result.name);
     setDirty(false);
     fillSelect(S.el.openSelect, result.workflows, "Open…");
-    if (result.workflow_ports) applyWorkflowPorts(result.workflow_ports);  // a child's ports may have changed
-    notice("Saved " + result.name + ".yaml", "ok");
+    applyWorkflowPorts(result.workflow_ports);  // a child's ports may have changed; the link's are files now
+    const withChildren = (result.children_saved || []).length;
+    notice("Saved " + result.name + ".yaml" + (withChildren ? " and its sub-workflow" + (withChildren > 1 ? "s " : " ") +
+      result.children_saved.join(", ") : ""), "ok");
   }
 
   function download() {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import threading
@@ -307,6 +308,47 @@ class StudioService:
         atomic_write_text(path, text)
         return {"name": path.stem}
 
+    def linked_children_to_save(self, linked: Mapping[str, str]) -> dict[str, str]:
+        """The sub-workflows a share link carried (name -> YAML) that saving its parent must write beside it: those
+        not already in the folder with the same text. UserError, before anything is written, for one whose name
+        a different workflow of the folder already has (never overwritten) or that does not parse."""
+        from app.workflow.spec import size_problem
+
+        to_write: dict[str, str] = {}
+        for name, text in linked.items():
+            path = self.path_for(name)
+            too_large = size_problem(text)
+            if too_large:
+                raise UserError(f"not saved: the sub-workflow {name!r}: {too_large}")
+            if path.exists():
+                try:
+                    same = path.read_text(encoding="utf-8") == text
+                except (OSError, UnicodeDecodeError):
+                    same = False
+                if not same:
+                    raise UserError(f"not saved: this workflow uses the sub-workflow {name!r} from its link, and your "
+                                    f"folder already has a different workflow named {path.stem!r}; rename or move "
+                                    "yours, then save again")
+                continue
+            parsed = self.parse_yaml(text)
+            if parsed["error"]:
+                raise UserError(f"not saved: the sub-workflow {name!r}: {parsed['error']['message']}")
+            to_write[path.stem] = text
+        return to_write
+
+    def write_children(self, texts: Mapping[str, str]) -> list[str]:
+        """Write the sub-workflows `linked_children_to_save` chose (each atomically); the names written."""
+        written = []
+        for name, text in texts.items():
+            path = self.path_for(name)
+            try:
+                atomic_write_text(path, text)
+            except OSError as exc:
+                raise UserError(f"cannot save the sub-workflow {path.name}: {exc.strerror or exc}") from None
+            log.info("saved sub-workflow %s with its parent", path)
+            written.append(path.stem)
+        return written
+
     # ------------------------------------------------------------------ YAML <-> editor JSON
 
     def workflow_from_json(self, data: Any) -> Workflow:
@@ -324,6 +366,17 @@ class StudioService:
         if trusted and not linked:
             return self.children
         return replace(self.children, trusted=False, texts=dict(linked or {}))
+
+    def linked_workflow_ports(self, children: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+        """The ports of the workflow nodes using each child a link (or a traced run) carried: the editor draws them
+        instead of the folder's; a child that does not load is left out."""
+        loader = self.child_loader(trusted=False, linked=children)
+        ports: dict[str, dict[str, Any]] = {}
+        for name, text in children.items():
+            with contextlib.suppress(WorkflowError):
+                wf = load_workflow_text(text)
+                ports[name] = workflow_ports(wf, check_tree(wf, self.registry, loader))
+        return ports
 
     def check(self, wf: Workflow, children: ChildLoader | None = None) -> list[Issue]:
         """Validation problems plus what the policy refuses (share mode), over the whole tree of sub-workflows

@@ -151,6 +151,7 @@ def mg_save(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
     (an unfinished workflow still saves), and may
     overwrite only the workflows that visitor saved in this session (the owner's files are read-only)."""
     name = str(payload.get("name", ""))
+    children = service.linked_children_to_save(linked_children(payload))  # a link's sub-workflows go with it
     if service.share_mode:
         wf = service.workflow_from_json(payload.get("workflow"))
         refused = errors(check_workflow_allowed(wf, service.policy))  # the policy's checks, as for a run
@@ -162,11 +163,14 @@ def mg_save(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
             raise UserError(f"a workflow named {stem!r} already exists and is not yours to change; "
                             "use Save as… with another name")
         saved = service.save_workflow(name, payload.get("workflow"), overwrite=bool(payload.get("overwrite", True)))
+        written = service.write_children(children)
         with _saved_lock:
-            mine.add(saved["name"])
+            mine.update([saved["name"], *written])
     else:
         saved = service.save_workflow(name, payload.get("workflow"), overwrite=bool(payload.get("overwrite", True)))
-    return {**saved, "workflows": service.list_workflows(), "workflow_ports": service.workflow_ports()}
+        written = service.write_children(children)
+    return {**saved, "children_saved": written, "workflows": service.list_workflows(),
+            "workflow_ports": service.workflow_ports()}
 
 
 def mg_delete_made(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:

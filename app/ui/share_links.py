@@ -3,7 +3,6 @@ page (static/share_links.js), and opening `?run=ID` in the Traces tab on page lo
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -28,9 +27,9 @@ from app.ui.assets import asset_tags
 from app.ui.editor_page import linked_children
 from app.ui.endpoints import endpoint, visitor_for
 from app.ui.traces_tab import TracesTab
-from app.workflow.problems import Issue, WorkflowError, errors
+from app.workflow.problems import Issue, errors
 from app.workflow.spec import Workflow, load_workflow_text
-from app.workflow.subworkflows import WORKFLOW_KIND, workflow_ports, workflow_texts
+from app.workflow.subworkflows import WORKFLOW_KIND, workflow_texts
 from app.workflow.validation import check as check_tree
 
 log = logging.getLogger(__name__)
@@ -93,7 +92,8 @@ def sl_open_link(service: StudioService, payload: dict[str, Any]) -> dict[str, A
         refused = _linked_child_problems(service, link.workflow, link.children)
         if refused:
             return {"kind": PAYLOAD, "error": "a sub-workflow in the link is refused: " + issues_summary(refused)}
-        return {**opened, "children": dict(link.children), "workflow_ports": _linked_ports(service, link.children)}
+        return {**opened, "children": dict(link.children),
+                "workflow_ports": service.linked_workflow_ports(link.children)}
     return {"kind": RUN, "run_id": link.run_id}
 
 
@@ -104,17 +104,6 @@ def _linked_child_problems(service: StudioService, wf: Workflow | None, children
         return []
     issues = service.check(wf, service.child_loader(trusted=False, linked=children))
     return [issue for issue in errors(issues) if issue.file]
-
-
-def _linked_ports(service: StudioService, children: Mapping[str, str]) -> dict[str, dict[str, Any]]:
-    """The ports of the workflow nodes using each linked child (the editor draws them instead of the folder's)."""
-    loader = service.child_loader(trusted=False, linked=children)
-    ports: dict[str, dict[str, Any]] = {}
-    for name, text in children.items():
-        with contextlib.suppress(WorkflowError):
-            wf = load_workflow_text(text)
-            ports[name] = workflow_ports(wf, check_tree(wf, service.registry, loader))
-    return ports
 
 
 def _children_for_link(service: StudioService, yaml_text: str, linked: Mapping[str, str]) -> dict[str, str]:

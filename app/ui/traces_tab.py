@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -13,8 +14,10 @@ import gradio as gr
 
 from app import viz
 from app.platform.scratch import ScratchFolder, scratch_file_name
+from app.run.scheduler import SUBWORKFLOWS_NOTE
 from app.run.status import END_STATUSES, INTERRUPTED, RUNNING
 from app.service.studio import StudioService
+from app.share.deeplink import DeepLinkError, check_link_children
 from app.ui.endpoints import visitor_for
 
 log = logging.getLogger(__name__)
@@ -169,6 +172,7 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
                 compare_btn = gr.Button("Compare", elem_id="mg-compare-btn", scale=0)
             compare_html = gr.HTML(elem_id="mg-compare")
     yaml_box = gr.Textbox(visible="hidden", elem_id="mg-traces-yaml")
+    children_box = gr.Textbox(visible="hidden", elem_id="mg-traces-children")
     message = gr.Markdown(elem_id="mg-traces-message")
 
     def load_list(workflow: str, status: str, picked: str | None = None,
@@ -272,22 +276,48 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
 
     compare_btn.click(compare, [compare_a, compare_b], [compare_html])
 
-    def open_in_editor(run_id: str | None, request: gr.Request = None) -> tuple[Any, Any, str]:  # type: ignore[assignment]
+    def open_in_editor(run_id: str | None,
+                       request: gr.Request = None) -> tuple[Any, Any, Any, str]:  # type: ignore[assignment]
         if not run_id:
-            return gr.update(), gr.update(), "Pick a run first."
+            return gr.update(), gr.update(), gr.update(), "Pick a run first."
         try:
             record = visitor_record(service, run_id, visitor_for(service, request))
         except Exception as exc:
-            return gr.update(), gr.update(), str(exc)
+            return gr.update(), gr.update(), gr.update(), str(exc)
         text = record["run"].get("workflow_yaml") or ""
         if not text:
-            return gr.update(), gr.update(), "This run did not record its workflow."
-        return text, gr.Tabs(selected=EDITOR_TAB), ""
+            return gr.update(), gr.update(), gr.update(), "This run did not record its workflow."
+        children = run_children(record)
+        extra = {"children": children, "ports": service.linked_workflow_ports(children)}
+        return text, json.dumps(extra), gr.Tabs(selected=EDITOR_TAB), ""
 
-    open_btn.click(open_in_editor, [run_pick], [yaml_box, tabs, message]).then(
-        None, [yaml_box, run_pick], None,
-        js="(text, run) => { if (text && window.MetagenUI) window.MetagenUI.openYaml(text, 'run ' + run); }")
+    open_btn.click(open_in_editor, [run_pick], [yaml_box, children_box, tabs, message]).then(
+        None, [yaml_box, run_pick, children_box], None, js=OPEN_RUN_JS)
     return TracesTab(run_pick=run_pick, message=message)
+
+
+OPEN_RUN_JS = """(text, run, extra) => {
+  if (!text || !window.MetagenUI) return;
+  let linked = {};
+  try { linked = extra ? JSON.parse(extra) : {}; } catch (e) { linked = {}; }
+  window.MetagenUI.openYaml(text, "run " + run, "link", null, true, linked.children || {}, linked.ports || {});
+}"""
+"""Opens a traced run's workflow with the sub-workflows it ran (as a link's: used instead of the folder's files)."""
+
+
+def run_children(record: dict[str, Any]) -> dict[str, str]:
+    """The sub-workflows' YAML a run recorded as it started (name -> text), as the editor takes a link's children;
+    {} when it used none or named one by a path (the editor then finds the children in the folder)."""
+    for event in record.get("events", []):
+        if event.get("kind") == SUBWORKFLOWS_NOTE:
+            texts = (event.get("data") or {}).get("workflows") or {}
+            try:
+                return check_link_children(texts)
+            except DeepLinkError:
+                log.info("run %s names a sub-workflow by a path: opened without its recorded children",
+                         record["run"].get("id"))
+                return {}
+    return {}
 
 
 REPORTS = ScratchFolder("metagen-reports", keep=16)
