@@ -6,6 +6,8 @@
 
   const parents = []; // {name, yaml, dirty} of each workflow above the one shown, outermost first
   const made = {};    // name -> the YAML Make sub-workflow wrote on this page (its undo may delete it if unchanged)
+  const madeWorkflows = {};  // name -> the workflow JSON it wrote (a redo after a deleting undo writes it again)
+  const deleted = new Set();  // the files an undo deleted (their redo writes them again)
 
   function ui() { return window.MetagenUI; }
 
@@ -88,7 +90,20 @@
     const result = await ui().call("mg_save", { name: name, workflow: workflow, overwrite: false });
     if (result.error) throw new Error(result.error);
     made[result.name || name] = result.yaml;
+    madeWorkflows[result.name || name] = workflow;
     ui().refreshLists(result);
+  }
+
+  /** The editor's onRedoSubworkflow: Make sub-workflow was redone; the workflow node names the child again, so a
+   * file its undo deleted is written again (never over a file made meanwhile under that name). */
+  async function redone(name) {
+    if (!deleted.has(name) || !madeWorkflows[name]) return;
+    const result = await ui().call("mg_save", { name: name, workflow: madeWorkflows[name], overwrite: false });
+    if (result.error) return ui().notice("Could not write " + name + ".yaml again: " + result.error, "error");
+    deleted.delete(name);
+    made[result.name || name] = result.yaml;
+    ui().refreshLists(result);
+    ui().notice("Wrote " + name + ".yaml again (redo of Make sub-workflow).", "ok");
   }
 
   /** The editor's onUndoSubworkflow: Make sub-workflow was undone; offer to delete the file it wrote, only when
@@ -106,6 +121,7 @@
     delete made[name];
     if (result.error) return ui().notice(result.error, "error");
     if (result.deleted) {
+      deleted.add(name);
       ui().refreshLists(result);
       ui().notice("Deleted " + name + ".yaml.", "ok");
     } else {
@@ -151,6 +167,7 @@
   }
 
   window.MetagenSubworkflows = { make: make, name: nameDialog, open: open, back: goBack, undone: undone,
+    redone: redone,
     made: () => Object.keys(made),
     parents: () => parents.map((p) => p.name) };
 })();

@@ -812,6 +812,7 @@
         onNameSubworkflow: (request) => window.MetagenSubworkflows.name(request),
         onOpenWorkflow: (name) => window.MetagenSubworkflows.open(name),
         onUndoSubworkflow: (name) => window.MetagenSubworkflows.undone(name),
+        onRedoSubworkflow: (name) => window.MetagenSubworkflows.redone(name),
         onMessage: (text, level) => notice(String(text || ""), LEVELS[level] || "warn"),
       });
     } catch (err) {

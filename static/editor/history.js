@@ -57,6 +57,11 @@ export default class HistoryMethods {
     if (!entry) return false;
     this.undoStack.push({ snap: this._snapshot(), label: entry.label, made: entry.made });
     this._restore(entry.snap);
+    // redoing "Make sub-workflow": the host writes the file again if the undo deleted it (opts.onRedoSubworkflow)
+    if (entry.made && this.opts.onRedoSubworkflow) {
+      Promise.resolve().then(() => this.opts.onRedoSubworkflow(entry.made))
+        .catch((err) => console.warn("metagen editor onRedoSubworkflow:", err));
+    }
     return true;
   }
 

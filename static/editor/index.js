@@ -35,6 +35,7 @@
  *                                  // workflow, saved by options.onMakeSubworkflow(name, workflowJson) -> Promise,
  *                                  // and one workflow node replaces it (one undo step)
  *   options.onUndoSubworkflow(name): that step was undone (the host may offer to delete the file it wrote)
+ *   options.onRedoSubworkflow(name): that step was redone (the host writes the file again if the undo deleted it)
  *   options.onOpenWorkflow(name, nodeId): double-click on a workflow node (the host opens the child, and keeps the
  *                                  // breadcrumb back)
  *

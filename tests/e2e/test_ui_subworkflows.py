@@ -102,3 +102,21 @@ def test_undoing_make_sub_workflow_offers_to_delete_the_unchanged_file(ui: Any, 
     page.wait_for_function("!window.MetagenUI.editor().getWorkflow().nodes.some(n => n.kind === 'workflow')")
     page.wait_for_function("!window.MetagenSubworkflows.made().includes('keep_me')")  # the file was looked at
     assert len(asked) == 1 and kept.exists()
+
+
+def test_redo_after_an_undo_that_deleted_the_child_writes_the_file_again(ui: Any, studio: Any) -> None:
+    page = ui.page
+    ui.open_example("chain_of_thought")
+    _make_from_think_and_answer(ui, "redo_me")
+    child_file = studio.home / "workflows" / "redo_me.yaml"
+    written = child_file.read_text(encoding="utf-8")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.locator("[data-testid=editor-undo]").click()
+    page.wait_for_function("document.querySelector('[data-testid=notice]').textContent.includes('Deleted redo_me')")
+    assert not child_file.exists()
+    page.locator("[data-testid=editor-redo]").click()
+    page.wait_for_function("document.querySelector('[data-testid=notice]').textContent.includes('Wrote redo_me')")
+    assert child_file.read_text(encoding="utf-8") == written
+    assert page.locator('.mge-palette [data-workflow="redo_me"]').count() == 1
+    ui.click_run()  # the redone workflow node finds its child again
+    assert ui.wait_run_finished() == "succeeded"
