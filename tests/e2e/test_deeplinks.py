@@ -251,3 +251,7 @@ def test_a_link_with_a_sub_workflow_opens_checks_and_runs_with_the_carried_child
     ui.page.wait_for_function("document.querySelector('[data-testid=share-url]').value.includes('wf=2.')",
                               timeout=20_000)
     shot(ui.page, "link-with-sub-workflow")
+    # saving the link's workflow writes the child it carried beside it (else the saved file names a missing child)
+    ui.save_as("linked_parent")
+    assert (studio.home / "workflows" / "linked_refine.yaml").read_text(encoding="utf-8") == LINKED_CHILD
+    assert ui.page.evaluate("Object.keys(window.MetagenUI.state().linked).length") == 0
