@@ -34,7 +34,7 @@ run: setup
 
 # pytest exit code 5 means "no tests collected": a broken collection must not pass as green.
 test: setup system-deps
-	@$(BIN)/python -m pytest -q -rs; rc=$$?; \
+	@$(BIN)/python -m pytest -q -rs --durations=25; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests (exit 5): treating as a failure"; fi; \
 	exit $$rc
 

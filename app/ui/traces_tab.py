@@ -129,12 +129,58 @@ class TracesTab:
     message: gr.Markdown
 
 
+@dataclass
+class _Views:
+    """The tab's components (built by `_build_views`, wired by the `_wire_*` functions)."""
+
+    wf_filter: gr.Dropdown
+    status_filter: gr.Dropdown
+    refresh: gr.Button
+    runs_df: gr.Dataframe
+    run_pick: gr.Dropdown
+    open_btn: gr.Button
+    export_btn: gr.DownloadButton
+    summary: gr.HTML
+    collapse: gr.CheckboxGroup
+    timeline: gr.Plot
+    sample_node: gr.Dropdown
+    samples_plot: gr.Plot
+    samples_html: gr.HTML
+    tree_plot: gr.Plot
+    tree_html: gr.HTML
+    refine_html: gr.HTML
+    call_pick: gr.Dropdown
+    tokens_html: gr.HTML
+    compare_a: gr.Dropdown
+    compare_b: gr.Dropdown
+    compare_btn: gr.Button
+    compare_html: gr.HTML
+    yaml_box: gr.Textbox
+    children_box: gr.Textbox
+    message: gr.Markdown
+
+    def run_views(self) -> list[Any]:
+        """What showing a run fills (in `_run_view_values`' keys)."""
+        return [self.summary, self.timeline, self.collapse, self.sample_node, self.samples_plot, self.samples_html,
+                self.tree_plot, self.tree_html, self.refine_html, self.call_pick, self.tokens_html, self.export_btn,
+                self.message]
+
+
 def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab | None:
     """Build the tab's components and events inside the current Blocks context (None without a trace store)."""
     if service.trace_store is None:
         gr.Markdown(f"The trace store cannot be opened: {service.trace_error or 'unknown error'}. Runs still work; "
                     "fix the database path (--db) to see their traces.")
         return None
+    views = _build_views()
+    _wire_list(service, views, tab)
+    _wire_run_views(service, views)
+    _wire_compare(service, views)
+    _wire_open(service, views, tabs)
+    return TracesTab(run_pick=views.run_pick, message=views.message)
+
+
+def _build_views() -> _Views:
     with gr.Row():
         wf_filter = gr.Dropdown([ALL], value=ALL, label="Workflow", elem_id="mg-traces-workflow", scale=2)
         status_filter = gr.Dropdown(list(STATUSES), value=ALL, label="Status", elem_id="mg-traces-status", scale=1)
@@ -174,6 +220,13 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
     yaml_box = gr.Textbox(visible="hidden", elem_id="mg-traces-yaml")
     children_box = gr.Textbox(visible="hidden", elem_id="mg-traces-children")
     message = gr.Markdown(elem_id="mg-traces-message")
+    return _Views(wf_filter, status_filter, refresh, runs_df, run_pick, open_btn, export_btn, summary, collapse,
+                  timeline, sample_node, samples_plot, samples_html, tree_plot, tree_html, refine_html, call_pick,
+                  tokens_html, compare_a, compare_b, compare_btn, compare_html, yaml_box, children_box, message)
+
+
+def _wire_list(service: StudioService, v: _Views, tab: gr.Tab) -> None:
+    """The run list and its filters, refreshed when the tab opens."""
 
     def load_list(workflow: str, status: str, picked: str | None = None,
                   request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
@@ -185,61 +238,68 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
         return (gr.update(value=rows), gr.update(choices=[ALL, *names]), gr.update(choices=choices, value=current),
                 gr.update(choices=choices), gr.update(choices=choices))
 
-    list_outputs = [runs_df, wf_filter, run_pick, compare_a, compare_b]
-    for trigger in (refresh.click, tab.select, wf_filter.input, status_filter.input):
-        trigger(load_list, [wf_filter, status_filter, run_pick], list_outputs)
+    list_outputs = [v.runs_df, v.wf_filter, v.run_pick, v.compare_a, v.compare_b]
+    for trigger in (v.refresh.click, tab.select, v.wf_filter.input, v.status_filter.input):
+        trigger(load_list, [v.wf_filter, v.status_filter, v.run_pick], list_outputs)
 
-    run_views = [summary, timeline, collapse, sample_node, samples_plot, samples_html, tree_plot, tree_html,
-                 refine_html, call_pick, tokens_html, export_btn, message]
 
-    def empty_views(first_message: str) -> dict[Any, Any]:
-        return {summary: _message(first_message), timeline: None,
-                collapse: gr.update(choices=[], value=[], visible=False),
-                sample_node: gr.update(choices=[], value=None),
-                samples_plot: gr.update(visible=False), samples_html: "", tree_plot: gr.update(visible=False),
-                tree_html: "", refine_html: "", call_pick: gr.update(choices=[], value=None), tokens_html: "",
-                export_btn: gr.update(value=None), message: ""}
+def _empty_views(v: _Views, first_message: str) -> dict[Any, Any]:
+    return {v.summary: _message(first_message), v.timeline: None,
+            v.collapse: gr.update(choices=[], value=[], visible=False),
+            v.sample_node: gr.update(choices=[], value=None),
+            v.samples_plot: gr.update(visible=False), v.samples_html: "", v.tree_plot: gr.update(visible=False),
+            v.tree_html: "", v.refine_html: "", v.call_pick: gr.update(choices=[], value=None), v.tokens_html: "",
+            v.export_btn: gr.update(value=None), v.message: ""}
+
+
+def _run_view_values(v: _Views, record: dict[str, Any]) -> dict[Any, Any]:
+    """Every view of one run's record."""
+    samples_fig, samples_text = _sample_views(record, None)
+    fig_t, html_t = _split(_safe(viz.search_tree_figure, record))
+    calls = call_choices(record)
+    collapsible = _safe(viz.collapsible_nodes, record)
+    collapsible = collapsible if isinstance(collapsible, list) else []
+    summary_value = _safe(viz.summary_html, record)
+    if summary_value is None:
+        summary_value = _message(f"run {record['run'].get('id')}: {record['run'].get('status')}")
+    return {
+        v.summary: _as_html(summary_value),
+        v.timeline: _safe(viz.timeline_figure, record),
+        v.collapse: gr.update(choices=collapsible, value=[], visible=bool(collapsible)),
+        v.sample_node: gr.update(choices=list(_safe(viz.candidate_nodes, record) or []), value=None),
+        v.samples_plot: samples_fig,
+        v.samples_html: samples_text,
+        v.tree_plot: gr.update(value=fig_t, visible=fig_t is not None),
+        v.tree_html: (html_t + _as_html(_safe(viz.tree_html, record))) or _message("This run has no search tree."),
+        v.refine_html: (_as_html(_safe(viz.refinement_html, record))
+                        or _message("This run has no refinement steps.")),
+        v.call_pick: gr.update(choices=calls, value=calls[0] if calls else None),
+        v.tokens_html: (_as_html(_safe(viz.token_view_html, record, calls[0])) if calls
+                        else _message("This run made no LM calls.")),
+        v.export_btn: gr.update(value=_export_file(record)),
+        v.message: "",
+    }
+
+
+def _wire_run_views(service: StudioService, v: _Views) -> None:
+    """Picking a run fills every view; the timeline's collapse, the sample node and the LM call redraw one."""
 
     def show_run(run_id: str | None, request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
         if not run_id:
-            return empty_views("Pick a run.")
+            return _empty_views(v, "Pick a run.")
         try:
             record = visitor_record(service, run_id, visitor_for(service, request))
         except Exception as exc:
-            return empty_views(str(exc))
-        samples_fig, samples_text = _sample_views(record, None)
-        fig_t, html_t = _split(_safe(viz.search_tree_figure, record))
-        calls = call_choices(record)
-        collapsible = _safe(viz.collapsible_nodes, record)
-        collapsible = collapsible if isinstance(collapsible, list) else []
-        summary_value = _safe(viz.summary_html, record)
-        if summary_value is None:
-            summary_value = _message(f"run {run_id}: {record['run'].get('status')}")
-        return {
-            summary: _as_html(summary_value),
-            timeline: _safe(viz.timeline_figure, record),
-            collapse: gr.update(choices=collapsible, value=[], visible=bool(collapsible)),
-            sample_node: gr.update(choices=list(_safe(viz.candidate_nodes, record) or []), value=None),
-            samples_plot: samples_fig,
-            samples_html: samples_text,
-            tree_plot: gr.update(value=fig_t, visible=fig_t is not None),
-            tree_html: (html_t + _as_html(_safe(viz.tree_html, record))) or _message("This run has no search tree."),
-            refine_html: (_as_html(_safe(viz.refinement_html, record))
-                          or _message("This run has no refinement steps.")),
-            call_pick: gr.update(choices=calls, value=calls[0] if calls else None),
-            tokens_html: (_as_html(_safe(viz.token_view_html, record, calls[0])) if calls
-                          else _message("This run made no LM calls.")),
-            export_btn: gr.update(value=_export_file(record)),
-            message: "",
-        }
+            return _empty_views(v, str(exc))
+        return _run_view_values(v, record)
 
-    run_pick.change(show_run, [run_pick], run_views)
+    v.run_pick.change(show_run, [v.run_pick], v.run_views())
 
     def redraw_timeline(run_id: str | None, collapsed: list[str] | None,
                         request: gr.Request = None) -> Any:  # type: ignore[assignment]
         return collapsed_timeline(service, run_id, collapsed, visitor_for(service, request))
 
-    collapse.input(redraw_timeline, [run_pick, collapse], [timeline])
+    v.collapse.input(redraw_timeline, [v.run_pick, v.collapse], [v.timeline])
 
     def show_samples(run_id: str | None, node_id: str | None,
                      request: gr.Request = None) -> tuple[Any, Any]:  # type: ignore[assignment]
@@ -251,7 +311,7 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
             return gr.update(visible=False), _message(str(exc))
         return _sample_views(record, node_id or None)
 
-    sample_node.input(show_samples, [run_pick, sample_node], [samples_plot, samples_html])
+    v.sample_node.input(show_samples, [v.run_pick, v.sample_node], [v.samples_plot, v.samples_html])
 
     def show_tokens(run_id: str | None, call_id: str | None, request: gr.Request = None) -> str:  # type: ignore[assignment]
         if not run_id or not call_id:
@@ -262,8 +322,10 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
             return _message(str(exc))
         return _as_html(_safe(viz.token_view_html, record, call_id))
 
-    call_pick.input(show_tokens, [run_pick, call_pick], [tokens_html])
+    v.call_pick.input(show_tokens, [v.run_pick, v.call_pick], [v.tokens_html])
 
+
+def _wire_compare(service: StudioService, v: _Views) -> None:
     def compare(a: str | None, b: str | None, request: gr.Request = None) -> str:  # type: ignore[assignment]
         if not a or not b:
             return _message("Pick two runs to compare.")
@@ -274,7 +336,11 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
         except Exception as exc:
             return _message(str(exc))
 
-    compare_btn.click(compare, [compare_a, compare_b], [compare_html])
+    v.compare_btn.click(compare, [v.compare_a, v.compare_b], [v.compare_html])
+
+
+def _wire_open(service: StudioService, v: _Views, tabs: gr.Tabs) -> None:
+    """"Open this run's workflow in the editor", with the sub-workflows the run recorded."""
 
     def open_in_editor(run_id: str | None,
                        request: gr.Request = None) -> tuple[Any, Any, Any, str]:  # type: ignore[assignment]
@@ -291,9 +357,8 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
         extra = {"children": children, "ports": service.linked_workflow_ports(children)}
         return text, json.dumps(extra), gr.Tabs(selected=EDITOR_TAB), ""
 
-    open_btn.click(open_in_editor, [run_pick], [yaml_box, children_box, tabs, message]).then(
-        None, [yaml_box, run_pick, children_box], None, js=OPEN_RUN_JS)
-    return TracesTab(run_pick=run_pick, message=message)
+    v.open_btn.click(open_in_editor, [v.run_pick], [v.yaml_box, v.children_box, tabs, v.message]).then(
+        None, [v.yaml_box, v.run_pick, v.children_box], None, js=OPEN_RUN_JS)
 
 
 OPEN_RUN_JS = """(text, run, extra) => {
