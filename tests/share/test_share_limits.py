@@ -11,9 +11,8 @@ import yaml
 
 from app.service.errors import UserError
 from app.service.studio import StudioService
-from app.share.policy import SharePolicy
 from app.workflow.spec import MAX_WORKFLOW_BYTES
-from backends.fake import FakeBackend
+from tests.studio_fixtures import studio_service
 
 SMALL_WF = {"version": 1, "name": "small", "inputs": {"q": {"type": "text", "default": "hi"}},
             "nodes": [{"id": "gen", "kind": "generator", "params": {"prompt": "{q}"}, "inputs": {"q": "inputs.q"}}],
@@ -21,13 +20,7 @@ SMALL_WF = {"version": 1, "name": "small", "inputs": {"q": {"type": "text", "def
 
 
 def _service(tmp_path: Path, share: bool = True) -> StudioService:
-    models = tmp_path / "models"
-    models.mkdir(exist_ok=True)
-    policy = SharePolicy.for_serving("0.0.0.0", models_folder=models) if share else SharePolicy.local()
-    backend = FakeBackend(reply_fn=lambda prompt, i: "ok")
-    return StudioService(policy=policy, provider=lambda spec: backend, dry_run=True,
-                         workflows_dir=tmp_path / "workflows", examples_dir=tmp_path / "no-examples",
-                         models_dir=models, trace_db=tmp_path / "traces.db")
+    return studio_service(tmp_path, share=share)
 
 
 def _huge_wf() -> dict[str, object]:

@@ -19,10 +19,9 @@ from app.share.deeplink import (
     encode_workflow,
     read_deep_link,
 )
-from app.share.policy import SharePolicy
 from app.ui.editor_page import mg_parse_yaml, mg_run
 from app.ui.share_links import sl_make_links, sl_open_link
-from backends.fake import FakeBackend
+from tests.studio_fixtures import studio_service
 
 CHILD = """\
 version: 1
@@ -71,16 +70,8 @@ outputs: {answer: gen.text}
 
 
 def _service(tmp_path: Path, *, share: bool = True) -> StudioService:
-    models = tmp_path / "models"
-    models.mkdir(parents=True, exist_ok=True)
-    (models / "allowed.gguf").write_bytes(b"GGUF")
-    policy = (SharePolicy.for_serving("127.0.0.1", force_share_mode=True, models_folder=models) if share
-              else SharePolicy.local())
-    backend = FakeBackend(reply_fn=lambda prompt, i: next((w for w in ("LINKED", "LOCAL") if w in prompt), "4"))
-    folder = tmp_path / "workflows"
-    folder.mkdir(exist_ok=True)
-    return StudioService(policy=policy, provider=lambda spec: backend, dry_run=True, workflows_dir=folder,
-                         examples_dir=tmp_path / "no-examples", models_dir=models, trace_db=tmp_path / "traces.db")
+    return studio_service(tmp_path, share=share, allowed_model=True,
+                          reply=lambda prompt, i: next((w for w in ("LINKED", "LOCAL") if w in prompt), "4"))
 
 
 def _payload(url: str) -> str:

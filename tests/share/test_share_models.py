@@ -13,9 +13,9 @@ from app.share.policy import SharePolicy, check_workflow_allowed, resolve_model_
 from app.workflow.model_specs import model_specs
 from app.workflow.spec import workflow_from_dict
 from backends.base import ModelSpec
-from backends.fake import FakeBackend
 from backends.llama.bundled import bundled_model_path
 from backends.pool import ModelPool
+from tests.studio_fixtures import studio_service
 
 
 class StubBackend:
@@ -35,13 +35,7 @@ class StubBackend:
 
 
 def _service(tmp_path: Path, share: bool) -> StudioService:
-    models = tmp_path / "models"
-    models.mkdir(exist_ok=True)
-    policy = (SharePolicy.for_serving("0.0.0.0", models_folder=models) if share else SharePolicy.local())
-    backend = FakeBackend(reply_fn=lambda prompt, i: "ok")
-    return StudioService(policy=policy, provider=lambda spec: backend, dry_run=True,
-                         workflows_dir=tmp_path / "workflows", examples_dir=tmp_path / "no-examples",
-                         models_dir=models, trace_db=tmp_path / "traces.db")
+    return studio_service(tmp_path, share=share)
 
 
 def test_visitor_cannot_unload_or_load_models_in_share_mode(tmp_path: Path) -> None:

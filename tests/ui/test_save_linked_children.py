@@ -9,20 +9,15 @@ import pytest
 
 from app.service.errors import UserError
 from app.service.studio import StudioService
-from app.share.policy import SharePolicy
 from app.ui.editor_page import mg_open, mg_save
 from app.ui.endpoints import VISITOR_KEY
 from app.workflow.spec import load_workflow_text
 from tests.core.test_subworkflows import CHILD, PARENT
+from tests.studio_fixtures import studio_service
 
 
 def _service(tmp_path: Path, share: bool = False) -> StudioService:
-    models = tmp_path / "models"
-    models.mkdir(parents=True, exist_ok=True)
-    policy = (SharePolicy.for_serving("127.0.0.1", force_share_mode=True, models_folder=models) if share
-              else SharePolicy.local())
-    return StudioService(policy=policy, dry_run=True, workflows_dir=tmp_path / "wf", examples_dir=tmp_path / "none",
-                         models_dir=models, trace_db=tmp_path / "t.db")
+    return studio_service(tmp_path, share=share)
 
 
 def _save_parent(service: StudioService, **extra: object) -> dict:
