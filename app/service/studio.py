@@ -24,6 +24,7 @@ from app.share.consent import RemoteConsent
 from app.share.policy import (
     SharePolicy,
     check_workflow_allowed,
+    child_run_issues,
     inputs_problem,
     resolve_model_choices,
 )
@@ -330,6 +331,8 @@ class StudioService:
         (found through `children`, else the app's loader)."""
         checked = check_tree(wf, self.registry, children or self.children)
         issues = checked.issues + check_workflow_allowed(wf, self.policy)
+        if self.policy.share_mode:
+            issues += child_run_issues(wf, checked, self.policy)
         for path, child in descendants(checked):
             issues += prefixed(check_workflow_allowed(child.workflow, self.policy), path, child.label)
         return issues

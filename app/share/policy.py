@@ -15,6 +15,7 @@ from app.run.scheduler import Budget
 from app.workflow.model_specs import model_int
 from app.workflow.problems import Issue
 from app.workflow.spec import Workflow
+from app.workflow.subworkflows import Checked, child_runs
 from backends.llama.gguf import find_model_files
 
 log = logging.getLogger(__name__)
@@ -25,6 +26,9 @@ SHARE_MODE_ENV = "METAGEN_SHARE_MODE"
 SHARE_MAX_LM_CALLS = 64
 SHARE_MAX_TOKENS = 20_000
 SHARE_MAX_SECONDS = 120.0
+SHARE_MAX_CHILD_RUNS = 256
+"""Share mode: sub-workflow runs one run may start (a mapped child counts once per candidate, nested levels
+multiply); validation refuses a tree whose count is known to pass it, the run stops when it would."""
 SHARE_MAX_CONCURRENT_RUNS = 1
 SHARE_MAX_QUEUE = 8
 SHARE_MAX_RUNS_PER_VISITOR = 2
@@ -144,6 +148,8 @@ class SharePolicy:
     max_lm_calls: int | None = None
     max_tokens: int | None = None
     max_seconds: float | None = None
+    max_child_runs: int | None = None
+    """Sub-workflow runs one run may start (None: the scheduler's MAX_CHILD_RUNS)."""
     max_concurrent_runs: int = 2
     max_queue: int = 32
     max_runs_per_visitor: int | None = None
@@ -205,6 +211,7 @@ class SharePolicy:
             max_lm_calls=max_lm_calls,
             max_tokens=max_tokens,
             max_seconds=max_seconds,
+            max_child_runs=SHARE_MAX_CHILD_RUNS,
             max_concurrent_runs=max(1, max_concurrent_runs),
             max_queue=max(0, max_queue),
             max_runs_per_visitor=SHARE_MAX_RUNS_PER_VISITOR,
@@ -220,7 +227,7 @@ class SharePolicy:
 
     @property
     def budget_caps(self) -> Budget:
-        return Budget(self.max_lm_calls, self.max_tokens, self.max_seconds)
+        return Budget(self.max_lm_calls, self.max_tokens, self.max_seconds, self.max_child_runs)
 
     def cap_budget(self, budget: Budget | None) -> Budget:
         """The requested budget, lowered to the server caps (an unlimited request gets the cap)."""
@@ -229,6 +236,7 @@ class SharePolicy:
             max_lm_calls=_min_opt(budget.max_lm_calls, self.max_lm_calls),
             max_tokens=_min_opt(budget.max_tokens, self.max_tokens),
             max_seconds=_min_opt(budget.max_seconds, self.max_seconds),
+            max_child_runs=_min_opt(budget.max_child_runs, self.max_child_runs),
         )
 
     def gradio_auth(self) -> list[tuple[str, str]] | None:
@@ -265,7 +273,8 @@ class SharePolicy:
                   else "")
         return (f"share mode: workflows by name only, {len(self.model_choices) + 1} model choice(s){remote}, python "
                 f"verifier {python}, per-run caps {self.max_lm_calls} LM calls / {self.max_tokens} tokens / "
-                f"{self.max_seconds:g} s, {self.max_concurrent_runs} concurrent run(s), "
+                f"{self.max_seconds:g} s / {self.max_child_runs} sub-workflow runs, "
+                f"{self.max_concurrent_runs} concurrent run(s), "
                 f"{self.max_runs_per_visitor} per visitor")
 
 
@@ -435,6 +444,18 @@ def _remote_entry_issues(wf: Workflow, alias: str, spec: dict[str, Any], policy:
         return [Issue("model_option_refused", f"model {alias!r} sets {', '.join(extra)}, which a shared app does not "
                       f"accept on its remote model {choice.name!r}", "remove those settings", line=line)]
     return []
+
+
+def child_run_issues(wf: Workflow, checked: Checked, policy: SharePolicy) -> list[Issue]:
+    """A problem when the sub-workflow runs a run of `wf` would start, counted before it runs, pass the cap."""
+    if policy.max_child_runs is None or not checked.children:
+        return []
+    count = child_runs(wf, checked)
+    if count <= policy.max_child_runs:
+        return []
+    return [Issue("too_many_child_runs", f"a run of this workflow would start at least {count:,} sub-workflow runs; "
+                  f"this shared app allows {policy.max_child_runs:,} per run",
+                  "map over fewer candidates, nest fewer mapped levels, or run it on your own machine")]
 
 
 SEARCH_CAPS = (("particles", "particles", SHARE_MAX_PARTICLES), ("mcts", "simulations", SHARE_MAX_SIMULATIONS))

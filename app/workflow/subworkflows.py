@@ -91,6 +91,38 @@ def workflow_texts(wf: Workflow, checked: Checked) -> dict[str, str]:
     return out
 
 
+def child_runs(wf: Workflow, checked: Checked, _memo: dict[int, int] | None = None) -> int:
+    """The sub-workflow runs a run of `wf` starts, as far as it can be told before it runs: an unmapped child runs
+    once, a mapped one once per candidate of what feeds it where that is known (a `collect`'s inputs, a node's
+    `n`, a mapped workflow node's own count), else once (a lower bound). Each distinct child is counted once."""
+    memo = {} if _memo is None else _memo
+    total = 0
+    for node_id, child in checked.children.items():
+        key = id(child.checked)
+        if key not in memo:
+            memo[key] = child_runs(child.workflow, child.checked, memo)
+        total += fan_out(wf, checked, node_id) * (1 + memo[key])
+    return total
+
+
+def fan_out(wf: Workflow, checked: Checked, node_id: str) -> int:
+    """How many times the workflow node `node_id` runs its child: 1 unmapped, else the candidates fed to it
+    where known (see `child_runs`)."""
+    node = wf.node(node_id)
+    mapped = mapped_input(node) if node is not None else None
+    if node is None or mapped is None or not isinstance(node.inputs.get(mapped), str):
+        return 1
+    source = wf.node(node.inputs[mapped].partition(".")[0])
+    if source is None:
+        return 1
+    if source.kind == "collect":
+        return max(1, len(source.inputs))
+    if source.id in checked.children:
+        return fan_out(wf, checked, source.id)
+    n = source.params.get("n") if isinstance(source.params, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
+
+
 def _ref_of(wf: Workflow, node_id: str) -> str:
     node = wf.node(node_id)
     return str(node.params.get("workflow", "")) if node is not None else ""
