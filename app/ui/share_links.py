@@ -30,7 +30,7 @@ from app.ui.endpoints import endpoint, visitor_for
 from app.ui.traces_tab import TracesTab
 from app.workflow.problems import Issue, WorkflowError, errors
 from app.workflow.spec import Workflow, load_workflow_text
-from app.workflow.subworkflows import WORKFLOW_KIND, workflow_ports, workflow_texts
+from app.workflow.subworkflows import WORKFLOW_KIND, CheckMemo, workflow_ports, workflow_texts
 from app.workflow.validation import check as check_tree
 
 log = logging.getLogger(__name__)
@@ -110,10 +110,11 @@ def _linked_ports(service: StudioService, children: Mapping[str, str]) -> dict[s
     """The ports of the workflow nodes using each linked child (the editor draws them instead of the folder's)."""
     loader = service.child_loader(trusted=False, linked=children)
     ports: dict[str, dict[str, Any]] = {}
+    memo: CheckMemo = {}  # each linked child checked once, however many of the others use it
     for name, text in children.items():
         with contextlib.suppress(WorkflowError):
             wf = load_workflow_text(text)
-            ports[name] = workflow_ports(wf, check_tree(wf, service.registry, loader))
+            ports[name] = workflow_ports(wf, check_tree(wf, service.registry, loader, memo=memo))
     return ports
 
 
