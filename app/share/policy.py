@@ -37,6 +37,8 @@ SHARE_MAX_N_CTX = 8192
 SHARE_MAX_THREADS = 4
 SHARE_MAX_PARTICLES = 16
 """Share mode: the most particles a search node's particle filter may keep (each draws a step per round)."""
+SHARE_MAX_PRM_STEPS = 64
+"""Share mode: the most steps a PRM scores per candidate (`max_steps`; the chat layout is a turn per step)."""
 SHARE_MAX_SIMULATIONS = 32
 """Share mode: the most MCTS simulations of a search node (each expands and rolls out to the end)."""
 SHARE_MAX_INPUT_CHARS = 100_000
@@ -387,6 +389,7 @@ def check_workflow_allowed(wf: Workflow, policy: SharePolicy) -> list[Issue]:
     if not policy.share_mode:
         return issues
     issues += _search_cap_issues(wf)
+    issues += _prm_cap_issues(wf)
     choices = ", ".join(Path(c).name for c in policy.model_choices) or "none besides the bundled model"
     for alias, spec in wf.models.items():
         line = wf.line_of("models", alias)
@@ -475,6 +478,18 @@ def _search_cap_issues(wf: Workflow) -> list[Issue]:
                 issues.append(Issue("share_cap_exceeded", f"{param}={value} is more than this shared app allows "
                                     f"({cap})", f"set {param} to {cap} or less, or run it on your own machine",
                                     node_id=node.id, line=wf.node_line(node.id, "params", param)))
+    return issues
+
+
+def _prm_cap_issues(wf: Workflow) -> list[Issue]:
+    """Nodes whose PRM scores more steps per candidate than the share cap allows."""
+    issues: list[Issue] = []
+    for node in wf.nodes:
+        value = node.params.get("max_steps") if isinstance(node.params, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > SHARE_MAX_PRM_STEPS:
+            issues.append(Issue("share_cap_exceeded", f"max_steps={value} is more than this shared app allows "
+                                f"({SHARE_MAX_PRM_STEPS})", f"set max_steps to {SHARE_MAX_PRM_STEPS} or less",
+                                node_id=node.id, line=wf.node_line(node.id, "params", "max_steps")))
     return issues
 
 

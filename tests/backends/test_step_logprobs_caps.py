@@ -1,0 +1,59 @@
+"""The PRM's positions request on the real bundled model stops early (issue 32, 2): tokenising a text longer than
+the context ends at the first segment past it, and a cancel is obeyed between segments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from backends.base import BackendError, CancelledError, CancelToken
+from nodes.algorithms.prm import tagged_segments
+
+pytestmark = pytest.mark.model
+
+TOKENS = (" yes", " no")
+
+
+class CountingTokenizer:
+    """Wraps the model's tokenize, counting calls."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.real = model.tokenize
+        self.calls = 0
+
+    def __call__(self, *args: Any, **kw: Any) -> Any:
+        self.calls += 1
+        return self.real(*args, **kw)
+
+
+@pytest.fixture()
+def counted(llama: Any, monkeypatch: pytest.MonkeyPatch) -> CountingTokenizer:
+    counter = CountingTokenizer(llama.model)
+    monkeypatch.setattr(llama.model, "tokenize", counter)
+    return counter
+
+
+def _long_sequence(steps: int) -> list[str]:
+    return tagged_segments("Question: add the numbers.", [f"Step {i}: 1 + {i} = {i + 1}." for i in range(steps)],
+                           "\n", " Correct?")
+
+
+def test_a_text_past_the_context_stops_tokenising_at_the_context(llama: Any, counted: CountingTokenizer) -> None:
+    with pytest.raises(BackendError, match="Context overflow"):
+        llama.step_logprobs([_long_sequence(2000)], TOKENS)  # ~30,000 tokens against a context of 1,024
+    assert counted.calls < 200  # the old code tokenised all 2,000 segments first
+
+
+def test_a_cancel_stops_tokenising(llama: Any, counted: CountingTokenizer) -> None:
+    cancel = CancelToken()
+    cancel.cancel("cancelled by the user")
+    with pytest.raises(CancelledError):
+        llama.step_logprobs([_long_sequence(50)], TOKENS, cancel=cancel)
+    assert counted.calls <= len(TOKENS)  # the good / bad tokens' own check, no segment
+
+
+def test_a_short_text_still_scores_after_the_checks(llama: Any) -> None:
+    rows = llama.step_logprobs([_long_sequence(3)], TOKENS).logprobs[0]
+    assert len(rows) == 3 and all(set(row) == set(TOKENS) for row in rows)
