@@ -57,3 +57,19 @@ def test_a_cancel_stops_tokenising(llama: Any, counted: CountingTokenizer) -> No
 def test_a_short_text_still_scores_after_the_checks(llama: Any) -> None:
     rows = llama.step_logprobs([_long_sequence(3)], TOKENS).logprobs[0]
     assert len(rows) == 3 and all(set(row) == set(TOKENS) for row in rows)
+
+
+def test_the_bundled_template_lays_many_steps_out_in_three_renderings(llama: Any) -> None:
+    from nodes.algorithms.prm import _conversation, chat_segments
+
+    renders: list[int] = []
+
+    def render(messages: list[dict[str, str]], gen: bool) -> str:
+        renders.append(len(messages))
+        return llama.render_prompt(messages, add_generation_prompt=gen)
+
+    steps = [f"Step {i}: 1 + {i} = {i + 1}." for i in range(200)]
+    segments = chat_segments("Question: add.", steps, "+", render)
+    assert len(renders) == 3  # the turn-by-turn layout would render 200 times (20,000 messages)
+    assert "".join(segments) == llama.render_prompt(_conversation("Question: add.", steps, "+"))
+    assert segments[5].startswith("+") and "Step 5: 1 + 5 = 6." in segments[5]  # the verdict on step 4, then step 5
