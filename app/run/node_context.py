@@ -183,7 +183,8 @@ class RunNodeContext:
         return self._python_allowed
 
     def run_workflow(self, runs: Sequence[dict[str, Any]], mapped: bool) -> list[dict[str, Any]]:
-        """This workflow node's child, once per inputs dict, all at once, inside this run (the scheduler's)."""
+        """This workflow node's child, once per inputs dict, several at once (the run's helper threads), inside this
+        run (the scheduler's)."""
         if self._subworkflows is None:
             raise NodeError(f"node {self.node_id!r} has no sub-workflow to run")
         return self._subworkflows(runs, mapped)
