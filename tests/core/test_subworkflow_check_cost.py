@@ -74,3 +74,13 @@ def test_page_loads_do_not_check_the_folder_again(tmp_path: Path, checks: list[s
     assert service.workflow_ports() == first and checks == []  # a page load with no change checks nothing
     (folder / "other.yaml").write_text((folder / "wide0.yaml").read_text().replace("name: leaf", "name: other"))
     assert "other" in service.workflow_ports() and checks  # a changed folder is checked again
+
+
+def test_a_link_carrying_a_wide_tree_checks_each_child_once(tmp_path: Path, checks: list[str]) -> None:
+    wide_tree(tmp_path, uses=10, depth=2)  # what a share link of a W=10 tree carries: the children's texts
+    texts = {name: (tmp_path / f"{name}.yaml").read_text() for name in ("wide0", "wide1")}
+    top = load_workflow(tmp_path / "wide2.yaml")
+    loader = ChildLoader((), trusted=False, texts=texts)
+    checked = validation.check(top, REGISTRY, loader)
+    assert [i for i in checked.issues if i.severity == "error"] == []
+    assert sorted(checks) == ["leaf", "wide1", "wide2"] and checked.instances == 10 + 100
