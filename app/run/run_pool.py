@@ -57,21 +57,26 @@ class RunPool:
             self.busy -= 1
         self._free.release()
 
-    def _start(self, target: Callable[[], None]) -> None:
+    def _start(self, target: Callable[[], None]) -> bool:
+        """`target` on a new helper thread (a helper slot already taken); False, the slot given back, when the
+        system refuses another thread."""
         def body() -> None:
             try:
                 target()
             finally:
                 self._give()
 
-        threading.Thread(target=body, name=f"{self._name}-helper", daemon=True).start()
+        try:
+            threading.Thread(target=body, name=f"{self._name}-helper", daemon=True).start()
+        except RuntimeError:  # "can't start new thread": the work stays on the asking thread
+            self._give()
+            return False
+        return True
 
     def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
         """`fn(*args)` on a helper when one is free, else now on this thread (the future is then already done)."""
         fut: Future[T] = Future()
-        if self._take():
-            self._start(lambda: _run_into(fut, fn, args))
-        else:
+        if not (self._take() and self._start(lambda: _run_into(fut, fn, args))):
             _run_into(fut, fn, args)
         return fut
 
@@ -106,8 +111,9 @@ class RunPool:
             if not self._take():
                 break
             finished = threading.Event()
+            if not self._start(_then_set(work, finished)):
+                break
             helpers.append(finished)
-            self._start(_then_set(work, finished))
         work()
         for finished in helpers:
             finished.wait()
