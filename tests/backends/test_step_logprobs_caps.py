@@ -73,3 +73,20 @@ def test_the_bundled_template_lays_many_steps_out_in_three_renderings(llama: Any
     assert len(renders) == 3  # the turn-by-turn layout would render 200 times (20,000 messages)
     assert "".join(segments) == llama.render_prompt(_conversation("Question: add.", steps, "+"))
     assert segments[5].startswith("+") and "Step 5: 1 + 5 = 6." in segments[5]  # the verdict on step 4, then step 5
+
+
+def test_a_cancel_stops_the_positions_job_midway(llama: Any) -> None:
+    import threading
+
+    cancel = CancelToken()
+    sequences = [tagged_segments(f"Question {k}: add the numbers.",
+                                 [f"Step {i}: {k} + {i} = {k + i}." for i in range(40)], "\n", " Correct?")
+                 for k in range(32)]  # ~22,000 tokens to evaluate: seconds of work on a CPU
+    timer = threading.Timer(0.3, cancel.cancel, args=("cancelled by the user",))
+    timer.start()
+    try:
+        with pytest.raises(CancelledError):
+            llama.step_logprobs(sequences, TOKENS, cancel=cancel)
+    finally:
+        timer.cancel()
+    assert llama.step_logprobs([_long_sequence(2)], TOKENS).logprobs[0]  # the engine serves the next request
