@@ -110,7 +110,9 @@ def scoring_params(show_if_method: Callable[[tuple[str, ...]], tuple[str, tuple[
         Param("bad_token", "str", "-", "PRM: the token meaning a bad step (one token of the PRM's vocabulary)",
               show_if=show_if_method(("prm",))),
         Param("step_tag", "str", prm.DEFAULT_STEP_TAG, "PRM, tagged: text closing each step, where the verdict "
-              "is read", show_if=show_if_method(("prm",))),
+              f"is read (at most {prm.MAX_STEP_TAG_CHARS} characters)", show_if=show_if_method(("prm",))),
+        Param("max_steps", "int", prm.DEFAULT_MAX_STEPS, "PRM: the most steps scored per candidate (the rest of "
+              "a longer candidate is its last step)", min=1, max=prm.MAX_STEPS, show_if=show_if_method(("prm",))),
         Param("length_unit", "choice", "words", "Length: what to count", choices=("chars", "words", "tokens"),
               show_if=show_if_method(("length",))),
         Param("length_target", "int", 0, "Length: 0 = score is the length; > 0 = 1 - |length - target| / target",
@@ -313,18 +315,25 @@ def _query(job: ScoringJob, i: int) -> str:
 
 
 def _prm_segments(job: ScoringJob, steps: list[list[str]]) -> list[list[str]]:
-    """Each candidate's steps laid out for the PRM (Math-Shepherd's tagged text or RLHFlow's chat turns)."""
+    """Each candidate's steps laid out for the PRM (Math-Shepherd's tagged text or RLHFlow's chat turns), the
+    run's cancel checked between candidates and, in the chat layout, between renderings."""
     params = job.params
+    check = job.ctx.cancel.raise_if_cancelled
+    out: list[list[str]] = []
     if params["prm_format"] == "tagged":
-        return [prm.tagged_segments(_query(job, i), s, str(params["step_delimiter"]), str(params["step_tag"]))
-                for i, s in enumerate(steps)]
+        for i, s in enumerate(steps):
+            check()
+            out.append(prm.tagged_segments(_query(job, i), s, str(params["step_delimiter"]), str(params["step_tag"])))
+        return out
     backend = job.ctx.backend(job.model)
     try:
-        return [prm.chat_segments(_query(job, i), s, str(params["good_token"]),
-                                  lambda m, gen: backend.render_prompt(m, add_generation_prompt=gen))
-                for i, s in enumerate(steps)]
+        for i, s in enumerate(steps):
+            check()
+            out.append(prm.chat_segments(_query(job, i), s, str(params["good_token"]),
+                                         lambda m, gen: backend.render_prompt(m, add_generation_prompt=gen), check))
     except prm.PrmLayoutError as exc:
         raise NodeError(f"prm_format chat: {exc}; use prm_format: tagged with this model") from None
+    return out
 
 
 def _score_prm(job: ScoringJob) -> list[Verdict]:
@@ -336,7 +345,11 @@ def _score_prm(job: ScoringJob) -> list[Verdict]:
         raise NodeError(f"method prm aggregates step scores with one of {', '.join(prm.AGGREGATES)}, not {how!r}")
     if not job.texts:
         return []
-    steps = [prm.split_steps(t, str(params["step_delimiter"])) for t in job.texts]
+    max_steps = int(params.get("max_steps") or prm.DEFAULT_MAX_STEPS)
+    steps = []
+    for t in job.texts:
+        job.ctx.cancel.raise_if_cancelled()
+        steps.append(prm.split_steps(t, str(params["step_delimiter"]), max_steps))
     result = job.ctx.step_logprobs(_prm_segments(job, steps), [good, bad], model=job.model)
     out = []
     for rows, a in zip(result.logprobs, job.answers, strict=True):
@@ -386,8 +399,12 @@ def prm_problems(params: dict[str, Any], method: Any) -> list[tuple[str, str]]:
         out.append(("bad_token", f"is the same as good_token {good!r}: a PRM compares two different tokens"))
     if not params.get("step_delimiter"):
         out.append(("step_delimiter", "must not be empty: the PRM scores the steps it separates (e.g. '\\n\\n')"))
-    if params.get("prm_format") == "tagged" and not params.get("step_tag"):
+    tag = params.get("step_tag")
+    if params.get("prm_format") == "tagged" and not tag:
         out.append(("step_tag", "must not be empty with prm_format tagged: the verdict is read at it (' ки')"))
+    if isinstance(tag, str) and len(tag) > prm.MAX_STEP_TAG_CHARS:
+        out.append(("step_tag", f"has {len(tag):,} characters, more than {prm.MAX_STEP_TAG_CHARS}: it closes every "
+                    "step of every candidate; use the PRM's short tag (' ки')"))
     return out
 
 

@@ -272,7 +272,7 @@ class Evaluation:
             calls_left = None if total.max_lm_calls is None else max(1, total.max_lm_calls - self._calls)
             tokens_left = None if total.max_tokens is None else max(1, total.max_tokens - self._tokens)
         return Budget(max_lm_calls=_min(run.max_lm_calls, calls_left), max_tokens=_min(run.max_tokens, tokens_left),
-                      max_seconds=run.max_seconds)
+                      max_seconds=run.max_seconds, max_child_runs=run.max_child_runs)
 
     def _count(self, values: dict[str, Any], last: dict[str, Any]) -> None:
         with self._lock:

@@ -41,8 +41,17 @@ class EventBus:
 
     def __init__(self, observers: list[Observer] | tuple[Observer, ...] = ()) -> None:
         self._observers = list(observers)
+        self._closed = False
+
+    def close(self) -> None:
+        """Drop every later event: a run has ended, and a node it left behind (stuck past the stop) may not
+        write into its trace after its run_end."""
+        self._closed = True
 
     def emit(self, event: Event) -> None:
+        if self._closed:
+            log.debug("dropped a %s event of an ended run", event.type)
+            return
         for observer in self._observers:
             try:
                 observer.on_event(event)

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from app.run import events as ev
 from app.run.events import Event, EventBus
+from app.run.run_pool import RunPool
 from app.run.sample_cache import SampleCache, choice_key, sample_key, score_key, shared_seed
 from app.run.status import budget_stop_reason, is_budget_stop
 from backends.base import (
@@ -47,6 +48,12 @@ class Budget:
     max_tokens: int | None = None
     """Prompt + completion tokens evaluated, over the whole run."""
     max_seconds: float | None = None
+    max_child_runs: int | None = None
+    """Sub-workflow runs (each mapped candidate's included) over the whole run; None: MAX_CHILD_RUNS."""
+
+
+MAX_CHILD_RUNS = 10_000
+"""Child runs one run may start when its budget sets no lower cap: a mapped fan-out nested deep multiplies."""
 
 
 @dataclass
@@ -103,6 +110,18 @@ class RunState:
         self.lock = threading.Lock()
         self.started = time.perf_counter()
         self.call_counter = 0
+        self.child_runs = 0
+        self.pool = RunPool(name=f"run-{run_id}")
+        """The run's bounded helper threads, shared by all its sub-workflow runs."""
+
+    def reserve_child_runs(self, n: int) -> None:
+        """Count `n` sub-workflow runs about to start; a BudgetExceededError when they would pass the cap."""
+        with self.lock:
+            cap = self.budget.max_child_runs if self.budget.max_child_runs is not None else MAX_CHILD_RUNS
+            if self.child_runs + n > cap:
+                self.exceed(f"max_child_runs={cap} would be passed ({self.child_runs} started, {n} more asked)")
+            self.child_runs += n
+        self.check_time()
 
     def check_time(self) -> None:
         b = self.budget
@@ -164,7 +183,8 @@ class RunNodeContext:
         return self._python_allowed
 
     def run_workflow(self, runs: Sequence[dict[str, Any]], mapped: bool) -> list[dict[str, Any]]:
-        """This workflow node's child, once per inputs dict, all at once, inside this run (the scheduler's)."""
+        """This workflow node's child, once per inputs dict, several at once (the run's helper threads), inside this
+        run (the scheduler's)."""
         if self._subworkflows is None:
             raise NodeError(f"node {self.node_id!r} has no sub-workflow to run")
         return self._subworkflows(runs, mapped)

@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 
 SUBWORKFLOWS_NOTE = "subworkflows"
 """The run-level note holding the YAML of every child workflow the run used, by reference."""
+WAIT_POLL_S = 0.1
+"""How often a run waiting on its nodes looks at its cancel token."""
+STOP_GRACE_S = 5.0
+"""Seconds the nodes of a stopped run get to stop by themselves before the run ends without them."""
 BackendProvider = Callable[[ModelSpec], LLMBackend]
 """Returns the (shared, loaded) backend for a model spec."""
 
@@ -172,6 +176,8 @@ class Scheduler:
         self.max_workers = max_workers
         self.allow_python = allow_python
         self.hide_cache_hits = False
+        self.stop_grace_s = STOP_GRACE_S
+        """Seconds a stopped run waits for its nodes before it ends without them (see _DagRun.execute)."""
         """Default of `run(hide_cache_hits=)`: share mode turns it on (see RunState.hide_cache_hits)."""
 
     def check(self, wf: Workflow) -> list[Issue]:
@@ -229,6 +235,7 @@ class Scheduler:
             "status": result.status, "outputs": to_jsonable(result.outputs), "stats": result.stats.to_json(),
             "error": result.error,
         }))
+        bus.close()  # a node left behind by a stop writes nothing after the run's end
         return result
 
     # ------------------------------------------------------------------ internals
@@ -315,27 +322,61 @@ class _DagRun:
 
     # -- the loop
     def execute(self) -> RunResult:
-        executor = ThreadPoolExecutor(max_workers=self.scheduler.max_workers, thread_name_prefix=f"run-{self.run_id}")
+        """Run the DAG. A sub-workflow's nodes take the run's helper threads (or this thread when none is free); the
+        run's own nodes take a worker pool of the scheduler's size. Nodes still running `stop_grace_s` after a stop
+        (cancel, time cap, a failure) are left behind, so that a stop ends the run whatever its nodes wait on."""
+        executor = None if self.prefix else ThreadPoolExecutor(max_workers=self.scheduler.max_workers,
+                                                                  thread_name_prefix=f"run-{self.run_id}")
+        left_behind = False
         try:
             while self.ready or self.running:
                 self._start_ready(executor)
                 if not self.running:
                     break
-                done, _ = wait(list(self.running), return_when=FIRST_COMPLETED)
-                for fut in sorted(done, key=lambda f: self.order[self.running[f]]):
-                    self._collect(fut)
+                if not self._collect_some():
+                    left_behind = True
+                    break
         finally:
-            executor.shutdown(wait=True, cancel_futures=True)
+            if executor is not None:
+                executor.shutdown(wait=not left_behind, cancel_futures=True)
         self._report_skipped()
         return self._result()
 
-    def _start_ready(self, executor: ThreadPoolExecutor) -> None:
+    def _collect_some(self) -> bool:
+        """Wait for a running node to finish and record it; False when the run stopped and its nodes did not
+        finish within the grace period (they are then reported stopped and left behind)."""
+        stopped_at: float | None = None
+        while True:
+            done, _ = wait(list(self.running), timeout=WAIT_POLL_S, return_when=FIRST_COMPLETED)
+            if done:
+                for fut in sorted(done, key=lambda f: self.order[self.running[f]]):
+                    self._collect(fut)
+                return True
+            if not self.state.cancel.cancelled:
+                continue
+            stopped_at = stopped_at if stopped_at is not None else time.perf_counter()
+            if time.perf_counter() - stopped_at >= self.scheduler.stop_grace_s:
+                self._leave_behind()
+                return False
+
+    def _leave_behind(self) -> None:
+        reason = self.state.cancel.reason or "cancelled"
+        self.stop_reason = reason
+        for node_id in sorted(self.running.values(), key=self.order.__getitem__):
+            log.warning("run %s: node %s did not stop within %gs of the stop (%s); left behind", self.run_id,
+                        self.prefix + node_id, self.scheduler.stop_grace_s, reason)
+            self._node_error(node_id, f"{reason} (the node did not stop in time and was left behind)",
+                             CancelledError(reason))
+        self.running.clear()
+
+    def _start_ready(self, executor: ThreadPoolExecutor | None) -> None:
         """Start the ready nodes in file order, until a node fails or the run is cancelled."""
         while self.ready and self.failure is None and not self.state.cancel.cancelled:
             self._start(self.ready.pop(0), executor)
 
-    def _start(self, node_id: str, executor: ThreadPoolExecutor) -> None:
-        """Serve one ready node from the cache, or submit it to the worker pool."""
+    def _start(self, node_id: str, executor: ThreadPoolExecutor | None) -> None:
+        """Serve one ready node from the cache, or start it: on the worker pool (the run's own nodes), or for a
+        sub-workflow's node on a free helper of the run, else on this thread."""
         node = self.by_id[node_id]
         cls = self._kind(node_id)
         params = cls.typed_params(node.params)
@@ -347,15 +388,12 @@ class _DagRun:
             self._record_cached(node_id, cls, params, cached, signature)
             return
         self.inputs_of[node_id] = got
-        if self.prefix and not self.ready and not self.running:
-            # a child's only runnable node runs on this (the workflow node's) thread: no thread start per step
-            fut: Future[dict[str, Any]] = Future()
-            try:
-                fut.set_result(self._run_node(node_id, cls, params, got, node_seed, signature))
-            except Exception as exc:
-                fut.set_exception(exc)
+        args = (node_id, cls, params, got, node_seed, signature)
+        if executor is None:
+            fut = self.state.pool.submit(self._run_node, *args) if self.ready or self.running else \
+                self.state.pool.submit_here(self._run_node, *args)  # a child's only runnable node: this thread
         else:
-            fut = executor.submit(self._run_node, node_id, cls, params, got, node_seed, signature)
+            fut = executor.submit(self._run_node, *args)
         self.running[fut] = node_id
 
     # -- one node's inputs, signature and run
@@ -440,8 +478,9 @@ class _DagRun:
         return result
 
     def _run_child(self, node_id: str, seed: int, runs: Sequence[dict[str, Any]], mapped: bool) -> list[dict[str, Any]]:
-        """Runs on the workflow node's worker thread: its child once per inputs dict, all at once (so their
-        engine requests batch), on this run's state; the outputs of each, or the first child's failure."""
+        """Runs on the workflow node's thread: its child once per inputs dict, as many at once as the run's helper
+        threads allow (so their engine requests batch), on this run's state, counted against the run's cap on
+        child runs; the outputs of each, or the first child's failure."""
         child = self.children[node_id]
         specs = model_specs(child.workflow)
         specs.update({alias: self.specs[target] for alias, target in child.models.items() if target in self.specs})
@@ -456,11 +495,10 @@ class _DagRun:
                           self.state, specs, self.use_cache, children=child.checked.children, prefix=path)
             return run.finish_as_child()
 
+        self.state.reserve_child_runs(len(runs))  # the cap, before any of them starts
         if len(runs) == 1 and not mapped:
             return [one(0, dict(runs[0]))]
-        with ThreadPoolExecutor(max_workers=max(1, len(runs)), thread_name_prefix=f"run-{self.run_id}-map") as pool:
-            futures = [pool.submit(one, i, dict(given)) for i, given in enumerate(runs)]
-            wait(futures)
+        futures = self.state.pool.map(one, [dict(given) for given in runs], self.state.cancel)
         failures = [f.exception() for f in futures if f.exception() is not None]
         failed = next((e for e in failures if not isinstance(e, CancelledError)), None)
         if failed is not None or failures:  # a child's failure, rather than the others' stops that it caused

@@ -19,12 +19,14 @@ from app.run.scheduler import Budget, CancelToken, RunResult, Scheduler, resolve
 from app.run.status import CANCELLED, FAILED, INVALID, QUEUED, SUCCEEDED
 from app.service.errors import UserError
 from app.service.evaluations import EvaluationService
+from app.service.folder_ports import FolderPorts
 from app.service.interruptible import wait_interruptibly
 from app.service.model_catalog import ModelCatalog
 from app.share.consent import RemoteConsent
 from app.share.policy import (
     SharePolicy,
     check_workflow_allowed,
+    child_run_issues,
     inputs_problem,
     resolve_model_choices,
 )
@@ -32,8 +34,8 @@ from app.share.run_gate import QueueFullError, RunGate
 from app.share.visitors import VisitorIdentities
 from app.workflow.files import list_workflow_names, safe_workflow_name, workflow_path
 from app.workflow.problems import Issue, WorkflowError, errors
-from app.workflow.spec import Workflow, load_workflow, load_workflow_text, workflow_from_dict
-from app.workflow.subworkflows import ChildLoader, descendants, prefixed, workflow_ports
+from app.workflow.spec import Workflow, load_workflow_text, workflow_from_dict
+from app.workflow.subworkflows import CheckMemo, ChildLoader, descendants, prefixed, workflow_ports
 from app.workflow.validation import check as check_tree
 from nodes.registry import NodeRegistry, default_registry
 
@@ -102,6 +104,7 @@ class StudioService:
         self.children = ChildLoader(folders, trusted=not self.policy.share_mode)
         """Where workflow nodes find their children: the workflows folder, then the examples; share mode takes
         names and paths that stay inside the folder only."""
+        self.folder_ports = FolderPorts(self.registry, self.children)
         self.scheduler = Scheduler(self.registry, provider, allow_python=self.policy.allow_python,
                                    children=self.children)
         self.scheduler.hide_cache_hits = self.policy.share_mode  # the prefix cache is shared by all visitors
@@ -228,15 +231,9 @@ class StudioService:
 
     def workflow_ports(self) -> dict[str, dict[str, Any]]:
         """Each workflow of the folder with the ports a workflow node using it gets (the editor's Workflows
-        palette and its workflow nodes); files that do not load are left out."""
-        ports: dict[str, dict[str, Any]] = {}
-        for name in self.list_workflows():
-            try:
-                wf = load_workflow(self.path_for(name))
-            except (WorkflowError, UserError):
-                continue
-            ports[name] = workflow_ports(wf, check_tree(wf, self.registry, self.children))
-        return ports
+        palette and its workflow nodes); files that do not load are left out. Checked again only when a file of
+        the folder changed (every page load asks)."""
+        return self.folder_ports.ports(self.list_workflows(), self.path_for)
 
     def list_examples(self) -> list[str]:
         return [p.stem for p in self._example_files()]
@@ -372,10 +369,11 @@ class StudioService:
         instead of the folder's; a child that does not load is left out."""
         loader = self.child_loader(trusted=False, linked=children)
         ports: dict[str, dict[str, Any]] = {}
+        memo: CheckMemo = {}  # each linked child checked once, however many of the others use it
         for name, text in children.items():
             with contextlib.suppress(WorkflowError):
                 wf = load_workflow_text(text)
-                ports[name] = workflow_ports(wf, check_tree(wf, self.registry, loader))
+                ports[name] = workflow_ports(wf, check_tree(wf, self.registry, loader, memo=memo))
         return ports
 
     def check(self, wf: Workflow, children: ChildLoader | None = None) -> list[Issue]:
@@ -383,6 +381,8 @@ class StudioService:
         (found through `children`, else the app's loader)."""
         checked = check_tree(wf, self.registry, children or self.children)
         issues = checked.issues + check_workflow_allowed(wf, self.policy)
+        if self.policy.share_mode:
+            issues += child_run_issues(wf, checked, self.policy)
         for path, child in descendants(checked):
             issues += prefixed(check_workflow_allowed(child.workflow, self.policy), path, child.label)
         return issues

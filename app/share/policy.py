@@ -15,6 +15,7 @@ from app.run.scheduler import Budget
 from app.workflow.model_specs import model_int
 from app.workflow.problems import Issue
 from app.workflow.spec import Workflow
+from app.workflow.subworkflows import Checked, child_runs
 from backends.llama.gguf import find_model_files
 
 log = logging.getLogger(__name__)
@@ -25,6 +26,9 @@ SHARE_MODE_ENV = "METAGEN_SHARE_MODE"
 SHARE_MAX_LM_CALLS = 64
 SHARE_MAX_TOKENS = 20_000
 SHARE_MAX_SECONDS = 120.0
+SHARE_MAX_CHILD_RUNS = 256
+"""Share mode: sub-workflow runs one run may start (a mapped child counts once per candidate, nested levels
+multiply); validation refuses a tree whose count is known to pass it, the run stops when it would."""
 SHARE_MAX_CONCURRENT_RUNS = 1
 SHARE_MAX_QUEUE = 8
 SHARE_MAX_RUNS_PER_VISITOR = 2
@@ -33,6 +37,8 @@ SHARE_MAX_N_CTX = 8192
 SHARE_MAX_THREADS = 4
 SHARE_MAX_PARTICLES = 16
 """Share mode: the most particles a search node's particle filter may keep (each draws a step per round)."""
+SHARE_MAX_PRM_STEPS = 64
+"""Share mode: the most steps a PRM scores per candidate (`max_steps`; the chat layout is a turn per step)."""
 SHARE_MAX_SIMULATIONS = 32
 """Share mode: the most MCTS simulations of a search node (each expands and rolls out to the end)."""
 SHARE_MAX_INPUT_CHARS = 100_000
@@ -144,6 +150,8 @@ class SharePolicy:
     max_lm_calls: int | None = None
     max_tokens: int | None = None
     max_seconds: float | None = None
+    max_child_runs: int | None = None
+    """Sub-workflow runs one run may start (None: the scheduler's MAX_CHILD_RUNS)."""
     max_concurrent_runs: int = 2
     max_queue: int = 32
     max_runs_per_visitor: int | None = None
@@ -205,6 +213,7 @@ class SharePolicy:
             max_lm_calls=max_lm_calls,
             max_tokens=max_tokens,
             max_seconds=max_seconds,
+            max_child_runs=SHARE_MAX_CHILD_RUNS,
             max_concurrent_runs=max(1, max_concurrent_runs),
             max_queue=max(0, max_queue),
             max_runs_per_visitor=SHARE_MAX_RUNS_PER_VISITOR,
@@ -220,7 +229,7 @@ class SharePolicy:
 
     @property
     def budget_caps(self) -> Budget:
-        return Budget(self.max_lm_calls, self.max_tokens, self.max_seconds)
+        return Budget(self.max_lm_calls, self.max_tokens, self.max_seconds, self.max_child_runs)
 
     def cap_budget(self, budget: Budget | None) -> Budget:
         """The requested budget, lowered to the server caps (an unlimited request gets the cap)."""
@@ -229,6 +238,7 @@ class SharePolicy:
             max_lm_calls=_min_opt(budget.max_lm_calls, self.max_lm_calls),
             max_tokens=_min_opt(budget.max_tokens, self.max_tokens),
             max_seconds=_min_opt(budget.max_seconds, self.max_seconds),
+            max_child_runs=_min_opt(budget.max_child_runs, self.max_child_runs),
         )
 
     def gradio_auth(self) -> list[tuple[str, str]] | None:
@@ -265,7 +275,8 @@ class SharePolicy:
                   else "")
         return (f"share mode: workflows by name only, {len(self.model_choices) + 1} model choice(s){remote}, python "
                 f"verifier {python}, per-run caps {self.max_lm_calls} LM calls / {self.max_tokens} tokens / "
-                f"{self.max_seconds:g} s, {self.max_concurrent_runs} concurrent run(s), "
+                f"{self.max_seconds:g} s / {self.max_child_runs} sub-workflow runs, "
+                f"{self.max_concurrent_runs} concurrent run(s), "
                 f"{self.max_runs_per_visitor} per visitor")
 
 
@@ -378,6 +389,7 @@ def check_workflow_allowed(wf: Workflow, policy: SharePolicy) -> list[Issue]:
     if not policy.share_mode:
         return issues
     issues += _search_cap_issues(wf)
+    issues += _prm_cap_issues(wf)
     choices = ", ".join(Path(c).name for c in policy.model_choices) or "none besides the bundled model"
     for alias, spec in wf.models.items():
         line = wf.line_of("models", alias)
@@ -437,6 +449,18 @@ def _remote_entry_issues(wf: Workflow, alias: str, spec: dict[str, Any], policy:
     return []
 
 
+def child_run_issues(wf: Workflow, checked: Checked, policy: SharePolicy) -> list[Issue]:
+    """A problem when the sub-workflow runs a run of `wf` would start, counted before it runs, pass the cap."""
+    if policy.max_child_runs is None or not checked.children:
+        return []
+    count = child_runs(wf, checked)
+    if count <= policy.max_child_runs:
+        return []
+    return [Issue("too_many_child_runs", f"a run of this workflow would start at least {count:,} sub-workflow runs; "
+                  f"this shared app allows {policy.max_child_runs:,} per run",
+                  "map over fewer candidates, nest fewer mapped levels, or run it on your own machine")]
+
+
 SEARCH_CAPS = (("particles", "particles", SHARE_MAX_PARTICLES), ("mcts", "simulations", SHARE_MAX_SIMULATIONS))
 """(strategy, param, share-mode cap) of the search strategies whose cost grows with one param."""
 
@@ -454,6 +478,18 @@ def _search_cap_issues(wf: Workflow) -> list[Issue]:
                 issues.append(Issue("share_cap_exceeded", f"{param}={value} is more than this shared app allows "
                                     f"({cap})", f"set {param} to {cap} or less, or run it on your own machine",
                                     node_id=node.id, line=wf.node_line(node.id, "params", param)))
+    return issues
+
+
+def _prm_cap_issues(wf: Workflow) -> list[Issue]:
+    """Nodes whose PRM scores more steps per candidate than the share cap allows."""
+    issues: list[Issue] = []
+    for node in wf.nodes:
+        value = node.params.get("max_steps") if isinstance(node.params, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > SHARE_MAX_PRM_STEPS:
+            issues.append(Issue("share_cap_exceeded", f"max_steps={value} is more than this shared app allows "
+                                f"({SHARE_MAX_PRM_STEPS})", f"set max_steps to {SHARE_MAX_PRM_STEPS} or less",
+                                node_id=node.id, line=wf.node_line(node.id, "params", "max_steps")))
     return issues
 
 

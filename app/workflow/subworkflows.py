@@ -18,6 +18,11 @@ from nodes.kinds.workflow import DEFAULT_OUTPUT
 WORKFLOW_KIND = "workflow"
 MAX_DEPTH = 4
 """Deepest nesting of sub-workflows: a child of a child ... at most 4 levels below the workflow run."""
+MAX_CHILD_INSTANCES = 500
+"""Workflow nodes in a whole tree, each use of a child counted with everything below it (12 uses of a child that
+uses another 12 times are 156): nesting multiplies, and a tree is checked, stored and drawn per use."""
+CheckMemo = dict[tuple[str, str, int], "Checked"]
+"""Children already checked in this tree (or folder): (identity, content hash, depth) -> the child's Checked."""
 INPUT_TYPE_TO_PORT = {"text": TEXT, "number": NUMBER, "json": JSON}
 """The port type of a workflow input of each `inputs:` type."""
 
@@ -31,6 +36,8 @@ class Checked:
     """Workflow node id -> its resolved child (only the nodes whose child loaded)."""
     output_types: dict[str, str] = field(default_factory=dict)
     """Workflow output name -> port type (json when it cannot be told)."""
+    instances: int = 0
+    """Workflow nodes of the whole tree below this workflow, each use counted (see MAX_CHILD_INSTANCES)."""
 
     def kinds(self) -> dict[str, type[NodeKind]]:
         """Node id -> the NodeKind bound to that workflow node's child ports."""
@@ -91,6 +98,38 @@ def workflow_texts(wf: Workflow, checked: Checked) -> dict[str, str]:
     return out
 
 
+def child_runs(wf: Workflow, checked: Checked, _memo: dict[int, int] | None = None) -> int:
+    """The sub-workflow runs a run of `wf` starts, as far as it can be told before it runs: an unmapped child runs
+    once, a mapped one once per candidate of what feeds it where that is known (a `collect`'s inputs, a node's
+    `n`, a mapped workflow node's own count), else once (a lower bound). Each distinct child is counted once."""
+    memo = {} if _memo is None else _memo
+    total = 0
+    for node_id, child in checked.children.items():
+        key = id(child.checked)
+        if key not in memo:
+            memo[key] = child_runs(child.workflow, child.checked, memo)
+        total += fan_out(wf, checked, node_id) * (1 + memo[key])
+    return total
+
+
+def fan_out(wf: Workflow, checked: Checked, node_id: str) -> int:
+    """How many times the workflow node `node_id` runs its child: 1 unmapped, else the candidates fed to it
+    where known (see `child_runs`)."""
+    node = wf.node(node_id)
+    mapped = mapped_input(node) if node is not None else None
+    if node is None or mapped is None or not isinstance(node.inputs.get(mapped), str):
+        return 1
+    source = wf.node(node.inputs[mapped].partition(".")[0])
+    if source is None:
+        return 1
+    if source.kind == "collect":
+        return max(1, len(source.inputs))
+    if source.id in checked.children:
+        return fan_out(wf, checked, source.id)
+    n = source.params.get("n") if isinstance(source.params, dict) else None
+    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
+
+
 def _ref_of(wf: Workflow, node_id: str) -> str:
     node = wf.node(node_id)
     return str(node.params.get("workflow", "")) if node is not None else ""
@@ -120,7 +159,7 @@ def bind_kind(base: type[NodeKind], child: Workflow, output_types: Mapping[str, 
 
 
 CheckFn = Callable[..., Checked]
-"""validation.check(wf, registry, loader, chain): the flat checks of one workflow plus its children's."""
+"""validation.check(wf, registry, loader, chain, memo=): the flat checks of one workflow plus its children's."""
 
 
 @dataclass
@@ -132,6 +171,7 @@ class _Resolver:
     loader: ChildLoader
     chain: tuple[tuple[str, str], ...]
     check: CheckFn
+    memo: CheckMemo = field(default_factory=dict)
     out: Checked = field(default_factory=Checked)
 
     def line(self, index: int, *rest: str | int) -> int | None:
@@ -169,7 +209,14 @@ class _Resolver:
             return None
         if not self.cycle_free(index, node, found):
             return None
-        checked = self.check(found.workflow, self.registry, self.loader, (*self.chain, (found.key, found.label)))
+        checked = self.checked(found)
+        if self.out.instances + 1 + checked.instances > MAX_CHILD_INSTANCES:
+            self.add("too_many_subworkflows", f"this tree of sub-workflows has more than {MAX_CHILD_INSTANCES} "
+                     f"workflow nodes, each use of a child counted with its own ({found.label} used here)",
+                     "use a child fewer times, nest fewer levels, or map one workflow node over candidates",
+                     node.id, self.line(index, "params", "workflow"))
+            return None
+        self.out.instances += 1 + checked.instances
         self.out.issues += [_prefixed(issue, node.id, found.label) for issue in checked.issues]
         mapped = mapped_input(node)
         kind = bind_kind(base, found.workflow, checked.output_types, mapped)
@@ -179,6 +226,17 @@ class _Resolver:
             node.id, found.label, found.workflow, checked, kind, mapped, {str(k): str(v) for k, v in models.items()},
             found.yaml, tree_hash(found.workflow, checked.children))
         return found
+
+    def checked(self, found: Found) -> Checked:
+        """The child's checks, made once per tree for each distinct child at each depth (its content hashed): a
+        child used W times at each of 4 levels is checked 4 times, not W**4. Any cycle through a child is found
+        by the child's own check (it is on its own chain), so a check made under another chain holds here."""
+        digest = hashlib.sha256(found.yaml.encode()).hexdigest()
+        key = (found.key, digest, len(self.chain))
+        if key not in self.memo:
+            self.memo[key] = self.check(found.workflow, self.registry, self.loader,
+                                        (*self.chain, (found.key, found.label)), memo=self.memo)
+        return self.memo[key]
 
     def cycle_free(self, index: int, node: Any, found: Found) -> bool:
         line = self.line(index, "params", "workflow")
@@ -256,11 +314,13 @@ def _prefixed(issue: Issue, node_id: str, label: str) -> Issue:
 
 
 def resolve_children(wf: Workflow, registry: Any, loader: ChildLoader | None,
-                     chain: tuple[tuple[str, str], ...], check: CheckFn) -> Checked:
-    """The workflow nodes of `wf` resolved to their children (each checked by `check`), with the problems."""
+                     chain: tuple[tuple[str, str], ...], check: CheckFn, memo: CheckMemo | None = None) -> Checked:
+    """The workflow nodes of `wf` resolved to their children (each distinct child checked once by `check`, the
+    checks kept in `memo`: pass one memo to check many workflows of one folder with one loader), with the
+    problems."""
     if not any(node.kind == WORKFLOW_KIND for node in wf.nodes):
         return Checked()
     if not chain:
         key = str(wf.source.resolve()) if wf.source is not None else "<this workflow>"
         chain = ((key, str(wf.source) if wf.source is not None else wf.name),)
-    return _Resolver(wf, registry, loader or default_loader(), chain, check).run()
+    return _Resolver(wf, registry, loader or default_loader(), chain, check, {} if memo is None else memo).run()

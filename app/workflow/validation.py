@@ -14,7 +14,7 @@ from app.workflow.reward_checks import reward_model_issues
 from app.workflow.spec import INPUT_TYPES, NodeSpec, Workflow, lone_surrogate
 from app.workflow.speculative_spec import check_speculative
 from app.workflow.subworkflows import INPUT_TYPE_TO_PORT as INPUT_TYPE_TO_PORT  # re-exported
-from app.workflow.subworkflows import WORKFLOW_KIND, Checked, ChildLoader, resolve_children
+from app.workflow.subworkflows import WORKFLOW_KIND, Checked, CheckMemo, ChildLoader, resolve_children
 from nodes.base import JSON, TEXT, NodeKind, node_id_problem, port_compatible
 from nodes.decoding import grammar_problems
 from nodes.registry import NodeRegistry
@@ -283,10 +283,11 @@ def validate(wf: Workflow, registry: NodeRegistry, children: ChildLoader | None 
 
 
 def check(wf: Workflow, registry: NodeRegistry, children: ChildLoader | None = None,
-          chain: tuple[tuple[str, str], ...] = ()) -> Checked:
+          chain: tuple[tuple[str, str], ...] = (), *, memo: CheckMemo | None = None) -> Checked:
     """`validate`'s problems plus what each workflow node resolved to (the scheduler runs from it); `chain` is
-    the (key, label) of each workflow above this one, for cycles and depth."""
-    checked = resolve_children(wf, registry, children, chain, check)
+    the (key, label) of each workflow above this one, for cycles and depth; `memo` the children already checked
+    (one per call unless given: a folder's workflows checked with one loader may share one)."""
+    checked = resolve_children(wf, registry, children, chain, check, memo)
     kinds = checked.kinds()
     issues: list[Issue] = list(wf.load_issues)
     issues += _check_models(wf)

@@ -69,7 +69,7 @@ class PositionLogprobsJob(ForkedContinuationsMixin, PrefillMixin, Job):
             self._prefix_done(core)
 
     def add_prompt_tokens(self, batch: BatchBuilder, budget: int) -> int:
-        if budget <= 0:
+        if budget <= 0 or self.cancelled:  # a cancelled request feeds nothing more; the engine drops it next step
             return 0
         if self.fed < len(self.prompt):
             return self._add_prefill(batch, budget, self.seq_ids[:1])

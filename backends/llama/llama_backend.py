@@ -293,20 +293,28 @@ class LlamaBackend:
             )
         return ids[0]
 
+    def _segment_tokens(self, segments: Sequence[str], cancel: CancelToken | None) -> tuple[list[int], list[int]]:
+        """One sequence's tokens and the index of each segment's last token; stops at the first segment past the
+        context (a context overflow) and when `cancel` is set, so a long text costs no more than a context."""
+        ids: list[int] = []
+        ends: list[int] = []
+        for k, segment in enumerate(segments):
+            if cancel is not None:
+                cancel.raise_if_cancelled()
+            ids += self.model.tokenize(str(segment), add_special=k == 0)
+            ends.append(len(ids) - 1)
+            check_fits(len(ids), self.engine.n_ctx_seq, "text to score (prompt plus steps)")
+        return ids, ends
+
     def _step_logprobs(self, sequences: Sequence[Sequence[str]], tokens: Sequence[str],
                        cancel: CancelToken | None) -> StepLogprobsResult:
         token_ids = [self.single_token(str(t)) for t in tokens]
         fulls: list[list[int]] = []
         reads: list[list[int]] = []
         for segments in sequences:
-            ids: list[int] = []
-            ends: list[int] = []
-            for k, segment in enumerate(segments):
-                ids += self.model.tokenize(str(segment), add_special=k == 0)
-                ends.append(len(ids) - 1)
+            ids, ends = self._segment_tokens(segments, cancel)
             if not ends or ends[0] < 0:
                 raise BackendError("A sequence to score starts with an empty segment; give it some text.")
-            check_fits(len(ids), self.engine.n_ctx_seq, "text to score (prompt plus steps)")
             fulls.append(ids)
             reads.append(ends)
         if not fulls:

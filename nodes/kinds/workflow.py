@@ -23,7 +23,7 @@ class WorkflowNode(NodeKind):
     title = "Workflow"
     category = "workflows"
     description = ("Another workflow as one node: its inputs and outputs are the child's. With `map: INPUT` the "
-                   "named input takes a candidate set and the child runs once per candidate (all at once); "
+                   "named input takes a candidate set and the child runs once per candidate (several at once); "
                    "`candidates` then holds one candidate per child run.")
     outputs = (Port("candidates", CANDIDATES, "One candidate per child run (mapped nodes only)"),)
     params = (

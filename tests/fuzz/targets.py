@@ -38,13 +38,13 @@ KNOWN_CODES = frozenset({
     # speculative decoding (app/workflow/speculative_spec.py)
     "bad_speculative",
     # share mode (app/share/policy.py)
-    "share_cap_exceeded",
+    "share_cap_exceeded", "too_many_child_runs",
     # reward models (app/workflow/reward_checks.py)
     "not_a_reward_model", "rank_model_generates", "rank_needs_head", "prm_needs_local_model",
     # run start, with the PRM loaded (app/run/preflight.py)
     "bad_token",
     # sub-workflows (app/workflow/subworkflows.py)
-    "unknown_workflow", "workflow_path_refused", "workflow_cycle", "too_deep",
+    "unknown_workflow", "workflow_path_refused", "workflow_cycle", "too_deep", "too_many_subworkflows",
     # share policy (app/share/policy.py) and run inputs (app/run/scheduler.py)
     "python_disabled", "model_path_refused", "model_option_refused", "model_source_refused", "unknown_input",
     "missing_value",

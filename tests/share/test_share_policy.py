@@ -9,6 +9,7 @@ import pytest
 
 from app.run.scheduler import Budget
 from app.share.policy import (
+    SHARE_MAX_CHILD_RUNS,
     SharePolicy,
     check_workflow_allowed,
     is_loopback_host,
@@ -81,9 +82,11 @@ def test_local_policy_keeps_full_access() -> None:
 def test_budgets_are_capped_server_side(tmp_path: Path) -> None:
     policy = SharePolicy.for_serving("127.0.0.1", share=True, models_folder=tmp_path, max_lm_calls=10,
                                      max_tokens=1000, max_seconds=30)
-    assert policy.cap_budget(Budget()) == Budget(10, 1000, 30)
-    assert policy.cap_budget(Budget(max_lm_calls=10_000, max_tokens=5, max_seconds=None)) == Budget(10, 5, 30)
-    assert policy.cap_budget(None) == Budget(10, 1000, 30)
+    cap = SHARE_MAX_CHILD_RUNS
+    assert policy.cap_budget(Budget()) == Budget(10, 1000, 30, cap)
+    assert policy.cap_budget(Budget(max_lm_calls=10_000, max_tokens=5, max_seconds=None)) == Budget(10, 5, 30, cap)
+    assert policy.cap_budget(None) == Budget(10, 1000, 30, cap)
+    assert policy.cap_budget(Budget(max_child_runs=3)).max_child_runs == 3
 
 
 def _wf(models: dict | None = None, params: dict | None = None, kind: str = "verifier") -> Workflow:
