@@ -22,7 +22,8 @@ def fake_provider(**fake_kwargs: Any):  # type: ignore[no-untyped-def]
 
 def remote_key(spec: ModelSpec) -> tuple[Any, ...]:
     """What makes two `source: openai` specs the same remote backend (device settings play no part)."""
-    return (spec.base_url, spec.model, spec.api_key_env, spec.max_concurrency, spec.timeout_s, spec.context_length,
+    return (spec.base_url, spec.replicas, spec.model, spec.api_key_env, spec.max_concurrency, spec.timeout_s,
+            spec.context_length,
             spec.options, spec.api)
 
 
@@ -44,11 +45,12 @@ def llama_provider(pool: Any = None):  # type: ignore[no-untyped-def]
             return fake
         if spec.source == "openai":
             from backends.remote.openai_backend import OpenAIBackend
+            from backends.remote.openai_replicas import ReplicaBackend
 
             with remotes_lock:
                 key = remote_key(spec)
                 if key not in remotes:
-                    remotes[key] = OpenAIBackend(spec)
+                    remotes[key] = ReplicaBackend(spec) if spec.replicas else OpenAIBackend(spec)
                 return remotes[key]
         if spec.pooling == "rank":
             from backends.llama.rank_backend import RankBackend
