@@ -239,6 +239,9 @@ class OpenAIBackend:
         a failure) stops the wait at once: the workers see `abort` and close their streams."""
         abort = abort or threading.Event()
         futures: list[Future[Any]] = [self._pool.submit(job) for job in jobs]
+        if events is not None:  # wake the wait as each request ends, not at the next poll (50 ms a request)
+            for f in futures:
+                f.add_done_callback(lambda _: events.put(("done", -1, None)))
         try:
             while True:
                 if cancel is not None and cancel.cancelled:
