@@ -68,4 +68,11 @@ def llama_provider(pool: Any = None):  # type: ignore[no-untyped-def]
             pool = ModelPool(weights_dir=models_dir() / WEIGHTS_SUBDIR)
         return pool.get(spec)
 
+    provide.remotes = lambda: list(remotes.values())  # type: ignore[attr-defined]
     return provide
+
+
+def remote_backends(provider: Any) -> list[LLMBackend]:
+    """The remote backends a provider has made so far (for the Models tab's server table); [] when it keeps none."""
+    remotes = getattr(provider, "remotes", None)
+    return list(remotes()) if callable(remotes) else []

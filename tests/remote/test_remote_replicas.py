@@ -230,3 +230,38 @@ def test_streamed_pieces_are_relayed_once_across_a_failover() -> None:
         second(0, piece)
     second(1, "x")
     assert got == [(0, "a"), (0, "b"), (0, "c"), (1, "x")]
+
+
+# -- where a person sees the servers -------------------------------------------------------------------------
+
+def test_models_check_probes_each_server_and_names_the_one_down(
+        servers: list[FakeOpenAIServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from app.cli.main import main
+
+    down = FakeOpenAIServer()  # never started: nothing listens on its port
+    wf_path = tmp_path / "wf.yaml"
+    wf_path.write_text(workflow_yaml([servers[0].base_url, {"url": down.base_url, "max_concurrency": 2}]),
+                       encoding="utf-8")
+    assert main(["models", "check", str(wf_path), "--json", "--timeout", "5"]) == 1
+    found = json.loads(capsys.readouterr().out)
+    assert [(f["target"].split(": ", 1)[1], f["base_url"], f["up"]) for f in found] == [
+        ("model 'main' server 1/2", servers[0].base_url, True), ("model 'main' server 2/2", down.base_url, False)]
+    assert "Connection refused" in found[1]["error"] and found[0]["stream"] is True
+
+
+def test_the_models_tab_lists_each_server_of_a_model_that_ran(
+        servers: list[FakeOpenAIServer], tmp_path: Path) -> None:
+    from app.service.studio import StudioService
+    from app.ui.remote_check import servers_markdown
+
+    service = StudioService(workflows_dir=tmp_path / "wf", models_dir=tmp_path / "models")
+    assert "No model on several servers" in servers_markdown(service.models.remote_servers())
+    wf = load_workflow_text(workflow_yaml([s.base_url for s in servers]))
+    result = service.scheduler.run(wf, {"question": "What is item 0?"}, seed=1)
+    assert result.status == SUCCEEDED, result.error
+    rows = service.models.remote_servers()
+    assert [r["url"] for r in rows] == [s.base_url for s in servers]
+    assert sum(r["served"] for r in rows) == 2 and all(r["up"] for r in rows)
+    assert [r["served"] for r in rows] in ([2, 0], [0, 2]), "one run's requests on one server"
+    table = servers_markdown(rows)
+    assert servers[0].base_url in table and "| up |" in table
