@@ -44,7 +44,11 @@ class Replica:
     backend: OpenAIBackend
     concurrency: int
     outstanding: int = 0
+    """Calls (generate, score, judge, rank) in flight on this server."""
     served: int = 0
+    """HTTP requests whose answers were used (a call of n samples may be n requests; a call that failed over is
+    counted on the server that answered it)."""
+    calls: int = 0
     busy_s: float = 0.0
     up: bool = True
     error: str = ""
@@ -56,10 +60,11 @@ class Replica:
     def load(self) -> float:
         return self.outstanding / self.concurrency
 
+
     def to_json(self) -> dict[str, Any]:
         return {"url": self.url, "up": self.up, "max_concurrency": self.concurrency, "outstanding": self.outstanding,
                 "served": self.served, "failures": self.failures,
-                "mean_latency_s": round(self.busy_s / self.served, 4) if self.served else None,
+                "mean_latency_s": round(self.busy_s / self.calls, 4) if self.calls else None,
                 **({"error": self.error} if self.error else {})}
 
 
@@ -113,7 +118,7 @@ class ReplicaBackend:
     @property
     def caps(self) -> Capabilities:
         """The capabilities of a server that is up (each server's own are used for its requests)."""
-        return self._call(lambda b: b.caps, None, count=False)  # type: ignore[no-any-return]
+        return self._call(lambda b: b.caps, None, requests=None)  # type: ignore[no-any-return]
 
     def servers(self) -> list[dict[str, Any]]:
         """Each server: up or down, outstanding requests, requests served, mean latency, last error."""
@@ -203,7 +208,8 @@ class ReplicaBackend:
             replica.up, replica.error, replica.probing = True, "", False
         log.info("server %s of %s is back", replica.url, self.model_name)
 
-    def _call(self, request: Callable[[OpenAIBackend], Any], cancel: CancelToken | None, count: bool = True) -> Any:
+    def _call(self, request: Callable[[OpenAIBackend], Any], cancel: CancelToken | None,
+              requests: Callable[[OpenAIBackend], int] | None = lambda b: 1) -> Any:
         """`request` on the chosen server; a server that is down is taken out and the request goes to another
         (only the answer that succeeded is returned, so usage and traces count it once)."""
         tried: set[int] = set()
@@ -222,8 +228,9 @@ class ReplicaBackend:
                 continue
             with self._lock:
                 replica.outstanding -= 1
-                if count:
-                    replica.served += 1
+                if requests is not None:
+                    replica.calls += 1
+                    replica.served += requests(replica.backend)
                     replica.busy_s += time.perf_counter() - started
             return result
 
@@ -233,16 +240,17 @@ class ReplicaBackend:
         return self.replicas[0].backend.render_prompt(prompt, add_generation_prompt)
 
     def tokenize(self, text: str) -> list[int]:
-        return self._call(lambda b: b.tokenize(text), None)  # type: ignore[no-any-return]
+        return self._call(lambda b: b.tokenize(text), None, requests=None)  # type: ignore[no-any-return]
 
     def generate(self, prompt: Prompt, params: SamplingParams, n: int = 1, seeds: Sequence[int] | None = None,
                  on_token: TokenCallback | None = None, cancel: CancelToken | None = None) -> GenerateResult:
         relay = _Relay(on_token)
         return self._call(lambda b: b.generate(prompt, params, n, seeds, relay.attempt(),  # type: ignore[no-any-return]
-                                               cancel), cancel)
+                                               cancel), cancel, lambda b: 1 if n == 1 or b.caps.n else n)
 
     def score(self, prefix: Prompt, continuations: Sequence[str], cancel: CancelToken | None = None) -> ScoreResult:
-        return self._call(lambda b: b.score(prefix, continuations, cancel), cancel)  # type: ignore[no-any-return]
+        return self._call(lambda b: b.score(prefix, continuations, cancel), cancel,  # type: ignore[no-any-return]
+                          lambda b: len(continuations))
 
     def choice_logprobs(self, prompt: Prompt, choices: Sequence[str],
                         cancel: CancelToken | None = None) -> ChoiceResult:
