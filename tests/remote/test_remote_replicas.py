@@ -265,3 +265,25 @@ def test_the_models_tab_lists_each_server_of_a_model_that_ran(
     assert [r["served"] for r in rows] in ([2, 0], [0, 2]), "one run's requests on one server"
     table = servers_markdown(rows)
     assert servers[0].base_url in table and "| up |" in table
+
+
+def test_a_server_answering_5xx_is_taken_out_and_a_4xx_is_the_request_s_own_error(
+        servers: list[FakeOpenAIServer]) -> None:
+    from app.workflow.model_specs import replica_servers
+    from backends.base import ModelSpec
+
+    backend = ReplicaBackend(ModelSpec(source="openai", base_url=servers[0].base_url, model=MODEL, timeout_s=5,
+                                       replicas=replica_servers([s.base_url for s in servers])))
+    for replica in backend.replicas:
+        _ = replica.backend.caps  # both probed while healthy
+    servers[0].status = 500
+    for _ in range(3):
+        assert backend.generate("q", SamplingParams(max_tokens=4), cancel=CancelToken()).completions
+    rows = backend.servers()
+    assert not rows[0]["up"] and "500" in rows[0]["error"] and rows[1]["served"] == 3, rows
+    servers[1].status = 400
+    with pytest.raises(BackendError, match="400") as info:
+        backend.generate("q", SamplingParams(max_tokens=4), cancel=CancelToken())
+    assert "every server" not in str(info.value)
+    assert backend.servers()[1]["up"], "a refused request says nothing about the server's health"
+    backend.close()
