@@ -287,3 +287,12 @@ def test_a_server_answering_5xx_is_taken_out_and_a_4xx_is_the_request_s_own_erro
     assert "every server" not in str(info.value)
     assert backend.servers()[1]["up"], "a refused request says nothing about the server's health"
     backend.close()
+
+
+def test_consent_names_every_server_and_a_shared_app_refuses_a_visitor_s_list() -> None:
+    from app.share.policy import SharePolicy, check_workflow_allowed, remote_models
+
+    wf = load_workflow_text(workflow_yaml(["http://a:1/v1", {"url": "http://b:1/v1", "max_concurrency": 2}]))
+    assert remote_models(wf)[0]["base_url"] == "http://a:1/v1, http://b:1/v1"
+    issues = check_workflow_allowed(wf, SharePolicy(share_mode=True))
+    assert [i.code for i in issues] == ["model_source_refused"]
