@@ -226,12 +226,14 @@ class ReplicaBackend:
                 tried.add(id(replica))
                 self._take_out(replica, exc)
                 continue
+            elapsed = time.perf_counter() - started
+            served = requests(replica.backend) if requests is not None else 0  # (its capabilities are cached now)
             with self._lock:
                 replica.outstanding -= 1
                 if requests is not None:
                     replica.calls += 1
-                    replica.served += requests(replica.backend)
-                    replica.busy_s += time.perf_counter() - started
+                    replica.served += served
+                    replica.busy_s += elapsed
             return result
 
     # -- the LLMBackend calls ------------------------------------------------------------------------------
