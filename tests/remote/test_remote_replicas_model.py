@@ -1,6 +1,6 @@
-"""One model on two real llama_cpp.server processes (the bundled model, default flags): an evaluation spreads its
-items, keeps each item on one server, loses nothing and counts nothing twice when a server is killed in the middle,
-and the killed server gets work again once it is back."""
+"""One model on two real llama_cpp.server processes (the bundled model; one with default flags): an evaluation
+spreads its items, keeps each item on one server, loses nothing and counts nothing twice when a server is killed in
+the middle, and the killed server gets work again once it is back."""
 
 from __future__ import annotations
 
@@ -53,7 +53,8 @@ outputs: {{answer: vote.answer}}
 @pytest.fixture(scope="module")
 def two_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[LlamaServer]]:
     pytest.importorskip("sse_starlette", reason="llama-cpp-python[server] is not installed (pip install -e .[dev])")
-    started = [start_llama_server(tmp_path_factory.mktemp(f"replica{i}"), default_flags=True) for i in range(2)]
+    # the second as a user starts it (it cuts a stream when another request arrives), the first keeps streams whole
+    started = [start_llama_server(tmp_path_factory.mktemp(f"replica{i}"), default_flags=i == 1) for i in range(2)]
     yield started
     for s in started:
         s.stop()
@@ -75,6 +76,16 @@ def test_a_real_evaluation_survives_a_killed_server_and_the_server_gets_work_whe
     backend = scheduler.provider(model_spec_from_dict(load_workflow_text(text).models["main"]))
     assert isinstance(backend, ReplicaBackend)
     killed = threading.Event()
+    placed: list[tuple[int, str]] = []  # (run, server) of every request
+    choose = ReplicaBackend._choose
+
+    def spy(self: ReplicaBackend, cancel: Any, tried: set[int]) -> Any:
+        chosen = choose(self, cancel, tried)
+        if chosen is not None and cancel is not None:
+            placed.append((id(cancel), chosen.url))
+        return chosen
+
+    monkeypatch.setattr(ReplicaBackend, "_choose", spy)
 
     def during(progress: Any) -> None:
         if progress.done >= 2 and not killed.is_set():
@@ -93,7 +104,17 @@ def test_a_real_evaluation_survives_a_killed_server_and_the_server_gets_work_whe
     assert killed.is_set() and point["total"] == ITEMS and point["failed"] == 0, "no item lost"
     rows = backend.servers()
     assert not rows[1]["up"] and rows[0]["up"] and rows[1]["served"] > 0, rows
-    per_item = 1 if backend.replicas[0].backend.caps.n else SAMPLES
+    runs: dict[int, list[str]] = {}
+    for run, url in placed:
+        if not runs.get(run) or runs[run][-1] != url:
+            runs.setdefault(run, []).append(url)
+    assert len(runs) == ITEMS and {u for r in runs.values() for u in r} == {s.base_url for s in two_servers}
+    for sequence in runs.values():  # one server per item; an item on the killed server moved once, to the other
+        assert sequence in ([u] for u in (two_servers[0].base_url, two_servers[1].base_url)) or \
+            sequence == [two_servers[1].base_url, two_servers[0].base_url], sequence
+    caps = [r.backend.caps for r in backend.replicas]
+    assert [c.interrupts_streams for c in caps] == [False, True], "capabilities probed per server"
+    per_item = 1 if caps[0].n else SAMPLES
     assert sum(summary["servers"].values()) == ITEMS * per_item, "each answered request counted once"
     assert {item["lm_calls"] for item in record["items"]} == {SAMPLES}, "no item's samples counted twice"
     assert point["completion_tokens"] <= ITEMS * SAMPLES * 6
