@@ -325,6 +325,8 @@ def format_table(summary: dict[str, Any]) -> str:
             if key in curve:
                 lines.append(f"{name} {curve['label']} (n={curve['n']}, {curve['items']} items, {how}): " + ", ".join(
                     f"@{k}={v:.1%}" for k, v in zip(curve["k"], curve[key], strict=True)))
+    if summary.get("servers"):
+        lines.append("requests served: " + ", ".join(f"{url} {n}" for url, n in summary["servers"].items()))
     return "\n".join(lines)
 
 
