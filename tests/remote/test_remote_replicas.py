@@ -141,7 +141,9 @@ def test_an_evaluation_spreads_items_keeps_each_on_one_server_and_says_who_serve
     generations = [sum(f"item {i}?" in p for i in range(12) for p in s.prompts) for s in servers]
     assert list(served.values()) == generations, "requests served = the generation requests each server saw"
     assert "requests served" in evaluation_report_html(summary)
-    from app.cli.eval import format_table
+    from app.cli.eval import _json_result, format_table
+
+    assert _json_result(summary, None)["servers"] == served
 
     assert f"requests served: {servers[0].base_url} {served[servers[0].base_url]}" in format_table(summary)
     backend = scheduler.provider(model_spec_from_dict(load_workflow_text(workflow_yaml(
