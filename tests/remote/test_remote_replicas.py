@@ -301,3 +301,13 @@ def test_consent_names_every_server_and_a_shared_app_refuses_a_visitor_s_list() 
     assert remote_models(wf)[0]["base_url"] == "http://a:1/v1, http://b:1/v1"
     issues = check_workflow_allowed(wf, SharePolicy(share_mode=True))
     assert [i.code for i in issues] == ["model_source_refused"]
+
+
+def test_a_resumed_evaluation_adds_to_what_each_server_served_before(tmp_path: Path) -> None:
+    traces = TraceStore(tmp_path / "traces.db")
+    store = EvalStore(traces.engine)
+    store.create("e1", "replicas", {"workflows": []}, {})
+    store.finish("e1", "interrupted", servers={"http://a/v1": 2})
+    store.finish("e1", SUCCEEDED, servers={"http://a/v1": 1, "http://b/v1": 3})
+    assert summarize(store.get("e1"))["servers"] == {"http://a/v1": 3, "http://b/v1": 3}
+    traces.close()
