@@ -20,6 +20,7 @@ import logging
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,8 +72,8 @@ def evaluation_s(folder: Path, servers: list[FakeOpenAIServer], items: int, per_
     scheduler = Scheduler(registry, llama_provider())
     backend = scheduler.provider(model_spec_from_dict(plan.workflows[0].workflow.models["main"]))
     assert isinstance(backend, ReplicaBackend)
-    for replica in backend.replicas:  # capabilities probed before the clock starts
-        _ = replica.backend.caps
+    with ThreadPoolExecutor() as pool:  # capabilities probed (about ten requests each) before the clock starts
+        list(pool.map(lambda replica: replica.backend.caps, backend.replicas))
     traces = TraceStore(folder / f"traces{len(servers)}.db")
     store = EvalStore(traces.engine)
     evaluation = Evaluation(plan, scheduler, store, observers=[traces])
