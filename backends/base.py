@@ -287,7 +287,9 @@ class ModelSpec:
     options: tuple[tuple[str, Any], ...] = ()
     """Extra backend-specific settings as sorted (key, value) pairs (hashable)."""
     base_url: str | None = None
-    """source "openai": the server's API root, e.g. http://host:8000/v1."""
+    """source "openai": the server's API root, e.g. http://host:8000/v1 (with replicas: the first server's)."""
+    replicas: tuple[tuple[str, int | None], ...] = ()
+    """source "openai" with `base_url` a list: (url, max_concurrency or None) of every server serving `model`."""
     model: str | None = None
     """source "openai": the model name the server knows (GET /v1/models lists them)."""
     api_key_env: str | None = None

@@ -80,7 +80,8 @@ def evaluate(workflows: Any, data: Any, *, metric: str, output: str = "answer", 
         sweep: {"node.param": [values]} (the grid is the product of the axes).
         map: {workflow input: dataset column} where the names differ.
         limit: at most this many items (the first ones).
-        concurrency: items in flight at once (default 8, which keeps the engine's batch full).
+        concurrency: items in flight at once (default 8, which keeps the engine's batch full; for a remote model on
+            several servers, the sum of their max_concurrency; `summary["servers"]` then says what each served).
         resume: the id of an interrupted evaluation to finish (with its own workflows, data and metric).
         progress: a progress bar (tqdm) while it runs.
         studio: the Studio to run on (default: the shared one).

@@ -114,6 +114,7 @@ def _run(args: argparse.Namespace, resume: str | None = None) -> int:
     from app.eval.plan import EvalSetupError, WorkflowSource, make_plan, plan_from_config
     from app.eval.results import summarize
     from app.eval.runner import DEFAULT_CONCURRENCY, Evaluation
+    from app.eval.servers import plan_concurrency
     from app.eval.store import EvalNotFoundError
     from app.run.providers import fake_provider, llama_provider
     from app.run.scheduler import Budget, Scheduler
@@ -169,7 +170,7 @@ def _run(args: argparse.Namespace, resume: str | None = None) -> int:
         return EXIT_INVALID
     provider = fake_provider() if args.dry_run else llama_provider()
     scheduler = Scheduler(registry, provider, allow_python=not args.no_python)
-    concurrency = args.concurrency or DEFAULT_CONCURRENCY
+    concurrency = args.concurrency or plan_concurrency(plan) or DEFAULT_CONCURRENCY
     backend = _main_backend(plan, provider)
     calibration = None
     if backend is not None and not args.dry_run:
@@ -300,7 +301,8 @@ def _json_result(summary: dict[str, Any], cost: dict[str, Any] | None) -> dict[s
 
     return {"eval_id": summary["eval_id"], "status": summary["status"], "points": json_points(summary),
             "pass_at_k": summary["pass_at_k"], "vote_curves": summary.get("vote_curves", []),
-            "estimate": cost if cost is not None else summary["estimate"]}
+            "estimate": cost if cost is not None else summary["estimate"],
+            **({"servers": summary["servers"]} if summary.get("servers") else {})}
 
 
 def format_table(summary: dict[str, Any]) -> str:
@@ -323,6 +325,8 @@ def format_table(summary: dict[str, Any]) -> str:
             if key in curve:
                 lines.append(f"{name} {curve['label']} (n={curve['n']}, {curve['items']} items, {how}): " + ", ".join(
                     f"@{k}={v:.1%}" for k, v in zip(curve["k"], curve[key], strict=True)))
+    if summary.get("servers"):
+        lines.append("requests served: " + ", ".join(f"{url} {n}" for url, n in summary["servers"].items()))
     return "\n".join(lines)
 
 

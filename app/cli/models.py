@@ -62,7 +62,18 @@ def _targets(args: argparse.Namespace) -> list[tuple[str, Any]]:
     remote = [(alias, s) for alias, s in model_specs(wf).items() if s.source == "openai"]
     if not remote:
         raise ValueError(f"{spec} has no `source: openai` model to check")
-    return [(f"{Path(spec).name}: model {alias!r}", s) for alias, s in remote]
+    return [target for alias, s in remote for target in _servers_of(f"{Path(spec).name}: model {alias!r}", s)]
+
+
+def _servers_of(label: str, spec: Any) -> list[tuple[str, Any]]:
+    """One target per server: a model on several servers (`base_url` a list) is checked on each of them."""
+    from dataclasses import replace
+
+    if not spec.replicas:
+        return [(label, spec)]
+    count = len(spec.replicas)
+    return [(f"{label} server {i + 1}/{count}", replace(spec, base_url=url, replicas=()))
+            for i, (url, _) in enumerate(spec.replicas)]
 
 
 def _table(rows: list[tuple[str, str]]) -> str:
@@ -85,14 +96,14 @@ def cmd_check(args: argparse.Namespace) -> int:
         try:
             caps = check_server(spec.base_url, spec.model, spec.api_key_env, timeout_s=args.timeout)
         except BackendError as exc:
-            print(f"{label}: {exc}", file=sys.stderr)
-            found.append({"target": label, "base_url": spec.base_url, "error": str(exc)})
+            print(f"{label}: down: {exc}", file=sys.stderr)
+            found.append({"target": label, "base_url": spec.base_url, "up": False, "error": str(exc)})
             worst = EXIT_FAILED
             continue
-        found.append({"target": label, "base_url": spec.base_url, **caps.to_json()})
+        found.append({"target": label, "base_url": spec.base_url, "up": True, **caps.to_json()})
         if args.json:
             continue
-        print(f"{label}\n  server {spec.base_url} ({caps.server}), probed in {caps.probe_s:.1f}s")
+        print(f"{label}\n  server {spec.base_url} ({caps.server}): up, probed in {caps.probe_s:.1f}s")
         print(f"  models: {', '.join(caps.models) or '(none listed)'}")
         print(f"  what {caps.model!r} supports here:")
         print(_table(caps.rows()[1:]))

@@ -64,6 +64,7 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
         "share_samples": bool(config.get("share_samples")),
         "estimate": evaluation.get("estimate") or {}, "elapsed_s": _elapsed(evaluation),
         "done": len(items), "total": int(config.get("total_tasks", 0)),
+        "servers": config.get("servers") or {},
     }
 
 

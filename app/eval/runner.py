@@ -14,6 +14,7 @@ from typing import Any
 
 from app.eval.metrics import grade_samples
 from app.eval.plan import EvalPlan, EvalWorkflow
+from app.eval.servers import plan_concurrency, served_since, served_snapshot
 from app.eval.store import EvalStore
 from app.run.events import Observer
 from app.run.scheduler import Budget, RunResult, Scheduler
@@ -112,7 +113,7 @@ class Evaluation:
     """One evaluation being run (new or resumed). Thread-safe `cancel()`; `run()` blocks until it ends."""
 
     def __init__(self, plan: EvalPlan, scheduler: Scheduler, store: EvalStore, *, eval_id: str | None = None,
-                 observers: list[Observer] | None = None, concurrency: int = DEFAULT_CONCURRENCY,
+                 observers: list[Observer] | None = None, concurrency: int | None = None,
                  run_budget: Budget | None = None, total_budget: Budget | None = None,
                  on_progress: ProgressCallback | None = None, name: str = "") -> None:
         self.plan = plan
@@ -120,7 +121,8 @@ class Evaluation:
         self.store = store
         self.eval_id = eval_id or uuid.uuid4().hex[:12]
         self.observers = list(observers or [])
-        self.concurrency = max(1, int(concurrency))
+        self.concurrency = max(1, int(concurrency or plan_concurrency(plan) or DEFAULT_CONCURRENCY))
+        """Items in flight: as asked, else the sum of the servers' concurrency of a model on several servers."""
         self.run_budget = run_budget or Budget()
         self.total_budget = total_budget or Budget()
         self.on_progress = on_progress
@@ -162,6 +164,7 @@ class Evaluation:
         jobs = [(w_idx, item) for w_idx, wf in enumerate(self.plan.workflows) for item in self.plan.items
                 if any((w_idx, p, item) not in finished for p in range(len(wf.points)))]
         self._started = time.perf_counter()
+        served_before = served_snapshot(self.plan, self.scheduler.provider)
         try:
             self._run_jobs(_job_groups(jobs, self.plan.share_samples), finished)
         except Exception as exc:
@@ -170,7 +173,8 @@ class Evaluation:
         else:
             self.status = CANCELLED if self.cancel_token.cancelled else SUCCEEDED
             self.error = self.cancel_token.reason if self.cancel_token.cancelled else None
-        self.store.finish(self.eval_id, self.status, self.error)
+        servers = served_since(served_before, served_snapshot(self.plan, self.scheduler.provider))
+        self.store.finish(self.eval_id, self.status, self.error, servers=servers or None)
         return self.status
 
     def _run_group(self, group: list[tuple[int, int]], finished: set[tuple[int, int, int]]) -> None:

@@ -72,10 +72,19 @@ class EvalStore:
                 conn.execute(votes.on_conflict_do_update(index_elements=list(keys), set_={"data": votes.excluded.data}))
             conn.execute(update(EVALUATIONS).where(EVALUATIONS.c.id == eval_id).values(heartbeat_at=time.time()))
 
-    def finish(self, eval_id: str, status: str, error: str | None = None) -> None:
+    def finish(self, eval_id: str, status: str, error: str | None = None,
+               servers: dict[str, int] | None = None) -> None:
+        """Mark the end; `servers` (requests each server of a replicated model served) joins the config."""
         with self._engine.begin() as conn:
-            conn.execute(update(EVALUATIONS).where(EVALUATIONS.c.id == eval_id).values(
-                status=status, error=error, ended_at=time.time()))
+            values: dict[str, Any] = {"status": status, "error": error, "ended_at": time.time()}
+            if servers:
+                row = conn.execute(select(EVALUATIONS.c.config).where(EVALUATIONS.c.id == eval_id)).first()
+                config = json.loads(row[0] or "{}") if row is not None else {}
+                previous = config.get("servers") or {}  # a resumed evaluation adds to what it served before
+                config["servers"] = {u: int(previous.get(u, 0)) + int(servers.get(u, 0))
+                                     for u in {**previous, **servers}}
+                values["config"] = json.dumps(config)
+            conn.execute(update(EVALUATIONS).where(EVALUATIONS.c.id == eval_id).values(**values))
 
     def delete(self, eval_id: str) -> None:
         eval_id = self.resolve_id(eval_id)

@@ -144,6 +144,7 @@ def with_device_settings(provider: Callable[[ModelSpec], LLMBackend],
     def provide(spec: ModelSpec) -> LLMBackend:
         return provider(get().apply(spec))
 
+    provide.remotes = getattr(provider, "remotes", None)  # type: ignore[attr-defined]
     return provide
 
 

@@ -22,7 +22,8 @@ def fake_provider(**fake_kwargs: Any):  # type: ignore[no-untyped-def]
 
 def remote_key(spec: ModelSpec) -> tuple[Any, ...]:
     """What makes two `source: openai` specs the same remote backend (device settings play no part)."""
-    return (spec.base_url, spec.model, spec.api_key_env, spec.max_concurrency, spec.timeout_s, spec.context_length,
+    return (spec.base_url, spec.replicas, spec.model, spec.api_key_env, spec.max_concurrency, spec.timeout_s,
+            spec.context_length,
             spec.options, spec.api)
 
 
@@ -44,11 +45,12 @@ def llama_provider(pool: Any = None):  # type: ignore[no-untyped-def]
             return fake
         if spec.source == "openai":
             from backends.remote.openai_backend import OpenAIBackend
+            from backends.remote.openai_replicas import ReplicaBackend
 
             with remotes_lock:
                 key = remote_key(spec)
                 if key not in remotes:
-                    remotes[key] = OpenAIBackend(spec)
+                    remotes[key] = ReplicaBackend(spec) if spec.replicas else OpenAIBackend(spec)
                 return remotes[key]
         if spec.pooling == "rank":
             from backends.llama.rank_backend import RankBackend
@@ -66,4 +68,11 @@ def llama_provider(pool: Any = None):  # type: ignore[no-untyped-def]
             pool = ModelPool(weights_dir=models_dir() / WEIGHTS_SUBDIR)
         return pool.get(spec)
 
+    provide.remotes = lambda: list(remotes.values())  # type: ignore[attr-defined]
     return provide
+
+
+def remote_backends(provider: Any) -> list[LLMBackend]:
+    """The remote backends a provider has made so far (for the Models tab's server table); [] when it keeps none."""
+    remotes = getattr(provider, "remotes", None)
+    return list(remotes()) if callable(remotes) else []

@@ -18,6 +18,7 @@ from app.eval.estimate import calibrate, estimate, load_calibration
 from app.eval.plan import EvalSetupError, WorkflowSource, make_plan, plan_from_config
 from app.eval.results import item_rows, json_points, summarize
 from app.eval.runner import DEFAULT_CONCURRENCY, Evaluation, Progress
+from app.eval.servers import plan_concurrency
 from app.eval.store import EvalNotFoundError, EvalStore
 from app.platform.fileio import atomic_write_bytes
 from app.run.scheduler import Budget, Scheduler
@@ -268,7 +269,8 @@ class EvaluationService:
             except Exception:
                 return max(1, len(text) // 4)
 
-        return estimate(plan, self.registry, calibration=calibration, concurrency=DEFAULT_CONCURRENCY,
+        return estimate(plan, self.registry, calibration=calibration,
+                        concurrency=plan_concurrency(plan) or DEFAULT_CONCURRENCY,
                         count_tokens=count if backend is not None else None)
 
     # ------------------------------------------------------------------ running
@@ -302,7 +304,7 @@ class EvaluationService:
         cost = self._estimate(plan, measure=True)
         caps = self.policy.budget_caps if self.policy.share_mode else Budget()
         evaluation = Evaluation(plan, self.scheduler, store, observers=self.observers, total_budget=caps,
-                                concurrency=int(request.get("concurrency") or DEFAULT_CONCURRENCY))
+                                concurrency=int(request.get("concurrency") or 0) or None)
         evaluation.start_record(cost)
         live = _Live(evaluation, threading.Thread(target=self._run, args=(evaluation,), daemon=True,
                                                   name=f"eval-{evaluation.eval_id}"), started=time.time())
@@ -383,7 +385,7 @@ class EvaluationService:
         except (DatasetError, EvalNotFoundError) as exc:
             raise UserError(str(exc)) from None
         evaluation = Evaluation(plan, self.scheduler, store, eval_id=eval_id, observers=self.observers,
-                                concurrency=concurrency or DEFAULT_CONCURRENCY, on_progress=on_progress,
+                                concurrency=concurrency, on_progress=on_progress,
                                 total_budget=self.policy.budget_caps if self.policy.share_mode else Budget())
         cost = None if resume else self._estimate(plan)
         # Ctrl+C in a terminal or a notebook stops the runs in flight and keeps the finished items

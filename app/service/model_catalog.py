@@ -28,6 +28,8 @@ class CatalogHost(Protocol):
     @property
     def pool(self) -> Any: ...
 
+    scheduler: Any
+
 
 class ModelCatalog:
     """The models the Models tab lists: the bundled one, GGUFs in the models folder, and files added by path;
@@ -268,6 +270,21 @@ class ModelCatalog:
                                                                                 else {})}
         return {"base_url": url, "model": caps.model, "server": caps.server, "models": list(caps.models),
                 "rows": caps.rows(), "notes": list(caps.notes), "entry": entry}
+
+
+    def remote_servers(self) -> list[dict[str, Any]]:
+        """Each server of the remote models on several servers that runs have used: the model, the server's URL,
+        up or down, outstanding requests, requests served, mean latency, the last error. The owner's only."""
+        if self._service.share_mode:
+            return []
+        from app.run.providers import remote_backends
+
+        rows = []
+        for backend in remote_backends(self._service.scheduler.provider):
+            servers = getattr(backend, "servers", None)
+            if callable(servers):
+                rows += [{"model": getattr(backend, "model_name", ""), **row} for row in servers()]
+        return rows
 
 
 def _loaded_path(item: Any) -> str | None:

@@ -366,10 +366,17 @@ def python_code(wf: Workflow) -> list[dict[str, str]]:
     return found
 
 
+def _urls_text(base_url: Any) -> str:
+    """A `base_url` as a person reads it: the URL, or the servers of a list joined by commas."""
+    if isinstance(base_url, list):
+        return ", ".join(str(e.get("url") if isinstance(e, dict) else e) for e in base_url)
+    return str(base_url or "")
+
+
 def remote_models(wf: Workflow) -> list[dict[str, str]]:
     """The remote servers a workflow sends prompts to, one {alias, base_url, model, api_key_env} per
     `source: openai` entry; what the user is shown before a workflow from a link or upload runs."""
-    return [{"alias": str(alias), "base_url": str(spec.get("base_url") or ""), "model": str(spec.get("model") or ""),
+    return [{"alias": str(alias), "base_url": _urls_text(spec.get("base_url")), "model": str(spec.get("model") or ""),
              "api_key_env": str(spec.get("api_key_env") or "")}
             for alias, spec in wf.models.items() if isinstance(spec, dict) and spec.get("source") == "openai"]
 

@@ -10,7 +10,7 @@ import gradio as gr
 
 from app.service.errors import UserError
 from app.service.studio import StudioService
-from app.ui.remote_check import remote_check_section
+from app.ui.remote_check import remote_check_section, remote_servers_section
 
 log = logging.getLogger(__name__)
 
@@ -156,3 +156,4 @@ def models_tab(service: StudioService, tab: gr.Tab) -> None:
 
     save_device.click(save_settings, [device, threads, layers], outputs)
     remote_check_section(service)
+    remote_servers_section(service)

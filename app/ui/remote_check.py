@@ -31,6 +31,34 @@ def remote_report_markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+SERVER_COLUMNS = ("model", "url", "up", "outstanding", "served", "mean_latency_s", "error")
+
+
+def servers_markdown(rows: list[dict[str, Any]]) -> str:
+    """The servers of remote models on several servers (ModelCatalog.remote_servers) as a Markdown table."""
+    if not rows:
+        return ("No model on several servers has run yet (a `source: openai` entry whose `base_url` lists "
+                "servers); run one, then Refresh.")
+    head = "| " + " | ".join(SERVER_COLUMNS) + " |\n|" + "---|" * len(SERVER_COLUMNS)
+    def cell(row: dict[str, Any], column: str) -> str:
+        if column == "up":
+            return "up" if row.get("up") else "down"
+        return "" if row.get(column) is None else _cell(row[column])
+
+    body = ["| " + " | ".join(cell(r, c) for c in SERVER_COLUMNS) + " |" for r in rows]
+    return "\n".join([head, *body])
+
+
+def remote_servers_section(service: StudioService) -> None:
+    """Each server of the remote models that run on several servers: up or down, requests outstanding and served,
+    mean latency (the owner's view; hidden on a shared app)."""
+    with gr.Accordion("Servers of remote models on several servers", open=False,
+                      visible=not service.policy.share_mode, elem_id="mg-remote-servers"):
+        table = gr.Markdown(elem_id="mg-remote-servers-table")
+        refresh = gr.Button("Refresh", elem_id="mg-remote-servers-refresh", size="sm")
+    refresh.click(lambda: servers_markdown(service.models.remote_servers()), [], [table])
+
+
 def remote_check_section(service: StudioService) -> None:
     """Build the section inside the current Blocks context (hidden on a shared app: visitors may not make this
     machine contact addresses of their choosing)."""

@@ -248,6 +248,18 @@ def items_table_body(summary: dict[str, Any], run_link: Callable[[str], str] | N
             "</thead><tbody>" + "".join(body) + "</tbody></table>" + more)
 
 
+def servers_table_body(summary: dict[str, Any]) -> str:
+    """Requests each server of a replicated remote model served during the evaluation ('' with one server)."""
+    servers: dict[str, int] = summary.get("servers") or {}
+    if not servers:
+        return ""
+    total = sum(servers.values()) or 1
+    rows = "".join(f"<tr><td>{esc(url)}</td><td class=num>{count}</td><td class=num>{count / total:.0%}</td></tr>"
+                   for url, count in servers.items())
+    return ("<table class=mg-eval-servers><thead><tr><th>server</th><th class=num>requests served</th>"
+            f"<th class=num>share</th></tr></thead><tbody>{rows}</tbody></table>")
+
+
 def items_table_html(summary: dict[str, Any], run_link: Callable[[str], str] | None = None,
                      limit: int = 200) -> str:
     """Items by point: ✓/✗ per point label (score and output on hover, a link to the run with `run_link`),
@@ -361,7 +373,7 @@ def evaluation_report_html(summary: dict[str, Any]) -> str:
         ("mg-eval-pass-at-k", "pass@k", figure(pass_at_k_figure(summary), "mg-eval-pass-at-k-plot",
                                                "No sampler was graded per sample, so there is no pass@k.")),
         ("mg-eval-items", "Items", items_table_body(summary) or '<p class="mg-muted">No graded items yet.</p>'),
-    )
+    ) + ((("mg-eval-servers", "Servers", servers_table_body(summary)),) if summary.get("servers") else ())
     nav = "".join(f'<a href="#{sid}">{esc(title)}</a>' for sid, title, _ in sections)
     title = f"Evaluation {summary.get('name') or summary.get('eval_id')} · {summary.get('eval_id')}"
     log.debug("evaluation report of %s: %d points", summary.get("eval_id"), len(summary.get("points") or []))

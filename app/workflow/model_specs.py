@@ -78,6 +78,8 @@ def model_field_problem(key: str, value: Any) -> tuple[str, str] | None:
     field = MODEL_FIELDS.get(key)
     if field is None or (value is None and field.nullable):
         return None
+    if key == "base_url" and isinstance(value, list):
+        return None  # several servers of one model: checked entry by entry in _replica_issues
     if not _has_type(value, field.type):
         quoted = " (remove the quotes)" if isinstance(value, str) and field.type in (int, bool) else ""
         return (f"{key} must be {_TYPE_WORDS[field.type]}, got {type(value).__name__} {value!r}",
@@ -126,7 +128,9 @@ def _remote_issues(alias: str, spec: dict[str, Any], source: Any,
                                 "add `source: openai` for a remote server, or remove those keys", remote[0]))
         return issues
     base_url = spec.get("base_url")
-    if not base_url:
+    if isinstance(base_url, list):
+        issues += [issue(problem, hint, "base_url") for problem, hint in replica_problems(base_url)]
+    elif not base_url:
         issues.append(issue("has source 'openai' but no base_url",
                             "add `base_url: http://HOST:PORT/v1` (the server's OpenAI-compatible API root)"))
     elif isinstance(base_url, str) and not _URL.fullmatch(base_url.strip()):
@@ -148,6 +152,52 @@ def _remote_issues(alias: str, spec: dict[str, Any], source: Any,
         issues.append(issue("sets pooling: rank, which is for a local GGUF", "for a remote reranker or reward model "
                             "write `api: rerank` (/v1/rerank) or `api: pooling` (vLLM /pooling)", "pooling"))
     return issues
+
+
+REPLICA_KEYS = ("url", "max_concurrency")
+_REPLICA_EXAMPLE = "base_url: [http://gpu1:8000/v1, {url: http://gpu2:8000/v1, max_concurrency: 16}]"
+
+
+def _replica_problem(index: int, entry: Any) -> tuple[str, str] | None:
+    """(problem, hint) of entry `index` of a base_url list (a URL, or {url, max_concurrency}), else None."""
+    where = f"base_url[{index}]"
+    if isinstance(entry, dict):
+        if "model" in entry:
+            return (f"{where} sets its own model {entry['model']!r}; every server of one entry serves the same "
+                    "model", "give `model:` once on the entry; a server with another model is another entry")
+        unknown = [str(k) for k in entry if k not in REPLICA_KEYS]
+        if unknown:
+            hint = _suggest(unknown[0], REPLICA_KEYS)
+            return f"{where} has unknown key {unknown[0]!r}", f"a server is {{url, max_concurrency}}: {hint}"
+        problem = model_field_problem("max_concurrency", entry.get("max_concurrency"))
+        if problem is not None:
+            return f"{where}: {problem[0]}", problem[1]
+        entry = entry.get("url")
+    if not isinstance(entry, str) or not _URL.fullmatch(entry.strip()):
+        return (f"{where} {entry!r} is not an http:// or https:// URL",
+                f"write each server as a URL or {{url: URL, max_concurrency: N}}: `{_REPLICA_EXAMPLE}`")
+    return None
+
+
+def replica_problems(urls: list[Any]) -> list[tuple[str, str]]:
+    """Every problem of a `base_url` list (several servers of one model), as (problem, hint)."""
+    if not urls:
+        return [("has an empty base_url list", f"name at least one server: `{_REPLICA_EXAMPLE}`")]
+    problems = [p for i, entry in enumerate(urls) if (p := _replica_problem(i, entry)) is not None]
+    seen = [str(e.get("url") if isinstance(e, dict) else e).strip().rstrip("/") for e in urls]
+    twice = sorted({u for u in seen if seen.count(u) > 1})
+    if twice:
+        problems.append((f"names {twice[0]} twice in base_url", "list each server once; raise its "
+                         "max_concurrency instead"))
+    return problems
+
+
+def replica_servers(value: Any) -> tuple[tuple[str, int | None], ...]:
+    """(url, max_concurrency or None) of each server of a checked `base_url` list; () for one URL."""
+    if not isinstance(value, list):
+        return ()
+    return tuple((str(e["url"]).strip().rstrip("/"), e.get("max_concurrency")) if isinstance(e, dict)
+                 else (str(e).strip().rstrip("/"), None) for e in value)
 
 
 def model_int(spec: dict[str, Any], key: str) -> int | None:
@@ -177,6 +227,9 @@ def model_spec_from_dict(data: dict[str, Any], models: dict[str, Any] | None = N
         raise ValueError(f"{speculative[0].message}; {speculative[0].hint}")
     source = data.get("source", "path" if data.get("path") else "bundled")
     options = data.get("options") or {}
+    if isinstance(data.get("base_url"), list) and (problems := replica_problems(data["base_url"])):
+        raise ValueError(f"{problems[0][0]}; {problems[0][1]}")
+    replicas = replica_servers(data.get("base_url"))
     return ModelSpec(
         source=source,
         path=data["path"] if data.get("path") else None,
@@ -187,7 +240,9 @@ def model_spec_from_dict(data: dict[str, Any], models: dict[str, Any] | None = N
         flash_attn=data.get("flash_attn", False),
         cpu_weights=data.get("cpu_weights"),
         options=tuple(sorted((str(k), v) for k, v in options.items())),
-        **{key: data.get(key) for key in REMOTE_FIELDS},
+        **{key: data.get(key) for key in REMOTE_FIELDS if key != "base_url"},
+        base_url=replicas[0][0] if replicas else data.get("base_url"),
+        replicas=replicas,
         pooling=data.get("pooling") if data.get("pooling") != "none" else None,
         speculative=speculative_from_dict(data.get("speculative"), models, model_spec_from_dict),
     )

@@ -74,7 +74,7 @@ class OpenAIBackend:
     """One model on one remote server. Thread-safe: requests run on a pool of `max_concurrency` workers (the cap on
     requests in flight to this server); the calling thread waits, relays streamed tokens and watches for cancel."""
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelSpec, max_attempts: int | None = None) -> None:
         if not spec.base_url or not spec.model:
             raise BackendError("a `source: openai` model needs base_url and model, e.g. {source: openai, base_url: "
                                "http://127.0.0.1:8000/v1, model: NAME}")
@@ -84,7 +84,8 @@ class OpenAIBackend:
         self.max_concurrency = int(spec.max_concurrency or DEFAULT_MAX_CONCURRENCY)
         self.timeout_s = int(spec.timeout_s or DEFAULT_TIMEOUT_S)
         self.http = RemoteHttp(self.base_url, spec.api_key_env, timeout_s=self.timeout_s,
-                               max_connections=self.max_concurrency + 2)
+                               max_connections=self.max_concurrency + 2,
+                               **({"max_attempts": max_attempts} if max_attempts else {}))
         self._pool = ThreadPoolExecutor(max_workers=self.max_concurrency, thread_name_prefix="remote-llm")
         self._streaming = bool(spec.option("stream", True))
         self._prompt_counts: dict[str, int] = {}
@@ -238,6 +239,9 @@ class OpenAIBackend:
         a failure) stops the wait at once: the workers see `abort` and close their streams."""
         abort = abort or threading.Event()
         futures: list[Future[Any]] = [self._pool.submit(job) for job in jobs]
+        if events is not None:  # wake the wait as each request ends, not at the next poll (50 ms a request)
+            for f in futures:
+                f.add_done_callback(lambda _: events.put(("done", -1, None)))
         try:
             while True:
                 if cancel is not None and cancel.cancelled:

@@ -41,6 +41,16 @@ class RemoteStatusError(BackendError):
         self.status = status
 
 
+class ServerUnreachableError(BackendError):
+    """The server could not be reached, gave no answer in time or dropped the connection (it may be down)."""
+
+
+def server_down(exc: BaseException) -> bool:
+    """True when `exc` says the server itself is unwell (unreachable, timed out, dropped, 5xx): a replica to take
+    out; False for errors of the request (4xx, a malformed body), which another server would repeat."""
+    return isinstance(exc, ServerUnreachableError) or (isinstance(exc, RemoteStatusError) and exc.status >= 500)
+
+
 def retry_after_s(value: str | None, now: float | None = None) -> float | None:
     """Seconds to wait from a Retry-After header (seconds or an HTTP date), capped; None when absent or unreadable."""
     if not value:
@@ -159,17 +169,18 @@ class RemoteHttp:
         return RemoteStatusError(text, status)
 
     def connect_error(self, exc: Exception) -> BackendError:
-        return BackendError(f"could not connect to {self.base_url} — is the server running? ({type(exc).__name__}: "
-                            f"{self.redact(str(exc)) or 'no detail'})")
+        return ServerUnreachableError(f"could not connect to {self.base_url} — is the server running? "
+                                      f"({type(exc).__name__}: {self.redact(str(exc)) or 'no detail'})")
 
     def timeout_error(self, path: str) -> BackendError:
-        return BackendError(f"no answer from {self.base_url}{path} within timeout_s={self.timeout_s:g} seconds; "
-                            "the server may be overloaded or stuck. Raise timeout_s in the model entry or check "
-                            "the server.")
+        return ServerUnreachableError(f"no answer from {self.base_url}{path} within timeout_s={self.timeout_s:g} "
+                                      "seconds; the server may be overloaded or stuck. Raise timeout_s in the model "
+                                      "entry or check the server.")
 
     def dropped_error(self, exc: Exception) -> BackendError:
-        return BackendError(f"the server at {self.base_url} closed the connection in the middle of an answer "
-                            f"({type(exc).__name__}); did it stop, crash or restart? Check its log, then run again.")
+        return ServerUnreachableError(f"the server at {self.base_url} closed the connection in the middle of an "
+                                      f"answer ({type(exc).__name__}); did it stop, crash or restart? Check its log, "
+                                      "then run again.")
 
     # -- requests ----------------------------------------------------------------------------------------
 
