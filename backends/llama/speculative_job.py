@@ -12,19 +12,15 @@ the same text, up to llama.cpp's batched numerics."""
 
 from __future__ import annotations
 
-import ctypes
 import time
 from collections.abc import Sequence
 from typing import Any
-
-import numpy as np
 
 from backends.base import CancelToken, GenerateResult, SamplingParams, SpeculativeSpec
 from backends.engine_protocol import EngineView
 from backends.llama.batch import BatchBuilder
 from backends.llama.draft_model import DraftModel
 from backends.llama.engine_jobs import GenerateJob, Sample
-from backends.llama.sampling_chain import _TOKEN_DATA
 from backends.llama.speculative import DraftLength, NgramPool
 
 
@@ -94,9 +90,9 @@ class SpeculativeGenerateJob(GenerateJob):
 
     def _grammar_prefix(self, sample: Sample, draft: list[int]) -> list[int]:
         """The part of the draft the sample's grammar allows (a rejected token ends the draft)."""
-        if not draft or not self.grammar or not sample.sampler.chain:
+        if not draft or self._grammars is None:
             return draft
-        return draft[: grammar_prefix_len(sample.sampler._lib, sample.sampler.chain, draft)]
+        return draft[: self._grammars.allowed_prefix(sample.index, draft, self._is_cancelled)]
 
     def release(self, core: EngineView, park: bool) -> None:
         if self.drafter is not None:
@@ -165,29 +161,6 @@ class SpeculativeGenerateJob(GenerateJob):
             completion.draft_tokens = drafted
             completion.accepted = [*flags, *[False] * (len(completion.tokens) - len(flags))][: len(completion.tokens)]
         return result
-
-
-def grammar_prefix_len(lib: Any, chain: Any, tokens: Sequence[int]) -> int:
-    """How many of `tokens`, in order, the grammar sampler in `chain` allows from its current state (a copy of the
-    grammar walks them; the chain itself is not advanced). All of them when the chain holds no grammar sampler."""
-    grammar = next((s for s in (lib.llama_sampler_chain_get(chain, i) for i in range(lib.llama_sampler_chain_n(chain)))
-                    if lib.llama_sampler_name(s) == b"grammar"), None)
-    if grammar is None:
-        return len(tokens)
-    walker = lib.llama_sampler_clone(grammar)
-    one = np.zeros(1, dtype=_TOKEN_DATA)
-    try:
-        for allowed, token in enumerate(tokens):
-            one["id"], one["logit"] = token, 0.0
-            candidates = lib.llama_token_data_array(data=one.ctypes.data_as(lib.llama_token_data_p), size=1,
-                                                    selected=-1, sorted=False)
-            lib.llama_sampler_apply(walker, ctypes.byref(candidates))
-            if not np.isfinite(one["logit"][0]):
-                return allowed
-            lib.llama_sampler_accept(walker, token)
-        return len(tokens)
-    finally:
-        lib.llama_sampler_free(walker)
 
 
 def speculative_job(speculative: SpeculativeSpec | None, drafter: DraftModel | None = None,
