@@ -47,6 +47,17 @@ def thinking_tokens(call: dict[str, Any]) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+def request_prompt_tokens(calls: list[dict[str, Any]]) -> int:
+    """Prompt tokens counted once per request, from its lowest sample index drawn (sample 0 may have come from the
+    sample cache, leaving no call of its own)."""
+    lead: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for c in calls:
+        key = request_key(c)
+        if key not in lead or c.get("sample_index", 0) < lead[key].get("sample_index", 0):
+            lead[key] = c
+    return sum(c.get("prompt_tokens", 0) for c in lead.values())
+
+
 def run_summary(record: dict[str, Any]) -> dict[str, Any]:
     """Totals of a run. Prompt tokens are counted per request (samples share their prompt);
     `prompt_tokens_all_samples` is what evaluating each sample's prompt on its own would have cost."""
@@ -69,7 +80,7 @@ def run_summary(record: dict[str, Any]) -> dict[str, Any]:
         "run_id": run.get("id"), "workflow": run.get("workflow"), "status": run.get("status"),
         "seed": run.get("seed"), "error": run.get("error"), "wall_s": _wall(record),
         "lm_calls": len(calls), "requests": len(requests),
-        "prompt_tokens": sum(c.get("prompt_tokens", 0) for c in calls if c.get("sample_index", 0) == 0),
+        "prompt_tokens": request_prompt_tokens(calls),
         "prompt_tokens_all_samples": all_samples,
         "prompt_tokens_evaluated": evaluated,
         "prompt_tokens_cached": sum(c.get("prompt_tokens_cached", 0) for c in calls),
