@@ -13,14 +13,13 @@ the same text, up to llama.cpp's batched numerics."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from typing import Any
 
-from backends.base import CancelToken, GenerateResult, SamplingParams, SpeculativeSpec
+from backends.base import GenerateResult, SpeculativeSpec
 from backends.engine_protocol import EngineView
 from backends.llama.batch import BatchBuilder
 from backends.llama.draft_model import DraftModel
-from backends.llama.engine_jobs import GenerateJob, Sample
+from backends.llama.engine_jobs import GenerateJob, GenerateRequest, Sample
 from backends.llama.speculative import DraftLength, NgramPool
 
 
@@ -29,24 +28,13 @@ class SpeculativeGenerateJob(GenerateJob):
 
     kind = "generate"
 
-    def __init__(
-        self,
-        prompt_text: str,
-        prompt: list[int],
-        params: SamplingParams,
-        seeds: Sequence[int],
-        grammar: str | None,
-        n_ctx_seq: int,
-        stream_tokens: bool,
-        cancel: CancelToken | None,
-        speculative: SpeculativeSpec,
-        drafter: DraftModel | None = None,
-    ) -> None:
-        super().__init__(prompt_text, prompt, params, seeds, grammar, n_ctx_seq, stream_tokens, cancel)
+    def __init__(self, request: GenerateRequest, speculative: SpeculativeSpec,
+                 drafter: DraftModel | None = None) -> None:
+        super().__init__(request)
         self.speculative = speculative
         self.drafter = drafter
         """method "draft": the draft model proposing each sample's tokens (else n-gram lookup in `pool`)."""
-        self.pool = NgramPool(prompt, speculative.ngram, len(self.seeds))
+        self.pool = NgramPool(self.prompt, speculative.ngram, len(self.seeds))
         self.lengths = [DraftLength(speculative.k, speculative.adaptive) for _ in self.seeds]
         self.drafted = [0] * len(self.seeds)
         self.accepted_flags: list[list[bool]] = [[] for _ in self.seeds]
@@ -167,8 +155,9 @@ def speculative_job(speculative: SpeculativeSpec | None, drafter: DraftModel | N
                     **job: Any) -> GenerateJob:
     """The generate job for a model: speculative when its entry asks for n-gram speculation, or for a draft model
     and `drafter` is that model loaded."""
+    request = GenerateRequest(**job)
     if speculative is not None and speculative.method == "ngram":
-        return SpeculativeGenerateJob(**job, speculative=speculative)
+        return SpeculativeGenerateJob(request, speculative)
     if speculative is not None and speculative.method == "draft" and drafter is not None:
-        return SpeculativeGenerateJob(**job, speculative=speculative, drafter=drafter)
-    return GenerateJob(**job)
+        return SpeculativeGenerateJob(request, speculative, drafter)
+    return GenerateJob(request)
