@@ -49,10 +49,11 @@ def thinking_tokens(call: dict[str, Any]) -> int:
 
 def request_prompt_tokens(calls: list[dict[str, Any]]) -> int:
     """Prompt tokens counted once per request, from its lowest sample index drawn (sample 0 may have come from the
-    sample cache, leaving no call of its own)."""
+    sample cache, leaving no call of its own). The prompt is not part of the key: the sequences of one PRM
+    positions request each have their own, and the request counts the first one's, as the run's totals do."""
     lead: dict[tuple[Any, ...], dict[str, Any]] = {}
     for c in calls:
-        key = request_key(c)
+        key = request_key(c)[:4]
         if key not in lead or c.get("sample_index", 0) < lead[key].get("sample_index", 0):
             lead[key] = c
     return sum(c.get("prompt_tokens", 0) for c in lead.values())
