@@ -9,6 +9,7 @@ from typing import Any
 
 from app.run.status import FAILED, NODE_CACHED
 from app.viz.common import badge, esc, events_of, fmt_num, shorten, wrap_section
+from app.viz.deepconf import CONFIDENCE_MODE, confidence_totals
 
 
 def request_key(call: dict[str, Any]) -> tuple[Any, ...]:
@@ -27,10 +28,15 @@ def _wall(record: dict[str, Any]) -> float | None:
 
 def adaptive_savings(record: dict[str, Any]) -> tuple[int, int]:
     """(samples saved, estimated completion tokens saved) by adaptive stopping: each sample not drawn
-    is counted at the mean completion length of the samples its node did draw."""
+    is counted at the mean completion length of the samples its node did draw; a DeepConf node's own estimate
+    (which adds the unwritten rest of the samples its confidence stop ended) is taken as it is."""
     samples = tokens = 0
     for event in events_of(record, "adaptive_stop"):
         saved = int(event["data"].get("saved") or 0)
+        if event["data"].get("mode") == CONFIDENCE_MODE:  # DeepConf estimates its own savings, stopped samples too
+            samples += max(saved, 0)
+            tokens += int(event["data"].get("tokens_saved_est") or 0)
+            continue
         if saved <= 0:
             continue
         drawn = [c["completion_tokens"] for c in record.get("lm_calls", [])
@@ -47,6 +53,18 @@ def thinking_tokens(call: dict[str, Any]) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+def request_prompt_tokens(calls: list[dict[str, Any]]) -> int:
+    """Prompt tokens counted once per request, from its lowest sample index drawn (sample 0 may have come from the
+    sample cache, leaving no call of its own). The prompt is not part of the key: the sequences of one PRM
+    positions request each have their own, and the request counts the first one's, as the run's totals do."""
+    lead: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for c in calls:
+        key = request_key(c)[:4]
+        if key not in lead or c.get("sample_index", 0) < lead[key].get("sample_index", 0):
+            lead[key] = c
+    return sum(c.get("prompt_tokens", 0) for c in lead.values())
+
+
 def run_summary(record: dict[str, Any]) -> dict[str, Any]:
     """Totals of a run. Prompt tokens are counted per request (samples share their prompt);
     `prompt_tokens_all_samples` is what evaluating each sample's prompt on its own would have cost."""
@@ -57,6 +75,7 @@ def run_summary(record: dict[str, Any]) -> dict[str, Any]:
     all_samples = sum(c.get("prompt_tokens", 0) for c in calls)
     evaluated = sum(c.get("prompt_tokens_evaluated", 0) for c in calls)
     saved_samples, saved_tokens = adaptive_savings(record)
+    stopped_samples, _ = confidence_totals(record)
     by_model: dict[str, int] = defaultdict(int)
     by_purpose: dict[str, int] = defaultdict(int)
     for c in calls:
@@ -69,7 +88,7 @@ def run_summary(record: dict[str, Any]) -> dict[str, Any]:
         "run_id": run.get("id"), "workflow": run.get("workflow"), "status": run.get("status"),
         "seed": run.get("seed"), "error": run.get("error"), "wall_s": _wall(record),
         "lm_calls": len(calls), "requests": len(requests),
-        "prompt_tokens": sum(c.get("prompt_tokens", 0) for c in calls if c.get("sample_index", 0) == 0),
+        "prompt_tokens": request_prompt_tokens(calls),
         "prompt_tokens_all_samples": all_samples,
         "prompt_tokens_evaluated": evaluated,
         "prompt_tokens_cached": sum(c.get("prompt_tokens_cached", 0) for c in calls),
@@ -78,6 +97,7 @@ def run_summary(record: dict[str, Any]) -> dict[str, Any]:
         "tokens_saved_by_prefix_sharing": max(0, all_samples - evaluated),
         "samples_saved_by_adaptive_stop": saved_samples,
         "tokens_saved_by_adaptive_stop": saved_tokens,
+        "samples_stopped_by_confidence": stopped_samples,
         "nodes": len(nodes), "nodes_cached": status_count.get(NODE_CACHED, 0),
         "nodes_failed": status_count.get(FAILED, 0), "node_status": dict(status_count),
         "calls_by_model": dict(by_model), "calls_by_purpose": dict(by_purpose),
@@ -134,6 +154,8 @@ def summary_body(record: dict[str, Any]) -> str:
     run = record["run"]
     s = run_summary(record)
     shown = CARDS if not s["thinking_tokens"] else (*CARDS, ("thinking_tokens", "of them thinking tokens"))
+    if s["samples_stopped_by_confidence"]:
+        shown = (*shown, ("samples_stopped_by_confidence", "samples stopped by confidence (DeepConf)"))
     cards = "".join(f'<div class="mg-card"><b>{fmt_num(s[key])}</b><span>{esc(label)}</span></div>'
                     for key, label in shown)
     parts = [f"<h3>Run {esc(run.get('id'))} · {esc(run.get('workflow'))} {badge(run.get('status'))}</h3>",
@@ -156,7 +178,7 @@ def summary_html(record: dict[str, Any]) -> str:
 
 COMPARE_KEYS = ("status", "wall_s", "lm_calls", "requests", "prompt_tokens", "prompt_tokens_evaluated",
                 "prompt_tokens_cached", "completion_tokens", "thinking_tokens", "tokens_saved_by_prefix_sharing",
-                "tokens_saved_by_adaptive_stop", "nodes_cached", "nodes_failed")
+                "tokens_saved_by_adaptive_stop", "samples_stopped_by_confidence", "nodes_cached", "nodes_failed")
 
 
 def _delta(a: Any, b: Any) -> str:

@@ -107,6 +107,20 @@ class GrammarWorker:
             self._parse_masks()
         return self._take(key, n_vocab)
 
+    def allowed_prefix(self, key: int, tokens: list[int], cancelled: Callable[[], str | None]) -> int:
+        """How many of `tokens`, in order, grammar `key` allows from its current state (a copy of the grammar walks
+        them in the child; `key` itself does not move). Waits for the answer; no mask may be awaited meanwhile
+        (the speculative job, the one caller, reads each mask in place)."""
+        if self.asked:
+            raise BackendError("The grammar process was asked for a draft check while a mask was awaited.")
+        self._send({"op": "prefix", "key": key, "tokens": [int(t) for t in tokens]})
+        reply = self._read_line(time.monotonic() + GRAMMAR_STEP_LIMIT_S, cancelled, "checking a draft")
+        head, _, count = reply.partition(b" ")
+        if head != b"prefix" or not count.isdigit():
+            self.kill()
+            raise BackendError(f"The grammar process answered {reply[:80]!r} instead of a draft check.")
+        return int(count)
+
     def ask_mask(self, key: int) -> None:
         """Ask which tokens may come next under grammar `key`; poll() or allowed() reads the answer."""
         self._send({"op": "mask", "key": key})
@@ -350,6 +364,26 @@ class _Grammars:
         bits = np.packbits(allowed).tobytes()
         return b"mask %d %d\n" % (key, len(bits)) + bits
 
+    def prefix(self, key: int, tokens: list[int]) -> bytes:
+        """How many of `tokens` the grammar allows in order, walked by a copy (the sampler itself stays put)."""
+        lib = self.lib
+        walker = lib.llama_sampler_clone(self.samplers[key])
+        one = np.zeros(1, dtype=_TOKEN_DATA)
+        allowed = 0
+        try:
+            for token in tokens:
+                one["id"], one["logit"] = token, 0.0
+                candidates = lib.llama_token_data_array(data=one.ctypes.data_as(lib.llama_token_data_p), size=1,
+                                                        selected=-1, sorted=False)
+                lib.llama_sampler_apply(walker, ctypes.byref(candidates))
+                if not np.isfinite(one["logit"][0]):
+                    break
+                lib.llama_sampler_accept(walker, token)
+                allowed += 1
+        finally:
+            lib.llama_sampler_free(walker)
+        return b"prefix %d\n" % allowed
+
     def accept(self, key: int, token: int) -> None:
         self.lib.llama_sampler_accept(self.samplers[key], token)
 
@@ -373,6 +407,8 @@ def main() -> None:
             reply = grammars.new(key, request["grammar"])
         elif op == "mask":
             reply = grammars.mask(key)
+        elif op == "prefix":
+            reply = grammars.prefix(key, [int(t) for t in request["tokens"]])
         elif op == "accept":
             grammars.accept(key, int(request["token"]))
             continue

@@ -46,11 +46,14 @@ def systematic_resample(weights: Sequence[float], n: int, offset: float) -> list
     for w in weights:
         running += w / total
         cumulative.append(running)
-    cumulative[-1] = 1.0  # rounding must not leave the last pointer past the end
+    last = max(i for i, w in enumerate(weights) if w > 0)
+    cumulative[last:] = [1.0] * (len(cumulative) - last)  # rounding must not leave a pointer past the last weight
+    below_one = math.nextafter(1.0, 0.0)
     out: list[int] = []
     i = 0
     for k in range(n):
-        pointer = (offset % 1.0 + k) / n
+        # (offset + k) / n rounds to exactly 1.0 for an offset just under 1 (e.g. (1 - 2**-53 + 1) / 2): clamp it
+        pointer = min((offset % 1.0 + k) / n, below_one)
         while cumulative[i] <= pointer:  # the i with C[i-1] <= pointer < C[i]: a zero weight is never drawn
             i += 1
         out.append(i)

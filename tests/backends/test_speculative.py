@@ -248,17 +248,45 @@ def test_concurrent_requests_share_the_speculative_batch(spec) -> None:  # type:
     assert sum(results[i] == alone[i] for i in range(3)) >= 2  # batched numerics may flip one near-tie
 
 
-def test_drafts_are_cut_where_the_grammar_rejects_them(spec) -> None:  # type: ignore[no-untyped-def]
-    from backends.llama.sampling_chain import SequenceSampler
-    from backends.llama.speculative_job import grammar_prefix_len
+def test_the_grammar_process_says_how_much_of_a_draft_its_grammar_allows(spec) -> None:  # type: ignore[no-untyped-def]
+    from backends.llama import grammar_worker
 
     model = spec.model
-    sampler = SequenceSampler(model._lib, model.vocab, SamplingParams(), 0, 'root ::= "yes, no" | "no"')
+    worker = grammar_worker.GrammarWorker(bundled_model_path())
     try:
+        worker.wait_ready(lambda: None)
+        worker.new(0, 'root ::= "yes, no" | "no"', lambda: None)
         ok = model.tokenize("yes, no", add_special=False)
-        assert grammar_prefix_len(model._lib, sampler.chain, ok) == len(ok)
-        assert grammar_prefix_len(model._lib, sampler.chain, [*ok[:1], *model.tokenize(" maybe", add_special=False)]) \
-            == 1
-        assert grammar_prefix_len(model._lib, sampler.chain, ok) == len(ok)  # the chain itself did not move
+        assert worker.allowed_prefix(0, ok, lambda: None) == len(ok)
+        assert worker.allowed_prefix(0, [*ok[:1], *model.tokenize(" maybe", add_special=False)], lambda: None) == 1
+        assert worker.allowed_prefix(0, ok, lambda: None) == len(ok)  # the grammar itself did not move
+        worker.accept(0, ok[0])
+        assert worker.allowed_prefix(0, ok, lambda: None) == 0  # after "yes", "yes" may not come again
+        assert worker.allowed_prefix(0, ok[1:], lambda: None) == len(ok) - 1
     finally:
-        sampler.free()
+        worker.kill()
+
+
+def test_drafts_the_grammar_forbids_never_reach_the_batch(spec, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Issue 32: the pre-check was lost when grammars moved to the grammar process (a sampler chain without its
+    grammar let every draft through, to be rejected only after its decode). The prompt puts "maybe" after each
+    answer, so the prompt lookup drafts " maybe, ..." that the yes/no grammar forbids."""
+    from backends.llama.speculative_job import SpeculativeGenerateJob
+
+    drafts: list[list[int]] = []
+    original = SpeculativeGenerateJob.add_draft_tokens
+
+    def recording(self, batch, budget):  # type: ignore[no-untyped-def]
+        used = original(self, batch, budget)
+        drafts.extend(draft for draft, _rows in self._drafts.values())
+        return used
+
+    monkeypatch.setattr(SpeculativeGenerateJob, "add_draft_tokens", recording)
+    grammar = 'root ::= ("yes" | "no") (", " ("yes" | "no"))*'
+    prompt = "Answer with a list: yes, maybe, no, maybe, yes, maybe, no, maybe, yes, maybe, no. Again: yes, maybe"
+    result = spec.generate(prompt, SamplingParams(max_tokens=30, grammar=grammar), n=2)
+    for c in result.completions:
+        assert re.fullmatch(r"(yes|no)(, (yes|no))*(,( (y|ye|n)?)?)?", c.text), c.text
+    assert drafts and result.usage.draft_accepted > 0
+    texts = [spec.model.detokenize(draft) for draft in drafts]
+    assert all(set(text) <= set("yesno, ") for text in texts), [t for t in texts if set(t) - set("yesno, ")]

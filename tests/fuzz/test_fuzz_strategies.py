@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from app.run.providers import fake_provider
@@ -28,6 +28,7 @@ HOSTILE = st.one_of(st.text(max_size=12), st.sampled_from((
 
 @given(st.lists(st.one_of(st.none(), finite), min_size=1, max_size=40),
        st.floats(min_value=1e-3, max_value=100.0), st.integers(0, 64), st.floats(0, 1, exclude_max=True))
+@example([None, 1.0], 1.0, 2, math.nextafter(1.0, 0.0))  # the IndexError found by the fuzzer (issue 32)
 def test_resampling_draws_n_valid_indices(scores: list[float | None], temperature: float, n: int,
                                           offset: float) -> None:
     weights = softmax(scores, temperature)

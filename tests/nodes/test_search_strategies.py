@@ -46,6 +46,16 @@ def test_systematic_resampling_by_hand() -> None:
     assert systematic_resample([1.0], 0, 0.3) == []
 
 
+def test_resampling_with_an_offset_just_under_one_stays_in_range() -> None:
+    # found by the fuzzer: (offset + 1) / 2 rounds to exactly 1.0 for offset = 1 - 2**-53, and the pointer ran past
+    # the last cumulative weight (IndexError); an unscored particle (None) took part in the failing case
+    offset = math.nextafter(1.0, 0.0)
+    assert systematic_resample(softmax([None, 1.0], 1.0), 2, offset) == [0, 1]
+    assert systematic_resample([1.0, 1.0], 2, offset) == [0, 1]
+    # a trailing zero weight is never drawn, even when rounding leaves the last positive cumulative under 1
+    assert systematic_resample([0.1, 0.2, 0.3, 0.0], 5, offset) == [1, 1, 2, 2, 2]
+
+
 def test_uct_by_hand() -> None:
     # mean 1.5 + 1 * sqrt(ln 8 / 2) = 1.5 + 1.0197
     assert uct_score(3.0, 2, 8, 1.0) == pytest.approx(1.5 + math.sqrt(math.log(8) / 2))
