@@ -242,6 +242,10 @@ class ModelFileInfo:
     context_length: int | None
     chat_template: str | None
     architecture: str | None
+    thinking: bool = False
+    """The chat template opens a thinking block (<think>, Qwen3's enable_thinking)."""
+    rank_head: bool = False
+    """A classification head on rank pooling: a reranker / reward model (`pooling: rank`), not a generator."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -275,7 +279,19 @@ def model_file_info(path: str | Path) -> ModelFileInfo:
         context_length=int(context_length) if isinstance(context_length, int) else None,
         chat_template=template if isinstance(template, str) else None,
         architecture=str(arch) if arch else None,
+        thinking=isinstance(template, str) and any(t in template for t in THINKING_MARKERS),
+        rank_head=_has_rank_head(header, arch),
     )
+
+
+THINKING_MARKERS = ("<think>", "enable_thinking", "reasoning_content")
+RANK_POOLING = 4
+"""llama.cpp's LLAMA_POOLING_TYPE_RANK."""
+
+
+def _has_rank_head(header: GGUFHeader, arch: Any) -> bool:
+    pooling = header.metadata.get(f"{arch}.pooling_type") if arch else None
+    return pooling == RANK_POOLING or any(t.name in ("cls.output.weight", "cls.weight") for t in header.tensors)
 
 
 MODEL_SUFFIX = ".gguf"
