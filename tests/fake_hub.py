@@ -164,7 +164,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command == "HEAD":
             return
-        self._send_body(name, body)
+        try:
+            self._send_body(name, body)
+        except (ConnectionError, OSError):  # the client stopped reading (a cancel, a header-only read)
+            self.close_connection = True
 
     def _send_body(self, name: str, body: bytes) -> None:
         import time

@@ -99,6 +99,21 @@ class ModelHub:
         self._cancel.set()
         return True
 
+    def use_in_workflow(self, yaml_text: str, entry: dict[str, Any], alias: str = "main") -> str:
+        """The open workflow's YAML with `models.<alias>` set to `entry` (a pulled model's), ready for the editor."""
+        self._owner_only()
+        from app.workflow.problems import WorkflowError
+        from app.workflow.spec import dump_yaml, load_workflow_text
+
+        if not str(yaml_text or "").strip():
+            raise UserError("open a workflow in the Editor tab first, then use the model in it", code="no_workflow")
+        try:
+            data = load_workflow_text(yaml_text).to_dict()
+        except WorkflowError as exc:
+            raise UserError(f"the editor's workflow has problems to fix first: {exc}", code="bad_workflow") from None
+        data["models"] = {**(data.get("models") or {}), alias: dict(entry)}
+        return dump_yaml(data)
+
     def recommended(self) -> list[dict[str, Any]]:
         self._owner_only()
         from app.service.model_roles import catalog_entries

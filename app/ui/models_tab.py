@@ -1,5 +1,5 @@
 """The Models tab: bundled and local GGUF models with size, quantisation, context, device and CPU weights;
-load/unload, and making a CPU-fast copy."""
+load/unload, making a CPU-fast copy, and getting models from the Hub (get_model.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import gradio as gr
 
 from app.service.errors import UserError
 from app.service.studio import StudioService
+from app.ui.get_model import get_model_section
 from app.ui.remote_check import remote_check_section
 
 log = logging.getLogger(__name__)
@@ -155,4 +156,5 @@ def models_tab(service: StudioService, tab: gr.Tab) -> None:
                                   "to apply them to it).")
 
     save_device.click(save_settings, [device, threads, layers], outputs)
+    get_model_section(service)
     remote_check_section(service)
