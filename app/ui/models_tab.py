@@ -56,17 +56,10 @@ def device_form_values(device: str | None, threads: str | None, layers: str | No
 
 
 def build_summary() -> str:
-    try:
-        from backends.llama.devices import build_info
+    """Which llama.cpp build runs here (CPU / CUDA / Vulkan / Metal) and its devices."""
+    from app.service.local_models import build_line
 
-        info = build_info()
-    except Exception as exc:
-        return f"llama.cpp is not available: {exc}"
-    gpus = [name for name in ("cuda", "vulkan", "metal") if info.get(name)]
-    devices = ", ".join(d.get("description") or d.get("name", "") for d in info.get("devices", [])) or "CPU"
-    return (f"llama-cpp-python {info.get('llama_cpp_python')} · GPU offload: "
-            f"{'yes (' + ', '.join(g.upper() for g in gpus) + ')' if info.get('gpu_offload') else 'no (CPU only)'}"
-            f" · devices: {devices}")
+    return build_line()
 
 
 def models_tab(service: StudioService, tab: gr.Tab) -> None:

@@ -132,3 +132,31 @@ def test_reuses_the_hf_cache(fake_hub: FakeHub, tmp_path: Path) -> None:
     assert got.how == {"tiny-Q8_0.gguf": "from the Hugging Face cache"}
     assert len(fake_hub.ranges("tiny-Q8_0.gguf")) == before
     assert got.path.read_bytes() == Path(cached).read_bytes()
+
+
+def test_sharded_gguf_is_pulled_whole(fake_hub: FakeHub, tmp_path: Path) -> None:
+    one = fake_hub.repos[TINY_REPO].files["tiny-Q4_K_M.gguf"]
+    two = fake_hub.repos[TINY_REPO].files["tiny-Q8_0.gguf"]
+    fake_hub.add("tester/Split-GGUF", {"Q4_K_M/Split-Q4_K_M-00001-of-00002.gguf": one,
+                                       "Q4_K_M/Split-Q4_K_M-00002-of-00002.gguf": two,
+                                       "Split-Q8_0.gguf": two})
+    got = pull("tester/Split-GGUF", tmp_path / "m")
+    assert got.path.name == "Split-Q4_K_M-00001-of-00002.gguf"
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["Split-Q4_K_M-00001-of-00002.gguf",
+                                                                  "Split-Q4_K_M-00002-of-00002.gguf"]
+    assert (tmp_path / "m" / "Split-Q4_K_M-00002-of-00002.gguf").read_bytes() == two
+
+
+def test_revision_and_disk_check(fake_hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+    from collections import namedtuple
+
+    pull(f"{TINY_REPO}:Q8_0", tmp_path / "m", revision="v1")
+    assert any(p.startswith(f"/api/models/{TINY_REPO}/revision/v1") for _, p, _ in fake_hub.requests)
+    assert any("/resolve/v1/tiny-Q8_0.gguf" in p for _, p, _ in fake_hub.requests)
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: usage(10**9, 10**9 - 1000, 1000))
+    with pytest.raises(HubError) as err:
+        pull(TINY_REPO, tmp_path / "m")
+    assert err.value.code == "disk_full" and "free" in str(err.value)
+    assert not (tmp_path / "m" / "tiny-Q4_K_M.gguf.part").exists()
