@@ -94,7 +94,27 @@ def repo_files(repo: str, revision: str | None = None) -> tuple[list[HubFile], s
         size = lfs.get("size", sibling.get("size"))
         files.append(HubFile(path=str(sibling["rfilename"]), size=int(size) if size is not None else None,
                              sha256=lfs.get("sha256")))
+    if any(f.path.endswith(".gguf") and not f.sha256 for f in files):
+        files = _with_tree_hashes(repo, revision or info.get("sha") or "main", files)
     return files, info.get("sha")
+
+
+def _with_tree_hashes(repo: str, revision: str, files: list[HubFile]) -> list[HubFile]:
+    """Sizes and LFS sha256 from the tree listing, for a Hub (or mirror) whose model info left them out."""
+    try:
+        tree = _get_json(f"/api/models/{repo}/tree/{quote(revision, safe='')}", repo, "the file tree",
+                         params={"recursive": "true"})
+    except HubError as exc:
+        log.info("no tree listing for %s: %s", repo, exc)
+        return files
+    known = {e.get("path"): e for e in tree if isinstance(e, dict)}
+    out = []
+    for f in files:
+        entry = known.get(f.path) or {}
+        lfs = entry.get("lfs") or {}
+        out.append(HubFile(f.path, f.size if f.size is not None else entry.get("size"),
+                           f.sha256 or lfs.get("oid") or lfs.get("sha256")))
+    return out
 
 
 def search(query: str, limit: int = 20) -> list[dict[str, Any]]:

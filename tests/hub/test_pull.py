@@ -160,3 +160,22 @@ def test_revision_and_disk_check(fake_hub: FakeHub, tmp_path: Path, monkeypatch:
         pull(TINY_REPO, tmp_path / "m")
     assert err.value.code == "disk_full" and "free" in str(err.value)
     assert not (tmp_path / "m" / "tiny-Q4_K_M.gguf.part").exists()
+
+
+def test_hashes_from_the_tree_when_the_info_lacks_them(fake_hub: FakeHub, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests import fake_hub as fake_module
+
+    original = fake_module._Handler._info
+
+    def bare_info(self: fake_module._Handler, repo: str) -> None:  # siblings without lfs, as some mirrors answer
+        found = self.fake.repos[repo]
+        self._json({"id": repo, "sha": fake_module.COMMIT, "siblings": [{"rfilename": n} for n in found.files]})
+
+    monkeypatch.setattr(fake_module._Handler, "_info", bare_info)
+    fake_hub.corrupt.add("tiny-Q4_K_M.gguf")
+    with pytest.raises(HubError) as err:
+        pull(TINY_REPO, tmp_path / "m")
+    assert err.value.code == "sha_mismatch"
+    assert any("/tree/" in p for _, p, _ in fake_hub.requests)
+    monkeypatch.setattr(fake_module._Handler, "_info", original)
