@@ -42,7 +42,7 @@ __all__ = [
 
 def models(*, studio: Studio | None = None) -> list[dict[str, Any]]:
     """The local models, as `metagen models list`: the bundled model and the models folder's GGUF files (file,
-    name, path, size, quantization, architecture, context length, chat_template / thinking / rank_head, the
+    name, path, size, quantization, architecture, context length, chat_template / thinking_template / rank_head, the
     `entry` to paste under `models:`, device, loaded).
 
     Example:

@@ -90,7 +90,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     print(build_line())
     print(f"models folder: {folder}")
     for r in rows:
-        can = [w for w, on in (("chat template", r["chat_template"]), ("thinking", r["thinking"]),
+        can = [w for w, on in (("chat template", r["chat_template"]), ("thinking template", r["thinking_template"]),
                                ("rank head", r["rank_head"])) if on]
         print(f"\n{r['file']}  ({r['source']})")
         print(f"  {_size(r['size_bytes'])} · {r['quantization']} · {r['architecture']} · context "

@@ -22,9 +22,10 @@ def model_entry(source: str, info: Any) -> dict[str, Any]:
 def describe(source: str, info: Any) -> dict[str, Any]:
     """One model's row: file, size, quant, architecture, context, templates, rank head, entry."""
     return {"file": Path(info.path).name, "name": info.name, "source": source, "path": info.path,
-            "size_bytes": info.size_bytes, "quantization": info.quantization, "architecture": info.architecture,
-            "context_length": info.context_length, "chat_template": bool(info.chat_template),
-            "thinking": info.thinking, "rank_head": info.rank_head, "entry": model_entry(source, info)}
+            "size_bytes": info.size_bytes, "quantization": info.quantization, "quant": info.quantization,
+            "architecture": info.architecture, "context_length": info.context_length,
+            "chat_template": bool(info.chat_template), "thinking_template": info.thinking,
+            "rank_head": info.rank_head, "entry": model_entry(source, info)}
 
 
 def local_models(models_dir: str | Path) -> list[dict[str, Any]]:
