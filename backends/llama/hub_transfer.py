@@ -47,8 +47,9 @@ class NoProgress:
 class _Digest:
     """A sha256 that can start over (when a server ignores Range and sends the whole file again)."""
 
-    def __init__(self, part: Path) -> None:
+    def __init__(self, part: Path, expected: str | None = None) -> None:
         self.hash = file_sha256(part) if part.exists() else hashlib.sha256()
+        self.expected = expected
 
     def reset(self) -> None:
         self.hash = hashlib.sha256()
@@ -79,15 +80,23 @@ def file_sha256(path: Path) -> hashlib._Hash:
     return digest
 
 
+def _linked_sha256(response: httpx.Response) -> str | None:
+    """The LFS sha256 the Hub sends as X-Linked-Etag (its ETag for LFS files), if it looks like one."""
+    tag = (response.headers.get("X-Linked-Etag") or "").strip().strip('"').removeprefix("W/").strip('"')
+    return tag.lower() if len(tag) == 64 and all(c in "0123456789abcdefABCDEF" for c in tag) else None
+
+
 def _stream_once(http: httpx.Client, url: str, part: Path, digest: _Digest, repo: str,
                  progress: Progress, cancel: Callable[[], bool]) -> None:
-    """One GET from the partial's end to the file's end, appended to the partial; raises on a cut."""
+    """One GET from the partial's end to the file's end, appended to the partial; raises on a cut. Notes the
+    response's X-Linked-Etag on `digest.expected` when the metadata had no sha256."""
     offset = part.stat().st_size if part.exists() else 0
     headers = {"Range": f"bytes={offset}-"} if offset else {}
     with http.stream("GET", url, headers=headers) as response:
         if response.status_code == 416:  # the partial already holds every byte
             return
         raise_for_hub(response, repo, part.name.removesuffix(PART_SUFFIX))
+        digest.expected = digest.expected or _linked_sha256(response)
         if offset and response.status_code != 206:  # the server ignored Range: start over
             log.info("%s: server sent the whole file; restarting", part.name)
             part.unlink()
@@ -113,7 +122,7 @@ def transfer(url: str, dest: Path, size: int | None, sha256: str | None, repo: s
     part = part_path(dest)
     if part.exists() and size is not None and part.stat().st_size > size:
         part.unlink()
-    digest = _Digest(part)
+    digest = _Digest(part, sha256)
     have = part.stat().st_size if part.exists() else 0
     progress.start(dest.name, size, have)
     cuts = 0
@@ -138,7 +147,7 @@ def transfer(url: str, dest: Path, size: int | None, sha256: str | None, repo: s
                     raise HubError("network", f"the transfer of {dest.name} kept ending early; run the pull again")
     finally:
         progress.close()
-    _verify(part, dest, size, sha256, digest)
+    _verify(part, dest, size, digest.expected, digest)
     if check is not None:
         check(part)  # e.g. a valid GGUF: raises (and removes the partial) before the file gets its name
     os.replace(part, dest)

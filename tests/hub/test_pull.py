@@ -179,3 +179,19 @@ def test_hashes_from_the_tree_when_the_info_lacks_them(fake_hub: FakeHub, tmp_pa
     assert err.value.code == "sha_mismatch"
     assert any("/tree/" in p for _, p, _ in fake_hub.requests)
     monkeypatch.setattr(fake_module._Handler, "_info", original)
+
+
+def test_linked_etag_verifies_when_no_listing_has_hashes(fake_hub: FakeHub, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests import fake_hub as fake_module
+
+    def bare_info(self: fake_module._Handler, repo: str) -> None:
+        self._json({"id": repo, "sha": fake_module.COMMIT,
+                    "siblings": [{"rfilename": n} for n in self.fake.repos[repo].files]})
+
+    monkeypatch.setattr(fake_module._Handler, "_info", bare_info)
+    monkeypatch.setattr(fake_module._Handler, "_tree", lambda self, repo: self._json([], 404))
+    fake_hub.corrupt.add("tiny-Q4_K_M.gguf")
+    with pytest.raises(HubError) as err:
+        pull(TINY_REPO, tmp_path / "m")
+    assert err.value.code == "sha_mismatch" and list((tmp_path / "m").iterdir()) == []
