@@ -17,9 +17,14 @@ log = logging.getLogger(__name__)
 
 
 def human_size(n: int | None) -> str:
-    from app.ui.models_tab import human_size as size  # the tab's own format (imported late: it imports us)
-
-    return size(n) or "?"
+    if not n:
+        return ""
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit in ("B", "KB") else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
 
 FILE_COLUMNS = ["file", "quant", "size", "needs", "fits", "recommended"]
 RECOMMENDED_COLUMNS = ["role", "model", "fits", "size", "repo", "file", "note"]
@@ -31,7 +36,7 @@ def file_rows(found: dict[str, Any]) -> list[list[Any]]:
             return "unknown"
         return ("yes" if r["fits"] else "no") + ("" if r["kv_known"] else " (weights only)")
 
-    return [[r["file"], r["quant"], human_size(r["size_bytes"]), human_size(r["need_bytes"]), fits(r),
+    return [[r["file"], r["quant"], human_size(r["size_bytes"]) or "?", human_size(r["need_bytes"]) or "?", fits(r),
              "★ recommended" if r["recommended"] else ""] for r in found["rows"]]
 
 
@@ -105,8 +110,8 @@ def get_model_section(service: StudioService) -> None:
 
         def report(fname: str, done: int, total: int | None, rate: float) -> None:
             left = f", {((total or 0) - done) / rate:.0f}s left" if rate > 0 and total else ""
-            progress((done, total) if total else None, desc=f"{fname}: {human_size(done)} of "
-                     f"{human_size(total)} at {human_size(int(rate))}/s{left}", unit="bytes")
+            progress((done, total) if total else None, desc=f"{fname}: {human_size(done) or '0 B'} of "
+                     f"{human_size(total) or '?'} at {human_size(int(rate)) or '0 B'}/s{left}", unit="bytes")
 
         try:
             got = service.hub.pull(name, file, report)

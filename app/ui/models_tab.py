@@ -10,7 +10,7 @@ import gradio as gr
 
 from app.service.errors import UserError
 from app.service.studio import StudioService
-from app.ui.get_model import get_model_section
+from app.ui.get_model import get_model_section, human_size
 from app.ui.remote_check import remote_check_section
 
 log = logging.getLogger(__name__)
@@ -18,17 +18,6 @@ log = logging.getLogger(__name__)
 MODEL_COLUMNS = ["name", "source", "size", "quant", "context", "arch", "device", "loaded", "path", "CPU weights",
                  "speculation"]
 """Short headers: the long ones wrapped mid-word ('quant isati on') in the narrow columns."""
-
-
-def human_size(n: int | None) -> str:
-    if not n:
-        return ""
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit in ("B", "KB") else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GB"
 
 
 def model_rows(service: StudioService) -> tuple[list[list[Any]], list[tuple[str, str]]]:
