@@ -92,6 +92,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.do_GET()
 
     def do_GET(self) -> None:
+        try:
+            self._answer()
+        except (ConnectionError, OSError):  # the client went away (a cancel, a cut, a header-only read)
+            self.close_connection = True
+
+    def _answer(self) -> None:
         url = urlparse(self.path)
         path = unquote(url.path)
         self.fake.requests.append((self.command, path, self.headers.get("Range")))
