@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as _version
+from pathlib import Path
 from typing import Any
 
 from app.run.events import Event
@@ -35,19 +36,38 @@ except PackageNotFoundError:  # a source tree that was never installed
 
 __all__ = [
     "Budget", "CancelToken", "Evaluation", "Event", "Issue", "RunResult", "Stats", "Studio", "Workflow",
-    "WorkflowError", "__version__", "evaluate", "load", "models", "nodes", "serve", "trace", "traces",
+    "WorkflowError", "__version__", "evaluate", "load", "models", "nodes", "pull", "serve", "trace", "traces",
 ]
 
 
 def models(*, studio: Studio | None = None) -> list[dict[str, Any]]:
-    """The model catalog: the bundled model and the models folder's GGUF files (name, path, size, quantization,
-    context length, device, loaded).
+    """The local models, as `metagen models list`: the bundled model and the models folder's GGUF files (file,
+    name, path, size, quantization, architecture, context length, chat_template / thinking_template / rank_head, the
+    `entry` to paste under `models:`, device, loaded).
 
     Example:
         >>> [m["name"] for m in metagen.models()]   # doctest: +SKIP
         ['SmolLM2-135M-Instruct.Q4_K_M']
     """
     return _studio_or_default(studio).models()
+
+
+def pull(ref: str, *, file: str | None = None, revision: str | None = None, models_dir: str | Path | None = None,
+         progress: bool = True) -> Path:
+    """Pull `USER/REPO[:QUANT]` from the Hugging Face Hub into the models folder (as `metagen models pull`:
+    Q4_K_M by default, resumed, sha256-verified, an identical local file reused) and return the model's path;
+    a tqdm bar per file unless `progress=False`. Raises ValueError (metagen's UserError) saying what to fix.
+
+    Example:
+        >>> path = metagen.pull("unsloth/Qwen3-0.6B-GGUF:Q4_K_M")       # doctest: +SKIP
+        >>> [m["entry"] for m in metagen.models() if m["file"] == path.name]  # doctest: +SKIP
+        [{'source': 'path', 'path': '/home/me/.local/share/metagen-studio/models/Qwen3-0.6B-Q4_K_M.gguf'}]
+    """
+    from app.service.model_pull import pull_model, tqdm_progress
+
+    result = pull_model(ref, file=file, revision=revision, models_dir=models_dir,
+                        progress=tqdm_progress if progress else None)
+    return Path(result.path)
 
 
 def nodes(*, studio: Studio | None = None) -> list[dict[str, Any]]:

@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.exit_codes import EXIT_FAILED, EXIT_INVALID, EXIT_OK
+from app.cli.models_hub import register_hub_commands
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    group = subparsers.add_parser("models", help="check remote model servers (vLLM, SGLang, llama.cpp, Ollama...)",
-                                  description="Models that Metagen runs on other servers (`source: openai` entries).")
+    group = subparsers.add_parser("models", help="get, list and check models (pull from the Hugging Face Hub, "
+                                  "remote servers)", description="Local GGUF models (pull, list, search, rm, catalog) "
+                                  "and models that Metagen runs on other servers (check: `source: openai` entries).")
     sub = group.add_subparsers(dest="models_command", metavar="SUBCOMMAND")
     group.set_defaults(func=lambda args: _usage(group))
     p = sub.add_parser("check", help="contact a server: its models and what it supports",
@@ -30,6 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    "(default 60)")
     p.add_argument("--json", action="store_true", help="print the findings as JSON")
     p.set_defaults(func=cmd_check)
+    register_hub_commands(sub)
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:

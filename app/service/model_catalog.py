@@ -106,6 +106,7 @@ class ModelCatalog:
                 "architecture": info.architecture, "device": self.device_for(key),
                 "loaded": info.path in loaded, "weights": self.weights_for(info, loaded.get(info.path)),
                 "speculative": (loaded.get(info.path) or {}).get("speculative", ""),
+                **_capabilities(source, info, shared),
             })
         return rows
 
@@ -285,6 +286,17 @@ class ModelCatalog:
             if callable(servers):
                 rows += [{"model": getattr(backend, "model_name", ""), **row} for row in servers()]
         return rows
+
+
+def _capabilities(source: str, info: Any, shared: bool) -> dict[str, Any]:
+    """File name, templates, rank head and the `models:` entry (as `metagen models list`); no path when shared."""
+    from app.service.local_models import describe
+
+    row = describe("bundled" if source == "bundled" else "path", info)
+    keep = {k: row[k] for k in ("file", "chat_template", "thinking_template", "rank_head", "entry")}
+    if shared and source != "bundled":
+        keep["entry"] = {**keep["entry"], "path": info.name}
+    return keep
 
 
 def _loaded_path(item: Any) -> str | None:

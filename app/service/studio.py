@@ -22,6 +22,7 @@ from app.service.evaluations import EvaluationService
 from app.service.folder_ports import FolderPorts
 from app.service.interruptible import wait_interruptibly
 from app.service.model_catalog import ModelCatalog
+from app.service.model_hub import ModelHub
 from app.share.consent import RemoteConsent
 from app.share.policy import (
     SharePolicy,
@@ -122,6 +123,7 @@ class StudioService:
         self._run_owners: dict[str, str | None] = {}
         """Who started each run of this app session (kept after the live run is forgotten, for traces)."""
         self.models = ModelCatalog(self)
+        self.hub = ModelHub(self)
         self._evaluations: EvaluationService | None = None
         self.ensure_workflows_dir()
 

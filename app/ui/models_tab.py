@@ -1,5 +1,5 @@
 """The Models tab: bundled and local GGUF models with size, quantisation, context, device and CPU weights;
-load/unload, and making a CPU-fast copy."""
+load/unload, making a CPU-fast copy, and getting models from the Hub (get_model.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import gradio as gr
 
 from app.service.errors import UserError
 from app.service.studio import StudioService
+from app.ui.get_model import get_model_section, human_size
 from app.ui.remote_check import remote_check_section, remote_servers_section
 
 log = logging.getLogger(__name__)
@@ -17,17 +18,6 @@ log = logging.getLogger(__name__)
 MODEL_COLUMNS = ["name", "source", "size", "quant", "context", "arch", "device", "loaded", "path", "CPU weights",
                  "speculation"]
 """Short headers: the long ones wrapped mid-word ('quant isati on') in the narrow columns."""
-
-
-def human_size(n: int | None) -> str:
-    if not n:
-        return ""
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{size:.0f} {unit}" if unit in ("B", "KB") else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GB"
 
 
 def model_rows(service: StudioService) -> tuple[list[list[Any]], list[tuple[str, str]]]:
@@ -55,17 +45,10 @@ def device_form_values(device: str | None, threads: str | None, layers: str | No
 
 
 def build_summary() -> str:
-    try:
-        from backends.llama.devices import build_info
+    """Which llama.cpp build runs here (CPU / CUDA / Vulkan / Metal) and its devices."""
+    from app.service.local_models import build_line
 
-        info = build_info()
-    except Exception as exc:
-        return f"llama.cpp is not available: {exc}"
-    gpus = [name for name in ("cuda", "vulkan", "metal") if info.get(name)]
-    devices = ", ".join(d.get("description") or d.get("name", "") for d in info.get("devices", [])) or "CPU"
-    return (f"llama-cpp-python {info.get('llama_cpp_python')} · GPU offload: "
-            f"{'yes (' + ', '.join(g.upper() for g in gpus) + ')' if info.get('gpu_offload') else 'no (CPU only)'}"
-            f" · devices: {devices}")
+    return build_line()
 
 
 def models_tab(service: StudioService, tab: gr.Tab) -> None:
@@ -155,5 +138,6 @@ def models_tab(service: StudioService, tab: gr.Tab) -> None:
                                   "to apply them to it).")
 
     save_device.click(save_settings, [device, threads, layers], outputs)
+    get_model_section(service)
     remote_check_section(service)
     remote_servers_section(service)

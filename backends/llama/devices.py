@@ -26,7 +26,7 @@ def _llama() -> Any:
     return llama_cpp
 
 
-def _ggml_devices() -> list[dict[str, str]]:
+def _ggml_devices() -> list[dict[str, Any]]:
     """The ggml backend devices of this build (CPU, CUDA0, Metal, Vulkan0, ...), via libggml's C API."""
     llama_cpp = _llama()
     lib_dir = Path(llama_cpp.__file__).parent / "lib"
@@ -43,13 +43,19 @@ def _ggml_devices() -> list[dict[str, str]]:
             fn.argtypes = [ctypes.c_void_p]
         lib.ggml_backend_dev_type.restype = ctypes.c_int
         lib.ggml_backend_dev_type.argtypes = [ctypes.c_void_p]
+        lib.ggml_backend_dev_memory.restype = None
+        lib.ggml_backend_dev_memory.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
+                                                ctypes.POINTER(ctypes.c_size_t)]
         devices = []
         for i in range(lib.ggml_backend_dev_count()):
             dev = lib.ggml_backend_dev_get(i)
+            free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+            lib.ggml_backend_dev_memory(dev, ctypes.byref(free), ctypes.byref(total))
             devices.append({
                 "name": (lib.ggml_backend_dev_name(dev) or b"").decode(errors="replace"),
                 "description": (lib.ggml_backend_dev_description(dev) or b"").decode(errors="replace"),
                 "type": _DEVICE_TYPES.get(lib.ggml_backend_dev_type(dev), "other"),
+                "memory_free": int(free.value), "memory_total": int(total.value),
             })
         return devices
     except (OSError, AttributeError) as exc:  # an unusual build: fall back to the system info string

@@ -176,8 +176,9 @@ def _open_checked(path: Path) -> BinaryIO:
         raise ModelFileError(f"Model file {path} cannot be read: {exc.strerror or exc}.") from exc
 
 
-def read_gguf_header(path: str | Path) -> GGUFHeader:
-    """Parse the GGUF header (metadata and tensor table) and check the file is long enough for its tensors."""
+def read_gguf_header(path: str | Path, check_length: bool = True) -> GGUFHeader:
+    """Parse the GGUF header (metadata and tensor table) and check the file is long enough for its tensors
+    (`check_length=False`: the head of a file, such as the first megabytes fetched from the Hub)."""
     path = Path(path).expanduser()
     with _open_checked(path) as handle:
         reader = _Reader(handle, path)
@@ -209,8 +210,22 @@ def read_gguf_header(path: str | Path) -> GGUFHeader:
         alignment = int(metadata.get("general.alignment", DEFAULT_ALIGNMENT) or DEFAULT_ALIGNMENT)
         data_offset = (reader.tell() + alignment - 1) // alignment * alignment
     header = GGUFHeader(version, metadata, tensors, data_offset)
-    _check_length(path, header)
+    if check_length:
+        _check_length(path, header)
     return header
+
+
+def kv_cache_bytes(metadata: dict[str, Any], n_ctx: int) -> int:
+    """Bytes of an f16 K and V cache of `n_ctx` cells for the model these metadata describe (0 when unknown):
+    the figure the pool budgets and the Models tab's fit estimate both use."""
+    arch = metadata.get("general.architecture", "")
+    n_layer = int(metadata.get(f"{arch}.block_count", 0) or 0)
+    n_head = int(metadata.get(f"{arch}.attention.head_count", 1) or 1)
+    n_head_kv = int(metadata.get(f"{arch}.attention.head_count_kv", n_head) or n_head)
+    n_embd = int(metadata.get(f"{arch}.embedding_length", 0) or 0)
+    head_k = int(metadata.get(f"{arch}.attention.key_length", n_embd // n_head) or 0)
+    head_v = int(metadata.get(f"{arch}.attention.value_length", n_embd // n_head) or 0)
+    return n_ctx * n_layer * n_head_kv * (head_k + head_v) * 2
 
 
 def _check_length(path: Path, header: GGUFHeader) -> None:
@@ -242,6 +257,10 @@ class ModelFileInfo:
     context_length: int | None
     chat_template: str | None
     architecture: str | None
+    thinking: bool = False
+    """The chat template opens a thinking block (<think>, Qwen3's enable_thinking)."""
+    rank_head: bool = False
+    """A classification head on rank pooling: a reranker / reward model (`pooling: rank`), not a generator."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -275,7 +294,19 @@ def model_file_info(path: str | Path) -> ModelFileInfo:
         context_length=int(context_length) if isinstance(context_length, int) else None,
         chat_template=template if isinstance(template, str) else None,
         architecture=str(arch) if arch else None,
+        thinking=isinstance(template, str) and any(t in template for t in THINKING_MARKERS),
+        rank_head=_has_rank_head(header, arch),
     )
+
+
+THINKING_MARKERS = ("<think>", "enable_thinking", "reasoning_content")
+RANK_POOLING = 4
+"""llama.cpp's LLAMA_POOLING_TYPE_RANK."""
+
+
+def _has_rank_head(header: GGUFHeader, arch: Any) -> bool:
+    pooling = header.metadata.get(f"{arch}.pooling_type") if arch else None
+    return pooling == RANK_POOLING or any(t.name in ("cls.output.weight", "cls.weight") for t in header.tensors)
 
 
 MODEL_SUFFIX = ".gguf"

@@ -32,7 +32,7 @@ from backends.llama.draft_model import DraftModel
 from backends.llama.engine import Engine
 from backends.llama.engine_jobs import Job, ScoreJob, check_fits
 from backends.llama.engine_positions import PositionLogprobsJob, shared_prefix_len
-from backends.llama.gguf import content_fingerprint, model_file_info
+from backends.llama.gguf import content_fingerprint, kv_cache_bytes, model_file_info
 from backends.llama.llama_model import LlamaModel
 from backends.llama.sampling_chain import SequenceSampler
 from backends.llama.speculative_job import speculative_job
@@ -136,15 +136,7 @@ class LlamaBackend:
 
     def memory_bytes(self) -> int:
         """Weights plus the KV cache: what unloading this model frees."""
-        meta = self.model.header.metadata
-        arch = meta.get("general.architecture", "")
-        n_layer = int(meta.get(f"{arch}.block_count", 0) or 0)
-        n_head = int(meta.get(f"{arch}.attention.head_count", 1) or 1)
-        n_head_kv = int(meta.get(f"{arch}.attention.head_count_kv", n_head) or n_head)
-        n_embd = int(meta.get(f"{arch}.embedding_length", 0) or 0)
-        head_k = int(meta.get(f"{arch}.attention.key_length", n_embd // n_head) or 0)
-        head_v = int(meta.get(f"{arch}.attention.value_length", n_embd // n_head) or 0)
-        kv_bytes = self.engine.kv_size * n_layer * n_head_kv * (head_k + head_v) * 2  # f16 K and V
+        kv_bytes = kv_cache_bytes(self.model.header.metadata, self.engine.kv_size)
         draft_bytes = self.drafter.model.size_bytes if self.drafter is not None else 0
         return self.model.size_bytes + kv_bytes + draft_bytes
 

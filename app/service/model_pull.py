@@ -1,0 +1,73 @@
+"""Pulling a model for the CLI, the Python API and the Models tab: the models folder, the progress sink, and
+HubErrors turned into UserErrors; the transfer itself is backends/llama/hub.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from app.service.errors import UserError
+
+
+def default_models_dir() -> Path:
+    from app.platform.paths import models_dir
+
+    return models_dir()
+
+
+def tqdm_progress() -> Any:
+    """A tqdm bar for one file of a pull (the CLI's and the Python API's progress)."""
+    import sys
+
+    from backends.llama.hub_progress import TqdmProgress
+
+    return TqdmProgress(file=sys.stderr)
+
+
+def pull_model(ref: str, *, file: str | None = None, revision: str | None = None,
+               models_dir: str | Path | None = None, progress: Callable[[], Any] | None = None,
+               cancel: Callable[[], bool] | None = None) -> Any:
+    """Pull `USER/REPO[:QUANT]` into the models folder; returns backends.llama.hub.PullResult. UserError (with the
+    HubError's `code`) on anything the user can fix."""
+    from backends.llama.hub import pull
+    from backends.llama.hub_files import HubError
+
+    try:
+        return pull(ref, Path(models_dir) if models_dir else default_models_dir(), filename=file, revision=revision,
+                    progress=progress, cancel=cancel)
+    except HubError as exc:
+        raise UserError(str(exc), code=exc.code) from None
+
+
+def search_models(query: str, limit: int = 20) -> list[dict[str, Any]]:
+    from backends.llama.hub_api import search
+    from backends.llama.hub_files import HubError
+
+    if not str(query or "").strip():
+        raise UserError("type a few letters of a model's name to search, such as qwen3 or llama")
+    try:
+        return search(str(query).strip(), limit=limit)
+    except HubError as exc:
+        raise UserError(str(exc), code=exc.code) from None
+
+
+def remove_model(name: str, models_dir: str | Path | None = None) -> list[Path]:
+    """Delete a model of the models folder by file name (every shard of a split one; its partial download too).
+    Never a path outside the folder, never the bundled model."""
+    from backends.llama.hub_files import shard_group
+
+    folder = Path(models_dir) if models_dir else default_models_dir()
+    clean = str(name or "").strip()
+    if not clean or "/" in clean or "\\" in clean or clean in (".", ".."):
+        raise UserError(f"{name!r} is not a model file name; give a name `metagen models list` shows",
+                        code="bad_name")
+    stem = shard_group(clean if clean.endswith(".gguf") else clean + ".gguf")
+    found = [p for p in folder.glob("*.gguf*") if shard_group(p.name.removesuffix(".part")) == stem
+             or p.name in (clean, clean + ".gguf", clean + ".part", clean + ".gguf.part")]
+    if not found:
+        raise UserError(f"no model {clean!r} in {folder}; `metagen models list` shows the models there",
+                        code="unknown_model")
+    for path in found:
+        path.unlink()
+    return found
