@@ -119,10 +119,13 @@ def test_invalid_gguf_is_refused(fake_hub: FakeHub, tmp_path: Path) -> None:
     assert list((tmp_path / "m").iterdir()) == []
 
 
-def test_reuses_the_hf_cache(fake_hub: FakeHub, tmp_path: Path) -> None:
+def test_reuses_the_hf_cache(fake_hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import os
 
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import constants, hf_hub_download
+
+    # huggingface_hub reads HF_HUB_OFFLINE once, at import: an earlier offline test may have imported it
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
 
     # huggingface_hub itself, against the fake Hub (it reads HF_ENDPOINT once, at import: pass it)
     cached = hf_hub_download(TINY_REPO, "tiny-Q8_0.gguf", endpoint=fake_hub.url,
