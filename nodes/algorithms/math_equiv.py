@@ -174,3 +174,10 @@ def math_available() -> str | None:
     except ImportError:
         return "the math metric needs math-verify: pip install math-verify"
     return None
+
+
+def class_answers(answers: list[str | None], checker: MathChecker | None = None) -> list[str | None]:
+    """Each answer replaced by the first answer of its equivalence class, so a vote over the result counts
+    `1/2`, `0.5` and `\\frac{2}{4}` as one answer (written as the first of them)."""
+    classes = (checker or default_checker()).classes(answers)
+    return [None if c is None else answers[c] for c in classes]
