@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.eval.datasets import DatasetError, dataset_dirs, load_dataset, resolve_dataset
+from app.eval.datasets import SUPPORTED_SUFFIXES, DatasetError, dataset_dirs, load_dataset, resolve_dataset
 from app.eval.estimate import calibrate, estimate, load_calibration
+from app.eval.hub_datasets import is_hub_spec
 from app.eval.plan import EvalSetupError, WorkflowSource, make_plan, plan_from_config
 from app.eval.results import item_rows, json_points, summarize
 from app.eval.runner import DEFAULT_CONCURRENCY, Evaluation, Progress
@@ -33,7 +34,7 @@ from nodes.registry import NodeRegistry
 
 log = logging.getLogger(__name__)
 
-DATASET_SUFFIXES = (".jsonl", ".csv")
+DATASET_SUFFIXES = SUPPORTED_SUFFIXES
 PREVIEW_ROWS = 5
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 
@@ -133,8 +134,15 @@ class EvaluationService:
         return list(seen.values())
 
     def dataset_path(self, name: str, *, visitor: str | None = None) -> Path:
-        """A dataset by its file name (never a path) in `visitor`'s uploads or the datasets folders."""
+        """A dataset by its file name (never a path) in `visitor`'s uploads or the datasets folders; on the owner's
+        own app also a Hub dataset, hf:OWNER/NAME[:CONFIG][@SPLIT] (visitors of a shared app cannot make it
+        download)."""
         clean = str(name or "").strip()
+        if is_hub_spec(clean):
+            if self.policy.share_mode:
+                raise UserError("Hub datasets (hf:...) are not available on a shared app; pick a dataset from the "
+                                "list or upload a file")
+            return Path(clean)
         if not clean or "/" in clean or "\\" in clean or clean.startswith(".") or ".." in clean:
             raise UserError("pick a dataset from the list (a file name, not a path)")
         for folder in self._folders(visitor):
@@ -148,7 +156,8 @@ class EvaluationService:
         share mode it goes to the visitor's own folder, which holds a bounded number of files and bytes."""
         name = Path(str(filename or "")).name
         if Path(name).suffix.lower() not in DATASET_SUFFIXES:
-            raise UserError("upload a .jsonl or .csv file (UTF-8; a header row for CSV)")
+            raise UserError("upload a .jsonl or .csv file (UTF-8; a header row for CSV), a .json array of objects "
+                            "or a .parquet file")
         if len(data) > MAX_UPLOAD_BYTES:
             raise UserError(f"the file is {len(data) / 1e6:.1f} MB; datasets are limited to "
                             f"{MAX_UPLOAD_BYTES // 1_000_000} MB")
