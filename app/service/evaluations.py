@@ -20,6 +20,7 @@ from app.eval.plan import EvalSetupError, WorkflowSource, make_plan, plan_from_c
 from app.eval.results import item_rows, json_points, summarize
 from app.eval.runner import DEFAULT_CONCURRENCY, Evaluation, Progress
 from app.eval.store import EvalNotFoundError, EvalStore
+from app.eval.tasks import TaskError, available_tasks
 from app.platform.fileio import atomic_write_bytes
 from app.run.scheduler import Budget, Scheduler
 from app.run.status import CANCELLED, FAILED, SUCCEEDED
@@ -213,20 +214,22 @@ class EvaluationService:
             raise UserError("pick at least one workflow to evaluate")
         sources = [WorkflowSource(text=str(w.get("yaml") or ""), name=str(w.get("name") or f"workflow {i + 1}"))
                    for i, w in enumerate(workflows) if isinstance(w, dict)]
-        metric = str(request.get("metric") or "exact")
-        if metric.startswith("python:"):
+        task = str(request.get("task") or "").strip() or None
+        metric = str(request.get("metric") or "") or (None if task else "exact")
+        if metric and metric.startswith("python:"):
             if not self.policy.allow_python:
                 raise UserError("python: metrics run code and are disabled on this shared app")
             metric = "python:" + str(self._metric_file(metric[len("python:"):], visitor))
         limit = request.get("limit")
+        dataset = self._dataset_of(request, task, visitor)
         try:
-            plan = make_plan(sources, self.dataset_path(str(request.get("dataset") or ""), visitor=visitor),
+            plan = make_plan(sources, dataset,
                              registry=self.registry, metric=metric, output=request.get("output") or None,
                              sweeps=[str(s) for s in request.get("sweeps") or [] if str(s).strip()],
                              mapping={str(k): str(v) for k, v in (request.get("mapping") or {}).items() if v},
                              reference=request.get("reference") or None,
                              limit=int(limit) if limit else None, shuffle=bool(request.get("shuffle")),
-                             seed=int(request.get("seed") or 0))
+                             seed=int(request.get("seed") or 0), task=task)
         except EvalSetupError as exc:
             raise UserError("\n".join(exc.problems[:20])) from None
         refused: list[str] = []
@@ -249,6 +252,25 @@ class EvaluationService:
                 w.workflow = resolve_model_choices(w.workflow, self.policy)
                 w.variants = [resolve_model_choices(v, self.policy) for v in w.variants]
         return plan
+
+    def _dataset_of(self, request: dict[str, Any], task: str | None, visitor: str | None) -> Path | None:
+        """The form's dataset; with a task preset and no dataset, None (the preset's own, from the Hub: not for
+        visitors of a shared app, who give a local copy from the list)."""
+        name = str(request.get("dataset") or "").strip()
+        if task and not name:
+            if self.policy.share_mode:
+                raise UserError(f"task {task} loads its dataset from the Hub, which a shared app does not do; pick a "
+                                "local copy from the dataset list")
+            return None
+        return self.dataset_path(name, visitor=visitor)
+
+    def tasks(self) -> list[dict[str, Any]]:
+        """The task presets the Evaluate tab offers (name, title, description, dataset, metric, notes)."""
+        try:
+            return [t.to_json() for t in available_tasks()]
+        except (TaskError, FileNotFoundError) as exc:
+            log.warning("no task presets: %s", exc)
+            return []
 
     def estimate(self, request: dict[str, Any], *, visitor: str | None = None) -> dict[str, Any]:
         plan = self.plan(request, visitor=visitor, doing="estimated")
