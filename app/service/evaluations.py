@@ -20,7 +20,7 @@ from app.eval.plan import EvalSetupError, WorkflowSource, make_plan, plan_from_c
 from app.eval.results import item_rows, json_points, summarize
 from app.eval.runner import DEFAULT_CONCURRENCY, Evaluation, Progress
 from app.eval.store import EvalNotFoundError, EvalStore
-from app.eval.tasks import TaskError, available_tasks
+from app.eval.tasks import TaskError, available_tasks, load_task, load_task_dataset
 from app.platform.fileio import atomic_write_bytes
 from app.run.scheduler import Budget, Scheduler
 from app.run.status import CANCELLED, FAILED, SUCCEEDED
@@ -36,6 +36,8 @@ from nodes.registry import NodeRegistry
 log = logging.getLogger(__name__)
 
 DATASET_SUFFIXES = SUPPORTED_SUFFIXES
+TASK_PREFIX = "task:"
+"""A dataset name of the Evaluate tab that picks a task preset (its Hub dataset, prompt, reference, metric)."""
 PREVIEW_ROWS = 5
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 
@@ -186,9 +188,14 @@ class EvaluationService:
             return self._folder_locks.setdefault(str(folder), threading.Lock())
 
     def preview(self, name: str, *, visitor: str | None = None) -> dict[str, Any]:
+        """The first rows of a dataset (or of a task preset's, `task:NAME`, with its prompt and reference made)."""
         try:
-            dataset = load_dataset(self.dataset_path(name, visitor=visitor))
-        except DatasetError as exc:
+            if str(name).startswith(TASK_PREFIX):
+                task = str(name)[len(TASK_PREFIX):]
+                dataset = load_task_dataset(load_task(task), self._dataset_of({"dataset": name}, task, visitor))
+            else:
+                dataset = load_dataset(self.dataset_path(name, visitor=visitor))
+        except (DatasetError, TaskError) as exc:
             raise UserError(str(exc)) from None
         return {"columns": dataset.columns, "rows": dataset.rows[:PREVIEW_ROWS], "count": len(dataset.rows)}
 
@@ -214,7 +221,9 @@ class EvaluationService:
             raise UserError("pick at least one workflow to evaluate")
         sources = [WorkflowSource(text=str(w.get("yaml") or ""), name=str(w.get("name") or f"workflow {i + 1}"))
                    for i, w in enumerate(workflows) if isinstance(w, dict)]
-        task = str(request.get("task") or "").strip() or None
+        picked = str(request.get("dataset") or "").strip()
+        task = str(request.get("task") or "").strip() or (picked[len(TASK_PREFIX):] if picked.startswith(TASK_PREFIX)
+                                                            else None)
         metric = str(request.get("metric") or "") or (None if task else "exact")
         if metric and metric.startswith("python:"):
             if not self.policy.allow_python:
@@ -257,6 +266,8 @@ class EvaluationService:
         """The form's dataset; with a task preset and no dataset, None (the preset's own, from the Hub: not for
         visitors of a shared app, who give a local copy from the list)."""
         name = str(request.get("dataset") or "").strip()
+        if name.startswith(TASK_PREFIX):
+            name = ""
         if task and not name:
             if self.policy.share_mode:
                 raise UserError(f"task {task} loads its dataset from the Hub, which a shared app does not do; pick a "
@@ -265,7 +276,10 @@ class EvaluationService:
         return self.dataset_path(name, visitor=visitor)
 
     def tasks(self) -> list[dict[str, Any]]:
-        """The task presets the Evaluate tab offers (name, title, description, dataset, metric, notes)."""
+        """The task presets the Evaluate tab offers (name, title, description, dataset, metric, notes); none to
+        visitors of a shared app (presets load Hub datasets)."""
+        if self.policy.share_mode:
+            return []
         try:
             return [t.to_json() for t in available_tasks()]
         except (TaskError, FileNotFoundError) as exc:
