@@ -27,6 +27,8 @@ from app.platform import resources
 PROMPT_COLUMN = "question"
 REFERENCE_COLUMN = "answer"
 LETTERS = "ABCDEFGHIJ"
+TESTS_METRIC = "tests"
+TESTS_COLUMN = "tests"
 _FIELD = re.compile(r"(?<![\w}])\{([A-Za-z_][\w ]*)\}")
 """`{column}` in a template; braces right after a letter or a brace are LaTeX arguments (\\frac{a}{b})."""
 _KEYS = {"name", "title", "description", "dataset", "prompt", "reference", "choices", "metric", "notes"}
@@ -136,6 +138,8 @@ def _task_row(task: TaskPreset, row: dict[str, Any], index: int) -> dict[str, An
         reference: str | None = letter
     else:
         reference = _reference(task, row)
+    if task.metric == TESTS_METRIC:  # the test program also under the name a code-execution metric may read
+        values[TESTS_COLUMN] = reference
     return {**values, PROMPT_COLUMN: render(task.prompt, values), REFERENCE_COLUMN: reference}
 
 
@@ -152,8 +156,8 @@ def apply_task(task: TaskPreset, dataset: Dataset) -> Dataset:
                             f"{exc}); columns: {', '.join(dataset.columns)}")
     if problems:
         raise DatasetError(problems)
-    columns = [*dataset.columns, *(c for c in ("options", PROMPT_COLUMN, REFERENCE_COLUMN)
-                                   if c not in dataset.columns and (c != "options" or task.choices))]
+    made = [c for c in ("options", TESTS_COLUMN, PROMPT_COLUMN, REFERENCE_COLUMN) if c in rows[0]] if rows else []
+    columns = [*dataset.columns, *(c for c in made if c not in dataset.columns)]
     return Dataset(path=dataset.path, rows=rows, columns=columns, sha256=dataset.sha256, lines=dataset.lines)
 
 

@@ -75,6 +75,7 @@ def test_code_presets_make_a_test_program() -> None:
                                      "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n",
                                      "entry_point": "add", "canonical_solution": "    return a + b\n"}])[0]
     assert "def add(a, b)" in humaneval["question"] and humaneval["answer"].rstrip().endswith("check(add)")
+    assert humaneval["tests"] == humaneval["answer"]
     mbpp = _made("mbpp", [{"task_id": 1, "text": "Write a function to add.", "code": "",
                            "test_list": ["assert add(1, 2) == 3", "assert add(0, 0) == 0"], "test_setup_code": "",
                            "challenge_test_list": []}])[0]
