@@ -11,12 +11,13 @@ import pytest
 def prefill(cache: Path, repo: str, config: str, splits: dict[str, list[dict[str, Any]]]) -> None:
     """Write `splits` where `datasets.load_dataset(repo, config)` finds them in `cache` when offline."""
     import pyarrow as pa
-    from datasets.naming import filenames_for_dataset_split
+    from datasets.naming import camelcase_to_snakecase, filenames_for_dataset_split
 
     import datasets
 
     owner, name = repo.split("/")
-    folder = cache / f"{owner}___{name}" / config / "0.0.0" / "0123456789abcdef"
+    # the library's folder: OWNER___name in snake case, then config / version / hash
+    folder = cache / f"{owner}___{camelcase_to_snakecase(name)}" / config / "0.0.0" / "0123456789abcdef"
     folder.mkdir(parents=True, exist_ok=True)
     split_dict = datasets.SplitDict()
     features = None
