@@ -62,6 +62,8 @@ def _load(spec: HubSpec) -> Any:
         import datasets
     except ImportError:
         raise HubDatasetError("hf: datasets need the datasets library: pip install datasets") from None
+    # the library warns twice (its handler and the root logger) on every load from the cache: keep its errors only
+    datasets.logging.set_verbosity_error()
     try:
         return datasets.load_dataset(spec.repo, spec.config, split=spec.split)
     except ValueError as exc:
