@@ -11,7 +11,7 @@ from typing import Any
 from app.eval.datasets import Binding, Dataset, DatasetError, bind, check_rows, load_dataset, select_items
 from app.eval.metrics import Metric, MetricError, parse_metric
 from app.eval.sweep import SweepAxis, SweepError, apply_point, check_axes, grid, parse_sweep
-from app.eval.tasks import TaskError, load_task, load_task_dataset
+from app.eval.tasks import TaskError, TaskPreset, load_task, load_task_dataset
 from app.workflow.problems import WorkflowError, errors
 from app.workflow.spec import Workflow, load_workflow, load_workflow_text
 from app.workflow.validation import validate
@@ -139,23 +139,27 @@ def _applicable(wf: Workflow, axes: list[SweepAxis], registry: NodeRegistry) -> 
             and any(p.name == a.param for p in kinds[a.node].params)]
 
 
-def _load_data(dataset_path: Path | None, task: str | None) -> tuple[Dataset, Any]:
-    """The dataset, made by the task preset when one is named (its own dataset, or `dataset_path` in its place)."""
-    label = str(dataset_path) if dataset_path is not None else f"of task {task}"
+def _load_data(dataset_path: Path | None, preset: TaskPreset | None) -> Dataset:
+    """The dataset, made by the task preset when there is one (its own dataset, or `dataset_path` in its place)."""
+    label = str(dataset_path) if dataset_path is not None else f"of task {preset.name if preset else ''}"
     try:
-        if task:
-            preset = load_task(task)
-            return load_task_dataset(preset, dataset_path), preset
+        if preset is not None:
+            return load_task_dataset(preset, dataset_path)
         if dataset_path is None:
             raise EvalSetupError(["no dataset given: --data FILE or --task NAME"])
-        return load_dataset(dataset_path), None
-    except TaskError as exc:
-        raise EvalSetupError([str(exc)]) from None
+        return load_dataset(dataset_path)
     except DatasetError as exc:
         raise EvalSetupError([f"dataset {label}: {p}" for p in (exc.problems or [str(exc)])]) from None
 
 
-def _metric(metric: str, preset: Any) -> tuple[Metric | None, str | None]:
+def _preset(task: str | None) -> TaskPreset | None:
+    try:
+        return load_task(task) if task else None
+    except TaskError as exc:
+        raise EvalSetupError([str(exc)]) from None
+
+
+def _metric(metric: str, preset: TaskPreset | None) -> tuple[Metric | None, str | None]:
     try:
         return parse_metric(metric, base_dir=Path.cwd()), None
     except MetricError as exc:
@@ -173,11 +177,15 @@ def make_plan(sources: list[WorkflowSource], dataset_path: Path | None, *, regis
     """Check everything and build the plan; EvalSetupError with every problem otherwise. A `task` preset makes
     the dataset's prompts and references and gives the metric when `metric` is None."""
     problems: list[str] = []
-    dataset, preset = _load_data(dataset_path, task)
+    preset = _preset(task)
     metric = metric or (preset.metric if preset is not None else "exact")
     grader, why = _metric(metric, preset)
     if why:
         problems.append(why)
+    try:
+        dataset = _load_data(dataset_path, preset)
+    except EvalSetupError as exc:
+        raise EvalSetupError(problems + exc.problems) from None
     axes: list[SweepAxis] = []
     for text in sweeps:
         try:
