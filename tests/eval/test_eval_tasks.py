@@ -11,7 +11,7 @@ import pytest
 from app.cli.main import main
 from app.eval.datasets import Dataset, DatasetError
 from app.eval.metrics import MetricError, parse_metric
-from app.eval.plan import EvalSetupError, make_plan
+from app.eval.plan import EvalSetupError, make_plan, plan_from_config
 from app.eval.tasks import TaskError, apply_task, available_tasks, load_task
 from nodes.registry import default_registry
 from tests.eval.hub_cache import prefill
@@ -125,3 +125,6 @@ def test_eval_task_gsm8k_end_to_end_from_the_cache(hub_cache: Path, tmp_path: Pa
         traces.close()
     assert (config["task"], config["metric"]) == ("gsm8k", "number")
     assert config["dataset"]["path"] == "hf:openai/gsm8k:main@test" and config["dataset"]["rows"] == 6
+    again = plan_from_config(config, default_registry())  # what --resume rebuilds: the same task and items
+    assert (again.task, again.metric_spec, again.items) == ("gsm8k", "number", [0, 1, 2, 3])
+    assert again.dataset.rows[1]["answer"] == "1000"
