@@ -18,7 +18,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from nodes.algorithms import prm
-from nodes.algorithms.extract import AnswerSpec, answer_params, normalize_answer, normalize_text
+from nodes.algorithms.extract import MATH, AnswerSpec, answer_params, normalize_answer, normalize_text
+from nodes.algorithms.math_equiv import default_checker
 from nodes.algorithms.safe_regex import PatternError, compile_pattern, escape, pattern_problem
 from nodes.algorithms.sandbox import run_python_verifier
 from nodes.base import (
@@ -211,7 +212,26 @@ class ScoringJob:
 Scorer = Callable[[ScoringJob], list[Verdict]]
 
 
+def _score_math(job: ScoringJob) -> list[Verdict]:
+    """exact with extract: math: mathematical equivalence (math-verify, a time limit per candidate)."""
+    reference = job.need_reference()
+    out = []
+    for a in job.answers:
+        if a is None:
+            out.append(Verdict(0.0, "no answer found (extract: math)", a))
+            continue
+        verdict = default_checker().equal(a, reference)
+        if verdict.equal:
+            out.append(Verdict(1.0, f"answer {a!r} equals the reference {reference!r}", a))
+        else:
+            why = f": {verdict.problem}" if verdict.problem else ""
+            out.append(Verdict(0.0, f"answer {a!r} does not equal the reference {reference!r}{why}", a))
+    return out
+
+
 def _score_exact(job: ScoringJob) -> list[Verdict]:
+    if job.spec.extract == MATH:
+        return _score_math(job)
     ref = normalize_answer(job.need_reference(), job.spec.normalize)
     out = []
     for a in job.answers:

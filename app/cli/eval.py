@@ -15,29 +15,37 @@ from app.cli.exit_codes import EXIT_FAILED, EXIT_INVALID, EXIT_OK
 from app.platform.fileio import atomic_write_text
 from app.run.status import SUCCEEDED
 
-ACTIONS = ("list", "show", "export", "delete")
+ACTIONS = ("list", "show", "export", "delete", "tasks")
 MAX_BOOTSTRAP = 10_000
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser(
         "eval", help="evaluate workflows on a dataset (accuracy against N and tokens); list/show/export",
-        description="metagen eval A.yaml [B.yaml ...] --data DATASET [options] | eval --resume ID | "
-                    "eval list | eval show ID [--json] | eval export ID --html OUT.html | eval delete ID",
+        description="metagen eval A.yaml [B.yaml ...] --data DATASET | --task NAME [options] | eval --resume ID | "
+                    "eval list | eval show ID [--json] | eval export ID --html OUT.html | eval delete ID | eval tasks",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
                "  metagen eval workflows/chain_of_thought.yaml workflows/self_consistency.yaml \\\n"
                "      --data datasets/arithmetic.jsonl --metric number --sweep think.n=1,2,4,8 --limit 20\n"
                "  metagen eval workflows/best_of_n.yaml --data datasets/instructions.csv --map question=prompt \\\n"
-               "      --metric python:datasets/instructions_metric.py")
+               "      --metric python:datasets/instructions_metric.py\n"
+               "  metagen eval workflows/chain_of_thought.yaml --task gsm8k --limit 50\n"
+               "  metagen eval workflows/self_consistency.yaml --data hf:HuggingFaceH4/MATH-500@test --map "
+               "question=problem --metric math")
     p.add_argument("targets", nargs="*", metavar="WORKFLOW | list | show ID | export ID | delete ID")
     p.add_argument("--data", "-d", default=None, metavar="DATASET",
-                   help="JSONL or CSV file (or the name of one in the datasets folders)")
+                   help="a .jsonl, .csv, .json (array) or .parquet file (or the name of one in the datasets folders), "
+                        "or a Hub dataset hf:OWNER/NAME[:CONFIG][@SPLIT]")
+    p.add_argument("--task", default=None, metavar="NAME",
+                   help="a task preset (gsm8k, math500, aime, gpqa_diamond, humaneval, ...: `metagen eval tasks` "
+                        "lists them): its dataset, prompt, reference and metric")
     p.add_argument("--map", action="append", default=[], metavar="INPUT=COLUMN",
                    help="fill a workflow input from this column (default: the column of the same name)")
     p.add_argument("--reference", default=None, metavar="COLUMN", help="reference answers (default: 'answer')")
-    p.add_argument("--metric", default="exact",
-                   help="exact | number | contains | regex[:PATTERN] | python:FILE | output:NAME (default exact)")
+    p.add_argument("--metric", default=None,
+                   help="exact | number | contains | math | choice | regex[:PATTERN] | python:FILE | output:NAME "
+                        "(default: the task's, else exact)")
     p.add_argument("--output", default=None, metavar="NAME", help="the workflow output graded (default answer)")
     p.add_argument("--sweep", action="append", default=[], metavar="NODE.PARAM=V1,V2,...",
                    help="sweep a node param (repeatable: the grid is their product)")
@@ -82,8 +90,28 @@ def _open_stores(args: argparse.Namespace) -> tuple[Any, Any]:
     return traces, evals
 
 
+def _list_tasks(as_json: bool) -> int:
+    from app.eval.tasks import TaskError, available_tasks
+
+    try:
+        tasks = available_tasks()
+    except (TaskError, FileNotFoundError) as exc:
+        _err(str(exc))
+        return EXIT_INVALID
+    if as_json:
+        print(json.dumps([t.to_json() for t in tasks], indent=1))
+        return EXIT_OK
+    for t in tasks:
+        print(f"{t.name:<14} {t.metric:<7} {' + '.join(t.dataset)}")
+        if t.notes:
+            print(f"{'':<14} note: {t.notes}")
+    return EXIT_OK
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     targets = list(args.targets)
+    if targets and targets[0] == "tasks" and not Path("tasks").is_file():
+        return _list_tasks(args.json)
     if targets and targets[0] in ACTIONS and not Path(targets[0]).is_file():
         return _action(targets[0], targets[1:], args)
     if args.resume:
@@ -147,13 +175,15 @@ def _run(args: argparse.Namespace, resume: str | None = None) -> int:
             mapping = _parse_map(args.map)
             if mapping is None:
                 return EXIT_INVALID
-            if not args.data:
-                _err("give the dataset with --data FILE (JSONL or CSV; see datasets/)")
+            if not args.data and not args.task:
+                _err("give the dataset with --data FILE (JSONL, CSV, JSON, Parquet or hf:OWNER/NAME; see datasets/) "
+                     "or a preset with --task NAME (`metagen eval tasks` lists them)")
                 return EXIT_INVALID
-            data_path = resolve_dataset(args.data)
+            data_path = resolve_dataset(args.data) if args.data else None
             plan = make_plan([WorkflowSource(path=Path(t)) for t in args.targets], data_path, registry=registry,
                              metric=args.metric, output=args.output, sweeps=args.sweep, mapping=mapping,
-                             reference=args.reference, limit=args.limit, shuffle=args.shuffle, seed=args.seed)
+                             reference=args.reference, limit=args.limit, shuffle=args.shuffle, seed=args.seed,
+                             task=args.task)
             plan.share_samples, plan.bootstrap = args.share_samples, args.bootstrap
     except (EvalSetupError, DatasetError) as exc:
         problems = getattr(exc, "problems", None) or [str(exc)]

@@ -1,4 +1,5 @@
-"""Evaluation datasets: load JSONL/CSV files safely, bind columns to workflow inputs, check every row up front."""
+"""Evaluation datasets: load JSONL / CSV / JSON-array / Parquet files and `hf:` Hub datasets safely, bind columns to
+workflow inputs, check every row up front."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.eval.dataset_formats import FormatError, parse_json_array, parse_parquet, rows_and_columns
+from app.eval.hub_datasets import HubDatasetError, is_hub_spec, load_hub_rows
 from app.platform import paths, resources
 
 log = logging.getLogger(__name__)
@@ -23,9 +26,10 @@ MAX_DATASET_BYTES = 20 * 1024 * 1024
 MAX_ROWS = 100_000
 MAX_COLUMNS = 1000
 """Columns a dataset may have (a CSV header, the keys of JSONL rows together)."""
-SUPPORTED_SUFFIXES = (".jsonl", ".csv")
+SUPPORTED_SUFFIXES = (".jsonl", ".csv", ".json", ".parquet")
 _SHOWN_PROBLEMS = 10
-_FORMATS = ".jsonl (one JSON object per line) or .csv (UTF-8 with a header row)"
+_FORMATS = (".jsonl (one JSON object per line), .csv (UTF-8 with a header row), .json (an array of objects), "
+            ".parquet, or hf:OWNER/NAME[:CONFIG][@SPLIT] (a Hugging Face Hub dataset)")
 
 
 class DatasetError(ValueError):
@@ -86,7 +90,10 @@ def _human_size(n: int) -> str:
 
 
 def load_dataset(path: str | Path) -> Dataset:
-    """Read a .jsonl or .csv dataset; raises DatasetError with every problem found."""
+    """Read a .jsonl, .csv, .json (array) or .parquet file, or an `hf:` Hub dataset; raises DatasetError with
+    every problem found."""
+    if is_hub_spec(str(path)):
+        return _load_hub(str(path))
     p = Path(path)
     if not p.exists():
         raise DatasetError(f"no such dataset file: {p}")
@@ -109,6 +116,13 @@ def load_dataset(path: str | Path) -> Dataset:
         raise DatasetError(f"{p.name} is over the limit of {_human_size(MAX_DATASET_BYTES)}")
     if not data.strip():
         raise DatasetError(f"{p.name} is empty: it has no rows")
+    digest = hashlib.sha256(data).hexdigest()
+    if suffix == ".parquet":
+        try:
+            rows, columns = parse_parquet(data, p.name, MAX_ROWS, MAX_COLUMNS, 5 * MAX_DATASET_BYTES)
+        except FormatError as exc:
+            raise DatasetError(exc.problems) from None
+        return Dataset(path=p, rows=rows, columns=columns, sha256=digest)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -116,13 +130,31 @@ def load_dataset(path: str | Path) -> Dataset:
         raise DatasetError(f"{p.name} is not UTF-8 text: byte 0x{data[exc.start]:02x} at byte offset {exc.start} "
                            f"(line {line}) cannot be decoded; save the file as UTF-8") from None
     text = text.removeprefix("\ufeff")
-    digest = hashlib.sha256(data).hexdigest()
     if suffix == ".jsonl":
         rows, columns, lines = _parse_jsonl(text, p.name)
+    elif suffix == ".json":
+        try:
+            rows, columns = parse_json_array(text, p.name, MAX_ROWS, MAX_COLUMNS)
+        except FormatError as exc:
+            raise DatasetError(exc.problems) from None
+        lines = []
     else:
         rows, columns, lines = _parse_csv(text, p.name)
     log.debug("loaded %s: %d rows, columns %s", p, len(rows), columns)
     return Dataset(path=p, rows=rows, columns=columns, sha256=digest, lines=lines)
+
+
+def _load_hub(text: str) -> Dataset:
+    """A Hub dataset's split as a Dataset whose `path` is its `hf:` spec (split included) and whose hash is that
+    of its rows, so a changed upstream dataset is noticed on --resume."""
+    try:
+        records, spec = load_hub_rows(text, MAX_ROWS, MAX_DATASET_BYTES)
+        rows, columns = rows_and_columns(records, str(spec), MAX_ROWS, MAX_COLUMNS)
+    except (HubDatasetError, FormatError) as exc:
+        raise DatasetError(getattr(exc, "problems", None) or [str(exc)]) from None
+    digest = hashlib.sha256(json.dumps(rows, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+    log.debug("loaded %s: %d rows, columns %s", spec, len(rows), columns)
+    return Dataset(path=Path(str(spec)), rows=rows, columns=columns, sha256=digest)
 
 
 def _too_many_rows(name: str) -> DatasetError:
@@ -431,7 +463,10 @@ def available_datasets() -> list[Path]:
 
 
 def resolve_dataset(name_or_path: str | Path) -> Path:
-    """An existing path as given, else a file of that name (with or without suffix) in `dataset_dirs()`."""
+    """An existing path as given, else a file of that name (with or without suffix) in `dataset_dirs()`; an `hf:`
+    spec is kept as it is (loaded by `load_dataset`)."""
+    if is_hub_spec(str(name_or_path)):
+        return Path(str(name_or_path).strip())
     given = Path(name_or_path).expanduser()
     if given.exists():
         return given

@@ -1,4 +1,5 @@
-"""Grading: parse a metric spec (exact, number, contains, regex, python:FILE, output:NAME) and score outputs."""
+"""Grading: parse a metric spec (exact, number, contains, regex, math, choice, python:FILE, output:NAME) and score
+outputs."""
 
 from __future__ import annotations
 
@@ -11,13 +12,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nodes.algorithms.choice import choice_letter, reference_letter
 from nodes.algorithms.extract import AnswerSpec, canonical_number, extract_answer, normalize_text, parse_number
+from nodes.algorithms.math_equiv import default_checker, math_available
 from nodes.algorithms.safe_regex import PatternError, SafePattern, compile_pattern
 from nodes.algorithms.sandbox import run_python_verifier
 
 log = logging.getLogger(__name__)
 
-METRIC_FORMS = ("exact", "number", "contains", "regex", "regex:PATTERN", "python:FILE", "output:NAME")
+METRIC_FORMS = ("exact", "number", "contains", "math", "choice", "regex", "regex:PATTERN", "python:FILE", "output:NAME")
 MAX_METRIC_FILE_BYTES = 256 * 1024
 PYTHON_METRIC_TIMEOUT_S = 5.0
 PYTHON_METRIC_MEMORY_MB = 256
@@ -129,6 +132,35 @@ def _contains(output: Any, row: dict[str, Any], reference: str | None, outputs: 
     if want in normalize_text(as_text(output)):
         return _grade(1.0)
     return _wrong(f"{_short(want)} not found in the output")
+
+
+def _math(output: Any, row: dict[str, Any], reference: str | None, outputs: dict[str, Any]) -> Grade:
+    if _is_empty(output):
+        return _wrong("no output")
+    if reference is None:
+        return _wrong("no reference answer for this row")
+    verdict = default_checker().equal(as_text(output), reference)
+    if verdict.equal:
+        return _grade(1.0)
+    if verdict.problem:
+        return _wrong(verdict.problem)
+    if verdict.want is None:
+        return _wrong(f"the reference {_short(reference)} is not a mathematical expression")
+    if verdict.got is None:
+        return _wrong(f"no mathematical answer in the output {_short(as_text(output))}")
+    return _wrong(f"got {_short(verdict.got)}, expected {_short(verdict.want)}")
+
+
+def _choice(output: Any, row: dict[str, Any], reference: str | None, outputs: dict[str, Any]) -> Grade:
+    if _is_empty(output):
+        return _wrong("no output")
+    want = reference_letter(reference or "")
+    if want is None:
+        return _wrong(f"the reference {_short(reference or '')} is not an option letter A-J")
+    got = choice_letter(as_text(output))
+    if got is None:
+        return _wrong(f"no option letter in the output {_short(as_text(output))}")
+    return _grade(1.0) if got == want else _wrong(f"chose {got}, expected {want}")
 
 
 def _regex_fixed(pattern: SafePattern) -> GradeFn:
@@ -255,6 +287,13 @@ def parse_metric(spec: str, base_dir: Path | None = None) -> Metric:
             return Metric("contains", _contains, needs_reference=True)
         if form == "regex":
             return Metric("regex", _regex_reference, needs_reference=True)
+        if form == "math":
+            missing = math_available()
+            if missing:
+                raise MetricError(missing)
+            return Metric("math", _math, needs_reference=True)
+        if form == "choice":
+            return Metric("choice", _choice, needs_reference=True)
     elif form == "regex":
         if not arg:
             raise MetricError("regex: needs a pattern, e.g. regex:^\\d+$ (or plain `regex` to use the reference)")

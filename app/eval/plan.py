@@ -11,6 +11,7 @@ from typing import Any
 from app.eval.datasets import Binding, Dataset, DatasetError, bind, check_rows, load_dataset, select_items
 from app.eval.metrics import Metric, MetricError, parse_metric
 from app.eval.sweep import SweepAxis, SweepError, apply_point, check_axes, grid, parse_sweep
+from app.eval.tasks import TaskError, TaskPreset, load_task, load_task_dataset
 from app.workflow.problems import WorkflowError, errors
 from app.workflow.spec import Workflow, load_workflow, load_workflow_text
 from app.workflow.validation import validate
@@ -70,6 +71,10 @@ class EvalPlan:
     decoding params) share one draw through the sample cache (`metagen eval --share-samples`)."""
     bootstrap: int = 0
     """maj@k / best-of-k curves: the mean over this many random k-subsets of the N samples (0: the first k)."""
+    task: str | None = None
+    """The task preset (`tasks/NAME.yaml`) that made the dataset's prompts and references, if any."""
+    data_given: str | None = None
+    """The dataset as given (`--data`), in place of the preset's own; None: the preset's."""
 
     @property
     def total_tasks(self) -> int:
@@ -87,6 +92,7 @@ class EvalPlan:
             "seed": self.seed, "shuffle": self.shuffle, "limit": self.limit, "mapping": self.mapping,
             "reference": self.reference, "total_tasks": self.total_tasks,
             "share_samples": self.share_samples, "bootstrap": self.bootstrap,
+            "task": self.task, "data_given": self.data_given,
         }
 
 
@@ -133,21 +139,53 @@ def _applicable(wf: Workflow, axes: list[SweepAxis], registry: NodeRegistry) -> 
             and any(p.name == a.param for p in kinds[a.node].params)]
 
 
-def make_plan(sources: list[WorkflowSource], dataset_path: Path, *, registry: NodeRegistry, metric: str = "exact",
-              output: str | None = None, sweeps: list[str] = (), mapping: dict[str, str] | None = None,  # type: ignore[assignment]
-              reference: str | None = None, limit: int | None = None, shuffle: bool = False,
-              seed: int = 0) -> EvalPlan:
-    """Check everything and build the plan; EvalSetupError with every problem otherwise."""
-    problems: list[str] = []
+def _load_data(dataset_path: Path | None, preset: TaskPreset | None) -> Dataset:
+    """The dataset, made by the task preset when there is one (its own dataset, or `dataset_path` in its place)."""
+    label = str(dataset_path) if dataset_path is not None else f"of task {preset.name if preset else ''}"
     try:
-        dataset = load_dataset(dataset_path)
+        if preset is not None:
+            return load_task_dataset(preset, dataset_path)
+        if dataset_path is None:
+            raise EvalSetupError(["no dataset given: --data FILE or --task NAME"])
+        return load_dataset(dataset_path)
     except DatasetError as exc:
-        raise EvalSetupError([f"dataset {dataset_path}: {p}" for p in (exc.problems or [str(exc)])]) from None
+        raise EvalSetupError([f"dataset {label}: {p}" for p in (exc.problems or [str(exc)])]) from None
+
+
+def _preset(task: str | None) -> TaskPreset | None:
     try:
-        grader = parse_metric(metric, base_dir=Path.cwd())
+        return load_task(task) if task else None
+    except TaskError as exc:
+        raise EvalSetupError([str(exc)]) from None
+
+
+def _metric(metric: str, preset: TaskPreset | None) -> tuple[Metric | None, str | None]:
+    try:
+        return parse_metric(metric, base_dir=Path.cwd()), None
     except MetricError as exc:
-        problems.append(f"metric {metric!r}: {exc}")
-        grader = None
+        if preset is not None and metric == preset.metric == "tests":
+            return None, (f"task {preset.name} grades with the `tests` metric (the benchmark's unit tests run on the "
+                          "completion: code execution), which this install does not have; update metagen-studio "
+                          "or give another --metric")
+        return None, f"metric {metric!r}: {exc}"
+
+
+def make_plan(sources: list[WorkflowSource], dataset_path: Path | None, *, registry: NodeRegistry,
+              metric: str | None = "exact", output: str | None = None, sweeps: list[str] = (),  # type: ignore[assignment]
+              mapping: dict[str, str] | None = None, reference: str | None = None, limit: int | None = None,
+              shuffle: bool = False, seed: int = 0, task: str | None = None) -> EvalPlan:
+    """Check everything and build the plan; EvalSetupError with every problem otherwise. A `task` preset makes
+    the dataset's prompts and references and gives the metric when `metric` is None."""
+    problems: list[str] = []
+    preset = _preset(task)
+    metric = metric or (preset.metric if preset is not None else "exact")
+    grader, why = _metric(metric, preset)
+    if why:
+        problems.append(why)
+    try:
+        dataset = _load_data(dataset_path, preset)
+    except EvalSetupError as exc:
+        raise EvalSetupError(problems + exc.problems) from None
     axes: list[SweepAxis] = []
     for text in sweeps:
         try:
@@ -209,7 +247,8 @@ def make_plan(sources: list[WorkflowSource], dataset_path: Path, *, registry: No
         raise EvalSetupError([f"dataset {dataset.path.name}: no items to evaluate (--limit {limit})"])
     return EvalPlan(workflows=workflows, dataset=dataset, items=items, metric=grader, metric_spec=metric,
                     output=output or DEFAULT_OUTPUT, axes=axes, seed=seed, shuffle=shuffle, limit=limit,
-                    mapping=dict(mapping or {}), reference=workflows[0].binding.reference if workflows else None)
+                    mapping=dict(mapping or {}), reference=workflows[0].binding.reference if workflows else None,
+                    task=task or None, data_given=str(dataset_path) if task and dataset_path is not None else None)
 
 
 def plan_from_config(config: dict[str, Any], registry: NodeRegistry) -> EvalPlan:
@@ -217,7 +256,9 @@ def plan_from_config(config: dict[str, Any], registry: NodeRegistry) -> EvalPlan
     and items; refused when the dataset file changed since."""
     sources = [WorkflowSource(text=w["yaml"], name=w["name"]) for w in config["workflows"]]
     sweeps = [f"{a['node']}.{a['param']}=" + ",".join(json.dumps(v) for v in a["values"]) for a in config["sweep"]]
-    plan = make_plan(sources, Path(config["dataset"]["path"]), registry=registry, metric=config["metric"],
+    task = config.get("task")
+    given = config.get("data_given") if task else config["dataset"]["path"]
+    plan = make_plan(sources, Path(given) if given else None, registry=registry, metric=config["metric"], task=task,
                      output=config.get("output") if config.get("output") != DEFAULT_OUTPUT else None,
                      sweeps=sweeps, mapping=config.get("mapping") or {}, reference=config.get("reference"),
                      limit=None, shuffle=False, seed=int(config.get("seed", 0)))

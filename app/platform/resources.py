@@ -25,3 +25,8 @@ def static_dir() -> Path:
 def examples_dir() -> Path:
     """The example workflows shipped with the package."""
     return _find("workflows")
+
+
+def tasks_dir() -> Path:
+    """The task presets shipped with the package (`tasks/*.yaml`)."""
+    return _find("tasks")

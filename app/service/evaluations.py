@@ -13,13 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from app.eval.datasets import DatasetError, dataset_dirs, load_dataset, resolve_dataset
+from app.eval.datasets import SUPPORTED_SUFFIXES, DatasetError, dataset_dirs, load_dataset, resolve_dataset
 from app.eval.estimate import calibrate, estimate, load_calibration
+from app.eval.hub_datasets import is_hub_spec
 from app.eval.plan import EvalSetupError, WorkflowSource, make_plan, plan_from_config
 from app.eval.results import item_rows, json_points, summarize
 from app.eval.runner import DEFAULT_CONCURRENCY, Evaluation, Progress
 from app.eval.servers import plan_concurrency
 from app.eval.store import EvalNotFoundError, EvalStore
+from app.eval.tasks import TaskError, available_tasks, load_task, load_task_dataset
 from app.platform.fileio import atomic_write_bytes
 from app.run.scheduler import Budget, Scheduler
 from app.run.status import CANCELLED, FAILED, SUCCEEDED
@@ -34,7 +36,9 @@ from nodes.registry import NodeRegistry
 
 log = logging.getLogger(__name__)
 
-DATASET_SUFFIXES = (".jsonl", ".csv")
+DATASET_SUFFIXES = SUPPORTED_SUFFIXES
+TASK_PREFIX = "task:"
+"""A dataset name of the Evaluate tab that picks a task preset (its Hub dataset, prompt, reference, metric)."""
 PREVIEW_ROWS = 5
 MAX_UPLOAD_BYTES = 20 * 1024 * 1024
 
@@ -134,8 +138,15 @@ class EvaluationService:
         return list(seen.values())
 
     def dataset_path(self, name: str, *, visitor: str | None = None) -> Path:
-        """A dataset by its file name (never a path) in `visitor`'s uploads or the datasets folders."""
+        """A dataset by its file name (never a path) in `visitor`'s uploads or the datasets folders; on the owner's
+        own app also a Hub dataset, hf:OWNER/NAME[:CONFIG][@SPLIT] (visitors of a shared app cannot make it
+        download)."""
         clean = str(name or "").strip()
+        if is_hub_spec(clean):
+            if self.policy.share_mode:
+                raise UserError("Hub datasets (hf:...) are not available on a shared app; pick a dataset from the "
+                                "list or upload a file")
+            return Path(clean)
         if not clean or "/" in clean or "\\" in clean or clean.startswith(".") or ".." in clean:
             raise UserError("pick a dataset from the list (a file name, not a path)")
         for folder in self._folders(visitor):
@@ -149,7 +160,8 @@ class EvaluationService:
         share mode it goes to the visitor's own folder, which holds a bounded number of files and bytes."""
         name = Path(str(filename or "")).name
         if Path(name).suffix.lower() not in DATASET_SUFFIXES:
-            raise UserError("upload a .jsonl or .csv file (UTF-8; a header row for CSV)")
+            raise UserError("upload a .jsonl or .csv file (UTF-8; a header row for CSV), a .json array of objects "
+                            "or a .parquet file")
         if len(data) > MAX_UPLOAD_BYTES:
             raise UserError(f"the file is {len(data) / 1e6:.1f} MB; datasets are limited to "
                             f"{MAX_UPLOAD_BYTES // 1_000_000} MB")
@@ -177,9 +189,14 @@ class EvaluationService:
             return self._folder_locks.setdefault(str(folder), threading.Lock())
 
     def preview(self, name: str, *, visitor: str | None = None) -> dict[str, Any]:
+        """The first rows of a dataset (or of a task preset's, `task:NAME`, with its prompt and reference made)."""
         try:
-            dataset = load_dataset(self.dataset_path(name, visitor=visitor))
-        except DatasetError as exc:
+            if str(name).startswith(TASK_PREFIX):
+                task = str(name)[len(TASK_PREFIX):]
+                dataset = load_task_dataset(load_task(task), self._dataset_of({"dataset": name}, task, visitor))
+            else:
+                dataset = load_dataset(self.dataset_path(name, visitor=visitor))
+        except (DatasetError, TaskError) as exc:
             raise UserError(str(exc)) from None
         return {"columns": dataset.columns, "rows": dataset.rows[:PREVIEW_ROWS], "count": len(dataset.rows)}
 
@@ -205,20 +222,24 @@ class EvaluationService:
             raise UserError("pick at least one workflow to evaluate")
         sources = [WorkflowSource(text=str(w.get("yaml") or ""), name=str(w.get("name") or f"workflow {i + 1}"))
                    for i, w in enumerate(workflows) if isinstance(w, dict)]
-        metric = str(request.get("metric") or "exact")
-        if metric.startswith("python:"):
+        picked = str(request.get("dataset") or "").strip()
+        task = str(request.get("task") or "").strip() or (picked[len(TASK_PREFIX):] if picked.startswith(TASK_PREFIX)
+                                                            else None)
+        metric = str(request.get("metric") or "") or (None if task else "exact")
+        if metric and metric.startswith("python:"):
             if not self.policy.allow_python:
                 raise UserError("python: metrics run code and are disabled on this shared app")
             metric = "python:" + str(self._metric_file(metric[len("python:"):], visitor))
         limit = request.get("limit")
+        dataset = self._dataset_of(request, task, visitor)
         try:
-            plan = make_plan(sources, self.dataset_path(str(request.get("dataset") or ""), visitor=visitor),
+            plan = make_plan(sources, dataset,
                              registry=self.registry, metric=metric, output=request.get("output") or None,
                              sweeps=[str(s) for s in request.get("sweeps") or [] if str(s).strip()],
                              mapping={str(k): str(v) for k, v in (request.get("mapping") or {}).items() if v},
                              reference=request.get("reference") or None,
                              limit=int(limit) if limit else None, shuffle=bool(request.get("shuffle")),
-                             seed=int(request.get("seed") or 0))
+                             seed=int(request.get("seed") or 0), task=task)
         except EvalSetupError as exc:
             raise UserError("\n".join(exc.problems[:20])) from None
         refused: list[str] = []
@@ -241,6 +262,30 @@ class EvaluationService:
                 w.workflow = resolve_model_choices(w.workflow, self.policy)
                 w.variants = [resolve_model_choices(v, self.policy) for v in w.variants]
         return plan
+
+    def _dataset_of(self, request: dict[str, Any], task: str | None, visitor: str | None) -> Path | None:
+        """The form's dataset; with a task preset and no dataset, None (the preset's own, from the Hub: not for
+        visitors of a shared app, who give a local copy from the list)."""
+        name = str(request.get("dataset") or "").strip()
+        if name.startswith(TASK_PREFIX):
+            name = ""
+        if task and not name:
+            if self.policy.share_mode:
+                raise UserError(f"task {task} loads its dataset from the Hub, which a shared app does not do; pick a "
+                                "local copy from the dataset list")
+            return None
+        return self.dataset_path(name, visitor=visitor)
+
+    def tasks(self) -> list[dict[str, Any]]:
+        """The task presets the Evaluate tab offers (name, title, description, dataset, metric, notes); none to
+        visitors of a shared app (presets load Hub datasets)."""
+        if self.policy.share_mode:
+            return []
+        try:
+            return [t.to_json() for t in available_tasks()]
+        except (TaskError, FileNotFoundError) as exc:
+            log.warning("no task presets: %s", exc)
+            return []
 
     def estimate(self, request: dict[str, Any], *, visitor: str | None = None) -> dict[str, Any]:
         plan = self.plan(request, visitor=visitor, doing="estimated")

@@ -31,6 +31,7 @@ MAX_AXES = 3
 DEFAULT_OUTPUT = "answer"
 POLL_S = 1.0
 METRICS = [("exact match", "exact"), ("number (numeric equality)", "number"), ("contains the reference", "contains"),
+           ("math (LaTeX equivalence, math-verify)", "math"), ("choice (the option letter)", "choice"),
            ("regex (pattern below; empty: the reference is the pattern)", "regex"),
            ("python file (its name below)", "python"), ("a workflow output (its name below)", "output")]
 METRICS_WITH_ARGUMENT = {"python": "the metric file's name, e.g. instructions_metric.py",
@@ -253,7 +254,8 @@ def build_request(service: StudioService, *, picked: list[str] | None, editor_ya
                   limit: Any = 0, shuffle: bool = False, seed: Any = 0, sweeps: str | None = "") -> dict[str, Any]:
     """The service's evaluation request from the form's values (UserError for what the form itself can tell)."""
     if not dataset:
-        raise UserError("pick a dataset or upload one (.jsonl or .csv)")
+        raise UserError("pick a dataset or a task preset, upload one (.jsonl, .csv, .json or .parquet), or type a "
+                        "Hub dataset hf:OWNER/NAME[:CONFIG][@SPLIT]")
     graded = (output or "").strip()
     try:
         limit_n = int(limit or 0)
@@ -330,10 +332,21 @@ def past_rows(service: StudioService, visitor: str | None = None) -> tuple[list[
 
 
 def dataset_choices(service: StudioService, visitor: str | None = None) -> list[tuple[str, str]]:
-    """(label, name) of the datasets `visitor` may pick (in share mode its own uploads, not others')."""
+    """(label, name) of the datasets `visitor` may pick (in share mode its own uploads, not others'), then the task
+    presets (`task:NAME`; not in share mode)."""
     out = []
     for d in service.evaluations.list_datasets(visitor=visitor):
         folder = d.get("folder") or ""
         where = folder if folder == "uploads" else Path(folder).name or folder
         out.append((f"{d['name']} ({where}, {human_size(d.get('size_bytes'))})", d["name"]))
+    for t in service.evaluations.tasks():
+        out.append((f"task: {t['title']} ({t['metric']}; {t['dataset']})", f"task:{t['name']}"))
     return out
+
+
+def task_metric(service: StudioService, dataset: str | None) -> str | None:
+    """The metric of the task preset picked as the dataset (`task:NAME`), else None."""
+    if not str(dataset or "").startswith("task:"):
+        return None
+    name = str(dataset)[len("task:"):]
+    return next((t["metric"] for t in service.evaluations.tasks() if t["name"] == name), None)

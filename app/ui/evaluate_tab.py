@@ -40,6 +40,7 @@ from app.ui.evaluate_form import (
     run_link,
     selected_workflows,
     sweep_options,
+    task_metric,
     workflow_choices,
 )
 from app.workflow.spec import Workflow
@@ -234,7 +235,8 @@ class EvaluateHandlers:
         try:
             datasets = dataset_choices(self.service, visitor)
             names = [value for _, value in datasets]
-            out[v.dataset] = gr.update(choices=datasets, value=d.get(v.dataset) if d.get(v.dataset) in names else None)
+            kept = d.get(v.dataset) in names or str(d.get(v.dataset) or "").startswith("hf:")  # typed Hub names stay
+            out[v.dataset] = gr.update(choices=datasets, value=d.get(v.dataset) if kept else None)
         except Exception as exc:
             problems.append(self._error(exc, "list the datasets"))
         try:
@@ -277,7 +279,11 @@ class EvaluateHandlers:
         return out
 
     def on_dataset(self, d: dict[Any, Any], request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
-        return {**self._dataset_updates(d, d.get(self.v.dataset), self._visitor(request)), self.v.message: ""}
+        out = {**self._dataset_updates(d, d.get(self.v.dataset), self._visitor(request)), self.v.message: ""}
+        metric = task_metric(self.service, d.get(self.v.dataset))
+        if metric is not None and metric in {value for _, value in METRICS}:  # a preset brings its metric
+            out[self.v.metric] = gr.update(value=metric)
+        return out
 
     def on_upload(self, d: dict[Any, Any], request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
         v = self.v
@@ -411,7 +417,8 @@ def evaluate_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> Evaluate
                                 label="Workflows to evaluate", elem_id="mg-eval-workflows", scale=4)
         refresh = gr.Button("Refresh lists", elem_id="mg-eval-refresh", scale=0)
     with gr.Row():
-        dataset = gr.Dropdown([], label="Dataset", elem_id="mg-eval-dataset", scale=3)
+        dataset = gr.Dropdown([], label="Dataset (a file, a task preset, or type hf:OWNER/NAME[:CONFIG][@SPLIT])",
+                              elem_id="mg-eval-dataset", scale=3, allow_custom_value=True)
         upload = gr.File(label="…or upload one (.jsonl, .csv)", file_types=[".jsonl", ".csv"], type="filepath",
                          elem_id="mg-eval-upload", height=90, scale=2)
     dataset_info = gr.Markdown(elem_id="mg-eval-dataset-info")
@@ -479,7 +486,7 @@ def _wire(v: EvaluateView, h: EvaluateHandlers, tab: gr.Tab) -> None:
     form = v.form
     workflow_outputs = [*v.mapping_outputs, v.sweep_param, v.sweeps, v.sweep_suggested, v.message]
     select_outputs = [v.workflows, v.dataset, v.past, v.past_table, *workflow_outputs]
-    dataset_outputs = [v.preview, v.dataset_info, v.columns, *v.mapping_outputs, v.message]
+    dataset_outputs = [v.preview, v.dataset_info, v.columns, *v.mapping_outputs, v.message, v.metric]
     results = v.results
     past_outputs = [v.past, v.past_table]
     # the editor's YAML is read in the browser when the tab opens, then the lists are refreshed

@@ -9,7 +9,10 @@ Extraction methods (the `extract` param of voters, verifiers and the adaptive sa
 - `answer_line`: what follows the last "Answer:" / "answer is" marker, up to the end of its line;
 - `first_line`: the first non-empty line;
 - `full_text`: the whole completion;
-- `keep`: the answer a node upstream already extracted (Candidate.answer), else no answer.
+- `keep`: the answer a node upstream already extracted (Candidate.answer), else no answer;
+- `math`: a LaTeX answer: the last `\\boxed{...}`, else the last `$...$`, else the 'Answer:' line, else the
+  last number, kept as written (no normalisation); voters and `exact` verifiers then compare answers by
+  mathematical equivalence (`math_equiv`: `1/2`, `0.5` and `\\frac{2}{4}` are one answer).
 
 Normalisation (`normalize` param): `auto` turns numbers into a canonical number and other text into
 stripped, case-folded, NFKC-normalised text with collapsed spaces; `number` accepts numbers only
@@ -29,13 +32,15 @@ from fractions import Fraction
 from nodes.algorithms.safe_regex import compile_pattern, pattern_problem
 from nodes.base import Param
 
-EXTRACT_METHODS = ("auto", "regex", "last_number", "boxed", "answer_line", "first_line", "full_text", "keep")
+EXTRACT_METHODS = ("auto", "regex", "last_number", "boxed", "answer_line", "first_line", "full_text", "keep", "math")
+MATH = "math"
 NORMALIZE_MODES = ("auto", "number", "text", "none")
 
 _NUMBER = r"[-+−]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?|[-+−]?\.\d+(?:[eE][-+]?\d+)?"
 NUMBER_RE = re.compile(rf"(?<![\w./])(?:[-+−]?\d+/\d+(?![\w/])|(?:{_NUMBER})(?![\w/]))")
 """A number as people write it: optional sign, thousands commas, decimals, exponent, or a fraction 3/4."""
 _ANSWER_MARKER = re.compile(r"(?:final\s+answer|answer)\s*(?:is|:|=)\s*", re.IGNORECASE)
+_INLINE_MATH = re.compile(r"\$\$(.+?)\$\$|\$([^$]+?)\$|\\\((.+?)\\\)|\\\[(.+?)\\\]", re.DOTALL)
 _CURRENCY = "$€£¥₹"
 _TRAILING_PUNCT = ".,;:!?。"
 
@@ -186,9 +191,28 @@ def regex_answer(text: str, pattern: str) -> str | None:
     return m.group(0)
 
 
+def math_answer(text: str) -> str | None:
+    """A LaTeX answer as written: the last \\boxed{}, else the last inline math, else the 'Answer:' line
+    (its own inline math when it has some), else the last number."""
+    found = boxed(text)
+    if found is None:
+        line = answer_line(text)
+        if line is not None:
+            text = line
+        last = deque(_INLINE_MATH.finditer(text), maxlen=1)
+        if last:
+            found = next(g for g in last[0].groups() if g is not None)
+        else:
+            found = line if line is not None else last_number(text)
+    found = found.strip().rstrip(".") if found is not None else None
+    return found or None
+
+
 def raw_answer(text: str, spec: AnswerSpec, upstream: str | None = None) -> str | None:
     """The extracted answer before normalisation."""
     method = spec.extract
+    if method == MATH:
+        return math_answer(text)
     if method == "keep":
         return upstream
     if method == "regex":
@@ -221,7 +245,7 @@ def raw_answer(text: str, spec: AnswerSpec, upstream: str | None = None) -> str 
 def extract_answer(text: str, spec: AnswerSpec, upstream: str | None = None) -> str | None:
     """Extract then normalise; None means the completion has no extractable answer."""
     raw = raw_answer(text, spec, upstream)
-    if spec.extract == "keep":
+    if spec.extract in ("keep", MATH):  # math answers are compared by equivalence, never as normalised text
         return raw
     return normalize_answer(raw, spec.normalize)
 
@@ -231,7 +255,8 @@ def answer_params(default_extract: str = "auto", show_if: tuple[str, tuple[str, 
     """The extract / pattern / normalize params, as voters, verifiers and samplers declare them."""
     return (
         Param("extract", "choice", default_extract,
-              "How to find the answer in a completion (auto: \\boxed{}, then 'Answer:', then last number)",
+              "How to find the answer in a completion (auto: \\boxed{}, then 'Answer:', then last number; "
+              "math: a LaTeX answer compared by mathematical equivalence)",
               choices=EXTRACT_METHODS, show_if=show_if),
         Param("pattern", "str", "", "Regex whose first group is the answer, e.g. 'Answer:\\s*(-?\\d+)'",
               show_if=("extract", ("regex",))),

@@ -14,7 +14,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from nodes.algorithms.extract import AnswerSpec, answer_params
+from nodes.algorithms.extract import MATH, AnswerSpec, answer_params
+from nodes.algorithms.math_equiv import class_answers
 from nodes.algorithms.mbr import UTILITIES, mbr_select, utility
 from nodes.algorithms.voting import (
     TIE_BREAK_INDEX,
@@ -91,6 +92,8 @@ class Voter(NodeKind):
         spec = AnswerSpec.from_params(params)
         cands = cset.candidates
         answers = [spec.answer(c.text, c.answer) for c in cands]
+        if spec.extract == MATH:  # vote over equivalence classes: 1/2 and 0.5 are one answer
+            answers = class_answers(answers)
         scores = [c.score for c in cands]
         method = params["method"]
         if method in NEEDS_SCORES and cands and all(s is None for s in scores):

@@ -89,7 +89,7 @@ def test_csv_ragged_rows_name_their_rows(tmp_path: Path) -> None:
     ("empty.csv", "", "is empty"),
     ("header.csv", "question,answer\n", "no data rows"),
     ("data.txt", "question\n", "supported: .jsonl"),
-    ("data.json", "[]", "'.json'"),
+    ("data.json", "[]", "has no rows"),
     ("dup.csv", "a,a\n1,2\n", "duplicate column"),
 ])
 def test_refused_files(tmp_path: Path, name: str, content: str, words: str) -> None:

@@ -91,8 +91,8 @@ def test_output_metric() -> None:
 def test_unknown_metric_lists_the_forms(spec: str) -> None:
     with pytest.raises(MetricError) as caught:
         parse_metric(spec)
-    assert str(caught.value).endswith("use one of: exact, number, contains, regex, regex:PATTERN, python:FILE, "
-                                      "output:NAME")
+    assert str(caught.value).endswith("use one of: exact, number, contains, math, choice, regex, regex:PATTERN, "
+                                      "python:FILE, output:NAME")
 
 
 @pytest.mark.parametrize(("spec", "words"), [("python:", "needs a file"), ("output:", "needs the name")])
@@ -160,3 +160,34 @@ def test_python_metric_that_never_returns_is_cut_off(tmp_path: Path, monkeypatch
     (tmp_path / "loop.py").write_text("def metric(output, row):\n    while True:\n        pass\n", encoding="utf-8")
     result = parse_metric(f"python:{tmp_path / 'loop.py'}").grade("x", {}, None, {})
     assert not result.correct and result.score == 0.0 and "timed out" in result.detail
+
+
+# ------------------------------------------------------------------ math and choice
+
+
+def test_math_metric_checks_equivalence() -> None:
+    pytest.importorskip("math_verify")
+    metric = parse_metric("math")
+    assert metric.name == "math" and metric.needs_reference
+    assert grade("math", "so the answer is \\boxed{\\frac{1}{2}}", "0.5").correct
+    assert grade("math", "0.5", "$\\frac{1}{2}$").correct
+    wrong = grade("math", "\\boxed{\\frac{1}{3}}", "0.5")
+    assert not wrong.correct and "expected" in wrong.detail
+    assert grade("math", "1/2", None).detail == "no reference answer for this row"
+
+
+@pytest.mark.parametrize(("output", "reference", "correct"), [
+    ("Answer: B", "B", True),
+    ("The answer is (C).", "(C)", True),
+    ("Looking at the options, **D** is right.", "d", True),
+    ("I weighed (A) against (B)... Answer: **B**", "B", True),
+    ("$\\boxed{C}$", "C", True),
+    ("Answer: A", "B", False),
+])
+def test_choice_metric_extracts_the_letter(output: str, reference: str, correct: bool) -> None:
+    assert grade("choice", output, reference).correct is correct
+
+
+def test_choice_metric_explains_what_is_missing() -> None:
+    assert "no option letter" in grade("choice", "I am not sure", "B").detail
+    assert "not an option letter" in grade("choice", "Answer: B", "42").detail
