@@ -219,6 +219,9 @@ class BeamSearch:
             beam = self.beams[node["id"]]
             node["status"] = "kept" if node["id"] in keep else "finished" if beam.finish else "pruned"
 
-    def tree(self) -> dict[str, Any]:
+    def tree(self, piece: Callable[[int], str]) -> dict[str, Any]:
+        """The beam tree for the trace, each node's token also as text (`piece`)."""
+        for node in self.nodes:
+            node["text"] = piece(node["token"]) if node["token"] is not None else ""
         return {"nodes": self.nodes, "steps": self.step, "n": self.s.n, "groups": self.s.groups,
                 "length_penalty": self.s.length_penalty, "diversity_penalty": self.s.diversity_penalty}

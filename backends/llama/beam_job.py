@@ -198,8 +198,8 @@ class BeamJob(PrefillMixin, Job):
         assert self.search is not None and self._core is not None
         core = self._core
         hypotheses = self.search.best(lambda b: self._text(core, b.tokens))
-        return BeamResult(prompt_text=self.prompt_text, hypotheses=hypotheses, tree=self.search.tree(),
-                          usage=self.usage)
+        return BeamResult(prompt_text=self.prompt_text, hypotheses=hypotheses,
+                          tree=self.search.tree(core.model.piece_text), usage=self.usage)
 
     def release(self, core: EngineView, park: bool) -> None:
         if self._grammars is not None:
