@@ -369,11 +369,13 @@ class RunNodeContext:
         self.cancel.raise_if_cancelled()
         backend = self.backend(model)
         call = self._capable(backend, "beam_search", "decode with a token-level beam (method beam)")
-        self._state.reserve_calls(1)
+        self._state.reserve_calls(settings.n)
         start = time.time()
         result: BeamResult = call(prompt, params, settings, cancel=self.cancel)
         end = time.time()
         u = result.usage
+        if len(result.hypotheses) < settings.n:  # a grammar left fewer sequences than beams: count those made
+            self._state.reserve_calls(len(result.hypotheses) - settings.n)
         for i, h in enumerate(result.hypotheses):
             self._lm_call(backend, purpose=purpose, index=i, n=len(result.hypotheses), prompt=result.prompt_text,
                           completion=h.text, usage=u, share=True, start=start, end=end,
