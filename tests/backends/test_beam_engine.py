@@ -127,3 +127,15 @@ def test_concurrent_beam_requests_share_decode_steps(llama: Any) -> None:
     together = llama.engine.stats["decode_calls"] - calls
     assert len(results) == 2 and all(len(results[i].hypotheses) == 4 for i in range(2))
     assert together < sequential
+
+
+def test_grammar_and_json_schema_bound_every_beam(llama: Any) -> None:
+    """A grammar allowing two answers: every beam spells one of them (a word may be spelt by several token paths,
+    and width 8 holds all of them, so both words come back), ended by the end token; a JSON schema likewise."""
+    result = llama.beam_search(QUESTION, SamplingParams(max_tokens=8, grammar='root ::= "yes" | "no"'),
+                               BeamSettings(n=8))
+    assert {h.text for h in result.hypotheses} == {"no", "yes"}
+    assert all(h.finish_reason == "eog" for h in result.hypotheses)
+    schema = SamplingParams(max_tokens=8, json_schema='{"type": "boolean"}')
+    texts = {h.text.strip() for h in llama.beam_search(QUESTION, schema, BeamSettings(n=4)).hypotheses}
+    assert texts and texts <= {"true", "false"}
