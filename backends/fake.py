@@ -27,6 +27,7 @@ from backends.base import (
     Usage,
     default_seeds,
 )
+from backends.beam_search import BeamResult, BeamSearch, BeamSettings, check_beam_settings
 from backends.token_stats import ConfidenceWindow
 
 _CHAT_TAG = re.compile(r"<\|[a-z_]+\|>")
@@ -259,3 +260,36 @@ class FakeBackend:
             n_tokens += len(self.tokenize(text))
         self._record("steps", "\x1e".join("".join(s) for s in sequences), len(sequences), start)
         return StepLogprobsResult(logprobs=out, usage=Usage(prompt_tokens=n_tokens, prompt_tokens_evaluated=n_tokens))
+
+    def beam_search(self, prompt: Prompt, params: SamplingParams, settings: BeamSettings,
+                    cancel: CancelToken | None = None) -> BeamResult:
+        """Beam search over a word vocabulary: the words of the scripted replies for seeds 0..n-1 and an end token
+        (id 0); each word's log-probability after a prefix comes from a hash of prompt and prefix (or from
+        `step_fn(text so far, word)` when given), normalised over the vocabulary. The search itself is the
+        engine's (backends/beam_search.py)."""
+        start = time.perf_counter()
+        settings = BeamSettings(settings.n, settings.length_penalty, settings.groups, settings.diversity_penalty,
+                                params.max_tokens)
+        check_beam_settings(settings)
+        text = self.render_prompt(prompt)
+        vocab = ["</s>", *dict.fromkeys(w for seed in range(settings.n) for w in self._reply(text, seed).split())]
+        search = BeamSearch(settings, lambda token: token == 0)
+        while not search.done():
+            if cancel is not None:
+                cancel.raise_if_cancelled()
+            search.expand({b.id: self._beam_candidates(text, [vocab[t] for t in b.tokens], vocab, settings)
+                           for b in search.live})
+        hyps = search.best(lambda b: " ".join(vocab[t] for t in b.tokens if t != 0))
+        self._record("beam", text, settings.n, start)
+        completion = sum(len(h.tokens) for h in hyps)
+        return BeamResult(prompt_text=text, hypotheses=hyps, tree=search.tree(lambda t: vocab[t]),
+                          usage=Usage(prompt_tokens=len(self.tokenize(text)), completion_tokens=completion))
+
+    def _beam_candidates(self, prompt: str, words: list[str], vocab: list[str],
+                         settings: BeamSettings) -> list[tuple[int, float]]:
+        so_far = " ".join(words)
+        raw = [self._step_fn(so_far, w) if self._step_fn is not None
+               else math.log(0.05 + 0.9 * ((_stable_hash(prompt, so_far, w) % 1000) / 1000.0)) for w in vocab]
+        lse = max(raw) + math.log(sum(math.exp(r - max(raw)) for r in raw))
+        ranked = sorted(((i, r - lse) for i, r in enumerate(raw)), key=lambda c: (-c[1], c[0]))
+        return ranked[: settings.candidates_per_beam()]

@@ -18,6 +18,7 @@ from backends.base import (
     ScoreResult,
     StepLogprobsResult,
 )
+from backends.beam_search import BeamResult, BeamSettings
 
 # ---------------------------------------------------------------- port types
 
@@ -332,6 +333,14 @@ class NodeContext(Protocol):
         self, query: str, documents: Sequence[str], model: str | None = None, purpose: str = "reward",
     ) -> RankResult:
         """One score per document from a reranker / reward model, in one batched request."""
+        ...
+
+    def beam_search(
+        self, prompt: Prompt, params: SamplingParams, settings: BeamSettings, model: str | None = None,
+        purpose: str = "beam",
+    ) -> BeamResult:
+        """Token-level (diverse) beam search in one request, traced with its beam tree; a model that cannot do it
+        raises NodeError."""
         ...
 
     def event(self, kind: str, data: dict[str, Any]) -> None:

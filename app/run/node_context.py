@@ -30,6 +30,7 @@ from backends.base import (
     TokenCounts,
     Usage,
 )
+from backends.beam_search import BeamResult, BeamSettings
 from backends.llama.speculative import speculation_fields
 from nodes.base import NodeError, to_jsonable
 from nodes.thinking import THINK_PURPOSE
@@ -381,6 +382,29 @@ class RunNodeContext:
                           completion="".join(segments[1:]), usage=result.usage, share=True, start=start, end=end,
                           finish_reason="score", scored_tokens=len(rows), step_logprobs=rows)
         self._counted(result.usage)
+        return result
+
+    def beam_search(self, prompt: Prompt, params: SamplingParams, settings: BeamSettings, model: str | None = None,
+                    purpose: str = "beam") -> BeamResult:
+        """Token-level (diverse) beam search, one request; one LM-call event per returned hypothesis and a
+        "beam_tree" event with the tree (parents, tokens, scores per step; pruned beams marked)."""
+        self.cancel.raise_if_cancelled()
+        backend = self.backend(model)
+        call = self._capable(backend, "beam_search", "decode with a token-level beam (method beam)")
+        self._state.reserve_calls(settings.n)
+        start = time.time()
+        result: BeamResult = call(prompt, params, settings, cancel=self.cancel)
+        end = time.time()
+        u = result.usage
+        if len(result.hypotheses) < settings.n:  # a grammar left fewer sequences than beams: count those made
+            self._state.reserve_calls(len(result.hypotheses) - settings.n)
+        for i, h in enumerate(result.hypotheses):
+            self._lm_call(backend, purpose=purpose, index=i, n=len(result.hypotheses), prompt=result.prompt_text,
+                          completion=h.text, usage=u, share=True, start=start, end=end,
+                          completion_tokens=len(h.tokens), finish_reason=h.finish_reason, logprob=h.logprob,
+                          beam_score=h.score, tag={"beam_group": h.group})
+        self.event("beam_tree", result.tree)
+        self._after_call(u)
         return result
 
     def rank(self, query: str, documents: Sequence[str], model: str | None = None,

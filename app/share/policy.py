@@ -41,6 +41,8 @@ SHARE_MAX_PRM_STEPS = 64
 """Share mode: the most steps a PRM scores per candidate (`max_steps`; the chat layout is a turn per step)."""
 SHARE_MAX_SIMULATIONS = 32
 """Share mode: the most MCTS simulations of a search node (each expands and rolls out to the end)."""
+SHARE_MAX_BEAMS = 16
+"""Share mode: a sampler's `method: beam` width n (each beam is a sequence of the shared engine)."""
 SHARE_MAX_INPUT_CHARS = 100_000
 """Share mode: characters one run input may have (all of a run's inputs together); the owner sets another with
 --max-input-chars. A run's inputs are stored in its trace and repeated in its prompts."""
@@ -476,6 +478,12 @@ def _search_cap_issues(wf: Workflow) -> list[Issue]:
     """Search nodes whose particles or simulations exceed the share caps (a visitor's run must stay small)."""
     issues: list[Issue] = []
     for node in wf.nodes:
+        if node.kind == "sampler" and isinstance(node.params, dict) and node.params.get("method") == "beam":
+            n = node.params.get("n", 8)
+            if isinstance(n, int) and n > SHARE_MAX_BEAMS:
+                issues.append(Issue("share_cap_exceeded", f"beam n={n} is more than this shared app allows "
+                                    f"({SHARE_MAX_BEAMS})", f"set n to {SHARE_MAX_BEAMS} or less, or run it on your "
+                                    "own machine", node_id=node.id, line=wf.node_line(node.id, "params", "n")))
         if node.kind != "search" or not isinstance(node.params, dict):
             continue
         for strategy, param, cap in SEARCH_CAPS:

@@ -9,6 +9,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from app.viz.beam_tree import beam_tree_states
 from app.viz.common import MUTED, WINNER_COLOR, esc, events_of, fmt_num, shorten, wrap_for_hover, wrap_section
 
 MAX_OUTLINE_NODES = 600
@@ -24,6 +25,8 @@ def strategy_note(n: dict[str, Any]) -> str:
     if isinstance(n.get("generation"), int):
         parts.append(f"generation {n['generation']} · {fmt_num(n.get('copies'))} cop"
                      f"{'y' if n.get('copies') == 1 else 'ies'}")
+    if isinstance(n.get("beam_group"), int):
+        parts.append(f"group {n['beam_group']} · token logprob {fmt_num(n.get('token_logprob'), 3)}")
     if isinstance(n.get("visits"), int):
         visits = n["visits"]
         mean = n.get("value") / visits if visits and isinstance(n.get("value"), int | float) else None
@@ -42,8 +45,12 @@ def marker_label(n: dict[str, Any]) -> str:
 
 def tree_nodes(record: dict[str, Any], node_id: str | None = None) -> tuple[str, list[dict[str, Any]]] | None:
     """(workflow node id, tree nodes) from the node's "tree" events (later events update earlier ones by
-    id), or else from LM calls linked by `parent`. None when the run has no tree."""
+    id), a token-level beam's "beam_tree" event, or else from LM calls linked by `parent`. None when the run has
+    no tree."""
     events = events_of(record, "tree", node_id)
+    beams = events_of(record, "beam_tree", node_id)
+    if beams and not events:
+        return str(node_id or beams[-1].get("node_id") or "?"), beam_tree_states(beams[-1]["data"])
     if events:
         owner = node_id or events[0].get("node_id") or "?"
         merged: dict[str, dict[str, Any]] = {}
@@ -73,7 +80,8 @@ def tree_nodes(record: dict[str, Any], node_id: str | None = None) -> tuple[str,
 
 def tree_nodes_ids(record: dict[str, Any]) -> list[str]:
     """Workflow nodes that drew a search tree."""
-    return list(dict.fromkeys(str(e.get("node_id")) for e in events_of(record, "tree")))
+    return list(dict.fromkeys(str(e.get("node_id")) for e in events_of(record, "tree") + events_of(record,
+                                                                                                "beam_tree")))
 
 
 def layout_tree(nodes: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:

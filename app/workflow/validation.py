@@ -8,6 +8,7 @@ from typing import Any
 
 import networkx as nx
 
+from app.workflow.beam_checks import beam_issues
 from app.workflow.model_specs import check_model_entry
 from app.workflow.problems import Issue
 from app.workflow.reward_checks import reward_model_issues
@@ -292,6 +293,7 @@ def check(wf: Workflow, registry: NodeRegistry, children: ChildLoader | None = N
     issues: list[Issue] = list(wf.load_issues)
     issues += _check_models(wf)
     issues += reward_model_issues(wf)
+    issues += beam_issues(wf)
     issues += _check_inputs(wf)
     seen: dict[str, int] = {}
     for i, node in enumerate(wf.nodes):

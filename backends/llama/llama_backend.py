@@ -25,7 +25,9 @@ from backends.base import (
     default_seeds,
     validate_params,
 )
+from backends.beam_search import BeamResult, BeamSettings, check_beam_settings
 from backends.grammar.grammar_constraints import grammar_for
+from backends.llama.beam_job import BeamJob
 from backends.llama.bundled import model_path
 from backends.llama.devices import build_info, resolve_device
 from backends.llama.draft_model import DraftModel
@@ -227,6 +229,28 @@ class LlamaBackend:
                               params=params, seeds=sample_seeds, grammar=grammar, n_ctx_seq=self.engine.n_ctx_seq,
                               stream_tokens=on_token is not None, cancel=cancel)
         return self._run(job, on_token)
+
+    def beam_search(self, prompt: Prompt, params: SamplingParams, settings: BeamSettings,
+                    cancel: CancelToken | None = None) -> BeamResult:
+        """Token-level (diverse) beam search: params give max_tokens (settings' max_tokens is replaced by it), stop
+        and grammar / json_schema; the sampling settings (temperature, top_k, ...) do not apply."""
+        with self._in_use():
+            validate_params(params)
+            settings = BeamSettings(settings.n, settings.length_penalty, settings.groups,
+                                    settings.diversity_penalty, params.max_tokens)
+            check_beam_settings(settings)
+            if settings.n + 1 > self.engine.n_seq_max:
+                raise BackendError(f"beam n={settings.n} needs {settings.n + 1} parallel sequences but the engine has "
+                                   f"{self.engine.n_seq_max}; lower n or raise the n_seq_max model option.")
+            text = self.model.render(prompt)
+            tokens = self._prompt_tokens(text, "prompt")
+            check_fits(len(tokens), self.engine.n_ctx_seq, "prompt")
+            grammar = grammar_for(params)
+            if grammar:  # parse once here so a bad grammar is the caller's error, not the engine's
+                SequenceSampler(self.model._lib, self.model.vocab, SamplingParams(), 0, grammar).free()
+                self.engine.grammar_pool.prewarm(cancel)
+            job = BeamJob(text, tokens, settings, params.stop, grammar, self.engine.n_ctx_seq, cancel)
+            return self._run(job, None)  # type: ignore[no-any-return]
 
     def score(
         self, prefix: Prompt, continuations: Sequence[str], cancel: CancelToken | None = None

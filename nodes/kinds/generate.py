@@ -7,7 +7,8 @@ Trace events: every completion is an LM call traced by the context. The sampler 
 `adaptive: confidence` (DeepConf online) emits "adaptive_stop" with "mode": "confidence" and also
     {"threshold", "group_size", "keep", "warmup": [confidences], "stopped": [{"index", "seed", "tokens"}],
      "stopped_count", "tokens_generated", "tokens_saved_est"}
-and `method: cot_decoding` emits "cot_decoding":
+`method: beam` emits "beam_tree" (backends.beam_search.BeamResult.tree: nodes with parent, step, group, token,
+text, logprob, score, status kept / finished / pruned), and `method: cot_decoding` emits "cot_decoding":
     {"first_tokens": [{"token", "logprob"}], "branches": [{"index", "first_token", "answer", "margin",
      "answer_tokens"}], "winner": index | None}
 """
@@ -37,6 +38,7 @@ from nodes.base import (
     format_value,
     template_variables,
 )
+from nodes.beam_decoding import BEAM_PARAMS, beam_problems, beam_settings
 from nodes.decoding import build_prompt, decoding_params, decoding_problems, prompt_params, sampling_params
 from nodes.thinking import (
     ThinkingResult,
@@ -182,15 +184,17 @@ class Sampler(NodeKind):
     description = ("N sampled completions of one prompt (sample i uses seed + i), as a candidate set, with "
                    "each token's confidence recorded. Optional adaptive stop: quit once the leading answer cannot "
                    "be overtaken, or stop low-confidence samples early (DeepConf). cot_decoding: branch on the n "
-                   "most likely first tokens, each continued greedily (CoT decoding).")
+                   "most likely first tokens, each continued greedily (CoT decoding). beam: token-level beam "
+                   "search (diverse with diverse_groups > 1), the n beams best first.")
     outputs = (Port("candidates", CANDIDATES, "The N samples with their seeds and extracted answers"),
                Port("thinking", JSON, "think: each sample's thinking, in sample order ([] without thinking)"))
     params = (
         *prompt_params("{question}"),
         Param("method", "choice", "sample",
               "sample: n seeded samples; cot_decoding: the n most likely first tokens, each branch continued "
-              "greedily and scored by its answer's top-1/top-2 probability margin (the best one is the winner)",
-              choices=("sample", "cot_decoding")),
+              "greedily and scored by its answer's top-1/top-2 probability margin (the best one is the winner); "
+              "beam: token-level beam search of width n (temperature and the other sampling knobs do not apply)",
+              choices=("sample", "cot_decoding", "beam")),
         Param("n", "int", 8, "Number of samples to draw (cot_decoding: branches, at most 20)", min=1, max=256),
         *decoding_params(temperature=0.7, max_tokens=128),
         Param("adaptive", "choice", "off",
@@ -208,6 +212,7 @@ class Sampler(NodeKind):
               min=0.1, max=1.0, show_if=("adaptive", ("confidence",))),
         Param("group_size", "int", 64, "Adaptive confidence: tokens per sliding window of group confidence",
               min=1, max=8192, show_if=("adaptive", ("confidence",))),
+        *BEAM_PARAMS,
         *answer_params("auto"),
         *think_params(),
     )
@@ -217,8 +222,9 @@ class Sampler(NodeKind):
     @classmethod
     def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
         problems = decoding_problems(params) + AnswerSpec.from_params(params).problems() + think_problems(params)
-        if think_mode(params) != "off" and (params.get("adaptive", "off") != "off"
-                                            or params.get("method", "sample") != "sample"):
+        problems += beam_problems({**params, "think": think_mode(params)})
+        if think_mode(params) != "off" and params.get("method") != "beam" and (
+                params.get("adaptive", "off") != "off" or params.get("method", "sample") != "sample"):
             problems.append(("think", "thinking budgets work with method: sample and adaptive: off; set think: off "
                                       "or draw the samples without adaptive stop"))
         adaptive, method = params.get("adaptive"), params.get("method")
@@ -265,6 +271,8 @@ class Sampler(NodeKind):
         sp = replace(sampling_params(params, ctx.seed), token_stats=True)
         if params["method"] == "cot_decoding":
             return {"candidates": cot_decoding(prompt, sp, n, spec, ctx)}
+        if params["method"] == "beam":
+            return {"candidates": beam_decoding(prompt, sp, params, spec, ctx)}
         if params["adaptive"] == "majority":
             return {"candidates": self._adaptive(prompt, sp, n, spec, params, ctx)}
         if params["adaptive"] == "confidence":
@@ -401,3 +409,24 @@ def cot_decoding(prompt: Any, sp: SamplingParams, n: int, spec: AnswerSpec, ctx:
     ctx.progress(n, n)
     return CandidateSet(candidates, prompt=head.prompt_text, winner=winner,
                         meta={"cot_decoding": {"branches": len(candidates), "winner": winner}})
+
+
+def beam_decoding(prompt: Any, sp: SamplingParams, params: dict[str, Any], spec: AnswerSpec,
+                  ctx: NodeContext) -> CandidateSet:
+    """The n hypotheses of one beam request (the engine decodes every beam in one batch), best first; each
+    candidate's score is its length-penalised sequence log-probability."""
+    settings = beam_settings(params, sp.max_tokens)
+    result = ctx.beam_search(prompt, replace(sp, token_stats=False), settings)
+    candidates: list[Candidate] = []
+    for i, h in enumerate(result.hypotheses):
+        completion = Completion(text=h.text, finish_reason=h.finish_reason, tokens=list(h.tokens),
+                                completion_tokens=len(h.tokens), prompt_tokens=result.usage.prompt_tokens)
+        cand = candidate_from(completion, i, ctx.node_id, spec)
+        cand.score = h.score
+        cand.scores[ctx.node_id] = h.score
+        cand.meta["beam"] = {"group": h.group, "logprob": h.logprob, "score": h.score, "beam_id": h.beam_id}
+        candidates.append(cand)
+    ctx.progress(len(candidates), settings.n)
+    return CandidateSet(candidates, prompt=result.prompt_text,
+                        meta={"beam": {"n": settings.n, "groups": settings.groups,
+                                       "steps": result.tree.get("steps", 0)}})

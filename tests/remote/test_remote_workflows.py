@@ -30,6 +30,8 @@ SCORE_MESSAGE = "the likelihood verifier (score) needs the logprobs of given tex
 LOCAL_ONLY = {
     "deepconf": "needs each token's confidence, which this model's backend does not record",
     "prm_beam": "prm_needs_local_model",
+    "beam_rerank": "beam_needs_local_model",
+    "diverse_beam": "beam_needs_local_model",
 }
 """Examples whose strategy reads what only the local engine records (DeepConf's per-token confidences, a PRM's
 probabilities at every step): on a remote server they are refused with these words, before or while running."""

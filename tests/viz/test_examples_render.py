@@ -49,7 +49,7 @@ def test_every_view_renders(name: str, example_records: dict[str, dict[str, Any]
         assert isinstance(samples, str) and "no candidate set" in samples
 
     tree = viz.search_tree_figure(record)
-    has_tree = any(e["kind"] == "tree" for e in record["events"])
+    has_tree = any(e["kind"] in ("tree", "beam_tree") for e in record["events"])
     assert (tree is not None) == has_tree
     if tree is not None:
         tree.to_json()

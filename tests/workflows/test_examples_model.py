@@ -309,3 +309,35 @@ def test_prm_beam(scheduler: Scheduler) -> None:
         assert len(starts) <= 1
     (vote,) = events(recorder, "vote", "vote")
     check_vote_adds_up(vote, len(result.node_outputs["search"]["candidates"]))
+
+
+def check_beam_tree(tree: dict[str, Any], n: int, groups: int) -> None:
+    nodes = {n["id"]: n for n in tree["nodes"]}
+    assert sum(1 for x in tree["nodes"] if x["step"] == 0) == groups
+    for x in tree["nodes"]:
+        if x["step"] > 0:
+            assert nodes[x["parent"]]["step"] == x["step"] - 1 and x["text"] is not None
+    assert {x["status"] for x in tree["nodes"]} <= {"kept", "finished", "pruned"}
+    assert sum(1 for x in tree["nodes"] if x["step"] == 1) == n
+
+
+def test_beam_rerank(scheduler: Scheduler) -> None:
+    result, recorder = run_example(scheduler, "beam_rerank")
+    beams = result.node_outputs["beams"]["candidates"].candidates
+    assert len(beams) == 8
+    scores = [c.scores["beams"] for c in beams]
+    assert scores == sorted(scores, reverse=True) and all(s <= 0 for s in scores)
+    (tree,) = events(recorder, "beams", "beam_tree")
+    check_beam_tree(tree, 8, 1)
+    judged = result.node_outputs["judge"]["candidates"].candidates
+    assert result.outputs["answer"] == max(judged, key=lambda c: (c.score, -c.index)).text
+
+
+def test_diverse_beam(scheduler: Scheduler) -> None:
+    result, recorder = run_example(scheduler, "diverse_beam")
+    beams = result.node_outputs["beams"]["candidates"].candidates
+    assert len(beams) == 6 and {c.meta["beam"]["group"] for c in beams} == {0, 1, 2}
+    (tree,) = events(recorder, "beams", "beam_tree")
+    check_beam_tree(tree, 6, 3)
+    (vote,) = events(recorder, "vote", "vote")
+    check_vote_adds_up(vote, 6)
