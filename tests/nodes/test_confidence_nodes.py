@@ -140,7 +140,7 @@ def test_cot_decoding_branches_on_the_first_tokens_and_picks_the_largest_margin(
     ("sampler", {"adaptive": "confidence", "n": 4, "min_samples": 4}, "min_samples"),
     ("sampler", {"adaptive": "confidence", "keep": 0.05}, "keep"),
     ("sampler", {"adaptive": "confidence", "group_size": 0}, "group_size"),
-    ("sampler", {"method": "beam"}, "method"),
+    ("sampler", {"method": "nucleus"}, "method"),  # (beam became a method of its own)
     ("verifier", {"method": "confidence", "measure": "median"}, "measure"),
     ("verifier", {"method": "confidence", "group_size": -3}, "group_size"),
     ("voter", {"method": "confidence_filter", "keep": 2}, "keep"),
