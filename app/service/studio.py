@@ -262,9 +262,19 @@ class StudioService:
                 return path.read_text(encoding="utf-8")
         raise UserError(f"there is no example named {name!r}; pick one from the list")
 
+    def _save_path(self, name: str) -> Path:
+        """Where a workflow called `name` is saved; UserError for a model's name (reserved for /v1)."""
+        from app.service.model_names import model_name_problem
+
+        path = self.path_for(name)
+        taken = model_name_problem(path.stem, self.models_dir, self.policy)
+        if taken:
+            raise UserError(f"not saved: {taken}")
+        return path
+
     def save_workflow(self, name: str, data: dict[str, Any], *, overwrite: bool = True) -> dict[str, Any]:
         """Save editor JSON as canonical YAML, atomically. Refuses to overwrite when `overwrite` is False."""
-        path = self.path_for(name)
+        path = self._save_path(name)
         if path.exists() and not overwrite:
             raise UserError(f"a workflow named {path.stem!r} already exists; choose another name or use Save")
         import json
@@ -301,7 +311,7 @@ class StudioService:
         parsed = self.parse_yaml(text)
         if parsed["error"]:
             raise UserError(f"not saved: {parsed['error']['message']}")
-        path = self.path_for(name)
+        path = self._save_path(name)
         if path.exists() and not overwrite:
             raise UserError(f"a workflow named {path.stem!r} already exists; choose another name")
         atomic_write_text(path, text)
