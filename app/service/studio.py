@@ -32,7 +32,7 @@ from app.share.visitors import VisitorIdentities
 from app.workflow.files import list_workflow_names, safe_workflow_name, workflow_path
 from app.workflow.problems import Issue, WorkflowError, errors
 from app.workflow.spec import Workflow, load_workflow, load_workflow_text, workflow_from_dict
-from app.workflow.subworkflows import ChildLoader, descendants, prefixed, workflow_ports
+from app.workflow.subworkflows import ChildLoader, descendants, prefixed, workflow_ports, workflow_texts
 from app.workflow.validation import check as check_tree
 from nodes.registry import NodeRegistry, default_registry
 
@@ -379,11 +379,39 @@ class StudioService:
         return result
 
     def open_example(self, name: str) -> dict[str, Any]:
+        """An example for the editor, with its sub-workflows as found among the examples (`children`, by name, and
+        their ports `children_ports`): the page sends them back with each check and run, like a link's, so a
+        workflow of the folder named like an example's child never stands in for it."""
         text = self.read_example_text(name)
-        result = self.parse_yaml(text)
+        children = self.example_children(text)
+        loader = self.child_loader(trusted=False, linked=children) if children else None
+        result = self.parse_yaml(text, loader)
         result["yaml"] = text
         result["name"] = name
+        result["children"] = children
+        result["children_ports"] = {}
+        for ref, child_text in children.items() if loader is not None else ():
+            try:
+                child = load_workflow_text(child_text)
+            except WorkflowError:
+                continue
+            result["children_ports"][ref] = workflow_ports(child, check_tree(child, self.registry, loader))
         return result
+
+    def example_children(self, text: str) -> dict[str, str]:
+        """The sub-workflows an example's workflow nodes name, found among the examples (never the workflows
+        folder), by the name they are written as."""
+        if self.examples_dir is None:
+            return {}
+        try:
+            wf = load_workflow_text(text)
+        except WorkflowError:
+            return {}
+        if not any(node.kind == "workflow" for node in wf.nodes):
+            return {}
+        loader = ChildLoader((Path(self.examples_dir),), trusted=False)
+        return {ref: yaml for ref, yaml in workflow_texts(wf, check_tree(wf, self.registry, loader)).items()
+                if "/" not in ref and "\\" not in ref}
 
     # ------------------------------------------------------------------ runs
 
