@@ -26,6 +26,7 @@ from app.share.policy import (
     check_workflow_allowed,
     inputs_problem,
     resolve_model_choices,
+    runs_per_address,
 )
 from app.share.run_gate import QueueFullError, RunGate
 from app.share.visitors import VisitorIdentities
@@ -58,6 +59,8 @@ class _RunHandle:
     thread: threading.Thread | None = None
     owner: str | None = None
     """The visitor who started the run (share mode keeps visitors' runs apart)."""
+    address: str | None = None
+    """The client address it came from (share mode: one address's sessions together have a bound)."""
 
 
 class StudioService:
@@ -448,9 +451,11 @@ class StudioService:
             if limit is not None and visitor is not None and mine >= limit:
                 raise UserError(f"you already have {mine} run(s) going on this shared app (the limit is {limit}); "
                                 "wait for one to finish or cancel one")
+            address = self.visitors.address_of(visitor) if self.policy.share_mode else None
+            self._check_address_room(address)
             run_id = uuid.uuid4().hex[:12]
             handle = _RunHandle(LiveRun(run_id, wf.name, [n.id for n in wf.nodes]), CancelToken(),
-                                owner=visitor)
+                                owner=visitor, address=address)
             self._runs[run_id] = handle
             self._run_owners[run_id] = visitor
             self._forget_old_runs()
@@ -532,6 +537,17 @@ class StudioService:
         """Runs and evaluations `visitor` has going (call with `_runs_lock` held)."""
         runs = sum(1 for h in self._runs.values() if h.owner == visitor and not h.live.finished)
         return runs + (self._evaluations.unfinished_of(visitor) if self._evaluations is not None else 0)
+
+    def _check_address_room(self, address: str | None) -> None:
+        """UserError when the sessions of one client address together have as many unfinished runs as one address
+        may (call with `_runs_lock` held): new session ids are free, so one client could fill the queue."""
+        limit = runs_per_address(self.policy)
+        if address is None or limit is None:
+            return
+        theirs = sum(1 for h in self._runs.values() if h.address == address and not h.live.finished)
+        if theirs >= limit:
+            raise UserError(f"{theirs} runs from your network address are going on this shared app (the limit is "
+                            f"{limit}); wait for one to finish or cancel one")
 
     def unfinished_runs_of(self, visitor: str | None) -> int:
         """Runs and evaluations `visitor` has going: together they count against the per-visitor limit."""
