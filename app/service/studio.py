@@ -257,7 +257,8 @@ class StudioService:
             raise UserError(f"there is no workflow named {safe_workflow_name(name)!r} in the workflows folder; "
                             "pick one from the list") from None
         except (OSError, UnicodeDecodeError) as exc:
-            raise UserError(f"cannot read workflow {name!r}: {exc}") from None
+            reason = getattr(exc, "strerror", None) or type(exc).__name__  # str(exc) would show the file's path
+            raise UserError(f"cannot read workflow {name!r}: {reason}") from None
 
     def read_example_text(self, name: str) -> str:
         for path in self._example_files():
