@@ -208,10 +208,12 @@ class RunNodeContext:
                 st.cancel.reason)
 
     def _lm_call(self, backend: LLMBackend, *, purpose: str, index: int, n: int, prompt: str, completion: str,
-                 usage: Usage, share: bool, start: float, end: float, **extra: Any) -> None:
+                 usage: Usage, share: bool, start: float, end: float, lead: bool | None = None,
+                 **extra: Any) -> None:
         """The one place an LM_CALL event is built. A request's prompt is evaluated once for all its items, so
-        with `share` its evaluated and cached prompt tokens go to the first item and 0 to the others."""
-        first = index == 0 or not share
+        with `share` its evaluated and cached prompt tokens go to the request's first item (`lead`; by default
+        item 0, but not when item 0 came from the sample cache) and 0 to the others."""
+        first = not share or (index == 0 if lead is None else lead)
         if self._state.hide_cache_hits:
             usage = without_cache_hits(usage)
         self._emit(ev.LM_CALL, {
@@ -263,7 +265,7 @@ class RunNodeContext:
             thought = {**({"thinking_tokens": thinking_tokens} if thinking_tokens else {}),  # only calls that thought
                        **({"thinking": c.thinking} if c.thinking else {})}
             self._lm_call(backend, purpose=purpose, index=index, n=n, prompt=result.prompt_text, completion=c.text,
-                          usage=u, share=True, start=start, end=start + c.time_s if c.time_s else end,
+                          usage=u, share=True, start=start, end=start + c.time_s if c.time_s else end, lead=j == 0,
                           parent=parent, tag=tag or {}, prompt_tokens=c.prompt_tokens or u.prompt_tokens,
                           completion_tokens=c.completion_tokens, seed=c.seed, finish_reason=c.finish_reason,
                           logprobs=[asdict(lp) for lp in c.logprobs] if c.logprobs is not None else None,
