@@ -41,6 +41,18 @@ def adaptive_savings(record: dict[str, Any]) -> tuple[int, int]:
     return samples, tokens
 
 
+def confidence_stops(record: dict[str, Any]) -> tuple[int, int]:
+    """(samples stopped early for low confidence, estimated tokens saved) by DeepConf's online filter: what its
+    `adaptive_stop` events (mode confidence) say."""
+    stopped = saved = 0
+    for event in events_of(record, "adaptive_stop"):
+        data = event.get("data") or {}
+        if data.get("mode") == "confidence":
+            stopped += int(data.get("stopped_count") or 0)
+            saved += int(data.get("tokens_saved_est") or 0)
+    return stopped, saved
+
+
 def thinking_tokens(call: dict[str, Any]) -> int:
     """The thinking tokens of an LM call (a part of its completion tokens; kept in its tag's extras)."""
     value = ((call.get("tag") or {}).get("extra") or {}).get("thinking_tokens", 0)
@@ -57,6 +69,12 @@ def run_summary(record: dict[str, Any]) -> dict[str, Any]:
     all_samples = sum(c.get("prompt_tokens", 0) for c in calls)
     evaluated = sum(c.get("prompt_tokens_evaluated", 0) for c in calls)
     saved_samples, saved_tokens = adaptive_savings(record)
+    stopped_samples, stopped_tokens = confidence_stops(record)
+    with_first = {request_key(c) for c in calls if c.get("sample_index", 0) == 0}
+    # a request's prompt once: at its sample 0, or (sample 0 from the sample cache) at the sample carrying its
+    # evaluated prompt tokens
+    prompt_tokens = sum(c.get("prompt_tokens", 0) for c in calls if c.get("sample_index", 0) == 0 or (
+        request_key(c) not in with_first and c.get("prompt_tokens_evaluated", 0) + c.get("prompt_tokens_cached", 0)))
     by_model: dict[str, int] = defaultdict(int)
     by_purpose: dict[str, int] = defaultdict(int)
     for c in calls:
@@ -69,7 +87,7 @@ def run_summary(record: dict[str, Any]) -> dict[str, Any]:
         "run_id": run.get("id"), "workflow": run.get("workflow"), "status": run.get("status"),
         "seed": run.get("seed"), "error": run.get("error"), "wall_s": _wall(record),
         "lm_calls": len(calls), "requests": len(requests),
-        "prompt_tokens": sum(c.get("prompt_tokens", 0) for c in calls if c.get("sample_index", 0) == 0),
+        "prompt_tokens": prompt_tokens,
         "prompt_tokens_all_samples": all_samples,
         "prompt_tokens_evaluated": evaluated,
         "prompt_tokens_cached": sum(c.get("prompt_tokens_cached", 0) for c in calls),
@@ -78,6 +96,8 @@ def run_summary(record: dict[str, Any]) -> dict[str, Any]:
         "tokens_saved_by_prefix_sharing": max(0, all_samples - evaluated),
         "samples_saved_by_adaptive_stop": saved_samples,
         "tokens_saved_by_adaptive_stop": saved_tokens,
+        "samples_stopped_by_confidence": stopped_samples,
+        "tokens_saved_by_confidence": stopped_tokens,
         "nodes": len(nodes), "nodes_cached": status_count.get(NODE_CACHED, 0),
         "nodes_failed": status_count.get(FAILED, 0), "node_status": dict(status_count),
         "calls_by_model": dict(by_model), "calls_by_purpose": dict(by_purpose),
@@ -134,6 +154,9 @@ def summary_body(record: dict[str, Any]) -> str:
     run = record["run"]
     s = run_summary(record)
     shown = CARDS if not s["thinking_tokens"] else (*CARDS, ("thinking_tokens", "of them thinking tokens"))
+    if s["samples_stopped_by_confidence"]:  # DeepConf's online filter
+        shown = (*shown, ("samples_stopped_by_confidence", "samples stopped for low confidence"),
+                 ("tokens_saved_by_confidence", "tokens saved by stopping them (est.)"))
     cards = "".join(f'<div class="mg-card"><b>{fmt_num(s[key])}</b><span>{esc(label)}</span></div>'
                     for key, label in shown)
     parts = [f"<h3>Run {esc(run.get('id'))} · {esc(run.get('workflow'))} {badge(run.get('status'))}</h3>",
