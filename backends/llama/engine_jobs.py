@@ -207,30 +207,35 @@ class PrefillMixin:
         return (len(self.prompt) - 1, self.prompt_logits)
 
 
+@dataclass(frozen=True)
+class GenerateRequest:
+    """What a generate job is asked: one prompt, N seeds (every kind of generate job takes this)."""
+
+    prompt_text: str
+    prompt: list[int]
+    params: SamplingParams
+    seeds: Sequence[int]
+    grammar: str | None
+    n_ctx_seq: int
+    stream_tokens: bool
+    cancel: CancelToken | None
+
+
 class GenerateJob(PrefillMixin, Job):
     """N samples of one prompt: the prompt's KV cells are shared; each sample has its own sampler chain."""
 
     kind = "generate"
 
-    def __init__(
-        self,
-        prompt_text: str,
-        prompt: list[int],
-        params: SamplingParams,
-        seeds: Sequence[int],
-        grammar: str | None,
-        n_ctx_seq: int,
-        stream_tokens: bool,
-        cancel: CancelToken | None,
-    ) -> None:
-        super().__init__(cancel)
-        self.prompt_text = prompt_text
+    def __init__(self, request: GenerateRequest) -> None:
+        super().__init__(request.cancel)
+        prompt, params, seeds, n_ctx_seq = request.prompt, request.params, request.seeds, request.n_ctx_seq
+        self.prompt_text = request.prompt_text
         self.prompt = prompt
         self.params = params
         self.seeds = list(seeds)
-        self.grammar = grammar
+        self.grammar = request.grammar
         self.n_ctx_seq = n_ctx_seq
-        self.stream_tokens = stream_tokens
+        self.stream_tokens = request.stream_tokens
         self.samples: list[Sample] = []
         self._grammars: GrammarWorker | None = None
         """The child process holding each sample's grammar (keyed by sample index), when there is a grammar."""

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +106,17 @@ class GrammarWorker:
             self._fill(deadline, cancelled, "masking the vocabulary")
             self._parse_masks()
         return self._take(key, n_vocab)
+
+    def prefix_len(self, key: int, tokens: list[int], cancelled: Callable[[], str | None]) -> int:
+        """How many of `tokens`, in order, grammar `key` allows from its state (a copy walks them; the grammar
+        itself does not move): a speculative draft is cut where the grammar rejects it. Asked only while no mask
+        is awaited (a speculative job waits for each of its masks in place)."""
+        self._send({"op": "prefix", "key": key, "tokens": [int(t) for t in tokens]})
+        reply = self._read_line(time.monotonic() + GRAMMAR_STEP_LIMIT_S, cancelled, "checking a draft").split()
+        if len(reply) != 2 or reply[0] != b"prefix":
+            self.kill()
+            raise BackendError(f"The grammar process answered {b' '.join(reply)[:80]!r} instead of a draft check.")
+        return min(len(tokens), int(reply[1]))
 
     def ask_mask(self, key: int) -> None:
         """Ask which tokens may come next under grammar `key`; poll() or allowed() reads the answer."""
@@ -383,10 +394,32 @@ class _Grammars:
     def accept(self, key: int, token: int) -> None:
         self.lib.llama_sampler_accept(self.samplers[key], token)
 
+    def prefix(self, key: int, tokens: list[int]) -> bytes:
+        return b"prefix %d\n" % grammar_prefix_len(self.lib, self.samplers[key], tokens)
+
     def free(self, key: int) -> None:
         sampler = self.samplers.pop(key, None)
         if sampler:
             self.lib.llama_sampler_free(sampler)
+
+
+def grammar_prefix_len(lib: Any, grammar: Any, tokens: Sequence[int]) -> int:
+    """How many of `tokens`, in order, the grammar sampler `grammar` allows from its current state (a clone walks
+    them; `grammar` itself is not advanced)."""
+    walker = lib.llama_sampler_clone(grammar)
+    one = np.zeros(1, dtype=_TOKEN_DATA)
+    try:
+        for allowed, token in enumerate(tokens):
+            one["id"], one["logit"] = token, 0.0
+            candidates = lib.llama_token_data_array(data=one.ctypes.data_as(lib.llama_token_data_p), size=1,
+                                                    selected=-1, sorted=False)
+            lib.llama_sampler_apply(walker, ctypes.byref(candidates))
+            if not np.isfinite(one["logit"][0]):
+                return allowed
+            lib.llama_sampler_accept(walker, token)
+        return len(tokens)
+    finally:
+        lib.llama_sampler_free(walker)
 
 
 def main() -> None:
@@ -403,6 +436,8 @@ def main() -> None:
             reply = grammars.new(key, request["grammar"])
         elif op == "mask":
             reply = grammars.mask(key)
+        elif op == "prefix":
+            reply = grammars.prefix(key, [int(t) for t in request["tokens"]])
         elif op == "accept":
             grammars.accept(key, int(request["token"]))
             continue

@@ -12,19 +12,16 @@ the same text, up to llama.cpp's batched numerics."""
 
 from __future__ import annotations
 
-import ctypes
 import time
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
-from backends.base import CancelToken, GenerateResult, SamplingParams, SpeculativeSpec
+from backends.base import GenerateResult, SpeculativeSpec
 from backends.engine_protocol import EngineView
 from backends.llama.batch import BatchBuilder
 from backends.llama.draft_model import DraftModel
-from backends.llama.engine_jobs import GenerateJob, Sample
-from backends.llama.sampling_chain import _TOKEN_DATA
+from backends.llama.engine_jobs import GenerateJob, GenerateRequest, Sample
+from backends.llama.grammar_worker import grammar_prefix_len
 from backends.llama.speculative import DraftLength, NgramPool
 
 
@@ -33,24 +30,13 @@ class SpeculativeGenerateJob(GenerateJob):
 
     kind = "generate"
 
-    def __init__(
-        self,
-        prompt_text: str,
-        prompt: list[int],
-        params: SamplingParams,
-        seeds: Sequence[int],
-        grammar: str | None,
-        n_ctx_seq: int,
-        stream_tokens: bool,
-        cancel: CancelToken | None,
-        speculative: SpeculativeSpec,
-        drafter: DraftModel | None = None,
-    ) -> None:
-        super().__init__(prompt_text, prompt, params, seeds, grammar, n_ctx_seq, stream_tokens, cancel)
+    def __init__(self, request: GenerateRequest, speculative: SpeculativeSpec,
+                 drafter: DraftModel | None = None) -> None:
+        super().__init__(request)
         self.speculative = speculative
         self.drafter = drafter
         """method "draft": the draft model proposing each sample's tokens (else n-gram lookup in `pool`)."""
-        self.pool = NgramPool(prompt, speculative.ngram, len(self.seeds))
+        self.pool = NgramPool(request.prompt, speculative.ngram, len(self.seeds))
         self.lengths = [DraftLength(speculative.k, speculative.adaptive) for _ in self.seeds]
         self.drafted = [0] * len(self.seeds)
         self.accepted_flags: list[list[bool]] = [[] for _ in self.seeds]
@@ -94,9 +80,13 @@ class SpeculativeGenerateJob(GenerateJob):
 
     def _grammar_prefix(self, sample: Sample, draft: list[int]) -> list[int]:
         """The part of the draft the sample's grammar allows (a rejected token ends the draft)."""
-        if not draft or not self.grammar or not sample.sampler.chain:
+        if not draft or not self.grammar:
             return draft
-        return draft[: grammar_prefix_len(sample.sampler._lib, sample.sampler.chain, draft)]
+        if self._grammars is not None:  # the grammar lives in the worker process (grammar_worker.py)
+            return draft[: self._grammars.prefix_len(sample.index, draft, self._is_cancelled)]
+        if not sample.sampler.chain:
+            return draft
+        return draft[: chain_grammar_prefix_len(sample.sampler._lib, sample.sampler.chain, draft)]
 
     def release(self, core: EngineView, park: bool) -> None:
         if self.drafter is not None:
@@ -167,35 +157,19 @@ class SpeculativeGenerateJob(GenerateJob):
         return result
 
 
-def grammar_prefix_len(lib: Any, chain: Any, tokens: Sequence[int]) -> int:
-    """How many of `tokens`, in order, the grammar sampler in `chain` allows from its current state (a copy of the
-    grammar walks them; the chain itself is not advanced). All of them when the chain holds no grammar sampler."""
+def chain_grammar_prefix_len(lib: Any, chain: Any, tokens: Sequence[int]) -> int:
+    """How many of `tokens` the grammar sampler in an in-process `chain` allows (all of them when it holds none)."""
     grammar = next((s for s in (lib.llama_sampler_chain_get(chain, i) for i in range(lib.llama_sampler_chain_n(chain)))
                     if lib.llama_sampler_name(s) == b"grammar"), None)
-    if grammar is None:
-        return len(tokens)
-    walker = lib.llama_sampler_clone(grammar)
-    one = np.zeros(1, dtype=_TOKEN_DATA)
-    try:
-        for allowed, token in enumerate(tokens):
-            one["id"], one["logit"] = token, 0.0
-            candidates = lib.llama_token_data_array(data=one.ctypes.data_as(lib.llama_token_data_p), size=1,
-                                                    selected=-1, sorted=False)
-            lib.llama_sampler_apply(walker, ctypes.byref(candidates))
-            if not np.isfinite(one["logit"][0]):
-                return allowed
-            lib.llama_sampler_accept(walker, token)
-        return len(tokens)
-    finally:
-        lib.llama_sampler_free(walker)
+    return len(tokens) if grammar is None else grammar_prefix_len(lib, grammar, tokens)
 
 
-def speculative_job(speculative: SpeculativeSpec | None, drafter: DraftModel | None = None,
-                    **job: Any) -> GenerateJob:
+def speculative_job(speculative: SpeculativeSpec | None, request: GenerateRequest,
+                    drafter: DraftModel | None = None) -> GenerateJob:
     """The generate job for a model: speculative when its entry asks for n-gram speculation, or for a draft model
     and `drafter` is that model loaded."""
     if speculative is not None and speculative.method == "ngram":
-        return SpeculativeGenerateJob(**job, speculative=speculative)
+        return SpeculativeGenerateJob(request, speculative)
     if speculative is not None and speculative.method == "draft" and drafter is not None:
-        return SpeculativeGenerateJob(**job, speculative=speculative, drafter=drafter)
-    return GenerateJob(**job)
+        return SpeculativeGenerateJob(request, speculative, drafter)
+    return GenerateJob(request)

@@ -250,7 +250,7 @@ def test_concurrent_requests_share_the_speculative_batch(spec) -> None:  # type:
 
 def test_drafts_are_cut_where_the_grammar_rejects_them(spec) -> None:  # type: ignore[no-untyped-def]
     from backends.llama.sampling_chain import SequenceSampler
-    from backends.llama.speculative_job import grammar_prefix_len
+    from backends.llama.speculative_job import chain_grammar_prefix_len as grammar_prefix_len
 
     model = spec.model
     sampler = SequenceSampler(model._lib, model.vocab, SamplingParams(), 0, 'root ::= "yes, no" | "no"')
@@ -262,3 +262,26 @@ def test_drafts_are_cut_where_the_grammar_rejects_them(spec) -> None:  # type: i
         assert grammar_prefix_len(model._lib, sampler.chain, ok) == len(ok)  # the chain itself did not move
     finally:
         sampler.free()
+
+
+def test_the_grammar_worker_cuts_drafts_before_verification(spec, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The pre-check lost when grammars moved to the worker process (issue 32, upkeep): each draft of a grammar
+    request is checked by the worker, and cut where the grammar rejects it."""
+    from backends.llama import grammar_worker
+
+    checks: list[tuple[int, int]] = []
+    prefix_len = grammar_worker.GrammarWorker.prefix_len
+
+    def counting(self, key, tokens, cancelled):  # type: ignore[no-untyped-def]
+        allowed = prefix_len(self, key, tokens, cancelled)
+        checks.append((len(tokens), allowed))
+        return allowed
+
+    monkeypatch.setattr(grammar_worker.GrammarWorker, "prefix_len", counting)
+    grammar = 'root ::= ("yes" | "no") (", " ("yes" | "no"))*'
+    prompt = "Answer with a list: yes, no, yes, yes, no, no, yes, no, yes, yes, no, no, yes, no. Again:"
+    result = spec.generate(prompt, SamplingParams(max_tokens=24, temperature=0.8, grammar=grammar), n=2)
+    for c in result.completions:
+        assert re.fullmatch(r"(yes|no)(, (yes|no))*(,( (y|ye|n)?)?)?", c.text), c.text
+    assert checks, "no draft was checked against the grammar"
+    assert all(0 <= allowed <= drafted for drafted, allowed in checks)
