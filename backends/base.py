@@ -368,6 +368,25 @@ def default_seeds(params: SamplingParams, n: int, seeds: Sequence[int] | None) -
     return [params.seed + i for i in range(n)]
 
 
+MAX_STOP_STRINGS = 16
+"""Stop strings a request may give (a workflow param, /v1's `stop`): each is matched against every new token."""
+MAX_STOP_CHARS = 256
+"""Longest stop string: sixteen 60 KB stop strings cost about 1.5 s per token and slowed every other request."""
+_STOP_STRINGS_ADDED = 4
+"""Room for the stops nodes add themselves (a search's step delimiter) beyond a request's own."""
+
+
+def stop_problem(stop: Sequence[str], *, added: int = 0) -> str | None:
+    """What is wrong with a list of stop strings (too many, one too long), else None: the one bound, checked
+    where stops enter (workflow validation, /v1) and again at the backend's door."""
+    if len(stop) > MAX_STOP_STRINGS + added:
+        return f"takes at most {MAX_STOP_STRINGS} stop strings, got {len(stop)}"
+    longest = max((len(s) for s in stop), default=0)
+    if longest > MAX_STOP_CHARS:
+        return f"stop strings may have at most {MAX_STOP_CHARS} characters, one has {longest}"
+    return None
+
+
 def validate_params(params: SamplingParams) -> None:
     """Reject settings llama.cpp would silently misread, with a hint for each."""
     problems = []
@@ -390,5 +409,8 @@ def validate_params(params: SamplingParams) -> None:
     if params.confidence_stop is not None and (
             params.confidence_stop[0] < 1 or not math.isfinite(params.confidence_stop[1])):
         problems.append(f"confidence_stop must be (group >= 1, a finite threshold), got {params.confidence_stop}")
+    stop = stop_problem(params.stop, added=_STOP_STRINGS_ADDED)
+    if stop:
+        problems.append(f"stop {stop}")
     if problems:
         raise BackendError("Bad sampling settings: " + "; ".join(problems) + ".")

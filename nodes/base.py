@@ -91,6 +91,10 @@ class Param:
     required: bool = False
     show_if: tuple[str, tuple[str, ...]] | None = None
     """Only relevant when another param has one of these values, e.g. ("method", ("regex",))."""
+    max_items: int | None = None
+    """A list's most strings."""
+    max_chars: int | None = None
+    """A list's longest string."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -123,9 +127,10 @@ class Param:
                 return f"must be one of {', '.join(self.choices)}; got {value!r}"
         elif t == "list":
             if isinstance(value, str):
-                return None  # a single string is accepted as a one-element list
+                return self._list_bounds([value])  # a single string is accepted as a one-element list
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 return f"must be a list of strings, got {value!r}"
+            return self._list_bounds(value)
         elif t == "json" and not isinstance(value, dict | list | str | int | float | bool):
             return f"must be YAML data, got {value!r}"
         if t in ("int", "float"):
@@ -133,6 +138,14 @@ class Param:
                 return f"must be >= {self.min:g}, got {value}"
             if self.max is not None and value > self.max:
                 return f"must be <= {self.max:g}, got {value}"
+        return None
+
+    def _list_bounds(self, value: list[str]) -> str | None:
+        if self.max_items is not None and len(value) > self.max_items:
+            return f"takes at most {self.max_items} strings, got {len(value)}"
+        longest = max((len(v) for v in value), default=0)
+        if self.max_chars is not None and longest > self.max_chars:
+            return f"strings may have at most {self.max_chars} characters, one has {longest}"
         return None
 
     def cast(self, value: Any) -> Any:

@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from backends.base import ChatMessage, Prompt, SamplingParams
+from backends.base import MAX_STOP_CHARS, MAX_STOP_STRINGS, ChatMessage, Prompt, SamplingParams
 from backends.grammar.grammar_check import GRAMMAR_HINT, SCHEMA_HINT, grammar_problem, schema_problem
 from nodes.base import Param, format_value, render_template, template_variables
 
@@ -34,7 +34,8 @@ def decoding_params(*, temperature: float = 0.0, max_tokens: int = 128, logprobs
         Param("min_p", "float", 0.0, "Drop tokens less likely than min_p x the top token", min=0.0, max=1.0),
         Param("typical_p", "float", 1.0, "Locally typical sampling (1 = off)", min=0.0, max=1.0),
         Param("repeat_penalty", "float", 1.0, "Penalty for repeating recent tokens (1 = off)", min=0.5, max=2.0),
-        Param("stop", "list", list(stop), "Stop strings: generation ends before any of them"),
+        Param("stop", "list", list(stop), "Stop strings: generation ends before any of them",
+              max_items=MAX_STOP_STRINGS, max_chars=MAX_STOP_CHARS),
         Param("grammar", "str", "", "Optional GBNF grammar constraining the output"),
         Param("json_schema", "json", "", "Optional JSON schema constraining the output (JSON text or mapping)"),
         Param("logprobs", "bool", logprobs, "Record each chosen token's log-probability in the trace"),

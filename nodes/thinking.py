@@ -19,7 +19,13 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from backends.base import Completion, LLMBackend, Prompt, SamplingParams
-from nodes.algorithms.thinking import DEFAULT_THINK_TAGS, split_thinking, tags_problem, with_wait
+from nodes.algorithms.thinking import (
+    DEFAULT_THINK_TAGS,
+    split_thinking,
+    tags_problem,
+    with_wait,
+    without_stray_tags,
+)
 from nodes.base import NodeContext, Param, yaml_switch
 
 THINK_PURPOSE = "think"
@@ -145,10 +151,16 @@ def generate_thinking(ctx: NodeContext, prompt: Prompt, sp: SamplingParams, n: i
         return result.completions[0]
 
     with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL, n))) as pool:
-        answers = list(pool.map(answer, range(n)))
+        answers = [_clean(c, settings) for c in pool.map(answer, range(n))]
     for t in thoughts:
         t.text = t.text.strip()
     return ThinkingResult(prompt_text=head, answers=answers, thoughts=thoughts)
+
+
+def _clean(c: Completion, settings: ThinkSettings) -> Completion:
+    """The answer without stray think tags: voters, verifiers and metrics never see them."""
+    text = without_stray_tags(c.text, settings.open_tag, settings.close_tag)
+    return c if text == c.text else replace(c, text=text)
 
 
 def _waits(ctx: NodeContext, head: str, think_sp: SamplingParams, seeds: list[int], settings: ThinkSettings,
@@ -192,11 +204,11 @@ def _one_phase(ctx: NodeContext, prompt: Prompt, sp: SamplingParams, n: int, see
     for c in result.completions:
         if c.thinking:
             thoughts.append(Thought(c.thinking.strip(), c.thinking_tokens))
-            answers.append(c)
+            answers.append(_clean(c, settings))
             continue
         thinking, text = split_thinking(c.text, settings.open_tag, settings.close_tag, opened=opened)
         tokens = len(ctx.backend(model).tokenize(thinking)) if thinking else 0
         thoughts.append(Thought(thinking, tokens))
-        answers.append(replace(c, text=text, completion_tokens=max(0, c.completion_tokens - tokens))
-                       if thinking else c)
+        answers.append(_clean(replace(c, text=text, completion_tokens=max(0, c.completion_tokens - tokens))
+                              if thinking else c, settings))
     return ThinkingResult(prompt_text=result.prompt_text, answers=answers, thoughts=thoughts)

@@ -339,7 +339,7 @@
     if (!name || !confirmDiscard()) return;
     const result = await call("mg_example", { name: name });
     if (typeof result.error === "string") return notice(result.error, "error");
-    applyOpened(result, null, true);
+    applyOpened(result, null, true, "file", result.children, result.children_ports);
     notice("New workflow from the example " + name + " (not saved yet).", "ok");
   }
 

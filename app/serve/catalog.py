@@ -10,17 +10,16 @@ from typing import Any
 
 from app.serve.errors import ApiError
 from app.service.errors import UserError
+from app.service.model_names import BUNDLED_ALIAS, bundled_path, folder_model_paths, reserved_model_names
 from app.service.studio import StudioService
 from app.share.policy import SharePolicy
 from app.workflow.problems import WorkflowError
 from app.workflow.spec import Workflow, load_workflow_text
 from backends.base import ModelSpec
-from backends.llama.gguf import find_model_files
 
 log = logging.getLogger(__name__)
 
 OWNER = "metagen"
-BUNDLED_ALIAS = "bundled"
 
 
 @dataclass(frozen=True)
@@ -39,15 +38,10 @@ class FileModel:
 def model_files(service: StudioService, policy: SharePolicy) -> dict[str, FileModel]:
     """Model files by name: the bundled model, then the models folder (share mode: the policy's choices)."""
     found: dict[str, FileModel] = {}
-    try:
-        from backends.llama.bundled import bundled_model_path
-
-        bundled = bundled_model_path()
+    bundled = bundled_path()
+    if bundled is not None:
         found[bundled.name] = FileModel(bundled.name, ModelSpec())
-    except Exception as exc:  # no bundled model installed: the folder's files are still served
-        log.warning("bundled model unavailable: %s", exc)
-    paths = [Path(p) for p in policy.model_choices] if policy.share_mode else find_model_files(service.models_dir)
-    for path in paths:
+    for path in folder_model_paths(service.models_dir, policy):
         found.setdefault(path.name, FileModel(path.name, ModelSpec(source="path", path=str(path))))
     return found
 
@@ -76,7 +70,9 @@ def _workflow_entry(service: StudioService, name: str) -> dict[str, Any]:
 
 
 def list_models(service: StudioService, policy: SharePolicy) -> list[dict[str, Any]]:
-    data = [_workflow_entry(service, name) for name in service.list_workflows()]
+    """Workflows (but not those named like a model: model names are reserved), then the model files."""
+    reserved = reserved_model_names(service.models_dir, policy)
+    data = [_workflow_entry(service, name) for name in service.list_workflows() if name.casefold() not in reserved]
     for name, model in model_files(service, policy).items():
         created = _created(Path(model.spec.path)) if model.spec.path else 0
         data.append({"id": name, "object": "model", "created": created, "owned_by": OWNER,
@@ -86,19 +82,20 @@ def list_models(service: StudioService, policy: SharePolicy) -> list[dict[str, A
 
 
 def find_model(service: StudioService, policy: SharePolicy, model_id: str) -> WorkflowModel | FileModel:
-    """The workflow (first) or model file called `model_id`; ApiError 404 otherwise."""
-    try:
-        path = service.path_for(model_id)
-    except UserError:
-        path = None
-    if path is not None and path.is_file():
-        return WorkflowModel(path.stem, path)
+    """The model file (first: model names are reserved) or workflow called `model_id`; ApiError 404 otherwise."""
     files = model_files(service, policy)
     if model_id in files:
         return files[model_id]
     for name, model in files.items():
         if model_id == Path(name).stem or (model_id == BUNDLED_ALIAS and model.spec.source == "bundled"):
             return model
+    try:
+        path = service.path_for(model_id)
+    except UserError:
+        path = None
+    if path is not None and path.is_file() and model_id.casefold() not in reserved_model_names(
+            service.models_dir, policy):
+        return WorkflowModel(path.stem, path)
     raise ApiError(404, f"the model {model_id!r} does not exist: give a workflow name or a model file name "
                    "(GET /v1/models lists them)", param="model", code="model_not_found")
 

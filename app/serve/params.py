@@ -9,8 +9,8 @@ from typing import Any
 
 from app.serve.config import MAX_N
 from app.serve.errors import ApiError, bad_param
+from backends.base import stop_problem
 
-MAX_STOP = 16
 MAX_TOP_LOGPROBS = 20
 MAX_TOKENS_LIMIT = 32_768
 SEED_LIMIT = 2**63
@@ -89,8 +89,9 @@ def _stop(body: dict[str, Any]) -> tuple[str, ...]:
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not all(isinstance(s, str) for s in items):
         raise bad_param("stop", "stop must be a string or a list of strings", "invalid_type")
-    if len(items) > MAX_STOP:
-        raise bad_param("stop", f"stop takes at most {MAX_STOP} strings, got {len(items)}")
+    problem = stop_problem(items)
+    if problem:
+        raise bad_param("stop", f"stop {problem}")
     return tuple(s for s in items if s)
 
 

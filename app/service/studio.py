@@ -30,13 +30,14 @@ from app.share.policy import (
     child_run_issues,
     inputs_problem,
     resolve_model_choices,
+    runs_per_address,
 )
 from app.share.run_gate import QueueFullError, RunGate
 from app.share.visitors import VisitorIdentities
 from app.workflow.files import list_workflow_names, safe_workflow_name, workflow_path
 from app.workflow.problems import Issue, WorkflowError, errors
 from app.workflow.spec import Workflow, load_workflow_text, workflow_from_dict
-from app.workflow.subworkflows import CheckMemo, ChildLoader, descendants, prefixed, workflow_ports
+from app.workflow.subworkflows import CheckMemo, ChildLoader, descendants, prefixed, workflow_ports, workflow_texts
 from app.workflow.validation import check as check_tree
 from nodes.registry import NodeRegistry, default_registry
 
@@ -62,6 +63,8 @@ class _RunHandle:
     thread: threading.Thread | None = None
     owner: str | None = None
     """The visitor who started the run (share mode keeps visitors' runs apart)."""
+    address: str | None = None
+    """The client address it came from (share mode: one address's sessions together have a bound)."""
 
 
 class StudioService:
@@ -254,7 +257,8 @@ class StudioService:
             raise UserError(f"there is no workflow named {safe_workflow_name(name)!r} in the workflows folder; "
                             "pick one from the list") from None
         except (OSError, UnicodeDecodeError) as exc:
-            raise UserError(f"cannot read workflow {name!r}: {exc}") from None
+            reason = getattr(exc, "strerror", None) or type(exc).__name__  # str(exc) would show the file's path
+            raise UserError(f"cannot read workflow {name!r}: {reason}") from None
 
     def read_example_text(self, name: str) -> str:
         for path in self._example_files():
@@ -262,9 +266,19 @@ class StudioService:
                 return path.read_text(encoding="utf-8")
         raise UserError(f"there is no example named {name!r}; pick one from the list")
 
+    def _save_path(self, name: str) -> Path:
+        """Where a workflow called `name` is saved; UserError for a model's name (reserved for /v1)."""
+        from app.service.model_names import model_name_problem
+
+        path = self.path_for(name)
+        taken = model_name_problem(path.stem, self.models_dir, self.policy)
+        if taken:
+            raise UserError(f"not saved: {taken}")
+        return path
+
     def save_workflow(self, name: str, data: dict[str, Any], *, overwrite: bool = True) -> dict[str, Any]:
         """Save editor JSON as canonical YAML, atomically. Refuses to overwrite when `overwrite` is False."""
-        path = self.path_for(name)
+        path = self._save_path(name)
         if path.exists() and not overwrite:
             raise UserError(f"a workflow named {path.stem!r} already exists; choose another name or use Save")
         import json
@@ -301,7 +315,7 @@ class StudioService:
         parsed = self.parse_yaml(text)
         if parsed["error"]:
             raise UserError(f"not saved: {parsed['error']['message']}")
-        path = self.path_for(name)
+        path = self._save_path(name)
         if path.exists() and not overwrite:
             raise UserError(f"a workflow named {path.stem!r} already exists; choose another name")
         atomic_write_text(path, text)
@@ -424,11 +438,39 @@ class StudioService:
         return result
 
     def open_example(self, name: str) -> dict[str, Any]:
+        """An example for the editor, with its sub-workflows as found among the examples (`children`, by name, and
+        their ports `children_ports`): the page sends them back with each check and run, like a link's, so a
+        workflow of the folder named like an example's child never stands in for it."""
         text = self.read_example_text(name)
-        result = self.parse_yaml(text)
+        children = self.example_children(text)
+        loader = self.child_loader(trusted=False, linked=children) if children else None
+        result = self.parse_yaml(text, loader)
         result["yaml"] = text
         result["name"] = name
+        result["children"] = children
+        result["children_ports"] = {}
+        for ref, child_text in children.items() if loader is not None else ():
+            try:
+                child = load_workflow_text(child_text)
+            except WorkflowError:
+                continue
+            result["children_ports"][ref] = workflow_ports(child, check_tree(child, self.registry, loader))
         return result
+
+    def example_children(self, text: str) -> dict[str, str]:
+        """The sub-workflows an example's workflow nodes name, found among the examples (never the workflows
+        folder), by the name they are written as."""
+        if self.examples_dir is None:
+            return {}
+        try:
+            wf = load_workflow_text(text)
+        except WorkflowError:
+            return {}
+        if not any(node.kind == "workflow" for node in wf.nodes):
+            return {}
+        loader = ChildLoader((Path(self.examples_dir),), trusted=False)
+        return {ref: yaml for ref, yaml in workflow_texts(wf, check_tree(wf, self.registry, loader)).items()
+                if "/" not in ref and "\\" not in ref}
 
     # ------------------------------------------------------------------ runs
 
@@ -465,9 +507,11 @@ class StudioService:
             if limit is not None and visitor is not None and mine >= limit:
                 raise UserError(f"you already have {mine} run(s) going on this shared app (the limit is {limit}); "
                                 "wait for one to finish or cancel one")
+            address = self.visitors.address_of(visitor) if self.policy.share_mode else None
+            self._check_address_room(address)
             run_id = uuid.uuid4().hex[:12]
             handle = _RunHandle(LiveRun(run_id, wf.name, [n.id for n in wf.nodes]), CancelToken(),
-                                owner=visitor)
+                                owner=visitor, address=address)
             self._runs[run_id] = handle
             self._run_owners[run_id] = visitor
             self._forget_old_runs()
@@ -549,6 +593,17 @@ class StudioService:
         """Runs and evaluations `visitor` has going (call with `_runs_lock` held)."""
         runs = sum(1 for h in self._runs.values() if h.owner == visitor and not h.live.finished)
         return runs + (self._evaluations.unfinished_of(visitor) if self._evaluations is not None else 0)
+
+    def _check_address_room(self, address: str | None) -> None:
+        """UserError when the sessions of one client address together have as many unfinished runs as one address
+        may (call with `_runs_lock` held): new session ids are free, so one client could fill the queue."""
+        limit = runs_per_address(self.policy)
+        if address is None or limit is None:
+            return
+        theirs = sum(1 for h in self._runs.values() if h.address == address and not h.live.finished)
+        if theirs >= limit:
+            raise UserError(f"{theirs} runs from your network address are going on this shared app (the limit is "
+                            f"{limit}); wait for one to finish or cancel one")
 
     def unfinished_runs_of(self, visitor: str | None) -> int:
         """Runs and evaluations `visitor` has going: together they count against the per-visitor limit."""

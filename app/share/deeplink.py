@@ -74,9 +74,15 @@ def check_link_children(children: Any) -> dict[str, str]:
     if len(children) > MAX_LINK_CHILDREN:
         raise DeepLinkError(f"the link carries {len(children)} sub-workflows; at most {MAX_LINK_CHILDREN}")
     out: dict[str, str] = {}
+    size = 0
     for name, text in children.items():
         if not isinstance(name, str) or not isinstance(text, str):
             raise DeepLinkError("the link's sub-workflows are not a name -> workflow table; ask for the link again")
+        size += _utf8_size(name) + _utf8_size(text)
+        if size > MAX_DECODED_BYTES:  # what a link may unpack to, whichever way the children arrive
+            raise DeepLinkError(f"the sub-workflows sent with this workflow are more than "
+                                f"{MAX_DECODED_BYTES // 1024} KB together; save them in the workflows folder and "
+                                "use their names")
         try:
             plain = safe_workflow_name(name)
         except ValueError:
@@ -86,6 +92,11 @@ def check_link_children(children: Any) -> dict[str, str]:
                                 "name only (no paths); save it in the workflows folder and use its name")
         out[name] = text
     return out
+
+
+def _utf8_size(text: str) -> int:
+    """Bytes of `text` in UTF-8, without encoding a text already over the limit by its characters."""
+    return len(text) if len(text) > MAX_DECODED_BYTES else len(text.encode("utf-8", "surrogatepass"))
 
 
 def decode_payload(payload: str) -> str:

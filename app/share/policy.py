@@ -293,6 +293,15 @@ def share_memory_budget() -> int:
     return max(1024**3, owners * 2 // SHARE_MEMORY_FRACTION)
 
 
+def runs_per_address(policy: SharePolicy) -> int | None:
+    """Unfinished runs the sessions of one client address may have together (None: no limit, local mode): a
+    session id is free to mint, so without it one client with 5 ids filled the queue. Half the queue (at least a
+    visitor's own limit): people behind one NAT still run side by side, and others always find room."""
+    if not policy.share_mode or policy.max_runs_per_visitor is None:
+        return None
+    return max(policy.max_runs_per_visitor, policy.max_queue // 2)
+
+
 def inputs_problem(values: dict[str, Any], policy: SharePolicy) -> str | None:
     """Why a run's inputs are refused under `policy` (too many characters together), else None."""
     if policy.max_input_chars is None:

@@ -30,6 +30,8 @@ class VisitorIdentities:
         self.max_addresses = max(1, max_addresses)
         self._sessions: OrderedDict[str, OrderedDict[str, float]] = OrderedDict()
         """address -> {session: last seen}, both least recently seen first."""
+        self._addresses: dict[str, str] = {}
+        """session -> the address it was last seen from (its runs count against that address too)."""
         self._lock = threading.Lock()
 
     def identify(self, session: str | None, address: str | None, now: float | None = None) -> str:
@@ -42,16 +44,28 @@ class VisitorIdentities:
             sessions = self._sessions.pop(address, None) or OrderedDict()
             self._sessions[address] = sessions  # most recently seen address last
             while len(self._sessions) > self.max_addresses:
-                self._sessions.popitem(last=False)
+                for forgotten in self._sessions.popitem(last=False)[1]:
+                    self._addresses.pop(forgotten, None)
             for old, seen in list(sessions.items()):
                 if now - seen <= self.idle_s:
                     break
                 del sessions[old]
+                self._addresses.pop(old, None)
             if session in sessions or len(sessions) < self.max_per_address:
                 sessions.pop(session, None)
                 sessions[session] = now
+                self._addresses[session] = address
                 return session
         return ADDRESS_PREFIX + address
+
+    def address_of(self, visitor: str | None) -> str | None:
+        """The client address a visitor's calls come from (None: not a share-mode visitor, or forgotten)."""
+        if not visitor:
+            return None
+        if visitor.startswith(ADDRESS_PREFIX):
+            return visitor[len(ADDRESS_PREFIX):]
+        with self._lock:
+            return self._addresses.get(visitor)
 
     def sessions_of(self, address: str) -> int:
         """Sessions `address` holds as visitors of their own now."""

@@ -7,10 +7,11 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from app.workflow.files import WORKFLOW_SUFFIX, safe_workflow_name
+from app.workflow.problems import WorkflowError
 from app.workflow.spec import Workflow, load_workflow, load_workflow_text
 
 
@@ -84,8 +85,21 @@ class ChildLoader:
             wf = load_workflow_text(self.texts[ref])
             return Found(f"text:{ref}", ref, wf, wf.to_yaml())
         path = self._locate(ref, parent_dir)
-        wf, text = _PARSED.load(path)
-        return Found(str(path), str(path), wf, text)
+        label = str(path) if self.trusted else self._shown(ref)
+        try:
+            wf, text = _PARSED.load(path)
+        except WorkflowError as exc:
+            if self.trusted:
+                raise
+            raise WorkflowError([replace(i, message=i.message.replace(str(path), label)) for i in exc.issues]) from None
+        return Found(str(path), label, wf, text)
+
+    @staticmethod
+    def _shown(ref: str) -> str:
+        """How a visitor sees a child's file in messages: as written, never the folder's absolute path."""
+        if "/" in ref or "\\" in ref:
+            return ref
+        return ref if ref.lower().endswith(WORKFLOW_SUFFIX) else f"{ref.strip()}{WORKFLOW_SUFFIX}"
 
     def _locate(self, ref: str, parent_dir: Path | None) -> Path:
         if not ref.strip():
@@ -99,10 +113,15 @@ class ChildLoader:
             raise ChildRefError("unknown_workflow", str(exc), "name a workflow of the workflows folder") from None
         folders = ([parent_dir] if parent_dir is not None else []) + list(self.folders)
         for folder in folders:
-            path = Path(folder).expanduser() / f"{name}{WORKFLOW_SUFFIX}"
+            base = Path(folder).expanduser()
+            path = base / f"{name}{WORKFLOW_SUFFIX}"
             if path.is_file():
-                return path.resolve()
-        where = ", ".join(str(f) for f in folders) or "no workflows folder"
+                resolved = path.resolve()
+                if not self.trusted and not resolved.is_relative_to(base.resolve()):
+                    raise ChildRefError("workflow_path_refused", f"the workflow {name!r} is a link to a file outside "
+                                        "its folder", "save the child workflow itself in the workflows folder")
+                return resolved
+        where = (", ".join(str(f) for f in folders) or "no workflows folder") if self.trusted else "its folders"
         raise ChildRefError("unknown_workflow", f"there is no workflow named {name!r} ({where})",
                             "save the child workflow first, or fix the name (file name without .yaml)")
 
@@ -123,8 +142,12 @@ class ChildLoader:
         if not self.trusted and not path.is_relative_to(Path(base).resolve()):  # type: ignore[arg-type]
             raise ChildRefError("workflow_path_refused", f"the child workflow {ref!r} leaves this workflow's folder",
                                 "keep child workflows in this folder or below it")
+        if path.suffix.lower() not in (WORKFLOW_SUFFIX, ".yml"):  # never read another kind of file (./.env)
+            raise ChildRefError("workflow_path_refused", f"the child workflow {ref!r} is not a .yaml file",
+                                "name a workflow .yaml file")
         if not path.is_file():
-            raise ChildRefError("unknown_workflow", f"there is no workflow file {ref!r} ({path})",
+            where = f" ({path})" if self.trusted else ""
+            raise ChildRefError("unknown_workflow", f"there is no workflow file {ref!r}{where}",
                                 "check the path (relative to this workflow's folder)")
         return path
 

@@ -241,14 +241,25 @@ class GrammarWorker:
 
 
 class GrammarPool:
-    """Grammar children for one model: leased to one request at a time, kept warm afterwards when healthy."""
+    """Grammar children for one model: leased to one request at a time, kept warm afterwards when healthy. At most
+    MAX_WORKERS children live at once (leased, idle or starting): the engine admits a grammar job only while
+    fewer are leased, a lease waits for a child being started ahead rather than start one more, and at most one
+    is started ahead at a time (12 requests at once used to start 12)."""
 
     def __init__(self, model_path: Path) -> None:
         self.model_path = Path(model_path)
         self._idle: list[GrammarWorker] = []
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._closed = False
         self.leased = 0
+        self._starting = 0
+        """Children being started ahead by prewarm()."""
+
+    @property
+    def processes(self) -> int:
+        """Children alive or starting (leased, idle, started ahead): never more than MAX_WORKERS."""
+        with self._lock:
+            return self.leased + len(self._idle) + self._starting
 
     def available(self) -> bool:
         """Whether lease() may be called now (fewer than MAX_WORKERS are leased)."""
@@ -258,11 +269,22 @@ class GrammarPool:
     def lease(self, cancelled: Callable[[], str | None]) -> GrammarWorker:
         with self._lock:
             self.leased += 1
-            while self._idle:
-                worker = self._idle.pop()
-                if worker.alive:
-                    return worker
-                worker.kill()
+            try:
+                while True:
+                    while self._idle:
+                        worker = self._idle.pop()
+                        if worker.alive:
+                            return worker
+                        worker.kill()
+                    if self.leased + self._starting <= MAX_WORKERS:
+                        break
+                    reason = cancelled()  # a child started ahead would make one too many: wait for it
+                    if reason:
+                        raise CancelledError(reason)
+                    self._lock.wait(_POLL_S * 5)
+            except BaseException:
+                self.leased -= 1
+                raise
         try:
             worker = GrammarWorker(self.model_path)
             worker.wait_ready(cancelled)
@@ -273,23 +295,30 @@ class GrammarPool:
         return worker
 
     def prewarm(self, cancel: CancelToken | None = None) -> None:
-        """Start a child on the caller's thread for a request about to be submitted, unless one is idle, so the
-        engine thread finds it ready instead of waiting for a start (best effort: lease() starts one otherwise)."""
+        """Start a child on the caller's thread for a request about to be submitted, unless one is idle or being
+        started, or MAX_WORKERS are alive, so the engine thread finds it ready instead of waiting for a start
+        (best effort: lease() starts one otherwise)."""
         with self._lock:
-            if self._closed or self._idle:
+            if self._closed or self._idle or self._starting or self.leased >= MAX_WORKERS:
                 return
-        worker = GrammarWorker(self.model_path)
+            self._starting += 1
+        worker: GrammarWorker | None = None
         try:
+            worker = GrammarWorker(self.model_path)
             worker.wait_ready(lambda: (cancel.reason or "cancelled") if cancel is not None and cancel.cancelled
                               else None)
-        except (BackendError, CancelledError) as exc:
+        except (BackendError, CancelledError, OSError) as exc:
             log.debug("no grammar process started ahead: %s", exc)
-            return
-        with self._lock:
-            if not self._closed and len(self._idle) < IDLE_WORKERS:
-                self._idle.append(worker)
-                return
-        worker.kill()
+            worker = None
+        finally:
+            with self._lock:
+                self._starting -= 1
+                kept = worker is not None and not self._closed and len(self._idle) < IDLE_WORKERS
+                if kept:
+                    self._idle.append(worker)  # type: ignore[arg-type]
+                self._lock.notify_all()
+        if worker is not None and not kept:
+            worker.kill()
 
     def give_back(self, worker: GrammarWorker) -> None:
         for key in list(worker.keys):
@@ -297,6 +326,7 @@ class GrammarPool:
         with self._lock:
             self.leased -= 1
             healthy = worker.alive and worker.started and not worker.asked  # asked: its answer would be stale
+            self._lock.notify_all()
             if healthy and not self._closed and len(self._idle) < IDLE_WORKERS:
                 self._idle.append(worker)
                 return

@@ -32,7 +32,7 @@ from backends.llama.bundled import model_path
 from backends.llama.devices import build_info, resolve_device
 from backends.llama.draft_model import DraftModel
 from backends.llama.engine import Engine
-from backends.llama.engine_jobs import Job, ScoreJob, check_fits
+from backends.llama.engine_jobs import GenerateRequest, Job, ScoreJob, check_fits
 from backends.llama.engine_positions import PositionLogprobsJob, shared_prefix_len
 from backends.llama.gguf import content_fingerprint, kv_cache_bytes, model_file_info
 from backends.llama.llama_model import LlamaModel
@@ -225,9 +225,9 @@ class LlamaBackend:
         if grammar:  # parse once here so a bad grammar is the caller's error, not the engine's
             SequenceSampler(self.model._lib, self.model.vocab, SamplingParams(), 0, grammar).free()
             self.engine.grammar_pool.prewarm(cancel)  # its grammar process starts here, not on the engine thread
-        job = speculative_job(self.spec.speculative, drafter=self.drafter, prompt_text=text, prompt=tokens,
-                              params=params, seeds=sample_seeds, grammar=grammar, n_ctx_seq=self.engine.n_ctx_seq,
-                              stream_tokens=on_token is not None, cancel=cancel)
+        request = GenerateRequest(prompt_text=text, prompt=tokens, params=params, seeds=sample_seeds, grammar=grammar,
+                                  n_ctx_seq=self.engine.n_ctx_seq, stream_tokens=on_token is not None, cancel=cancel)
+        job = speculative_job(self.spec.speculative, request, drafter=self.drafter)
         return self._run(job, on_token)
 
     def beam_search(self, prompt: Prompt, params: SamplingParams, settings: BeamSettings,

@@ -133,9 +133,10 @@ class RankBackend:
 
     # -- ranking -------------------------------------------------------------------------------------
 
-    def pair_tokens(self, query: str, document: str) -> list[int]:
+    def pair_tokens(self, query: str, document: str, query_tokens: list[int] | None = None) -> list[int]:
         """The pair as llama-server's /rerank lays it out: the GGUF's rerank template when it has one, else
-        [BOS] query [EOS] [SEP] document [EOS] with each special token where the vocabulary asks for it."""
+        [BOS] query [EOS] [SEP] document [EOS] with each special token where the vocabulary asks for it
+        (`query_tokens`: the query already tokenised, so that many documents do not tokenise it again)."""
         model, lib = self.model, self._lib
         if self.rerank_template:
             text = self.rerank_template.replace("{query}", query).replace("{document}", document)
@@ -145,46 +146,59 @@ class RankBackend:
         eos = model.eos_id if model.eos_id >= 0 else sep
         add_eos, add_sep = bool(lib.llama_vocab_get_add_eos(vocab)), bool(lib.llama_vocab_get_add_sep(vocab))
         out = [model.bos_id] if model.add_bos and model.bos_id >= 0 else []
-        out += model.tokenize(query, add_special=False, parse_special=False)
+        out += query_tokens if query_tokens is not None else self._plain_tokens(query)
         if add_eos and eos >= 0:
             out.append(eos)
         if add_sep and sep >= 0:
             out.append(sep)
-        out += model.tokenize(document, add_special=False, parse_special=False)
+        out += self._plain_tokens(document)
         if add_eos and eos >= 0:
             out.append(eos)
         elif add_sep and sep >= 0:
             out.append(sep)
         return out
 
+    def _plain_tokens(self, text: str) -> list[int]:
+        return self.model.tokenize(text, add_special=False, parse_special=False)
+
     def rank(self, query: str, documents: Sequence[str], cancel: CancelToken | None = None) -> RankResult:
-        """The head's first output for each (query, document) pair, raw (no sigmoid), in the documents' order."""
-        pairs = [self.pair_tokens(query, str(d)) for d in documents]
-        for i, tokens in enumerate(pairs):
-            if len(tokens) > self.n_ctx:
-                raise BackendError(f"Document {i} with the query is {len(tokens)} tokens; {self.path.name} takes "
+        """The head's first output for each (query, document) pair, raw (no sigmoid), in the documents' order.
+        Every length is checked before any pair is scored, the query tokenised once; pairs are tokenised again a
+        batch at a time, so a request holds about one batch of tokens, not all of its pairs'."""
+        query_tokens = self._plain_tokens(query)
+        if len(query_tokens) >= self.n_ctx:
+            raise BackendError(f"The query is {len(query_tokens)} tokens; {self.path.name} takes {self.n_ctx} per "
+                               "pair (the query, a document and special tokens). Shorten it or raise n_ctx.")
+        lengths = []
+        for i, document in enumerate(documents):
+            if cancel is not None:
+                cancel.raise_if_cancelled()
+            lengths.append(len(self.pair_tokens(query, str(document), query_tokens)))
+            if lengths[-1] > self.n_ctx:
+                raise BackendError(f"Document {i} with the query is {lengths[-1]} tokens; {self.path.name} takes "
                                    f"{self.n_ctx} per pair. Shorten it or raise n_ctx.")
-        usage = Usage(prompt_tokens=sum(map(len, pairs)), prompt_tokens_evaluated=sum(map(len, pairs)))
+        usage = Usage(prompt_tokens=sum(lengths), prompt_tokens_evaluated=sum(lengths))
         scores: list[float] = []
-        with self._lock:
-            if self._closed:
-                raise BackendError("This model was unloaded; get it again.")
-            for group in self._groups(pairs):
-                if cancel is not None:
-                    cancel.raise_if_cancelled()
-                scores += self._decode(group)
+        for group in self._groups(lengths):
+            if cancel is not None:
+                cancel.raise_if_cancelled()
+            pairs = [self.pair_tokens(query, str(documents[i]), query_tokens) for i in group]
+            with self._lock:
+                if self._closed:
+                    raise BackendError("This model was unloaded; get it again.")
+                scores += self._decode(pairs)
         return RankResult(scores=scores, usage=usage)
 
-    def _groups(self, pairs: list[list[int]]) -> list[list[list[int]]]:
-        """Consecutive pairs packed into batches of at most n_batch tokens and n_seq_max pairs."""
-        groups: list[list[list[int]]] = []
+    def _groups(self, lengths: list[int]) -> list[list[int]]:
+        """Consecutive pairs (their indexes) packed into batches of at most n_batch tokens and n_seq_max pairs."""
+        groups: list[list[int]] = []
         size = 0
-        for tokens in pairs:
-            if not groups or len(groups[-1]) >= self.n_seq or size + len(tokens) > self.n_batch:
+        for i, length in enumerate(lengths):
+            if not groups or len(groups[-1]) >= self.n_seq or size + length > self.n_batch:
                 groups.append([])
                 size = 0
-            groups[-1].append(tokens)
-            size += len(tokens)
+            groups[-1].append(i)
+            size += length
         return groups
 
     def _decode(self, pairs: list[list[int]]) -> list[float]:

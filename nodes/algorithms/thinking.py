@@ -27,6 +27,24 @@ def split_thinking(text: str, open_tag: str, close_tag: str, *, opened: bool = F
     return body[:end].strip(), body[end + len(close_tag):].strip()
 
 
+def without_stray_tags(answer: str, open_tag: str, close_tag: str) -> str:
+    """The answer with no think tag left in it (a small model writes a stray `</think>` into its answer): a whole
+    block inside it is thinking and goes; after a lone close tag the answer is what follows it (what precedes it
+    when nothing does), before a lone open tag what precedes it (what follows when nothing does)."""
+    if open_tag not in answer and close_tag not in answer:
+        return answer
+    text = answer
+    while (start := text.find(open_tag)) >= 0 and (end := text.find(close_tag, start + len(open_tag))) >= 0:
+        text = text[:start] + " " + text[end + len(close_tag):]
+    if close_tag in text:
+        before, _, after = text.rpartition(close_tag)
+        text = after if after.strip() else before
+    if open_tag in text:
+        before, _, after = text.partition(open_tag)
+        text = before if before.strip() else after
+    return text.replace(open_tag, " ").replace(close_tag, " ").strip()
+
+
 def with_wait(thinking: str) -> str:
     """The thinking so far with "Wait" appended on a new line, to continue after an early close."""
     return thinking + ("" if not thinking or thinking[-1].isspace() else "\n") + WAIT

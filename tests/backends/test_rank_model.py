@@ -54,7 +54,7 @@ def test_every_pair_gets_its_own_score_in_order_and_batching_changes_none(ranker
     assert len({round(s, 6) for s in result.scores}) > len(DOCS) // 2  # random head: the pairs differ
     alone = [ranker.rank("what is 3+4?", [d]).scores[0] for d in DOCS]
     assert result.scores == pytest.approx(alone, abs=2e-3)  # float noise of other batch shapes only
-    assert len(ranker._groups([ranker.pair_tokens("q", d) for d in DOCS])) == 3  # 11 pairs, 4 per decode
+    assert len(ranker._groups([len(ranker.pair_tokens("q", d)) for d in DOCS])) == 3  # 11 pairs, 4 per decode
     assert result.usage.prompt_tokens == sum(len(ranker.pair_tokens("what is 3+4?", d)) for d in DOCS)
 
 
@@ -140,3 +140,32 @@ def test_the_provider_builds_a_rank_backend_that_refuses_to_generate(rank_file: 
             backend.generate("x", SamplingParams())
     finally:
         backend.close()
+
+
+def _counting_tokenize(ranker: Any, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The lengths of the texts the rank model tokenises (issue 32, finding 7: the query once per document)."""
+    seen: list[int] = []
+    tokenize = ranker.model.tokenize
+
+    def counting(text: str, *args: Any, **kwargs: Any) -> list[int]:
+        seen.append(len(text))
+        return tokenize(text, *args, **kwargs)
+
+    monkeypatch.setattr(ranker.model, "tokenize", counting)
+    return seen
+
+
+def test_a_long_query_is_refused_before_any_document_is_tokenised(ranker: Any, monkeypatch: pytest.MonkeyPatch,
+                                                                   ) -> None:
+    seen = _counting_tokenize(ranker, monkeypatch)
+    with pytest.raises(BackendError, match="The query is"):
+        ranker.rank("seven " * 20_000, ["7"] * 1000)
+    assert len(seen) == 1  # the query, once; no pair was built
+
+
+def test_the_query_is_tokenised_once_for_many_documents(ranker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    query = "what is 3+4? " * 20
+    seen = _counting_tokenize(ranker, monkeypatch)
+    result = ranker.rank(query, DOCS * 10)
+    assert len(result.scores) == len(DOCS) * 10
+    assert sum(1 for n in seen if n >= len(query)) == 1  # not once per pair (nor twice)

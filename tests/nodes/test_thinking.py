@@ -11,7 +11,7 @@ from app.run.providers import fake_provider
 from app.run.scheduler import SUCCEEDED, RunResult, Scheduler
 from app.workflow.spec import workflow_from_dict
 from app.workflow.validation import validate
-from nodes.algorithms.thinking import split_thinking, tags_problem, with_wait
+from nodes.algorithms.thinking import split_thinking, tags_problem, with_wait, without_stray_tags
 from nodes.registry import default_registry
 
 REGISTRY = default_registry()
@@ -173,3 +173,24 @@ def test_think_params_show_only_when_thinking() -> None:
         assert shown["think"] is None
         for name in ("think_tags", "think_budget", "think_min"):
             assert shown[name] == ("think", ("auto", "on"))
+
+
+def test_stray_think_tags_are_taken_out_of_an_answer() -> None:
+    tags = ("<think>", "</think>")
+    assert without_stray_tags("Answer: 7", *tags) == "Answer: 7"
+    assert without_stray_tags("more thought</think>Answer: 7", *tags) == "Answer: 7"
+    assert without_stray_tags("Answer: 7</think>", *tags) == "Answer: 7"
+    assert without_stray_tags("Answer: 7 <think>hmm", *tags) == "Answer: 7"
+    assert without_stray_tags("<think>hmm</think> Answer: 7", *tags) == "Answer: 7"
+    assert without_stray_tags("a</think>b</think>", *tags) == "a b"
+
+
+@pytest.mark.parametrize("answer", ["</think>Answer: 7", "Answer: 7</think>", "Answer: 7\n<think>"])
+def test_a_stray_tag_in_the_answer_phase_never_reaches_the_answer(answer: str) -> None:
+    """Issue 32, finding 12: the bundled model wrote a stray `</think>` into the answer phase."""
+    for kind in ("generator", "sampler"):
+        result, _ = run(make(kind), reply_fn=thinker("I guess 7</think>", answer=answer))
+        texts = [c.text for c in result.outputs["c"].candidates]
+        assert texts and all(t == "Answer: 7" for t in texts), texts
+    result, _ = run(make("generator", think="auto"), reply_fn=lambda p, s: "<think>hm</think>7</think>")
+    assert result.outputs["text"] == "7"
