@@ -147,7 +147,10 @@ class Comparison:
         return self.p_value < ALPHA
 
     def as_dict(self) -> dict[str, object]:
-        return {"a": self.a, "b": self.b, "n": self.n, "diff": self.diff, "ci": list(self.ci),
+        def finite(x: float) -> float | None:
+            return None if math.isnan(x) else x
+
+        return {"a": self.a, "b": self.b, "n": self.n, "diff": finite(self.diff), "ci": [finite(x) for x in self.ci],
                 "p_value": self.p_value, "method": self.method, "significant": self.significant,
                 "sentence": self.sentence()}
 

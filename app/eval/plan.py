@@ -11,6 +11,7 @@ from typing import Any
 from app.eval.datasets import Binding, Dataset, DatasetError, bind, check_rows, load_dataset, select_items
 from app.eval.metrics import Metric, MetricError, parse_metric
 from app.eval.sweep import SweepAxis, SweepError, apply_point, check_axes, grid, parse_sweep
+from app.run.scheduler import derive_seed
 from app.workflow.problems import WorkflowError, errors
 from app.workflow.spec import Workflow, load_workflow, load_workflow_text
 from app.workflow.validation import validate
@@ -70,10 +71,17 @@ class EvalPlan:
     decoding params) share one draw through the sample cache (`metagen eval --share-samples`)."""
     bootstrap: int = 0
     """maj@k / best-of-k curves: the mean over this many random k-subsets of the N samples (0: the first k)."""
+    repeats: int = 1
+    """Every item runs this many times, repeat r with the seed `repeat_seed(seed, r)` (`metagen eval --repeats`)."""
 
     @property
     def total_tasks(self) -> int:
-        return sum(len(w.points) for w in self.workflows) * len(self.items)
+        return sum(len(w.points) for w in self.workflows) * len(self.items) * self.repeats
+
+    def task_keys(self) -> list[int]:
+        """The stored item keys of every run of an item: repeat r of row i is `i + r * rows` (see `split_key`)."""
+        rows = len(self.dataset.rows)
+        return [item + r * rows for r in range(self.repeats) for item in self.items]
 
     def config(self) -> dict[str, Any]:
         """What the evaluation record keeps: enough to redo the plan on --resume and to tell runs apart."""
@@ -86,7 +94,7 @@ class EvalPlan:
             "sweep": [{"node": a.node, "param": a.param, "values": list(a.values)} for a in self.axes],
             "seed": self.seed, "shuffle": self.shuffle, "limit": self.limit, "mapping": self.mapping,
             "reference": self.reference, "total_tasks": self.total_tasks,
-            "share_samples": self.share_samples, "bootstrap": self.bootstrap,
+            "share_samples": self.share_samples, "bootstrap": self.bootstrap, "repeats": self.repeats,
         }
 
 
@@ -233,9 +241,21 @@ def plan_from_config(config: dict[str, Any], registry: NodeRegistry) -> EvalPlan
     plan.items = [int(i) for i in config["items"]]
     plan.limit, plan.shuffle = config.get("limit"), bool(config.get("shuffle"))
     plan.share_samples, plan.bootstrap = bool(config.get("share_samples")), int(config.get("bootstrap") or 0)
+    plan.repeats = int(config.get("repeats") or 1)
     for w, recorded in zip(plan.workflows, config["workflows"], strict=True):
         w.source = recorded.get("source", w.source)
     return plan
+
+
+def split_key(key: int, rows: int) -> tuple[int, int]:
+    """(dataset row, repeat) of a stored item key: repeats are stored as more keys of the same (workflow, point),
+    so the store's key and schema stay those of single runs."""
+    return (key % rows, key // rows) if rows > 0 else (key, 0)
+
+
+def repeat_seed(seed: int, repeat: int) -> int:
+    """The run seed of an item's repeat: the evaluation's seed for the first, a derived one for the others."""
+    return seed if repeat == 0 else derive_seed(seed, "repeat", repeat)
 
 
 def _unique(name: str, taken: list[str]) -> str:
