@@ -356,7 +356,8 @@ class EvaluationService:
     def evaluate(self, workflows: list[tuple[str, str]], data: Any, *, metric: str, output: str | None = None,
                  sweeps: list[str] | dict[str, Any] | None = None, mapping: dict[str, str] | None = None,
                  limit: int | None = None, concurrency: int | None = None, resume: str | None = None,
-                 on_progress: Callable[[Progress], None] | None = None) -> str:
+                 on_progress: Callable[[Progress], None] | None = None, repeats: int = 1,
+                 share_samples: bool = False, bootstrap: int = 0) -> str:
         """Run an evaluation to its end and return its id: `workflows` as (name, YAML text), `data` a dataset path
         or name, or rows (list of dicts, kept as a JSONL file by content). `resume` finishes a recorded one with
         its own plan. Checked before anything runs (UserError lists every problem); Ctrl+C cancels it cleanly."""
@@ -378,6 +379,7 @@ class EvaluationService:
                 plan = make_plan([WorkflowSource(text=text, name=name) for name, text in workflows], path,
                                  registry=self.registry, metric=metric, output=output, sweeps=list(sweeps or []),
                                  mapping=mapping, limit=limit)
+                plan.repeats, plan.share_samples, plan.bootstrap = repeats, share_samples, bootstrap
         except EvalSetupError as exc:
             raise UserError("the evaluation cannot start (nothing was run):\n" + "\n".join(exc.problems)) from None
         except (DatasetError, EvalNotFoundError) as exc:
