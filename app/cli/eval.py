@@ -16,8 +16,6 @@ from app.platform.fileio import atomic_write_text
 from app.run.status import SUCCEEDED
 
 ACTIONS = ("list", "show", "export", "delete")
-MAX_BOOTSTRAP = 10_000
-MAX_REPEATS = 100
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -115,6 +113,8 @@ def _parse_map(pairs: list[str]) -> dict[str, str] | None:
 
 
 def _check_numbers(args: argparse.Namespace) -> bool:
+    from app.eval.options import MAX_BOOTSTRAP, MAX_REPEATS
+
     for name in ("max_lm_calls", "max_tokens", "max_seconds", "concurrency", "limit"):
         value = getattr(args, name)
         if value is not None and not value > 0:
@@ -156,6 +156,7 @@ def _make_plan(args: argparse.Namespace, evals: Any, registry: Any, resume: str 
                      registry=registry, metric=args.metric, output=args.output, sweeps=args.sweep, mapping=mapping,
                      reference=args.reference, limit=args.limit, shuffle=args.shuffle, seed=args.seed)
     plan.share_samples, plan.bootstrap, plan.repeats = args.share_samples, args.bootstrap, args.repeats
+    plan.baseline = args.baseline
     return plan, None
 
 

@@ -73,6 +73,8 @@ class EvalPlan:
     """maj@k / best-of-k curves: the mean over this many random k-subsets of the N samples (0: the first k)."""
     repeats: int = 1
     """Every item runs this many times, repeat r with the seed `repeat_seed(seed, r)` (`metagen eval --repeats`)."""
+    baseline: str | None = None
+    """The point (label or workflow name) every other point is compared with; None: every pair."""
 
     @property
     def total_tasks(self) -> int:
@@ -95,6 +97,7 @@ class EvalPlan:
             "seed": self.seed, "shuffle": self.shuffle, "limit": self.limit, "mapping": self.mapping,
             "reference": self.reference, "total_tasks": self.total_tasks,
             "share_samples": self.share_samples, "bootstrap": self.bootstrap, "repeats": self.repeats,
+            "baseline": self.baseline,
         }
 
 
@@ -241,7 +244,7 @@ def plan_from_config(config: dict[str, Any], registry: NodeRegistry) -> EvalPlan
     plan.items = [int(i) for i in config["items"]]
     plan.limit, plan.shuffle = config.get("limit"), bool(config.get("shuffle"))
     plan.share_samples, plan.bootstrap = bool(config.get("share_samples")), int(config.get("bootstrap") or 0)
-    plan.repeats = int(config.get("repeats") or 1)
+    plan.repeats, plan.baseline = int(config.get("repeats") or 1), config.get("baseline")
     for w, recorded in zip(plan.workflows, config["workflows"], strict=True):
         w.source = recorded.get("source", w.source)
     return plan

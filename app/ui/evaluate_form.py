@@ -250,7 +250,9 @@ def metric_spec(kind: str | None, argument: str | None) -> str:
 def build_request(service: StudioService, *, picked: list[str] | None, editor_yaml: str | None,
                   dataset: str | None, mapping: dict[str, str] | None = None, reference: str | None = None,
                   metric: str | None = "exact", metric_arg: str | None = "", output: str | None = DEFAULT_OUTPUT,
-                  limit: Any = 0, shuffle: bool = False, seed: Any = 0, sweeps: str | None = "") -> dict[str, Any]:
+                  limit: Any = 0, shuffle: bool = False, seed: Any = 0, sweeps: str | None = "",
+                  share_samples: bool = False, bootstrap: Any = 0, repeats: Any = 1,
+                  baseline: str | None = "") -> dict[str, Any]:
     """The service's evaluation request from the form's values (UserError for what the form itself can tell)."""
     if not dataset:
         raise UserError("pick a dataset or upload one (.jsonl or .csv)")
@@ -269,6 +271,10 @@ def build_request(service: StudioService, *, picked: list[str] | None, editor_ya
         "output": None if graded in ("", DEFAULT_OUTPUT) else graded,
         "sweeps": parse_sweeps(sweeps), "mapping": {k: v for k, v in (mapping or {}).items() if v},
         "reference": reference or None, "limit": limit_n or None, "shuffle": bool(shuffle), "seed": seed_n,
+        # checked by the service's plan (apply_options), which names the allowed range
+        "share_samples": bool(share_samples), "bootstrap": 0 if bootstrap is None else bootstrap,
+        "repeats": 1 if repeats is None else repeats,
+        "baseline": (baseline or "").strip() or None,
     }
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from app.viz.common import CSS, MUTED, WINNER_COLOR, badge, esc, fmt_num, message, shorten, wrap_section
+from app.viz.comparisons import comparisons_body
 from app.viz.html_export import PAGE_CSS
 
 log = logging.getLogger(__name__)
@@ -299,7 +300,8 @@ def _points_table(summary: dict[str, Any]) -> str:
     rows = []
     for p in points:
         lo, hi = (p.get("ci") or [None, None])[:2]
-        acc = (f"{_pct(p['accuracy'])} <span class=mg-muted>({_pct(lo)}–{_pct(hi)})</span>"
+        se = f" ±{_pct(p['se'])} SE" if p.get("se") is not None and (p.get("repeats") or 1) > 1 else ""
+        acc = (f"{_pct(p['accuracy'])}{se} <span class=mg-muted>({_pct(lo)}–{_pct(hi)})</span>"
                if p.get("accuracy") is not None else "-")
         planned = f" of {fmt_num(p['planned'])}" if p.get("planned") and p.get("planned") != p.get("total") else ""
         failed = f' <span class=mg-muted>({fmt_num(p["failed"])} failed)</span>' if p.get("failed") else ""
@@ -331,6 +333,9 @@ def evaluation_summary_body(summary: dict[str, Any]) -> str:
         + "</table>")
     parts.append(_cost_table(summary))
     parts.append(_points_table(summary))
+    comparisons = comparisons_body(summary)
+    if comparisons:
+        parts.append(f"<h4>Is the difference real?</h4>{comparisons}")
     return "".join(parts)
 
 

@@ -59,8 +59,12 @@ def test_baseline_comparisons_in_table_json_and_show(tmp_path: Path, capsys: pyt
     shown = json.loads(capsys.readouterr().out)["comparisons"]
     assert {c["b"] for c in shown} == {"chain-of-thought"} and len(shown) == 2
     assert all(c["n"] == 5 and c["method"] == "mcnemar-exact" for c in shown)
-    assert main(["eval", "show", eval_id, "--db", db, "--json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)["comparisons"]) == 3  # every pair of 3 points
+    assert main(["eval", "show", eval_id, "--db", db, "--json"]) == 0  # the recorded baseline
+    assert json.loads(capsys.readouterr().out)["comparisons"] == shown
+    assert main(["eval", "show", eval_id, "--db", db, "--json", "--baseline", "self-consistency · think.n=3"]) == 0
+    assert {c["b"] for c in json.loads(capsys.readouterr().out)["comparisons"]} == {"self-consistency · think.n=3"}
+    assert main([*args[:-1], "--json"]) == 0  # no baseline: every pair of the 3 points
+    assert len(json.loads(capsys.readouterr().out)["comparisons"]) == 3
 
 
 def test_bad_repeats_and_unknown_baseline_are_refused_before_running(
