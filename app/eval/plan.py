@@ -140,8 +140,9 @@ def _applicable(wf: Workflow, axes: list[SweepAxis], registry: NodeRegistry) -> 
     """The axes this workflow can take: its node of that id declares that param. Others are skipped, so
     `--sweep think.n=1,4,16` compares a sampler at each N with a greedy generator named `think` run once."""
     kinds = {n.id: registry.get(n.kind) for n in wf.nodes}
-    return [a for a in axes if kinds.get(a.node) is not None
-            and any(p.name == a.param for p in kinds[a.node].params)]
+    by_id = {n.id: n.kind for n in wf.nodes}
+    return [a for a in axes if ("/" in a.node and by_id.get(a.node.split("/", 1)[0]) == "workflow")
+            or (kinds.get(a.node) is not None and any(p.name == a.param for p in kinds[a.node].params))]
 
 
 def make_plan(sources: list[WorkflowSource], dataset_path: Path, *, registry: NodeRegistry, metric: str = "exact",
@@ -210,6 +211,10 @@ def make_plan(sources: list[WorkflowSource], dataset_path: Path, *, registry: No
     for axis in axes:
         if (axis.node, axis.param) not in used_axes and workflows:
             nodes = ", ".join(sorted({n.id for w in workflows for n in w.workflow.nodes}))
+            if "/" in axis.node:
+                problems.append(f"--sweep {axis.key}: no workflow has a workflow node {axis.node.split('/')[0]!r} "
+                                f"(NODE/CHILD_NODE.param needs a workflow node first; nodes: {nodes})")
+                continue
             problems.append(f"--sweep {axis.node}.{axis.param}: no workflow has a node {axis.node!r} with a param "
                             f"{axis.param!r} (nodes: {nodes})")
     if problems:
