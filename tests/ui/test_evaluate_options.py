@@ -44,3 +44,15 @@ def test_repeats_share_samples_bootstrap_and_baseline_from_the_tab(service: Stud
     config = service.evaluations.result(eval_id)["summary"]
     assert config["repeats"] == 2 and config["share_samples"] is True and config["baseline"] == "chain_of_thought"
     assert [c["b"] for c in config["comparisons"]] == ["chain_of_thought"]
+
+
+def test_the_sweep_list_offers_the_params_of_sub_workflows(service: StudioService) -> None:
+    from app.ui.evaluate_form import add_axis, sweep_options
+    from app.workflow.spec import load_workflow
+    from tests.ui.test_evaluate_tab import EXAMPLES
+
+    wf = load_workflow(EXAMPLES / "best_of_refined.yaml")
+    keys = [key for _, key in sweep_options(service, [wf])[0]]
+    assert "drafts.n" in keys and "refine_each/critique.temperature" in keys
+    text, message = add_axis(service, [wf], "refine_each/critique.temperature", "")
+    assert message == "" and text.startswith("refine_each/critique.temperature=")
