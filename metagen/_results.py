@@ -204,9 +204,11 @@ class Evaluation:
                                      "sentence"])
 
     def figure(self, kind: str = "accuracy") -> Any:
-        """"accuracy" (by swept value, 95% intervals), "tokens" (accuracy against tokens per item), "pareto" (the
-        same with its Pareto frontier) or "passk" (a figure saying why when there is nothing to draw)."""
-        expect("kind", kind, str, 'a figure name: "accuracy", "tokens", "pareto" or "passk"')
+        """"accuracy" (by swept value, 95% intervals), "tokens" (accuracy against completion tokens per item),
+        "tokens-answer" / "tokens-thinking" (against the answers' tokens or the thinking tokens alone), "pareto"
+        (tokens with the Pareto frontier) or "passk" (a figure saying why when there is nothing to draw)."""
+        expect("kind", kind, str, 'a figure name: "accuracy", "tokens", "tokens-answer", "tokens-thinking", '
+                                  '"pareto" or "passk"')
         return evaluation_figure(self.summary, kind)
 
     def report_html(self, path: str | Path) -> Path:

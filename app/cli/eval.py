@@ -361,6 +361,10 @@ def format_table(summary: dict[str, Any]) -> str:
                      f"{p['completion_tokens']:,}/{p['cost_tokens']:,}",
                      f"{p['prompt_tokens_evaluated']:,}/{p['prompt_tokens_cached']:,}",
                      f"{p['wall_s']:.1f}", "pareto" if p.get("pareto") else ""])
+    if any(p.get("thinking_tokens") for p in summary["points"]):  # thinking apart from the answers' tokens
+        rows[0].insert(5, "THINKING/ANSWER TOK")
+        for row, p in zip(rows[1:], summary["points"], strict=True):
+            row.insert(5, f"{p.get('thinking_tokens', 0):,}/{p.get('answer_tokens', 0):,}")
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines.extend(format_comparisons(summary))

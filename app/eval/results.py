@@ -63,6 +63,9 @@ def summarize(record: dict[str, Any], baseline: str | None = None) -> dict[str, 
                 "completion_tokens": sum(r["completion_tokens"] for r in rows),
                 "completion_tokens_reused": sum(r["completion_tokens_reused"] for r in rows),
                 "cost_tokens": sum(r["completion_tokens"] + r["completion_tokens_reused"] for r in rows),
+                # of the completion tokens, those spent thinking, and the answers' own
+                "thinking_tokens": sum(r.get("thinking_tokens", 0) for r in rows),
+                "answer_tokens": sum(r["completion_tokens"] - r.get("thinking_tokens", 0) for r in rows),
                 "lm_calls": sum(r["lm_calls"] for r in rows),
                 "wall_s": sum(r["wall_s"] for r in rows),
                 "failed": sum(1 for r in rows if r["status"] not in (SUCCEEDED, "")),
@@ -89,7 +92,7 @@ def summarize(record: dict[str, Any], baseline: str | None = None) -> dict[str, 
 
 POINT_JSON_KEYS = ("workflow", "params", "accuracy", "correct", "total", "ci", "prompt_tokens",
                    "prompt_tokens_evaluated", "prompt_tokens_cached", "completion_tokens", "cost_tokens", "wall_s",
-                   "pareto", "se", "repeats")
+                   "pareto", "se", "repeats", "thinking_tokens", "answer_tokens")
 """The fields of a point in `metagen eval --json` (and the Python API's `Evaluation.points`)."""
 
 
