@@ -68,6 +68,7 @@ def _sweep(sweep: Any) -> Any:
 def evaluate(workflows: Any, data: Any, *, metric: str, output: str = "answer", sweep: Any = None,
              map: dict[str, str] | None = None, limit: int | None = None,
              concurrency: int | None = None, resume: str | None = None, progress: bool = True,
+             repeats: int = 1, share_samples: bool = False, bootstrap: int = 0,
              studio: Studio | None = None) -> Evaluation:
     """Run workflows over a dataset and grade their outputs: accuracy with 95% intervals, tokens, pass@k and the
     Pareto frontier per workflow and sweep point (as `metagen eval`; recorded beside the traces).
@@ -84,6 +85,10 @@ def evaluate(workflows: Any, data: Any, *, metric: str, output: str = "answer", 
             several servers, the sum of their max_concurrency; `summary["servers"]` then says what each served).
         resume: the id of an interrupted evaluation to finish (with its own workflows, data and metric).
         progress: a progress bar (tqdm) while it runs.
+        repeats: run every item this many times with derived seeds (an item's score is the mean of its runs; the
+            standard errors are clustered by item).
+        share_samples: workflows drawing the same samples share one draw (as `--share-samples`).
+        bootstrap: maj@k / best-of-k curves averaged over this many random k-subsets (0: the first k).
         studio: the Studio to run on (default: the shared one).
 
     Example:
@@ -99,6 +104,9 @@ def evaluate(workflows: Any, data: Any, *, metric: str, output: str = "answer", 
         expect("map", map, dict, "a dict of workflow input -> dataset column")
     positive("limit", limit)
     positive("concurrency", concurrency)
+    positive("repeats", repeats)
+    expect("share_samples", share_samples, bool, "True or False")
+    expect("bootstrap", bootstrap, int, "a number of resamples (int, 0 for the first k)")
     if resume is not None:
         expect("resume", resume, str, "an evaluation id (str)")
     expect("progress", progress, bool, "True or False")
@@ -109,7 +117,8 @@ def evaluate(workflows: Any, data: Any, *, metric: str, output: str = "answer", 
     try:
         eval_id = owner.service.evaluations.evaluate(
             sources, rows, metric=metric, output=None if output == "answer" else output, sweeps=_sweep(sweep),
-            mapping=map, limit=limit, concurrency=concurrency, resume=resume, on_progress=bar)
+            mapping=map, limit=limit, concurrency=concurrency, resume=resume, on_progress=bar,
+            repeats=repeats, share_samples=share_samples, bootstrap=bootstrap)
     finally:
         if bar is not None:
             bar.close()

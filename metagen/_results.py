@@ -180,10 +180,35 @@ class Evaluation:
         pd = _pandas()
         return pd.DataFrame([{**p, **(p.get("params") or {})} for p in self.points])
 
+    def compare(self, a: str, b: str) -> dict[str, Any]:
+        """Point `a` against point `b` (labels, or workflow names with one point) on the items both ran: {a, b, n,
+        diff (accuracy(a) - accuracy(b)), ci (paired 95 %), p_value, method, significant, sentence}.
+
+        Example:
+            >>> ev.compare("self-consistency", "chain-of-thought")["sentence"]   # doctest: +SKIP
+            'self-consistency beats chain-of-thought by 8.3 points [2.1, 14.5], p = 0.01'
+        """
+        from app.service.comparisons import compare_labels
+
+        expect("a", a, str, "a point label or workflow name (str)")
+        expect("b", b, str, "a point label or workflow name (str)")
+        return compare_labels(self.items, a, b, seed=int(self.summary.get("seed") or 0))
+
+    def comparisons(self) -> Any:
+        """Every pair of points (or each against the evaluation's baseline) as a DataFrame, largest difference
+        first: a, b, n, diff, ci_low, ci_high, p_value, method, significant, sentence. Needs pandas."""
+        pd = _pandas()
+        return pd.DataFrame([{**{k: v for k, v in c.items() if k != "ci"}, "ci_low": c["ci"][0],
+                              "ci_high": c["ci"][1]} for c in self.summary.get("comparisons", [])],
+                            columns=["a", "b", "n", "diff", "ci_low", "ci_high", "p_value", "method", "significant",
+                                     "sentence"])
+
     def figure(self, kind: str = "accuracy") -> Any:
-        """"accuracy" (by swept value, 95% intervals), "tokens" (accuracy against tokens per item), "pareto" (the
-        same with its Pareto frontier) or "passk" (a figure saying why when there is nothing to draw)."""
-        expect("kind", kind, str, 'a figure name: "accuracy", "tokens", "pareto" or "passk"')
+        """"accuracy" (by swept value, 95% intervals), "tokens" (accuracy against completion tokens per item),
+        "tokens-answer" / "tokens-thinking" (against the answers' tokens or the thinking tokens alone), "pareto"
+        (tokens with the Pareto frontier) or "passk" (a figure saying why when there is nothing to draw)."""
+        expect("kind", kind, str, 'a figure name: "accuracy", "tokens", "tokens-answer", "tokens-thinking", '
+                                  '"pareto" or "passk"')
         return evaluation_figure(self.summary, kind)
 
     def report_html(self, path: str | Path) -> Path:

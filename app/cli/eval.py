@@ -16,7 +16,6 @@ from app.platform.fileio import atomic_write_text
 from app.run.status import SUCCEEDED
 
 ACTIONS = ("list", "show", "export", "delete", "tasks")
-MAX_BOOTSTRAP = 10_000
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -59,6 +58,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--bootstrap", type=int, default=0, metavar="B",
                    help="maj@k and best-of-k curves: mean over B random k-subsets of the N samples "
                         "(default 0: the first k)")
+    p.add_argument("--repeats", type=int, default=1, metavar="K",
+                   help="run every item K times with derived seeds; an item's score is the mean of its K and the "
+                        "standard errors are clustered by item (default 1)")
+    p.add_argument("--baseline", default=None, metavar="LABEL",
+                   help="compare each point with this one (a point label or workflow name) instead of every pair")
     p.add_argument("--concurrency", type=int, default=None, metavar="K",
                    help="items in flight at once (default 8: keeps the engine's batch full)")
     p.add_argument("--resume", default=None, metavar="EVAL_ID", help="finish an interrupted evaluation")
@@ -136,55 +140,83 @@ def _parse_map(pairs: list[str]) -> dict[str, str] | None:
     return mapping
 
 
-def _run(args: argparse.Namespace, resume: str | None = None) -> int:
-    from app.eval.datasets import DatasetError, resolve_dataset
-    from app.eval.estimate import calibrate, estimate, load_calibration
-    from app.eval.plan import EvalSetupError, WorkflowSource, make_plan, plan_from_config
-    from app.eval.results import summarize
-    from app.eval.runner import DEFAULT_CONCURRENCY, Evaluation
-    from app.eval.servers import plan_concurrency
-    from app.eval.store import EvalNotFoundError
-    from app.run.providers import fake_provider, llama_provider
-    from app.run.scheduler import Budget, Scheduler
-    from nodes.registry import default_registry
+def _check_numbers(args: argparse.Namespace) -> bool:
+    from app.eval.options import MAX_BOOTSTRAP, MAX_REPEATS
 
     for name in ("max_lm_calls", "max_tokens", "max_seconds", "concurrency", "limit"):
         value = getattr(args, name)
         if value is not None and not value > 0:
             _err(f"--{name.replace('_', '-')} must be a positive number, got {value}")
-            return EXIT_INVALID
+            return False
     if not 0 <= args.bootstrap <= MAX_BOOTSTRAP:
         _err(f"--bootstrap must be from 0 (the first k samples) to {MAX_BOOTSTRAP} resamples, got {args.bootstrap}")
+        return False
+    if not 1 <= args.repeats <= MAX_REPEATS:
+        _err(f"--repeats must be from 1 to {MAX_REPEATS} runs per item, got {args.repeats}")
+        return False
+    return True
+
+
+def _make_plan(args: argparse.Namespace, evals: Any, registry: Any, resume: str | None) -> tuple[Any, str | None]:
+    """(plan, eval id to resume or None); raises the setup errors, or returns (None, None) after printing one."""
+    from app.eval.datasets import resolve_dataset
+    from app.eval.plan import WorkflowSource, make_plan, plan_from_config
+    from app.eval.store import EvalNotFoundError
+
+    if resume:
+        try:
+            eval_id = evals.resolve_id(resume)
+            record = evals.get(eval_id)
+        except EvalNotFoundError as exc:
+            _err(str(exc))
+            return None, None
+        if record["evaluation"]["status"] == SUCCEEDED:
+            _err(f"evaluation {eval_id} already finished; `metagen eval show {eval_id}` shows it")
+            return None, None
+        return plan_from_config(record["evaluation"]["config"], registry), eval_id
+    mapping = _parse_map(args.map)
+    if mapping is None:
+        return None, None
+    if not args.data and not args.task:
+        _err("give the dataset with --data FILE (JSONL, CSV, JSON, Parquet or hf:OWNER/NAME; see datasets/) "
+             "or a preset with --task NAME (`metagen eval tasks` lists them)")
+        return None, None
+    data_path = resolve_dataset(args.data) if args.data else None
+    plan = make_plan([WorkflowSource(path=Path(t)) for t in args.targets], data_path,
+                     registry=registry, metric=args.metric, output=args.output, sweeps=args.sweep, mapping=mapping,
+                     reference=args.reference, limit=args.limit, shuffle=args.shuffle, seed=args.seed,
+                     task=args.task)
+    plan.share_samples, plan.bootstrap, plan.repeats = args.share_samples, args.bootstrap, args.repeats
+    plan.baseline = args.baseline
+    return plan, None
+
+
+def _check_baseline(args: argparse.Namespace, plan: Any) -> bool:
+    """--baseline names a point of the plan (checked before anything runs)."""
+    from app.eval.results import point_label, resolve_baseline
+
+    if not args.baseline:
+        return True
+    points = [{"workflow": w.name, "label": point_label(w.name, p)} for w in plan.workflows for p in w.points]
+    try:
+        resolve_baseline(args.baseline, points)
+    except ValueError as exc:
+        _err(str(exc))
+        return False
+    return True
+
+
+def _run(args: argparse.Namespace, resume: str | None = None) -> int:
+    from app.eval.datasets import DatasetError
+    from app.eval.plan import EvalSetupError
+    from nodes.registry import default_registry
+
+    if not _check_numbers(args):
         return EXIT_INVALID
     registry = default_registry()
     traces, evals = _open_stores(args)
     try:
-        if resume:
-            try:
-                eval_id = evals.resolve_id(resume)
-                record = evals.get(eval_id)
-            except EvalNotFoundError as exc:
-                _err(str(exc))
-                return EXIT_INVALID
-            if record["evaluation"]["status"] == SUCCEEDED:
-                _err(f"evaluation {eval_id} already finished; `metagen eval show {eval_id}` shows it")
-                return EXIT_INVALID
-            plan = plan_from_config(record["evaluation"]["config"], registry)
-        else:
-            eval_id = None
-            mapping = _parse_map(args.map)
-            if mapping is None:
-                return EXIT_INVALID
-            if not args.data and not args.task:
-                _err("give the dataset with --data FILE (JSONL, CSV, JSON, Parquet or hf:OWNER/NAME; see datasets/) "
-                     "or a preset with --task NAME (`metagen eval tasks` lists them)")
-                return EXIT_INVALID
-            data_path = resolve_dataset(args.data) if args.data else None
-            plan = make_plan([WorkflowSource(path=Path(t)) for t in args.targets], data_path, registry=registry,
-                             metric=args.metric, output=args.output, sweeps=args.sweep, mapping=mapping,
-                             reference=args.reference, limit=args.limit, shuffle=args.shuffle, seed=args.seed,
-                             task=args.task)
-            plan.share_samples, plan.bootstrap = args.share_samples, args.bootstrap
+        plan, eval_id = _make_plan(args, evals, registry, resume)
     except (EvalSetupError, DatasetError) as exc:
         problems = getattr(exc, "problems", None) or [str(exc)]
         print("the evaluation cannot start (nothing was run):", file=sys.stderr)
@@ -192,12 +224,29 @@ def _run(args: argparse.Namespace, resume: str | None = None) -> int:
             print(f"  {problem}", file=sys.stderr)
         if len(problems) > 40:
             print(f"  (and {len(problems) - 40} more)", file=sys.stderr)
+        plan = None
+    if plan is None or not _check_baseline(args, plan):
         traces.close()
         return EXIT_INVALID
     if args.no_python and plan.metric.uses_python:
         _err("--no-python refuses the python: metric")
         traces.close()
         return EXIT_INVALID
+    try:
+        return _execute(args, plan, registry, evals, traces, eval_id, resume)
+    finally:
+        traces.close()
+
+
+def _execute(args: argparse.Namespace, plan: Any, registry: Any, evals: Any, traces: Any, eval_id: str | None,
+             resume: str | None) -> int:
+    from app.eval.estimate import calibrate, estimate, load_calibration
+    from app.eval.results import summarize
+    from app.eval.runner import DEFAULT_CONCURRENCY, Evaluation
+    from app.eval.servers import plan_concurrency
+    from app.run.providers import fake_provider, llama_provider
+    from app.run.scheduler import Budget, Scheduler
+
     provider = fake_provider() if args.dry_run else llama_provider()
     scheduler = Scheduler(registry, provider, allow_python=not args.no_python)
     concurrency = args.concurrency or plan_concurrency(plan) or DEFAULT_CONCURRENCY
@@ -209,8 +258,8 @@ def _run(args: argparse.Namespace, resume: str | None = None) -> int:
             if not args.quiet and not args.json:
                 print("measuring this machine's throughput once (cached for this model)...", file=sys.stderr)
             calibration = calibrate(backend)
-    counter = _token_counter(backend)
-    cost = estimate(plan, registry, count_tokens=counter, calibration=calibration, concurrency=concurrency)
+    cost = estimate(plan, registry, count_tokens=_token_counter(backend), calibration=calibration,
+                    concurrency=concurrency)
     if not args.json and not args.quiet:
         print(_estimate_line(cost), file=sys.stderr)
     printer = _ProgressLine(quiet=args.quiet or args.json)
@@ -219,16 +268,15 @@ def _run(args: argparse.Namespace, resume: str | None = None) -> int:
                             total_budget=Budget(args.max_lm_calls, args.max_tokens, args.max_seconds))
     if not args.json and not args.quiet:
         print(f"evaluation {evaluation.eval_id}: {plan.total_tasks} runs "
-              f"({len(plan.items)} items × {sum(len(w.points) for w in plan.workflows)} workflow points)",
-              file=sys.stderr)
+              f"({len(plan.items)} items × {sum(len(w.points) for w in plan.workflows)} workflow points"
+              + (f" × {plan.repeats} repeats" if plan.repeats > 1 else "") + ")", file=sys.stderr)
     previous = _cancel_on_sigint(evaluation)
     try:
         status = evaluation.run(resume=resume is not None, estimate=cost)
     finally:
         signal.signal(signal.SIGINT, previous)
         printer.finish()
-    summary = summarize(evals.get(evaluation.eval_id))
-    traces.close()
+    summary = summarize(evals.get(evaluation.eval_id), baseline=args.baseline)
     if args.json:
         print(json.dumps(_json_result(summary, cost), indent=1))
     else:
@@ -327,9 +375,10 @@ def _print_actual(summary: dict[str, Any], cost: dict[str, Any]) -> None:
 
 
 def _json_result(summary: dict[str, Any], cost: dict[str, Any] | None) -> dict[str, Any]:
-    from app.eval.results import json_points
+    from app.eval.results import json_comparisons, json_points
 
     return {"eval_id": summary["eval_id"], "status": summary["status"], "points": json_points(summary),
+            "comparisons": json_comparisons(summary), "repeats": summary.get("repeats", 1),
             "pass_at_k": summary["pass_at_k"], "vote_curves": summary.get("vote_curves", []),
             "estimate": cost if cost is not None else summary["estimate"],
             **({"servers": summary["servers"]} if summary.get("servers") else {})}
@@ -339,13 +388,19 @@ def format_table(summary: dict[str, Any]) -> str:
     rows = [["POINT", "ACCURACY", "95% CI", "N", "COMPLETION TOK (DRAWN/ALONE)", "PROMPT TOK (EVAL/CACHED)",
              "SECONDS", ""]]
     for p in summary["points"]:
-        acc = "-" if p["accuracy"] is None else f"{p['accuracy']:.1%}"
+        acc = "-" if p["accuracy"] is None else f"{p['accuracy']:.1%}" + (
+            f" ±{p['se']:.1%}" if p.get("se") is not None and p.get("repeats", 1) > 1 else "")
         rows.append([p["label"], acc, f"{p['ci'][0]:.0%}–{p['ci'][1]:.0%}", f"{p['correct']}/{p['total']}",
                      f"{p['completion_tokens']:,}/{p['cost_tokens']:,}",
                      f"{p['prompt_tokens_evaluated']:,}/{p['prompt_tokens_cached']:,}",
                      f"{p['wall_s']:.1f}", "pareto" if p.get("pareto") else ""])
+    if any(p.get("thinking_tokens") for p in summary["points"]):  # thinking apart from the answers' tokens
+        rows[0].insert(5, "THINKING/ANSWER TOK")
+        for row, p in zip(rows[1:], summary["points"], strict=True):
+            row.insert(5, f"{p.get('thinking_tokens', 0):,}/{p.get('answer_tokens', 0):,}")
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.extend(format_comparisons(summary))
     for curve in summary["pass_at_k"]:
         lines.append(f"pass@k {curve['label']} (n={curve['n']}, {curve['items']} items): " + ", ".join(
             f"@{k}={v:.1%}" for k, v in zip(curve["k"], curve["pass_at_k"], strict=True)))
@@ -358,6 +413,23 @@ def format_table(summary: dict[str, Any]) -> str:
     if summary.get("servers"):
         lines.append("requests served: " + ", ".join(f"{url} {n}" for url, n in summary["servers"].items()))
     return "\n".join(lines)
+
+
+def format_comparisons(summary: dict[str, Any]) -> list[str]:
+    """The paired comparisons as table lines (largest difference first, `*` where p < 0.05), each with its sentence."""
+    comparisons = summary.get("comparisons") or []
+    if not comparisons:
+        return []
+    rows = [["A", "B", "N", "DIFF", "95% CI (PAIRED)", "P", "TEST", ""]]
+    for c in comparisons:
+        fmt = (lambda x: "-" if x is None else f"{x * 100:+.1f}")  # noqa: E731
+        rows.append([c["a"], c["b"], str(c["n"]), fmt(c["diff"]), f"[{fmt(c['ci'][0])}, {fmt(c['ci'][1])}]",
+                     f"{c['p_value']:.3g}", c["method"], "*" if c["significant"] else ""])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["", "paired comparisons (points of accuracy, A − B on the items both ran; * p < 0.05):"]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines += [f"  {c['sentence']}" for c in comparisons]
+    return lines
 
 
 def _write_html(summary: dict[str, Any], path: Path) -> None:
@@ -395,7 +467,11 @@ def _action(action: str, rest: list[str], args: argparse.Namespace) -> int:
             for eval_id in rest:
                 evals.delete(eval_id)
             return EXIT_OK
-        summary = summarize(evals.get(rest[0]))
+        try:
+            summary = summarize(evals.get(rest[0]), baseline=args.baseline)
+        except ValueError as exc:  # an unknown --baseline
+            _err(str(exc))
+            return EXIT_INVALID
         if action == "export" and not args.html:
             print(json.dumps(summary, indent=1, default=str))
         elif args.json:

@@ -90,12 +90,12 @@ def estimate(plan: EvalPlan, registry: NodeRegistry, *, count_tokens: TokenCount
                 per_group[key] = (max(best[0], c), max(best[1], t))
                 widest = max(widest, int(params.get("n") or 1))
             for c, t in per_group.values():
-                calls += c * len(plan.items)
-                completion_max += t * len(plan.items)
+                calls += c * len(plan.items) * plan.repeats
+                completion_max += t * len(plan.items) * plan.repeats
             template = str(node.params.get("prompt") or "")
             if template and per_group:
                 prompt_tokens += sum(_prompt_tokens(template, plan, wf, i, count) for i in plan.items) \
-                    * len(per_group)
+                    * len(per_group) * plan.repeats  # a repeat's prompt is often cached: an upper bound
     expected_completion = int(completion_max * EXPECTED_FILL)
     cal = calibration or {}
     batch = min(64, max(1, concurrency) * widest)

@@ -12,6 +12,7 @@ from app.eval.datasets import Binding, Dataset, DatasetError, bind, check_rows, 
 from app.eval.metrics import Metric, MetricError, parse_metric
 from app.eval.sweep import SweepAxis, SweepError, apply_point, check_axes, grid, parse_sweep
 from app.eval.tasks import TaskError, TaskPreset, load_task, load_task_dataset
+from app.run.scheduler import derive_seed
 from app.workflow.problems import WorkflowError, errors
 from app.workflow.spec import Workflow, load_workflow, load_workflow_text
 from app.workflow.validation import validate
@@ -75,10 +76,19 @@ class EvalPlan:
     """The task preset (`tasks/NAME.yaml`) that made the dataset's prompts and references, if any."""
     data_given: str | None = None
     """The dataset as given (`--data`), in place of the preset's own; None: the preset's."""
+    repeats: int = 1
+    """Every item runs this many times, repeat r with the seed `repeat_seed(seed, r)` (`metagen eval --repeats`)."""
+    baseline: str | None = None
+    """The point (label or workflow name) every other point is compared with; None: every pair."""
 
     @property
     def total_tasks(self) -> int:
-        return sum(len(w.points) for w in self.workflows) * len(self.items)
+        return sum(len(w.points) for w in self.workflows) * len(self.items) * self.repeats
+
+    def task_keys(self) -> list[int]:
+        """The stored item keys of every run of an item: repeat r of row i is `i + r * rows` (see `split_key`)."""
+        rows = len(self.dataset.rows)
+        return [item + r * rows for r in range(self.repeats) for item in self.items]
 
     def config(self) -> dict[str, Any]:
         """What the evaluation record keeps: enough to redo the plan on --resume and to tell runs apart."""
@@ -92,7 +102,7 @@ class EvalPlan:
             "seed": self.seed, "shuffle": self.shuffle, "limit": self.limit, "mapping": self.mapping,
             "reference": self.reference, "total_tasks": self.total_tasks,
             "share_samples": self.share_samples, "bootstrap": self.bootstrap,
-            "task": self.task, "data_given": self.data_given,
+            "task": self.task, "data_given": self.data_given, "repeats": self.repeats, "baseline": self.baseline,
         }
 
 
@@ -135,8 +145,9 @@ def _applicable(wf: Workflow, axes: list[SweepAxis], registry: NodeRegistry) -> 
     """The axes this workflow can take: its node of that id declares that param. Others are skipped, so
     `--sweep think.n=1,4,16` compares a sampler at each N with a greedy generator named `think` run once."""
     kinds = {n.id: registry.get(n.kind) for n in wf.nodes}
-    return [a for a in axes if kinds.get(a.node) is not None
-            and any(p.name == a.param for p in kinds[a.node].params)]
+    by_id = {n.id: n.kind for n in wf.nodes}
+    return [a for a in axes if ("/" in a.node and by_id.get(a.node.split("/", 1)[0]) == "workflow")
+            or (kinds.get(a.node) is not None and any(p.name == a.param for p in kinds[a.node].params))]
 
 
 def _load_data(dataset_path: Path | None, preset: TaskPreset | None) -> Dataset:
@@ -237,6 +248,10 @@ def make_plan(sources: list[WorkflowSource], dataset_path: Path | None, *, regis
     for axis in axes:
         if (axis.node, axis.param) not in used_axes and workflows:
             nodes = ", ".join(sorted({n.id for w in workflows for n in w.workflow.nodes}))
+            if "/" in axis.node:
+                problems.append(f"--sweep {axis.key}: no workflow has a workflow node {axis.node.split('/')[0]!r} "
+                                f"(NODE/CHILD_NODE.param needs a workflow node first; nodes: {nodes})")
+                continue
             problems.append(f"--sweep {axis.node}.{axis.param}: no workflow has a node {axis.node!r} with a param "
                             f"{axis.param!r} (nodes: {nodes})")
     if problems:
@@ -274,9 +289,21 @@ def plan_from_config(config: dict[str, Any], registry: NodeRegistry) -> EvalPlan
     plan.items = [int(i) for i in config["items"]]
     plan.limit, plan.shuffle = config.get("limit"), bool(config.get("shuffle"))
     plan.share_samples, plan.bootstrap = bool(config.get("share_samples")), int(config.get("bootstrap") or 0)
+    plan.repeats, plan.baseline = int(config.get("repeats") or 1), config.get("baseline")
     for w, recorded in zip(plan.workflows, config["workflows"], strict=True):
         w.source = recorded.get("source", w.source)
     return plan
+
+
+def split_key(key: int, rows: int) -> tuple[int, int]:
+    """(dataset row, repeat) of a stored item key: repeats are stored as more keys of the same (workflow, point),
+    so the store's key and schema stay those of single runs."""
+    return (key % rows, key // rows) if rows > 0 else (key, 0)
+
+
+def repeat_seed(seed: int, repeat: int) -> int:
+    """The run seed of an item's repeat: the evaluation's seed for the first, a derived one for the others."""
+    return seed if repeat == 0 else derive_seed(seed, "repeat", repeat)
 
 
 def _unique(name: str, taken: list[str]) -> str:

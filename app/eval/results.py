@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from app.eval.paired import compare_points, item_means, point_interval
+from app.eval.plan import split_key
 from app.eval.stats import pareto_front, pass_at_k, wilson_interval
 from app.eval.vote_curves import vote_curves
 from app.run.status import SUCCEEDED
@@ -17,11 +19,23 @@ def point_label(workflow: str, params: dict[str, Any]) -> str:
     return f"{workflow} · " + ", ".join(f"{k}={v}" for k, v in params.items())
 
 
-def summarize(record: dict[str, Any]) -> dict[str, Any]:
-    """{eval_id, status, points: [...], pass_at_k: [...], pareto: [labels], disagreements: [...]} from
-    EvalStore.get()."""
-    evaluation, items = record["evaluation"], record["items"]
+def decoded_items(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """EvalStore.get's items with `item_idx` the dataset row and `repeat` the run of it (keys of repeats decoded)."""
+    rows = int((record["evaluation"]["config"].get("dataset") or {}).get("rows") or 0)
+    out = []
+    for item in record["items"]:
+        row, repeat = split_key(int(item["item_idx"]), rows)
+        out.append({**item, "item_idx": row, "repeat": repeat})
+    return out
+
+
+def summarize(record: dict[str, Any], baseline: str | None = None) -> dict[str, Any]:
+    """{eval_id, status, points: [...], comparisons: [...], pass_at_k: [...], disagreements: [...], ...} from
+    EvalStore.get(); `baseline` (a point's label or workflow name; default the recorded one) compares each point
+    with that one instead of every pair."""
+    evaluation, items = record["evaluation"], decoded_items(record)
     config = evaluation["config"]
+    repeats = int(config.get("repeats") or 1)
     workflows = config.get("workflows", [])
     by_point: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     for item in items:
@@ -33,12 +47,15 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
             rows = by_point.get((w_idx, p_idx), [])
             correct = sum(1 for r in rows if r["correct"])
             total = len(rows)
-            lo, hi = wilson_interval(correct, total)
+            accuracy, se, (lo, hi) = point_interval(list(item_means(_runs_by_item(rows)).values()))
+            if repeats == 1:  # one 0/1 run per item: the Wilson interval (better than the t interval near 0 and 1)
+                lo, hi = wilson_interval(correct, total)
             points.append({
                 "workflow": wf["name"], "workflow_idx": w_idx, "point_idx": p_idx, "params": params,
                 "label": point_label(wf["name"], params),
-                "accuracy": correct / total if total else None, "correct": correct, "total": total,
-                "planned": n_items, "ci": [lo, hi],
+                "accuracy": accuracy if total else None, "correct": correct, "total": total,
+                "planned": n_items * repeats, "ci": [lo, hi], "se": None if se != se else se, "repeats": repeats,
+                "items": len({r["item_idx"] for r in rows}),
                 "mean_score": sum(r["score"] for r in rows) / total if total else None,
                 "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
                 "prompt_tokens_evaluated": sum(r["prompt_tokens_evaluated"] for r in rows),
@@ -46,6 +63,9 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
                 "completion_tokens": sum(r["completion_tokens"] for r in rows),
                 "completion_tokens_reused": sum(r["completion_tokens_reused"] for r in rows),
                 "cost_tokens": sum(r["completion_tokens"] + r["completion_tokens_reused"] for r in rows),
+                # of the completion tokens, those spent thinking, and the answers' own
+                "thinking_tokens": sum(r.get("thinking_tokens", 0) for r in rows),
+                "answer_tokens": sum(r["completion_tokens"] - r.get("thinking_tokens", 0) for r in rows),
                 "lm_calls": sum(r["lm_calls"] for r in rows),
                 "wall_s": sum(r["wall_s"] for r in rows),
                 "failed": sum(1 for r in rows if r["status"] not in (SUCCEEDED, "")),
@@ -59,7 +79,10 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
         "eval_id": evaluation["id"], "name": evaluation.get("name", ""), "status": evaluation["status"],
         "error": evaluation.get("error"), "dataset": config.get("dataset", {}), "metric": config.get("metric"),
         "output": config.get("output"), "sweep": config.get("sweep", []), "points": points,
-        "pass_at_k": pass_at_k_curves(items, workflows), "disagreements": disagreements(items, points),
+        "comparisons": comparisons(items, points, baseline or config.get("baseline"), int(config.get("seed") or 0)),
+        "baseline": baseline or config.get("baseline"), "repeats": repeats, "seed": int(config.get("seed") or 0),
+        "pass_at_k": pass_at_k_curves(items, workflows),
+        "disagreements": disagreements([i for i in items if i["repeat"] == 0], points),
         "vote_curves": vote_curves(items, workflows, int(config.get("bootstrap") or 0), int(config.get("seed") or 0)),
         "share_samples": bool(config.get("share_samples")),
         "estimate": evaluation.get("estimate") or {}, "elapsed_s": _elapsed(evaluation),
@@ -70,7 +93,7 @@ def summarize(record: dict[str, Any]) -> dict[str, Any]:
 
 POINT_JSON_KEYS = ("workflow", "params", "accuracy", "correct", "total", "ci", "prompt_tokens",
                    "prompt_tokens_evaluated", "prompt_tokens_cached", "completion_tokens", "cost_tokens", "wall_s",
-                   "pareto")
+                   "pareto", "se", "repeats", "thinking_tokens", "answer_tokens")
 """The fields of a point in `metagen eval --json` (and the Python API's `Evaluation.points`)."""
 
 
@@ -79,11 +102,50 @@ def json_points(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return [{k: p.get(k, False) for k in POINT_JSON_KEYS} for p in summary["points"]]
 
 
+COMPARISON_JSON_KEYS = ("a", "b", "n", "diff", "ci", "p_value", "method")
+"""The fields of a comparison in `metagen eval --json` (the summary's comparisons add significant, sentence)."""
+
+
+def json_comparisons(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{k: c[k] for k in COMPARISON_JSON_KEYS} for c in summary.get("comparisons", [])]
+
+
+def _runs_by_item(rows: list[dict[str, Any]]) -> dict[int, list[float]]:
+    runs: dict[int, list[float]] = defaultdict(list)
+    for r in rows:
+        runs[r["item_idx"]].append(1.0 if r["correct"] else 0.0)
+    return runs
+
+
+def resolve_baseline(baseline: str | None, points: list[dict[str, Any]]) -> str | None:
+    """The label of the point `baseline` names: its label, or a workflow name with one point; ValueError else."""
+    if not baseline:
+        return None
+    labels = [p["label"] for p in points]
+    if baseline in labels:
+        return baseline
+    named = [p["label"] for p in points if p["workflow"] == baseline]
+    if len(named) == 1:
+        return named[0]
+    hint = f"{baseline!r} has {len(named)} sweep points: name one" if named else f"no point {baseline!r}"
+    raise ValueError(f"--baseline: {hint} (points: {'; '.join(labels)})")
+
+
+def comparisons(items: list[dict[str, Any]], points: list[dict[str, Any]], baseline: str | None = None,
+                seed: int = 0) -> list[dict[str, Any]]:
+    """Paired comparisons of every pair of points (or each against the baseline) on their shared items."""
+    by_point: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    for item in items:
+        by_point[(item["workflow_idx"], item["point_idx"])].append(item)
+    runs = {p["label"]: _runs_by_item(by_point.get((p["workflow_idx"], p["point_idx"]), [])) for p in points}
+    return [c.as_dict() for c in compare_points(runs, resolve_baseline(baseline, points), seed=seed)]
+
+
 def item_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
     """One dict per graded item and point (EvalStore.get's items), with its workflow, sweep params and label."""
     workflows = record["evaluation"]["config"].get("workflows", [])
     rows = []
-    for item in record["items"]:
+    for item in decoded_items(record):
         wf = workflows[item["workflow_idx"]] if item["workflow_idx"] < len(workflows) else {}
         points = wf.get("points") or [{}]
         params = points[item["point_idx"]] if item["point_idx"] < len(points) else {}

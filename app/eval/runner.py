@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.eval.metrics import grade_samples
-from app.eval.plan import EvalPlan, EvalWorkflow
+from app.eval.plan import EvalPlan, EvalWorkflow, repeat_seed, split_key
 from app.eval.servers import plan_concurrency, served_since, served_snapshot
 from app.eval.store import EvalStore
 from app.run.events import Observer
@@ -161,7 +161,7 @@ class Evaluation:
             self.start_record(estimate)
             finished = set()
         self._done = len(finished)
-        jobs = [(w_idx, item) for w_idx, wf in enumerate(self.plan.workflows) for item in self.plan.items
+        jobs = [(w_idx, item) for w_idx, wf in enumerate(self.plan.workflows) for item in self.plan.task_keys()
                 if any((w_idx, p, item) not in finished for p in range(len(wf.points)))]
         self._started = time.perf_counter()
         served_before = served_snapshot(self.plan, self.scheduler.provider)
@@ -203,7 +203,9 @@ class Evaluation:
 
     def _run_item(self, w_idx: int, item: int, finished: set[tuple[int, int, int]]) -> None:
         wf = self.plan.workflows[w_idx]
-        row = self.plan.dataset.rows[item]
+        row_idx, repeat = split_key(item, len(self.plan.dataset.rows))
+        row = self.plan.dataset.rows[row_idx]
+        seed = repeat_seed(self.plan.seed, repeat)
         from app.eval.datasets import item_inputs, item_reference
 
         inputs = item_inputs(row, wf.binding, wf.workflow.inputs)
@@ -213,14 +215,14 @@ class Evaluation:
                 return
             if (w_idx, p_idx, item) in finished:
                 continue
-            values = self._run_point(wf, p_idx, inputs, row, reference)
+            values = self._run_point(wf, p_idx, inputs, row, reference, seed)
             if values is None:  # cancelled mid-run: not recorded, a resume redoes it
                 return
             self.store.record_item(self.eval_id, w_idx, p_idx, item, values)
             self._count(values, {"workflow": wf.name, "point": wf.points[p_idx], "item": item, **values})
 
     def _run_point(self, wf: EvalWorkflow, p_idx: int, inputs: dict[str, Any], row: dict[str, Any],
-                   reference: str | None) -> dict[str, Any] | None:
+                   reference: str | None, seed: int) -> dict[str, Any] | None:
         variant = wf.variants[p_idx]
         start = time.perf_counter()
         token = CancelToken()
@@ -229,7 +231,7 @@ class Evaluation:
                 return None
             self._run_tokens.add(token)
         try:
-            result = self.scheduler.run(variant, inputs, seed=self.plan.seed, budget=self._budget_left(),
+            result = self.scheduler.run(variant, inputs, seed=seed, budget=self._budget_left(),
                                         cancel=token, observers=self.observers,
                                         share_samples=self.plan.share_samples)
         except WorkflowError as exc:

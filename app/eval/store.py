@@ -14,7 +14,7 @@ from sqlalchemy.dialects.sqlite import insert
 
 from app.run.status import INTERRUPTED, RUNNING
 from app.traces.recovery import process_alive, process_identity
-from app.traces.tables import EVAL_ITEMS, EVAL_SAMPLE_VOTES, EVALUATIONS
+from app.traces.tables import EVAL_ITEMS, EVAL_SAMPLE_VOTES, EVALUATIONS, RUNS
 
 log = logging.getLogger(__name__)
 
@@ -131,12 +131,16 @@ class EvalStore:
                 EVAL_ITEMS.c.workflow_idx, EVAL_ITEMS.c.point_idx, EVAL_ITEMS.c.item_idx)).mappings()]
             votes = {(r.workflow_idx, r.point_idx, r.item_idx): r.data for r in conn.execute(
                 select(EVAL_SAMPLE_VOTES).where(EVAL_SAMPLE_VOTES.c.eval_id == eval_id))}
+            run_ids = sorted({i["run_id"] for i in items if i.get("run_id")})
+            thinking = {r.id: int((json.loads(r.stats or "{}") or {}).get("thinking_tokens") or 0)
+                        for r in conn.execute(select(RUNS.c.id, RUNS.c.stats).where(RUNS.c.id.in_(run_ids)))}
         evaluation = dict(row)
         evaluation["config"] = json.loads(evaluation["config"] or "{}")
         evaluation["estimate"] = json.loads(evaluation["estimate"] or "{}")
         for item in items:
             item["samples"] = json.loads(item["samples"] or "[]")
             item["correct"] = bool(item["correct"])
+            item["thinking_tokens"] = thinking.get(item.get("run_id") or "", 0)  # from the run's own totals
             data = votes.get((item["workflow_idx"], item["point_idx"], item["item_idx"]))
             if data:
                 item["sample_votes"] = json.loads(data)

@@ -18,6 +18,7 @@ from nodes.registry import NodeRegistry
 
 log = logging.getLogger(__name__)
 
+WORKFLOW_KIND = "workflow"
 MAX_AXIS_VALUES = 64
 MAX_GRID_POINTS = 256
 _PARAM_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
@@ -67,9 +68,10 @@ def parse_sweep(text: str) -> SweepAxis:
     if not eq or not dot:
         raise SweepError(f"cannot read sweep {text!r}: write NODE.PARAM=v1,v2,... (e.g. think.n=1,2,4,8)")
     node, param = node.strip(), param.strip()
-    if not NODE_ID_RE.fullmatch(node):
-        raise SweepError(f"sweep {text!r}: {node!r} is not a node id (letters, digits, _ and -, "
-                         "starting with a letter or _)")
+    bad = [part for part in node.split("/") if not NODE_ID_RE.fullmatch(part)]
+    if bad:
+        raise SweepError(f"sweep {text!r}: {bad[0]!r} is not a node id (letters, digits, _ and -, "
+                         "starting with a letter or _; a child workflow's node as NODE/CHILD_NODE)")
     if not _PARAM_RE.fullmatch(param):
         raise SweepError(f"sweep {text!r}: {param!r} is not a param name")
     where = f"sweep {node}.{param}"
@@ -116,6 +118,9 @@ def check_axes(workflow: Workflow, axes: list[SweepAxis], registry: NodeRegistry
             problems.append(f"{where}: swept twice; give each param one axis")
             continue
         seen.add(axis.key)
+        if "/" in axis.node:
+            problems.extend(_check_child_axis(workflow, axis, registry))
+            continue
         node = workflow.node(axis.node)
         if node is None:
             problems.append(f"{where}: the workflow has no node {axis.node!r}; its nodes: {', '.join(node_ids)}")
@@ -136,10 +141,31 @@ def check_axes(workflow: Workflow, axes: list[SweepAxis], registry: NodeRegistry
     return problems
 
 
+def _check_child_axis(workflow: Workflow, axis: SweepAxis, registry: NodeRegistry) -> list[str]:
+    """A sweep inside a sub-workflow names a workflow node first; the child's param and values are checked when
+    each sweep point's workflow is validated (the child loads then)."""
+    head = axis.node.split("/", 1)[0]
+    node = workflow.node(head)
+    where = f"sweep {axis.key}"
+    if node is None:
+        return [f"{where}: the workflow has no node {head!r}; its nodes: {', '.join(n.id for n in workflow.nodes)}"]
+    if node.kind != WORKFLOW_KIND:
+        return [f"{where}: {head!r} is a {node.kind} node; NODE/CHILD_NODE.param needs a workflow node first"]
+    return []
+
+
 def apply_point(workflow: Workflow, point: dict[str, Any]) -> Workflow:
-    """A copy of the workflow with the point's params set (the original is left untouched)."""
+    """A copy of the workflow with the point's params set (the original is left untouched); `NODE/CHILD.param`
+    goes into the workflow node NODE's `set` param, which sets CHILD.param on its child."""
     copied = copy.deepcopy(workflow)
     for key, value in point.items():
+        if "/" in key.partition(".")[0]:
+            head, _, rest = key.partition("/")
+            node = copied.node(head)
+            if node is None:
+                raise SweepError(f"cannot apply {key}={value!r}: the workflow has no node {head!r}")
+            node.params["set"] = {**(node.params.get("set") or {}), rest: copy.deepcopy(value)}
+            continue
         node_id, _, param = key.partition(".")
         node = copied.node(node_id)
         if node is None or not param:

@@ -16,6 +16,7 @@ from typing import Any
 from app.eval.datasets import SUPPORTED_SUFFIXES, DatasetError, dataset_dirs, load_dataset, resolve_dataset
 from app.eval.estimate import calibrate, estimate, load_calibration
 from app.eval.hub_datasets import is_hub_spec
+from app.eval.options import apply_options
 from app.eval.plan import EvalSetupError, WorkflowSource, make_plan, plan_from_config
 from app.eval.results import item_rows, json_points, summarize
 from app.eval.runner import DEFAULT_CONCURRENCY, Evaluation, Progress
@@ -215,8 +216,8 @@ class EvaluationService:
 
     def plan(self, request: dict[str, Any], *, visitor: str | None = None, doing: str = "evaluated") -> Any:
         """An EvalPlan from the tab's form: {workflows: [{name, yaml}], dataset, metric, output, sweeps,
-        mapping, reference, limit, shuffle, seed}, the dataset as `visitor` sees it. UserError lists every
-        problem."""
+        mapping, reference, limit, shuffle, seed, share_samples, bootstrap, repeats, baseline}, the dataset as
+        `visitor` sees it. UserError lists every problem."""
         workflows = request.get("workflows") or []
         if not isinstance(workflows, list) or not workflows:
             raise UserError("pick at least one workflow to evaluate")
@@ -240,6 +241,7 @@ class EvaluationService:
                              reference=request.get("reference") or None,
                              limit=int(limit) if limit else None, shuffle=bool(request.get("shuffle")),
                              seed=int(request.get("seed") or 0), task=task)
+            apply_options(plan, request)
         except EvalSetupError as exc:
             raise UserError("\n".join(exc.problems[:20])) from None
         refused: list[str] = []
@@ -403,7 +405,8 @@ class EvaluationService:
     def evaluate(self, workflows: list[tuple[str, str]], data: Any, *, metric: str, output: str | None = None,
                  sweeps: list[str] | dict[str, Any] | None = None, mapping: dict[str, str] | None = None,
                  limit: int | None = None, concurrency: int | None = None, resume: str | None = None,
-                 on_progress: Callable[[Progress], None] | None = None) -> str:
+                 on_progress: Callable[[Progress], None] | None = None, repeats: int = 1,
+                 share_samples: bool = False, bootstrap: int = 0) -> str:
         """Run an evaluation to its end and return its id: `workflows` as (name, YAML text), `data` a dataset path
         or name, or rows (list of dicts, kept as a JSONL file by content). `resume` finishes a recorded one with
         its own plan. Checked before anything runs (UserError lists every problem); Ctrl+C cancels it cleanly."""
@@ -425,6 +428,7 @@ class EvaluationService:
                 plan = make_plan([WorkflowSource(text=text, name=name) for name, text in workflows], path,
                                  registry=self.registry, metric=metric, output=output, sweeps=list(sweeps or []),
                                  mapping=mapping, limit=limit)
+                apply_options(plan, {"repeats": repeats, "share_samples": share_samples, "bootstrap": bootstrap})
         except EvalSetupError as exc:
             raise UserError("the evaluation cannot start (nothing was run):\n" + "\n".join(exc.problems)) from None
         except (DatasetError, EvalNotFoundError) as exc:

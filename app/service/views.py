@@ -53,9 +53,11 @@ def _pareto_figure(summary: dict[str, Any]) -> Any:
 EVALUATION_FIGURES: dict[str, Callable[[dict[str, Any]], Any]] = {
     "accuracy": accuracy_curve_figure, "tokens": accuracy_tokens_figure, "pareto": _pareto_figure,
     "passk": pass_at_k_figure,
+    "tokens-answer": lambda summary: accuracy_tokens_figure(summary, "answer"),
+    "tokens-thinking": lambda summary: accuracy_tokens_figure(summary, "thinking"),
 }
-"""An evaluation's figures by name: accuracy by swept value, accuracy against tokens, the same with its Pareto
-frontier titled as such, pass@k."""
+"""An evaluation's figures by name: accuracy by swept value, accuracy against tokens (all completion tokens, the
+answers' alone, or the thinking alone), the same with its Pareto frontier titled as such, pass@k."""
 
 
 def _pick(view: Any, table: dict[str, Any], argument: str) -> Callable[..., Any]:

@@ -19,6 +19,8 @@ from app.service.studio import StudioService
 from app.ui.models_tab import human_size
 from app.viz.common import wrap_section
 from app.workflow.spec import Workflow, load_workflow_text
+from app.workflow.subworkflows import descendants
+from app.workflow.validation import check
 
 log = logging.getLogger(__name__)
 
@@ -197,13 +199,27 @@ def sweep_line(key: str, values: list[Any]) -> str:
     return f"{key}=" + ",".join(str(v) for v in values)
 
 
+def sweepable(service: StudioService, wf: Workflow) -> list[tuple[str, Workflow, str, str, Any]]:
+    """(key, the workflow holding the node, node id, param, current value) of every numeric param of the workflow
+    and of its sub-workflows (keyed NODE/CHILD_NODE.param), children that do not load left out."""
+    found = [(f"{n}.{p}", wf, n, p, v) for n, p, v in numeric_params(wf, service.registry)]
+    try:
+        checked = check(wf, service.registry, service.scheduler.children)
+    except Exception:  # a broken child is reported when the evaluation is checked; here it offers nothing
+        log.debug("no sub-workflow params for %s", wf.name, exc_info=True)
+        return found
+    for path, child in descendants(checked):
+        found += [(f"{path}/{n}.{p}", child.workflow, n, p, v)
+                  for n, p, v in numeric_params(child.workflow, service.registry)]
+    return found
+
+
 def sweep_options(service: StudioService, workflows: list[Workflow]) -> tuple[list[tuple[str, str]], str]:
     """(choices "node.param" with their current value, a suggested sweep line: the first sampler's n)."""
     choices: dict[str, str] = {}
     suggestion = ""
-    for wf in workflows:
-        for node_id, param, current in numeric_params(wf, service.registry):
-            key = f"{node_id}.{param}"
+    for top in workflows:
+        for key, wf, node_id, param, current in sweepable(service, top):
             choices.setdefault(key, f"{key} (now {current})")
             node = wf.node(node_id)
             if not suggestion and param == "n" and node is not None and node.kind == "sampler":
@@ -220,10 +236,9 @@ def add_axis(service: StudioService, workflows: list[Workflow], key: str | None,
         return text or "", f"{key} is swept already; edit its values in the box."
     if len(lines) >= MAX_AXES:
         return text or "", f"At most {MAX_AXES} sweep axes; remove one first."
-    node_id, _, param = key.partition(".")
-    for wf in workflows:
-        for nid, name, current in numeric_params(wf, service.registry):
-            if nid == node_id and name == param:
+    for top in workflows:
+        for found, wf, nid, name, current in sweepable(service, top):
+            if found == key:
                 lines.append(sweep_line(key, suggest_values(service, wf, nid, name, current)))
                 return "\n".join(lines), ""
     return text or "", f"None of the picked workflows has {key}."
@@ -251,7 +266,9 @@ def metric_spec(kind: str | None, argument: str | None) -> str:
 def build_request(service: StudioService, *, picked: list[str] | None, editor_yaml: str | None,
                   dataset: str | None, mapping: dict[str, str] | None = None, reference: str | None = None,
                   metric: str | None = "exact", metric_arg: str | None = "", output: str | None = DEFAULT_OUTPUT,
-                  limit: Any = 0, shuffle: bool = False, seed: Any = 0, sweeps: str | None = "") -> dict[str, Any]:
+                  limit: Any = 0, shuffle: bool = False, seed: Any = 0, sweeps: str | None = "",
+                  share_samples: bool = False, bootstrap: Any = 0, repeats: Any = 1,
+                  baseline: str | None = "") -> dict[str, Any]:
     """The service's evaluation request from the form's values (UserError for what the form itself can tell)."""
     if not dataset:
         raise UserError("pick a dataset or a task preset, upload one (.jsonl, .csv, .json or .parquet), or type a "
@@ -271,6 +288,10 @@ def build_request(service: StudioService, *, picked: list[str] | None, editor_ya
         "output": None if graded in ("", DEFAULT_OUTPUT) else graded,
         "sweeps": parse_sweeps(sweeps), "mapping": {k: v for k, v in (mapping or {}).items() if v},
         "reference": reference or None, "limit": limit_n or None, "shuffle": bool(shuffle), "seed": seed_n,
+        # checked by the service's plan (apply_options), which names the allowed range
+        "share_samples": bool(share_samples), "bootstrap": 0 if bootstrap is None else bootstrap,
+        "repeats": 1 if repeats is None else repeats,
+        "baseline": (baseline or "").strip() or None,
     }
 
 

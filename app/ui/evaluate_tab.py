@@ -73,6 +73,10 @@ class EvaluateView:
     limit: gr.Number
     shuffle: gr.Checkbox
     seed: gr.Number
+    share_samples: gr.Checkbox
+    bootstrap: gr.Number
+    repeats: gr.Number
+    baseline: gr.Textbox
     sweep_param: gr.Dropdown
     sweep_add: gr.Button
     sweeps: gr.Textbox
@@ -98,7 +102,8 @@ class EvaluateView:
         """Every input a handler may read (Gradio passes them as one dict keyed by component)."""
         return {self.editor_yaml, self.workflows, self.dataset, self.upload, self.columns, self.map_names,
                 *self.map_slots, self.reference, self.metric, self.metric_arg, self.output, self.limit, self.shuffle,
-                self.seed, self.sweep_param, self.sweeps, self.sweep_suggested, self.past}
+                self.seed, self.share_samples, self.bootstrap, self.repeats, self.baseline, self.sweep_param,
+                self.sweeps, self.sweep_suggested, self.past}
 
     @property
     def results(self) -> list[Any]:
@@ -148,7 +153,8 @@ class EvaluateHandlers:
                              dataset=d.get(v.dataset), mapping=self._mapping(d), reference=d.get(v.reference),
                              metric=d.get(v.metric), metric_arg=d.get(v.metric_arg), output=d.get(v.output),
                              limit=d.get(v.limit), shuffle=d.get(v.shuffle), seed=d.get(v.seed),
-                             sweeps=d.get(v.sweeps))
+                             sweeps=d.get(v.sweeps), share_samples=d.get(v.share_samples),
+                             bootstrap=d.get(v.bootstrap), repeats=d.get(v.repeats), baseline=d.get(v.baseline))
 
     @staticmethod
     def _error(exc: Exception, doing: str) -> str:
@@ -442,6 +448,15 @@ def evaluate_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> Evaluate
         shuffle = gr.Checkbox(value=False, label="Shuffle", elem_id="mg-eval-shuffle", scale=0, min_width=90)
         seed = gr.Number(value=0, precision=0, label="Seed", elem_id="mg-eval-seed", scale=1)
     with gr.Row():
+        repeats = gr.Number(value=1, precision=0, minimum=1, label="Repeats per item", elem_id="mg-eval-repeats",
+                            scale=1, info="runs with derived seeds; an item scores the mean")
+        share_samples = gr.Checkbox(value=False, label="Share samples across workflows", scale=1,
+                                    elem_id="mg-eval-share-samples", info="one draw per prompt for every workflow")
+        bootstrap = gr.Number(value=0, precision=0, minimum=0, label="Bootstrap resamples (maj@k, best-of-k)",
+                              elem_id="mg-eval-bootstrap", scale=1, info="0: the first k samples")
+        baseline = gr.Textbox(label="Baseline (compare every point with it)", elem_id="mg-eval-baseline", scale=2,
+                              placeholder="a workflow name or point label; empty: every pair")
+    with gr.Row():
         sweep_param = gr.Dropdown([], label="Numeric param to sweep", elem_id="mg-eval-sweep-param", scale=2)
         sweep_add = gr.Button("Add sweep axis", elem_id="mg-eval-sweep-add", scale=0)
         sweeps = gr.Textbox(label=f"Sweep (one NODE.PARAM=v1,v2,... a line, up to {MAX_AXES}; empty: no sweep)",
@@ -473,7 +488,8 @@ def evaluate_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> Evaluate
         editor_yaml=editor_yaml, workflows=workflows, refresh=refresh, dataset=dataset, upload=upload,
         dataset_info=dataset_info, preview=preview, columns=gr.State([]), map_names=gr.State([]), map_slots=map_slots,
         reference=reference, check=check, metric=metric, metric_arg=metric_arg, output=output, limit=limit,
-        shuffle=shuffle, seed=seed, sweep_param=sweep_param, sweep_add=sweep_add, sweeps=sweeps,
+        shuffle=shuffle, seed=seed, share_samples=share_samples, bootstrap=bootstrap, repeats=repeats,
+        baseline=baseline, sweep_param=sweep_param, sweep_add=sweep_add, sweeps=sweeps,
         sweep_suggested=gr.State(""), estimate_btn=estimate_btn, start_btn=start_btn, cancel_btn=cancel_btn,
         estimate=estimate, message=message, past=past, past_refresh=past_refresh, past_table=past_table,
         progress=progress, curve=curve, tokens=tokens, pass_at_k=pass_at_k, summary=summary, items=items, timer=timer)

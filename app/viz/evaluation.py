@@ -9,6 +9,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from app.viz.common import CSS, MUTED, WINNER_COLOR, badge, esc, fmt_num, message, shorten, wrap_section
+from app.viz.comparisons import comparisons_body
 from app.viz.html_export import PAGE_CSS
 
 log = logging.getLogger(__name__)
@@ -80,8 +81,16 @@ def _error_bars(points: list[dict[str, Any]]) -> dict[str, Any]:
     return {"type": "data", "symmetric": False, "array": hi, "arrayminus": lo, "thickness": 1.2, "width": 4}
 
 
-def _tokens_per_item(point: dict[str, Any]) -> float:
-    cost = point.get("cost_tokens", point.get("completion_tokens")) or 0  # as if the point had run alone
+TOKEN_AXES = {"completion": "completion tokens", "answer": "answer tokens (thinking left out)",
+              "thinking": "thinking tokens"}
+"""What the accuracy-against-tokens figure can put on its x axis."""
+
+
+def _tokens_per_item(point: dict[str, Any], tokens: str = "completion") -> float:
+    if tokens == "completion":
+        cost = point.get("cost_tokens", point.get("completion_tokens")) or 0  # as if the point had run alone
+    else:
+        cost = point.get(f"{tokens}_tokens") or 0
     return cost / max(point.get("total") or 0, 1)
 
 
@@ -145,9 +154,12 @@ def accuracy_curve_figure(summary: dict[str, Any]) -> go.Figure | None:
     return fig
 
 
-def accuracy_tokens_figure(summary: dict[str, Any]) -> go.Figure | None:
-    """Accuracy against mean completion tokens per item: a labelled marker per point, one colour per workflow,
-    and the Pareto frontier as a dashed step line. None without graded points."""
+def accuracy_tokens_figure(summary: dict[str, Any], tokens: str = "completion") -> go.Figure | None:
+    """Accuracy against mean completion tokens per item (`tokens`: "answer" or "thinking" for those alone): a
+    labelled marker per point, one colour per workflow, and the Pareto frontier (of completion tokens) as a dashed
+    step line. None without graded points."""
+    if tokens not in TOKEN_AXES:
+        raise ValueError(f"tokens must be one of {', '.join(TOKEN_AXES)}, got {tokens!r}")
     points = _graded(summary)
     if not points:
         return None
@@ -156,20 +168,22 @@ def accuracy_tokens_figure(summary: dict[str, Any]) -> go.Figure | None:
     for workflow, group in _by_workflow(points).items():
         color = colors.get(workflow, MUTED)
         fig.add_trace(go.Scatter(
-            x=[_tokens_per_item(p) for p in group], y=[100 * p["accuracy"] for p in group], mode="markers+text",
+            x=[_tokens_per_item(p, tokens) for p in group], y=[100 * p["accuracy"] for p in group],
+            mode="markers+text",
             name=workflow, text=[shorten(str(p.get("label")), 40) for p in group], textposition="top center",
             marker={"color": color, "size": 10, "symbol": ["star" if p.get("pareto") else "circle" for p in group]},
             hovertext=[_hover(p) for p in group], hoverinfo="text", cliponaxis=False))
-    front = sorted((p for p in points if p.get("pareto")), key=_tokens_per_item)
+    front = sorted((p for p in points if p.get("pareto")), key=_tokens_per_item) if tokens == "completion" else []
     if front:
         fig.add_trace(go.Scatter(
             x=[_tokens_per_item(p) for p in front], y=[100 * p["accuracy"] for p in front], mode="lines",
             name="Pareto frontier", line={"color": WINNER_COLOR, "dash": "dash", "shape": "hv", "width": 2},
             hoverinfo="skip"))
-    xs = [_tokens_per_item(p) for p in points]
+    xs = [_tokens_per_item(p, tokens) for p in points]
     wide = min(xs) > 0 and max(xs) / min(xs) >= 10
-    fig.update_layout(title={"text": "Accuracy against completion tokens per item", "font": {"size": 14}}, **LAYOUT)
-    fig.update_xaxes(title={"text": "mean completion tokens per item" + (" (log scale)" if wide else "")},
+    fig.update_layout(title={"text": f"Accuracy against {TOKEN_AXES[tokens]} per item", "font": {"size": 14}},
+                      **LAYOUT)
+    fig.update_xaxes(title={"text": f"mean {TOKEN_AXES[tokens]} per item" + (" (log scale)" if wide else "")},
                      type="log" if wide else "linear", rangemode="tozero")
     _percent_yaxis(fig, "accuracy")
     return fig
@@ -311,7 +325,8 @@ def _points_table(summary: dict[str, Any]) -> str:
     rows = []
     for p in points:
         lo, hi = (p.get("ci") or [None, None])[:2]
-        acc = (f"{_pct(p['accuracy'])} <span class=mg-muted>({_pct(lo)}–{_pct(hi)})</span>"
+        se = f" ±{_pct(p['se'])} SE" if p.get("se") is not None and (p.get("repeats") or 1) > 1 else ""
+        acc = (f"{_pct(p['accuracy'])}{se} <span class=mg-muted>({_pct(lo)}–{_pct(hi)})</span>"
                if p.get("accuracy") is not None else "-")
         planned = f" of {fmt_num(p['planned'])}" if p.get("planned") and p.get("planned") != p.get("total") else ""
         failed = f' <span class=mg-muted>({fmt_num(p["failed"])} failed)</span>' if p.get("failed") else ""
@@ -320,12 +335,14 @@ def _points_table(summary: dict[str, Any]) -> str:
                     f"<td class=num>{acc}</td>"
                     f"<td class=num>{fmt_num(p.get('correct'))}/{fmt_num(p.get('total'))}{planned}{failed}</td>"
                     f"<td class=num>{fmt_num(p.get('completion_tokens'))}</td>"
+                    f"<td class=num>{fmt_num(p.get('thinking_tokens', 0))} / {fmt_num(p.get('answer_tokens'))}</td>"
                     f"<td class=num>{fmt_num(_tokens_per_item(p), 1)}</td>"
                     f"<td class=num>{fmt_num(p.get('prompt_tokens_evaluated'))} / "
                     f"{fmt_num(p.get('prompt_tokens_cached'))}</td>"
                     f"<td class=num>{fmt_num(p.get('wall_s'), 1)}</td><td title=\"Pareto frontier\">{star}</td></tr>")
     return ("<table id=mg-eval-points><thead><tr><th>point</th><th class=num>accuracy (95% CI)</th>"
-            "<th class=num>correct/total</th><th class=num>completion tok.</th><th class=num>completion tok./item</th>"
+            "<th class=num>correct/total</th><th class=num>completion tok.</th>"
+            "<th class=num>of them thinking / answer</th><th class=num>completion tok./item</th>"
             "<th class=num>prompt tok. evaluated / cached</th><th class=num>seconds</th><th>Pareto</th></tr>"
             "</thead><tbody>" + "".join(rows) + "</tbody></table>"
             '<p class="mg-muted">★ on the Pareto frontier: no other point is as accurate for fewer completion '
@@ -343,6 +360,9 @@ def evaluation_summary_body(summary: dict[str, Any]) -> str:
         + "</table>")
     parts.append(_cost_table(summary))
     parts.append(_points_table(summary))
+    comparisons = comparisons_body(summary)
+    if comparisons:
+        parts.append(f"<h4>Is the difference real?</h4>{comparisons}")
     return "".join(parts)
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.workflow.child_files import ChildLoader as ChildLoader  # re-exported: callers build loaders from here
 from app.workflow.child_files import ChildRefError, Found, default_loader
+from app.workflow.child_overrides import SET_PARAM, apply_overrides
 from app.workflow.problems import Issue, WorkflowError
 from app.workflow.spec import Workflow
 from nodes.base import CANDIDATES, JSON, NUMBER, TEXT, NodeKind, Port, port_compatible
@@ -209,6 +210,7 @@ class _Resolver:
             return None
         if not self.cycle_free(index, node, found):
             return None
+        found = self.with_overrides(index, node, found)
         checked = self.checked(found)
         if self.out.instances + 1 + checked.instances > MAX_CHILD_INSTANCES:
             self.add("too_many_subworkflows", f"this tree of sub-workflows has more than {MAX_CHILD_INSTANCES} "
@@ -237,6 +239,18 @@ class _Resolver:
             self.memo[key] = self.check(found.workflow, self.registry, self.loader,
                                         (*self.chain, (found.key, found.label)), memo=self.memo)
         return self.memo[key]
+
+    def with_overrides(self, index: int, node: Any, found: Found) -> Found:
+        """The child with the node's `set` params applied (the problems reported on the node)."""
+        overrides = node.params.get(SET_PARAM)
+        if not isinstance(overrides, dict) or not overrides:
+            return found
+        child, problems = apply_overrides(found.workflow, overrides)
+        for problem in problems:
+            self.add("bad_param", f"set: {problem}", "name a node of the child workflow: CHILD_NODE.param, or "
+                     "CHILD/GRANDCHILD.param through a workflow node of the child", node.id,
+                     self.line(index, "params", SET_PARAM))
+        return replace(found, workflow=child, yaml=child.to_yaml())  # what runs: its own checks and trace text
 
     def cycle_free(self, index: int, node: Any, found: Found) -> bool:
         line = self.line(index, "params", "workflow")

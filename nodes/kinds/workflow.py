@@ -35,12 +35,17 @@ class WorkflowNode(NodeKind):
               "candidate's text"),
         Param("map", "str", "", "The input that takes a candidate set, the child running once per candidate "
               "(also written `map:` on the node)"),
+        Param("set", "json", None, "Child node params set for this node only: {CHILD_NODE.param: value}, a deeper "
+              "child as CHILD/GRANDCHILD.param (sweeping NODE/CHILD_NODE.param sets it)"),
     )
     variadic_inputs = True
     """The input ports are the child's inputs, bound per node by validation."""
 
     @classmethod
     def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        overrides = params.get("set")
+        if overrides is not None and not (isinstance(overrides, dict) and all(isinstance(k, str) for k in overrides)):
+            return [("set", "must map CHILD_NODE.param to a value, e.g. {critique.temperature: 0.2}")]
         models = params.get("models")
         if models is None:
             return []
