@@ -205,6 +205,9 @@ class EvaluationService:
         sources = [WorkflowSource(text=str(w.get("yaml") or ""), name=str(w.get("name") or f"workflow {i + 1}"))
                    for i, w in enumerate(workflows) if isinstance(w, dict)]
         metric = str(request.get("metric") or "exact")
+        if metric.strip().lower() == "tests" and not self.policy.allow_code_execution:
+            raise UserError("the tests metric runs the outputs' code and is disabled on this shared app; the owner "
+                            "can start it with --allow-code-execution")
         if metric.startswith("python:"):
             if not self.policy.allow_python:
                 raise UserError("python: metrics run code and are disabled on this shared app")
