@@ -19,6 +19,7 @@ EXPECTED = ("chain_of_thought", "best_of_n", "self_consistency", "weighted_vote"
             "refine_each", "best_of_refined", "judge_of_methods")
 EXPECTED += ("dvts", "particle_filter", "mcts", "thinking_budget")
 EXPECTED += ("prm_beam",)
+EXPECTED += ("code_best_of_n", "alphacode", "plansearch", "plan_to_code")
 FILES = sorted(WORKFLOWS.glob("*.yaml"))
 
 
