@@ -127,3 +127,16 @@ def test_code_execution_is_refused_in_share_mode_unless_allowed() -> None:
 def test_tests_that_are_not_python_are_a_validation_problem() -> None:
     wf = workflow(tests="assert (")
     assert "bad_param" in [i.code for i in validate(wf, REGISTRY)]
+
+
+def test_the_share_flag_reaches_the_policy() -> None:
+    import argparse
+
+    from app.cli.share_flags import add_share_arguments, policy_from_args
+
+    parser = argparse.ArgumentParser()
+    add_share_arguments(parser)
+    off = policy_from_args(parser.parse_args(["--share-mode"]), "127.0.0.1")
+    on = policy_from_args(parser.parse_args(["--share-mode", "--allow-code-execution"]), "127.0.0.1")
+    assert off.share_mode and not off.allow_code_execution
+    assert on.share_mode and on.allow_code_execution
