@@ -140,3 +140,17 @@ def test_the_share_flag_reaches_the_policy() -> None:
     on = policy_from_args(parser.parse_args(["--share-mode", "--allow-code-execution"]), "127.0.0.1")
     assert off.share_mode and not off.allow_code_execution
     assert on.share_mode and on.allow_code_execution
+
+
+def test_a_hostile_run_does_not_hold_up_another_run() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    loop = "```python\ndef add(a, b):\n    while True:\n        pass\n```"
+    with ThreadPoolExecutor(2) as pool:
+        hostile = pool.submit(run, workflow(timeout_s=2), [loop] * 4)
+        good = pool.submit(run, workflow(), [RIGHT] * 4)
+        good_result, _ = good.result(timeout=120)
+        hostile_result, _ = hostile.result(timeout=120)
+    assert good_result.status == SUCCEEDED and good_result.outputs["scores"] == [1.0] * 4
+    assert hostile_result.status == SUCCEEDED and hostile_result.outputs["scores"] == [0.0] * 4
+    assert all("time" in c.meta["reasons"]["v"] for c in hostile_result.outputs["c"].candidates)
