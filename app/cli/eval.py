@@ -37,7 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="fill a workflow input from this column (default: the column of the same name)")
     p.add_argument("--reference", default=None, metavar="COLUMN", help="reference answers (default: 'answer')")
     p.add_argument("--metric", default="exact",
-                   help="exact | number | contains | regex[:PATTERN] | python:FILE | output:NAME (default exact)")
+                   help="exact | number | contains | regex[:PATTERN] | python:FILE | output:NAME | tests "
+                        "(default exact)")
     p.add_argument("--output", default=None, metavar="NAME", help="the workflow output graded (default answer)")
     p.add_argument("--sweep", action="append", default=[], metavar="NODE.PARAM=V1,V2,...",
                    help="sweep a node param (repeatable: the grid is their product)")
