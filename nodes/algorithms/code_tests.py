@@ -129,6 +129,8 @@ def _death(result: ExecResult, limits: ExecLimits) -> str:
     if result.timed_out:
         return f"timed out after {limits.timeout_s:g} s"
     code = result.returncode
+    if code is not None and result.isolated and code > 128:  # bwrap reports its child's signal as 128 + signal
+        code = 128 - code
     if code is not None and code < 0:
         import signal
 

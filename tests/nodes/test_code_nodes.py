@@ -154,3 +154,15 @@ def test_a_hostile_run_does_not_hold_up_another_run() -> None:
     assert good_result.status == SUCCEEDED and good_result.outputs["scores"] == [1.0] * 4
     assert hostile_result.status == SUCCEEDED and hostile_result.outputs["scores"] == [0.0] * 4
     assert all("time" in c.meta["reasons"]["v"] for c in hostile_result.outputs["c"].candidates)
+
+
+def test_a_signal_through_bubblewrap_is_named() -> None:
+    import signal
+
+    from nodes.algorithms.code_exec import ExecLimits, ExecResult
+    from nodes.algorithms.code_tests import _death
+
+    limits = ExecLimits(timeout_s=2)
+    # bwrap exits with 128 + the signal that killed its child
+    assert "CPU time limit" in _death(ExecResult(128 + signal.SIGXCPU, "", "", "", False, True), limits)
+    assert "status 152" in _death(ExecResult(152, "", "", "", False, False), limits)
