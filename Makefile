@@ -33,7 +33,7 @@ setup: $(STAMP) $(if $(filter-out cpu,$(METAGEN_GPU)),$(GPU_STAMP))
 
 # Debian packages the browser and desktop tests need: Chromium for Playwright, Xvfb and the X/Qt
 # libraries for the native desktop window (pywebview + QtWebEngine).
-DEBIAN_PACKAGES := chromium xvfb libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 \
+DEBIAN_PACKAGES := bubblewrap chromium xvfb libxcb-cursor0 libxcb-icccm4 libxcb-keysyms1 libxcb-image0 \
 	libxcb-render-util0 libxcb-randr0 libxcb-shape0 libxcb-xkb1 libxkbcommon-x11-0 libxcomposite1 \
 	libxdamage1 libxrandr2 libxtst6 libxkbfile1 libnss3 libasound2 libegl1 libgl1 libgbm1 \
 	libfontconfig1 libdbus-1-3

@@ -366,6 +366,10 @@ class NodeContext(Protocol):
         """Whether the python verifier may run (off in share mode unless the owner allows it)."""
         ...
 
+    def allow_code_execution(self) -> bool:
+        """Whether candidates' code may run (`method: tests` / `behaviour`; off in share mode unless allowed)."""
+        ...
+
     def run_workflow(self, runs: Sequence[dict[str, Any]], mapped: bool) -> list[dict[str, Any]]:
         """A workflow node's child, once per inputs dict of `runs`, all at once, inside this run (same budget,
         cancel and engines); the outputs of each. `mapped` numbers the child runs in their node ids (`w/2/x`)."""

@@ -1,6 +1,7 @@
 """Scoring methods shared by the verifier, the refiner and the search: one scorer per method, in a table.
 
-Methods: `exact` / `contains` / `regex` against a reference; `python` (user code in a sandbox);
+Methods: `exact` / `contains` / `regex` against a reference; `python` (user code in a sandbox); `tests` (the
+candidate's own code run against tests, confined: nodes.algorithms.code_tests);
 `llm_judge` (P(yes) / (P(yes) + P(no)) from the next-token distribution, candidates scored
 concurrently so the engine can batch them); `likelihood` (mean or sum token log-probability of the
 candidate after the prompt, optionally as a probability); `length`; `prm` (a process reward model's
@@ -18,6 +19,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from nodes.algorithms import prm
+from nodes.algorithms.code_exec import ExecLimits, isolation, isolation_note
+from nodes.algorithms.code_tests import TestReport, run_many
 from nodes.algorithms.extract import MATH, AnswerSpec, answer_params, normalize_answer, normalize_text
 from nodes.algorithms.math_equiv import default_checker
 from nodes.algorithms.safe_regex import PatternError, compile_pattern, escape, pattern_problem
@@ -30,8 +33,10 @@ from nodes.base import (
 )
 from nodes.decoding import as_text, render
 
-METHODS = ("exact", "contains", "regex", "python", "llm_judge", "likelihood", "length", "combine", "confidence",
-           "prm", "reward_model")
+METHODS = ("exact", "contains", "regex", "python", "tests", "llm_judge", "likelihood", "length", "combine",
+           "confidence", "prm", "reward_model")
+CODE_LANGUAGES = ("python",)
+"""Languages `method: tests` runs (the harness is per language; only Python so far)."""
 COMBINE_OPS = ("weighted_sum", "mean", "min", "product")
 EXTRACTING_METHODS = ("exact", "python", "llm_judge")
 """Methods that extract an answer ({answer} / `answer`) and so show the extraction params."""
@@ -60,6 +65,8 @@ class Verdict:
     passed: bool = False
     step_scores: list[float] | None = None
     """prm: the score of each step, in order."""
+    detail: dict[str, Any] | None = None
+    """tests: the per-test results (kept on the candidate and in the trace)."""
 
 
 def judge_params(prompt_default: str = DEFAULT_JUDGE_PROMPT, show_if: tuple[str, tuple[str, ...]] | None = None,
@@ -89,10 +96,11 @@ def scoring_params(show_if_method: Callable[[tuple[str, ...]], tuple[str, tuple[
               "Python expression over candidate, answer, reference, inputs — or define "
               "verify(candidate, inputs) — returning a bool, a score, or (score, reason)",
               show_if=show_if_method(("python",))),
-        Param("timeout_s", "float", 5.0, "Python verifier: time limit per candidate (seconds)", min=0.1, max=120,
-              show_if=show_if_method(("python",))),
-        Param("memory_mb", "int", 256, "Python verifier: memory limit per candidate (MB)", min=32, max=8192,
-              show_if=show_if_method(("python",))),
+        *code_test_params(show_if_method(("tests",))),
+        Param("timeout_s", "float", 5.0, "Python verifier / tests: time limit per candidate (seconds)", min=0.1,
+              max=120, show_if=show_if_method(("python", "tests"))),
+        Param("memory_mb", "int", 512, "Python verifier / tests: memory limit per candidate (MB)", min=32, max=8192,
+              show_if=show_if_method(("python", "tests"))),
         *judge_params(judge_default, show_if=show_if_method(("llm_judge",))),
         Param("prefix", "text", "", "Likelihood: text the candidate continues (empty: the candidates' prompt)",
               show_if=show_if_method(("likelihood",))),
@@ -122,6 +130,43 @@ def scoring_params(show_if_method: Callable[[tuple[str, ...]], tuple[str, tuple[
     method_param = show_if_method(())[0]
     return tuple(p for p in every
                  if p.show_if is None or p.show_if[0] != method_param or set(p.show_if[1]) & set(methods))
+
+
+def code_test_params(show_if: tuple[str, tuple[str, ...]] | None, tests_default: str = "{tests}",
+                     ) -> tuple[Param, ...]:
+    """The params of running candidates' code against tests (the `tests` verifier, the `behaviour` voter)."""
+    return (
+        Param("tests", "text", tests_default, "Python statements run after the candidate's code, each top-level assert "
+              "one test (or a HumanEval def check(candidate) with entry_point); {name} fills in a wired input",
+              show_if=show_if),
+        Param("entry_point", "str", "", "The function the tests call (a check(candidate) gets it as candidate)",
+              show_if=show_if),
+        Param("language", "choice", "python", "The candidates' language", choices=CODE_LANGUAGES, show_if=show_if),
+        Param("io_tests", "json", [], "Stdin/stdout tests: [{input: ..., output: ...}] (or a wired io_tests input)",
+              show_if=show_if),
+    )
+
+
+def code_tests_source(params: dict[str, Any], inputs: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """The rendered `tests` template and the stdin/stdout pairs (param, else a wired `io_tests`)."""
+    template = str(params.get("tests") or "")
+    tests = render(template, {k: as_text(v) for k, v in inputs.items()}) if template.strip() else ""
+    pairs = params.get("io_tests") or inputs.get("io_tests") or []
+    if isinstance(pairs, str):
+        import json
+
+        try:
+            pairs = json.loads(pairs) if pairs.strip() else []
+        except ValueError as exc:
+            raise NodeError(f"io_tests is not JSON: {exc}; give a list of {{input, output}}") from None
+    if not isinstance(pairs, list) or not all(isinstance(p, dict) and "input" in p for p in pairs):
+        raise NodeError("io_tests must be a list of {input: ..., output: ...}")
+    return tests, pairs
+
+
+def code_limits(params: dict[str, Any]) -> ExecLimits:
+    """The run limits of a node's params (cast once, here)."""
+    return ExecLimits(timeout_s=float(params.get("timeout_s") or 5.0), memory_mb=int(params.get("memory_mb") or 512))
 
 
 def _shared_normalize(param: Param, show_if_method: Callable[[tuple[str, ...]], tuple[str, tuple[str, ...]]],
@@ -288,6 +333,29 @@ def _score_python(job: ScoringJob) -> list[Verdict]:
         return list(pool.map(run_one, range(len(job.texts))))
 
 
+def _score_tests(job: ScoringJob) -> list[Verdict]:
+    """Run each candidate's code against the tests, confined, in parallel up to the cores."""
+    ctx = job.ctx
+    if not ctx.allow_code_execution():
+        raise NodeError("running candidates' code (method: tests) is disabled here (shared mode); the owner can "
+                        "start the app with --allow-code-execution, or use another verifier method")
+    tests, pairs = code_tests_source(job.params, job.inputs)
+    if not tests.strip() and not pairs:
+        raise NodeError("no tests to run: set `tests` (or wire a `tests` input) or `io_tests`")
+    ctx.event("code_isolation", {"isolated": isolation() == "bwrap", "note": isolation_note()})
+    ctx.cancel.raise_if_cancelled()
+    reports = run_many(list(job.texts), tests=tests, entry_point=str(job.params.get("entry_point") or ""),
+                       io_tests=pairs, limits=code_limits(job.params))
+    return [Verdict(r.score, r.reason, a, detail=test_detail(r)) for r, a in zip(reports, job.answers, strict=True)]
+
+
+def test_detail(report: TestReport) -> dict[str, Any]:
+    """What the trace keeps of one candidate's run: passed/failed per test, output tails."""
+    return {"passed": report.passed, "total": report.total, "isolated": report.isolated,
+            "tests": [{k: t.get(k) for k in ("index", "source", "passed", "error", "output")} for t in report.tests],
+            "stdout_tail": report.stdout[-500:], "stderr_tail": report.stderr[-500:]}
+
+
 def _score_llm_judge(job: ScoringJob) -> list[Verdict]:
     params = job.params
     yes, no = str(params["yes"]), str(params["no"])  # str(): a null token reads "None", as ever
@@ -433,6 +501,7 @@ SCORERS: dict[str, Scorer] = {
     "contains": _score_contains,
     "regex": _score_regex,
     "python": _score_python,
+    "tests": _score_tests,
     "llm_judge": _score_llm_judge,
     "likelihood": _score_likelihood,
     "length": _score_length,

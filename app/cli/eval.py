@@ -43,8 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="fill a workflow input from this column (default: the column of the same name)")
     p.add_argument("--reference", default=None, metavar="COLUMN", help="reference answers (default: 'answer')")
     p.add_argument("--metric", default=None,
-                   help="exact | number | contains | math | choice | regex[:PATTERN] | python:FILE | output:NAME "
-                        "(default: the task's, else exact)")
+                   help="exact | number | contains | math | choice | regex[:PATTERN] | python:FILE | output:NAME | "
+                        "tests (default: the task's, else exact)")
     p.add_argument("--output", default=None, metavar="NAME", help="the workflow output graded (default answer)")
     p.add_argument("--sweep", action="append", default=[], metavar="NODE.PARAM=V1,V2,...",
                    help="sweep a node param (repeatable: the grid is their product)")

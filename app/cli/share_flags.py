@@ -1,5 +1,5 @@
-"""Share options of `metagen ui` (--share, --auth, --auth-file, --allow-python, --share-mode) and the launch
-that prints both the local and the public URL, explaining a share link that could not be made."""
+"""Share options of `metagen ui` (--share, --auth(-file), --allow-python, --allow-code-execution, --share-mode) and
+the launch that prints both the local and the public URL, explaining a share link that could not be made."""
 
 from __future__ import annotations
 
@@ -49,6 +49,9 @@ def add_share_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--auth-file", default=None, metavar="FILE", help="USER:PASSWORD lines, # comments")
     g.add_argument("--allow-python", action="store_true",
                    help="allow the python verifier in share mode (it runs visitors' code on this machine)")
+    g.add_argument("--allow-code-execution", action="store_true",
+                   help="allow method: tests / behaviour in share mode (it runs candidates' code, confined, on "
+                        "this machine; see docs/security.md)")
     add_cap_arguments(g, "share mode: ")
     g.add_argument("--max-concurrent-runs", type=int, default=SHARE_MAX_CONCURRENT_RUNS, metavar="N",
                    help=f"share mode: runs at once; more wait in a queue (default {SHARE_MAX_CONCURRENT_RUNS})")
@@ -89,6 +92,7 @@ def policy_from_args(args: argparse.Namespace, host: str) -> SharePolicy:
                         choice.api_key_env)
     return SharePolicy.for_serving(host=host, share=bool(getattr(args, "share", False)),
                                    allow_python=bool(getattr(args, "allow_python", False)),
+                                   allow_code_execution=bool(getattr(args, "allow_code_execution", False)),
                                    force_share_mode=forced, auth=pairs, remote_choices=remote, **caps)
 
 

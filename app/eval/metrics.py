@@ -1,5 +1,5 @@
-"""Grading: parse a metric spec (exact, number, contains, regex, math, choice, python:FILE, output:NAME) and score
-outputs."""
+"""Grading: parse a metric spec (exact, number, contains, regex, math, choice, python:FILE, output:NAME, tests)
+and score outputs."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from nodes.algorithms.choice import choice_letter, reference_letter
+from nodes.algorithms.code_tests import run_code_tests
 from nodes.algorithms.extract import AnswerSpec, canonical_number, extract_answer, normalize_text, parse_number
 from nodes.algorithms.math_equiv import default_checker, math_available
 from nodes.algorithms.safe_regex import PatternError, SafePattern, compile_pattern
@@ -20,7 +21,8 @@ from nodes.algorithms.sandbox import run_python_verifier
 
 log = logging.getLogger(__name__)
 
-METRIC_FORMS = ("exact", "number", "contains", "math", "choice", "regex", "regex:PATTERN", "python:FILE", "output:NAME")
+METRIC_FORMS = ("exact", "number", "contains", "math", "choice", "regex", "regex:PATTERN", "python:FILE",
+                "output:NAME", "tests")
 MAX_METRIC_FILE_BYTES = 256 * 1024
 PYTHON_METRIC_TIMEOUT_S = 5.0
 PYTHON_METRIC_MEMORY_MB = 256
@@ -61,6 +63,8 @@ class Metric:
     grade: GradeFn
     needs_reference: bool = False
     uses_python: bool = False
+    runs_code: bool = False
+    """The output is a program run against the item's tests (share mode: only with --allow-code-execution)."""
 
 
 def _is_empty(value: Any) -> bool:
@@ -273,6 +277,26 @@ def _python_metric(code: str) -> GradeFn:
     return grade
 
 
+def _tests_metric(output: Any, row: dict[str, Any], reference: str | None, outputs: dict[str, Any]) -> Grade:
+    """The output's code run, confined, against the item's `tests` (and `entry_point`, `io_tests`) columns;
+    correct only when every test passes, the score the fraction passed."""
+    if _is_empty(output):
+        return _wrong("no output")
+    tests = str(row.get("tests") or "")
+    pairs = row.get("io_tests") or []
+    if isinstance(pairs, str):
+        try:
+            pairs = json.loads(pairs) if pairs.strip() else []
+        except ValueError:
+            return _wrong("the item's io_tests column is not JSON")
+    if not tests.strip() and not pairs:
+        return _wrong("the item has no tests (a `tests` or `io_tests` column)")
+    report = run_code_tests(as_text(output), tests=tests, entry_point=str(row.get("entry_point") or ""),
+                            io_tests=pairs if isinstance(pairs, list) else [])
+    return Grade(score=report.score, correct=report.total > 0 and report.passed == report.total,
+                 detail=report.reason)
+
+
 def parse_metric(spec: str, base_dir: Path | None = None) -> Metric:
     """The metric a spec names; relative python:FILE paths are looked up in `base_dir` first, then as given."""
     text = (spec or "").strip()
@@ -294,6 +318,8 @@ def parse_metric(spec: str, base_dir: Path | None = None) -> Metric:
             return Metric("math", _math, needs_reference=True)
         if form == "choice":
             return Metric("choice", _choice, needs_reference=True)
+        if form == "tests":
+            return Metric("tests", _tests_metric, runs_code=True)
     elif form == "regex":
         if not arg:
             raise MetricError("regex: needs a pattern, e.g. regex:^\\d+$ (or plain `regex` to use the reference)")

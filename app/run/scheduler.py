@@ -175,6 +175,8 @@ class Scheduler:
         """Seeded samples and candidate scores of every run: raising N draws only the new samples."""
         self.max_workers = max_workers
         self.allow_python = allow_python
+        self.allow_code_execution = True
+        """Whether candidates' code may run (`method: tests`, `behaviour`); the share policy turns it off."""
         self.hide_cache_hits = False
         self.stop_grace_s = STOP_GRACE_S
         """Seconds a stopped run waits for its nodes before it ends without them (see _DagRun.execute)."""
@@ -459,7 +461,8 @@ class _DagRun:
                 return self._run_child(node_id, node_seed, runs, mapped)
 
         ctx = RunNodeContext(self.state, self.prefix + node_id, cls.kind, node.model, node_seed, self.values,
-                             self.backend_for, self.default_model, self.scheduler.allow_python, runner)
+                             self.backend_for, self.default_model, self.scheduler.allow_python, runner,
+                             code_allowed=self.scheduler.allow_code_execution)
         self._emit(ev.NODE_START, node_id, {
             "kind": cls.kind, "params": to_jsonable(params), "inputs": to_jsonable(got),
             "model": self._model_of(node_id) if cls.uses_model else None,

@@ -227,6 +227,9 @@ class EvaluationService:
         task = str(request.get("task") or "").strip() or (picked[len(TASK_PREFIX):] if picked.startswith(TASK_PREFIX)
                                                             else None)
         metric = str(request.get("metric") or "") or (None if task else "exact")
+        if metric and metric.strip().lower() == "tests" and not self.policy.allow_code_execution:
+            raise UserError("the tests metric runs the outputs' code and is disabled on this shared app; the owner "
+                            "can start it with --allow-code-execution")
         if metric and metric.startswith("python:"):
             if not self.policy.allow_python:
                 raise UserError("python: metrics run code and are disabled on this shared app")

@@ -149,6 +149,8 @@ class SharePolicy:
 
     share_mode: bool = False
     allow_python: bool = True
+    allow_code_execution: bool = True
+    """Whether candidates' code may run (`method: tests` verifiers, `method: behaviour` voters)."""
     max_lm_calls: int | None = None
     max_tokens: int | None = None
     max_seconds: float | None = None
@@ -185,6 +187,7 @@ class SharePolicy:
         share: bool = False,
         allow_python: bool = False,
         *,
+        allow_code_execution: bool = False,
         force_share_mode: bool | None = None,
         auth: Iterable[tuple[str, str]] = (),
         model_choices: Iterable[str] | None = None,
@@ -212,6 +215,7 @@ class SharePolicy:
         return cls(
             share_mode=True,
             allow_python=allow_python,
+            allow_code_execution=allow_code_execution,
             max_lm_calls=max_lm_calls,
             max_tokens=max_tokens,
             max_seconds=max_seconds,
@@ -356,6 +360,26 @@ def _uses_python(value: Any) -> bool:
     return False
 
 
+CODE_EXECUTION_METHODS = ("tests", "behaviour")
+"""Methods that run candidates' code: refused in share mode unless the owner passes --allow-code-execution."""
+
+
+def _runs_candidate_code(value: Any) -> bool:
+    """Whether params choose a method that runs candidates' code, also inside nested settings and lists."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            methods = item if isinstance(item, list | tuple) else [item]
+            if key in PYTHON_SELECTOR_KEYS and any(isinstance(m, str) and m.strip().lower() in CODE_EXECUTION_METHODS
+                                                   for m in methods):
+                return True
+            if _runs_candidate_code(item):
+                return True
+        return False
+    if isinstance(value, list | tuple):
+        return any(_runs_candidate_code(v) for v in value)
+    return False
+
+
 def _code_strings(value: Any) -> list[str]:
     """Every `code` param inside params (nested settings included)."""
     if isinstance(value, dict):
@@ -403,6 +427,14 @@ def check_workflow_allowed(wf: Workflow, policy: SharePolicy) -> list[Issue]:
                     "the python verifier is disabled on this shared app",
                     "use another verifier method (regex, exact, llm_judge...), or, as the owner, "
                     "start the app with --allow-python",
+                    node_id=node.id, line=wf.node_line(node.id, "params")))
+    if not policy.allow_code_execution:
+        for node in wf.nodes:
+            if _runs_candidate_code(node.params):
+                issues.append(Issue(
+                    "code_execution_disabled",
+                    "running candidates' code (method: tests / behaviour) is disabled on this shared app",
+                    "use another verifier method, or, as the owner, start the app with --allow-code-execution",
                     node_id=node.id, line=wf.node_line(node.id, "params")))
     if not policy.share_mode:
         return issues

@@ -4,11 +4,12 @@ Each candidate gets `scores[<node id>]`, `score` (the latest verifier's), and in
 `reasons[<node id>]` and `passed[<node id>]` (score >= pass_threshold). `method: confidence` reads the token
 statistics a sampler left on each candidate (`meta["token_stats"]`): no model call (nodes.algorithms.confidence).
 
-`method: prm` also leaves each candidate's `step_scores` (and puts them in the trace).
+`method: prm` also leaves each candidate's `step_scores` (and puts them in the trace); `method: tests` leaves
+`meta["tests"][<node id>]` (passed/failed per test, stdout/stderr tails) and puts it in the trace too.
 
 Trace event "score":
     {"method", "pass_threshold", "passed_count", "mean",
-     "scores": [{"index", "score", "passed", "reason", "answer", "step_scores" (prm)}]}
+     "scores": [{"index", "score", "passed", "reason", "answer", "step_scores" (prm), "tests" (tests)}]}
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from nodes.algorithms.code_tests import tests_problem
 from nodes.algorithms.confidence import MEASURES, sample_confidence
 from nodes.algorithms.extract import AnswerSpec
 from nodes.base import (
@@ -92,7 +94,8 @@ class Verifier(NodeKind):
         method = params.get("method")
         if method in ("exact", "contains") or (method == "regex" and not params.get("regex")):
             names.append("reference")
-        templates = {"llm_judge": "judge_prompt", "likelihood": "prefix", "prm": "query", "reward_model": "query"}
+        templates = {"llm_judge": "judge_prompt", "likelihood": "prefix", "prm": "query", "reward_model": "query",
+                     "tests": "tests"}
         if isinstance(method, str) and method in templates:  # a wrong `method: [..]` is reported, not hashed
             for var in template_variables(str(params.get(templates[method]) or "")):
                 if var not in RESERVED_VARS and var not in names:
@@ -104,6 +107,10 @@ class Verifier(NodeKind):
         problems = AnswerSpec.from_params(params).problems() if params.get("method") == "exact" else []
         problems += [p for p in regex_problems(params, params.get("method")) if p not in problems]
         problems += prm_problems(params, params.get("method"))
+        if params.get("method") == "tests" and "{" not in str(params.get("tests") or ""):
+            problem = tests_problem(str(params.get("tests") or ""))
+            if problem:
+                problems.append(("tests", problem))
         if params.get("method") == "python" and params.get("code"):
             try:
                 compile(str(params["code"]), "<verifier>", "exec")
@@ -148,13 +155,16 @@ class Verifier(NodeKind):
             c.meta.setdefault("passed", {})[ctx.node_id] = v.passed
             if v.step_scores is not None:
                 c.step_scores = list(v.step_scores)
+            if v.detail is not None:
+                c.meta.setdefault("tests", {})[ctx.node_id] = v.detail
         scores = [v.score for v in verdicts]
         ctx.event("score", {
             "method": method, "pass_threshold": params["pass_threshold"],
             "passed_count": sum(v.passed for v in verdicts),
             "mean": sum(scores) / len(scores) if scores else None,
             "scores": [{"index": i, "score": v.score, "passed": v.passed, "reason": v.reason, "answer": v.answer,
-                        **({"step_scores": v.step_scores} if v.step_scores is not None else {})}
+                        **({"step_scores": v.step_scores} if v.step_scores is not None else {}),
+                        **({"tests": v.detail} if v.detail is not None else {})}
                        for i, v in enumerate(verdicts)],
         })
         ctx.progress(len(cands), len(cands))

@@ -12,8 +12,11 @@ Trace event "vote" (VoteResult.to_json()):
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
+from nodes.algorithms.behaviour import behaviour_vote, parse_inputs
+from nodes.algorithms.code_tests import TestReport, extract_code, run_many
 from nodes.algorithms.extract import MATH, AnswerSpec, answer_params
 from nodes.algorithms.math_equiv import class_answers
 from nodes.algorithms.mbr import UTILITIES, mbr_select, utility
@@ -27,9 +30,21 @@ from nodes.algorithms.voting import (
     threshold_vote,
     weighted_vote,
 )
-from nodes.base import CANDIDATES, JSON, TEXT, CandidateSet, NodeContext, NodeError, NodeKind, Param, Port
+from nodes.base import (
+    CANDIDATES,
+    JSON,
+    TEXT,
+    Candidate,
+    CandidateSet,
+    NodeContext,
+    NodeError,
+    NodeKind,
+    Param,
+    Port,
+)
+from nodes.scoring import code_limits, code_test_params, code_tests_source, test_detail
 
-METHODS = ("majority", "weighted", "best_of_n", "mbr", "threshold", "confidence_filter")
+METHODS = ("majority", "weighted", "best_of_n", "mbr", "threshold", "confidence_filter", "behaviour")
 NEEDS_SCORES = ("weighted", "best_of_n", "threshold", "confidence_filter")
 
 
@@ -45,6 +60,46 @@ def mbr_vote(texts: list[str], answers: list[str | None], util_name: str,
                       TIE_BREAK_INDEX, True, {"utility": util_name, "expected_utility": result.expected_utility})
 
 
+def behaviour_of(cands: list[Candidate], params: dict[str, Any], inputs: dict[str, Any],
+                 ctx: NodeContext) -> VoteResult:
+    """AlphaCode: run every candidate on the tests and inputs, cluster identical behaviour (see algorithms)."""
+    if not ctx.allow_code_execution():
+        raise NodeError("running candidates' code (method: behaviour) is disabled here (shared mode); the owner "
+                        "can start the app with --allow-code-execution, or use another voting method")
+    entry = str(params.get("entry_point") or "")
+    wired = {k: v for k, v in inputs.items() if k not in ("candidates", "generated_inputs")}
+    tests, pairs = code_tests_source({**params, "tests": params.get("tests") or ("{tests}" if "tests" in wired
+                                                                                  else "")}, wired)
+    probes = parse_inputs(params.get("generated_inputs") or [], entry) + parse_inputs(
+        inputs.get("generated_inputs"), entry)
+    if not tests.strip() and not pairs and not probes:
+        raise NodeError("behaviour voting needs inputs to run the candidates on: wire `tests` or "
+                        "`generated_inputs`, or set the tests / io_tests / generated_inputs params")
+    scores = [c.score for c in cands]
+    pool = list(range(len(cands)))
+    if params["filter_passing"] and any(s is not None and s >= 1.0 for s in scores):
+        pool = [i for i, s in enumerate(scores) if s is not None and s >= 1.0]
+    reports = run_many([cands[i].text for i in pool], tests=tests, entry_point=entry, io_tests=pairs, probes=probes,
+                       limits=code_limits(params))
+    signatures: list[str | None] = [None] * len(cands)
+    labels = [""] * len(cands)
+    for i, report in zip(pool, reports, strict=True):
+        cands[i].meta.setdefault("tests", {})[ctx.node_id] = {**test_detail(report), "outputs": report.outputs}
+        if _ran(report):
+            signatures[i] = json.dumps(report.behaviour(), default=str)
+            labels[i] = "outputs " + json.dumps(report.outputs or [t.get("output") for t in report.tests],
+                                                default=str)[:160]
+    vote = behaviour_vote(signatures, scores, labels)
+    vote.detail.update({"inputs": probes[:50], "filtered_out": [i for i in range(len(cands)) if i not in pool],
+                        "runs": {str(i): r.reason for i, r in zip(pool, reports, strict=True)}})
+    return vote
+
+
+def _ran(report: TestReport) -> bool:
+    """Whether the program ran at all (a syntax error or a crash on loading has no behaviour to compare)."""
+    return any(o is not None for o in report.outputs) or any(t.get("output") is not None for t in report.tests)
+
+
 class Voter(NodeKind):
     """Aggregates candidates into an answer; candidates without an answer are counted apart."""
 
@@ -54,8 +109,14 @@ class Voter(NodeKind):
     description = ("Aggregate candidates into one answer: majority (self-consistency), weighted (sum of "
                    "scores), best_of_n (argmax score), mbr (minimum Bayes risk), threshold (rejection), "
                    "confidence_filter (DeepConf: keep the most confident fraction, then a confidence-weighted "
-                   "majority; score with a confidence verifier).")
-    inputs = (Port("candidates", CANDIDATES, "Candidates to aggregate (scored, for weighted/best_of_n/threshold)"),)
+                   "majority; score with a confidence verifier), behaviour (AlphaCode: run the candidates' code on "
+                   "test inputs, cluster identical outputs, pick from the largest cluster).")
+    inputs = (
+        Port("candidates", CANDIDATES, "Candidates to aggregate (scored, for weighted/best_of_n/threshold)"),
+        Port("tests", TEXT, "Behaviour: the item's tests, run on every candidate", required=False),
+        Port("generated_inputs", TEXT, "Behaviour: test inputs from an LLM node (a JSON list or one per line)",
+             required=False),
+    )
     outputs = (
         Port("answer", TEXT, "The winning canonical answer ('' when no candidate has one)"),
         Port("best", TEXT, "Full text of the chosen candidate"),
@@ -77,6 +138,15 @@ class Voter(NodeKind):
               choices=("best", "none"), show_if=("method", ("threshold",))),
         Param("keep", "float", 0.9, "Confidence filter: the most confident fraction of candidates that votes "
               "(DeepConf: 0.1 aggressive, 0.9 safe)", min=0.1, max=1.0, show_if=("method", ("confidence_filter",))),
+        *code_test_params(("method", ("behaviour",)), tests_default=""),
+        Param("generated_inputs", "json", [], "Behaviour: test inputs (argument lists with entry_point, else "
+              "stdin texts); a wired generated_inputs adds to them", show_if=("method", ("behaviour",))),
+        Param("filter_passing", "bool", True, "Behaviour: cluster only the candidates scoring 1 (all tests "
+              "passed) when there are any", show_if=("method", ("behaviour",))),
+        Param("timeout_s", "float", 5.0, "Behaviour: time limit per candidate (seconds)", min=0.1, max=120,
+              show_if=("method", ("behaviour",))),
+        Param("memory_mb", "int", 512, "Behaviour: memory limit per candidate (MB)", min=32, max=8192,
+              show_if=("method", ("behaviour",))),
     )
 
     @classmethod
@@ -109,6 +179,10 @@ class Voter(NodeKind):
             vote = threshold_vote(answers, scores, params["threshold"], params["fallback"])
         elif method == "confidence_filter":
             vote = confidence_filter_vote(answers, scores, params["keep"])
+        elif method == "behaviour":
+            vote = behaviour_of(cands, params, inputs, ctx)
+            answers = [extract_code(c.text) for c in cands]  # a program's answer is its code
+            vote.answer = answers[vote.winner] if vote.winner is not None else None
         else:
             texts = [(a or "") for a in answers] if params["mbr_on"] == "answer" else [c.text for c in cands]
             weights = None

@@ -20,6 +20,7 @@ EXPECTED = ("chain_of_thought", "best_of_n", "self_consistency", "weighted_vote"
 EXPECTED += ("dvts", "particle_filter", "mcts", "thinking_budget")
 EXPECTED += ("prm_beam",)
 EXPECTED += ("beam_rerank", "diverse_beam")
+EXPECTED += ("code_best_of_n", "alphacode", "plansearch", "plan_to_code")
 FILES = sorted(WORKFLOWS.glob("*.yaml"))
 
 

@@ -1,0 +1,153 @@
+"""Scoring candidate programs by running tests on them: extraction, one confined run each, parallel runs.
+
+`run_code_tests` runs one candidate (the last fenced code block of its text, else the whole text) against
+assert tests / a `check(candidate)` function / stdin-stdout pairs and extra inputs (`probes`), and returns a
+`TestReport`: per-test results, the outputs on the probes (its behaviour), stdout / stderr tails, and the
+score (the fraction of tests passed). Nothing raises: a timeout, a crash or a syntax error is a reason.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from nodes.algorithms.code_exec import ExecLimits, ExecResult, run_confined
+from nodes.algorithms.code_harness import HARNESS
+
+FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
+
+
+def extract_code(text: str) -> str:
+    """The last fenced code block (a python-tagged one preferred), else the whole text."""
+    blocks = FENCE.findall(text or "")
+    if not blocks:
+        return text or ""
+    python = [body for lang, body in blocks if lang.lower() in ("python", "py", "python3")]
+    return (python or [body for _, body in blocks])[-1]
+
+
+def count_tests(tests: str, entry_point: str) -> int:
+    """How many tests `tests` holds (asserts; a check()'s statements with entry_point); 0 if it does not parse."""
+    try:
+        tree = ast.parse(tests)
+    except SyntaxError:
+        return 0
+    check = next((s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == "check"), None)
+    if check is not None and entry_point:
+        return sum(1 for s in check.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)))
+    return sum(1 for s in tree.body if isinstance(s, ast.Assert))
+
+
+def tests_problem(tests: str) -> str | None:
+    """Why `tests` cannot run (not Python), or None."""
+    try:
+        ast.parse(tests)
+    except SyntaxError as exc:
+        return f"is not valid Python: {exc.msg} (line {exc.lineno})"
+    return None
+
+
+@dataclass
+class TestReport:
+    """One candidate's run: its score, per-test results and behaviour."""
+
+    score: float
+    passed: int
+    total: int
+    reason: str
+    tests: list[dict[str, Any]] = field(default_factory=list)
+    outputs: list[str | None] = field(default_factory=list)
+    """The candidate's output on each probe (its behaviour on the generated inputs)."""
+    stdout: str = ""
+    stderr: str = ""
+    isolated: bool = False
+
+    def behaviour(self) -> tuple[Any, ...]:
+        """What the candidate did on every test and probe: equal tuples, same behaviour."""
+        return (*((t.get("output"), t.get("passed")) for t in self.tests), *self.outputs)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_code_tests(text: str, *, tests: str = "", entry_point: str = "", io_tests: list[dict[str, Any]] | None = None,
+                   probes: list[str] | None = None, limits: ExecLimits | None = None,
+                   isolate: bool | None = None) -> TestReport:
+    """Run one candidate's code against the tests (see the module docstring)."""
+    limits = limits or ExecLimits()
+    io_cases = list(io_tests or [])
+    request = {"code": extract_code(text), "tests": tests or "", "entry_point": entry_point or "",
+               "io_tests": io_cases, "probes": [str(p) for p in probes or []]}
+    result = run_confined(["harness.py"], json.dumps(request), limits, files={"harness.py": HARNESS},
+                          isolate=isolate)
+    total = (count_tests(tests, entry_point) if tests.strip() else 0) + len(io_cases)
+    if result.refused:
+        return TestReport(0.0, 0, total, result.refused, isolated=False)
+    return _report(result, total, len(request["probes"]), limits)
+
+
+def _report(result: ExecResult, total: int, n_probes: int, limits: ExecLimits) -> TestReport:
+    events = []
+    for line in result.results.splitlines():
+        try:
+            events.append(json.loads(line))
+        except ValueError:
+            continue
+    tests = [e for e in events if e.get("type") in ("test", "io")]
+    probe_out: list[str | None] = [None] * n_probes
+    for e in events:
+        if e.get("type") == "probe" and 0 <= int(e.get("index", -1)) < n_probes:
+            probe_out[int(e["index"])] = e.get("output")
+    passed = sum(1 for t in tests if t.get("passed"))
+    total = max(total, len(tests))
+    reason = _reason(events, tests, result, limits, passed, total)
+    return TestReport(passed / total if total else 0.0, passed, total, reason, tests, probe_out,
+                      result.stdout[-2000:], result.stderr[-2000:], result.isolated)
+
+
+def _reason(events: list[dict[str, Any]], tests: list[dict[str, Any]], result: ExecResult, limits: ExecLimits,
+            passed: int, total: int) -> str:
+    """The first failing test and its error, or why the run stopped."""
+    for e in events:
+        if e.get("type") in ("compile_error", "load_error"):
+            return str(e.get("error"))
+    failed = next((t for t in tests if not t.get("passed")), None)
+    if failed is not None:
+        what = failed.get("source") or f"stdin/stdout test {failed.get('index')}"
+        return f"{passed}/{total} passed; first failure: {what}: {failed.get('error')}"[:500]
+    if not any(e.get("type") == "done" for e in events):
+        return f"{passed}/{total} passed; then {_death(result, limits)}"
+    return f"{passed}/{total} tests passed" if total else "no tests to run"
+
+
+def _death(result: ExecResult, limits: ExecLimits) -> str:
+    if result.timed_out:
+        return f"timed out after {limits.timeout_s:g} s"
+    code = result.returncode
+    if code is not None and result.isolated and code > 128:  # bwrap reports its child's signal as 128 + signal
+        code = 128 - code
+    if code is not None and code < 0:
+        import signal
+
+        sig = -code
+        if sig in (signal.SIGXCPU, signal.SIGKILL):
+            return f"stopped at the CPU time limit ({limits.timeout_s:g} s)"
+        if sig == signal.SIGXFSZ:
+            return f"stopped at the output limit ({limits.output_bytes} bytes)"
+        return f"killed by signal {signal.Signals(sig).name}"
+    tail = result.stderr.strip().splitlines()[-1][:300] if result.stderr.strip() else ""
+    if "MemoryError" in result.stderr:
+        return f"memory limit exceeded ({limits.memory_mb} MB)"
+    return f"the program exited with status {code}" + (f": {tail}" if tail else "")
+
+
+def run_many(texts: list[str], *, workers: int | None = None, **kwargs: Any) -> list[TestReport]:
+    """`run_code_tests` on every text, in parallel up to the cores."""
+    workers = workers or max(1, os.cpu_count() or 1)
+    with ThreadPoolExecutor(max_workers=min(workers, max(1, len(texts)))) as pool:
+        return list(pool.map(lambda t: run_code_tests(t, **kwargs), texts))
