@@ -253,6 +253,6 @@ def test_resolve_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert resolve_dataset(given) == given and resolve_dataset(str(given)) == given
     with pytest.raises(DatasetError) as caught:
         resolve_dataset("nothing-here")
-    assert "available datasets: arithmetic, instructions, mine" in str(caught.value)
+    assert "available datasets: arithmetic, code, instructions, mine" in str(caught.value)
     with pytest.raises(DatasetError):
         resolve_dataset("../datasets/arithmetic")  # a name is never a path out of the folders
