@@ -13,7 +13,6 @@ the same text, up to llama.cpp's batched numerics."""
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from backends.base import GenerateResult, SpeculativeSpec
 from backends.engine_protocol import EngineView
@@ -151,11 +150,10 @@ class SpeculativeGenerateJob(GenerateJob):
         return result
 
 
-def speculative_job(speculative: SpeculativeSpec | None, drafter: DraftModel | None = None,
-                    **job: Any) -> GenerateJob:
+def speculative_job(speculative: SpeculativeSpec | None, request: GenerateRequest,
+                    drafter: DraftModel | None = None) -> GenerateJob:
     """The generate job for a model: speculative when its entry asks for n-gram speculation, or for a draft model
     and `drafter` is that model loaded."""
-    request = GenerateRequest(**job)
     if speculative is not None and speculative.method == "ngram":
         return SpeculativeGenerateJob(request, speculative)
     if speculative is not None and speculative.method == "draft" and drafter is not None:
