@@ -10,10 +10,11 @@ import pytest
 
 from app.cli.main import main
 from app.eval.datasets import Dataset, DatasetError
-from app.eval.metrics import MetricError, parse_metric
-from app.eval.plan import EvalSetupError, make_plan, plan_from_config
+from app.eval.metrics import parse_metric
+from app.eval.plan import WorkflowSource, make_plan, plan_from_config
 from app.eval.tasks import TaskError, apply_task, available_tasks, load_task
 from nodes.registry import default_registry
+
 from tests.eval.hub_cache import prefill
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,17 +94,14 @@ def test_unknown_task_lists_the_presets() -> None:
         load_task("gsm9k")
 
 
-def test_code_presets_need_the_tests_metric(tmp_path: Path) -> None:
-    try:
-        parse_metric("tests")
-    except MetricError:
-        pass
-    else:
-        pytest.skip("the tests metric (code execution) is installed: the presets grade with it")
+def test_code_presets_grade_with_the_tests_metric(tmp_path: Path) -> None:
+    """humaneval / mbpp declare `metric: tests` (the code-execution metric): their plans run the item's tests."""
     data = tmp_path / "he.jsonl"
-    data.write_text(json.dumps({"prompt": "def f():\n", "test": "assert True", "entry_point": "f"}) + "\n")
-    with pytest.raises(EvalSetupError, match="task humaneval grades with the `tests` metric"):
-        make_plan([], data, registry=default_registry(), metric=None, task="humaneval")
+    data.write_text(json.dumps({"prompt": "def f():\n", "test": "def check(candidate):\n    assert candidate() == 1\n",
+                                "entry_point": "f", "canonical_solution": "    return 1\n", "task_id": "t/0"}) + "\n")
+    plan = make_plan([WorkflowSource(path=ROOT / "workflows" / "code_best_of_n.yaml")], data,
+                     registry=default_registry(), metric=None, task="humaneval")
+    assert plan.metric_spec == "tests"
 
 
 def test_eval_task_gsm8k_end_to_end_from_the_cache(hub_cache: Path, tmp_path: Path,

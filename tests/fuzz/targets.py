@@ -47,7 +47,9 @@ KNOWN_CODES = frozenset({
     "unknown_workflow", "workflow_path_refused", "workflow_cycle", "too_deep", "too_many_subworkflows",
     # share policy (app/share/policy.py) and run inputs (app/run/scheduler.py)
     "python_disabled", "model_path_refused", "model_option_refused", "model_source_refused", "unknown_input",
-    "missing_value",
+    "missing_value", "code_execution_disabled",
+    # token-level beam search (app/workflow/beam_checks.py)
+    "beam_ignores_sampling", "beam_needs_local_model",
 })
 """Every issue code the app reports (tests/fuzz/test_fuzz_codes.py keeps it in step with the source)."""
 
