@@ -14,7 +14,6 @@ from app.eval.metrics import parse_metric
 from app.eval.plan import WorkflowSource, make_plan, plan_from_config
 from app.eval.tasks import TaskError, apply_task, available_tasks, load_task
 from nodes.registry import default_registry
-
 from tests.eval.hub_cache import prefill
 
 ROOT = Path(__file__).resolve().parents[2]
