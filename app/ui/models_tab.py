@@ -4,6 +4,7 @@ load/unload, making a CPU-fast copy, and getting models from the Hub (get_model.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import gradio as gr
@@ -52,7 +53,18 @@ def build_summary() -> str:
 
 
 def models_tab(service: StudioService, tab: gr.Tab) -> None:
+    """The Models tab: the local models (load, unload, CPU copy, add), device settings, Get a model, remote
+    servers; each section builds its components and wires its own events."""
     gr.Markdown(build_summary(), elem_id="mg-models-build")
+    views = _model_list_views(service)
+    refresh_list = _wire_model_list(service, views, tab)
+    _device_section(service, views["outputs"], refresh_list)
+    get_model_section(service)
+    remote_check_section(service)
+    remote_servers_section(service)
+
+
+def _model_list_views(service: StudioService) -> dict[str, Any]:
     table = gr.Dataframe(headers=MODEL_COLUMNS, interactive=False, elem_id="mg-models-table", wrap=True)
     with gr.Row():
         pick = gr.Dropdown([], label="Model", elem_id="mg-models-pick", scale=3)
@@ -65,24 +77,19 @@ def models_tab(service: StudioService, tab: gr.Tab) -> None:
         add_path = gr.Textbox(label="Add a GGUF file by path", placeholder="/path/to/model.gguf",
                               elem_id="mg-models-path", scale=3)
         add_btn = gr.Button("Add", elem_id="mg-models-add", scale=0)
-    current = service.models.device_settings()
-    with gr.Row(visible=not service.policy.share_mode):
-        device = gr.Dropdown(["auto", "cpu", "gpu", "metal"], value=current["device"], label="Device",
-                             info="auto: offload to the GPU when this llama.cpp build can", elem_id="mg-models-device")
-        # Textboxes, not gr.Number: a Number shows an unset value as 0, which is not a valid thread count and
-        # means "no offload" for GPU layers, so saving the untouched form used to fail or turn the GPU off.
-        threads = gr.Textbox(value=blank_if_none(current["threads"]), label="CPU threads",
-                             placeholder="automatic", info="empty: llama.cpp chooses", elem_id="mg-models-threads")
-        layers = gr.Textbox(value=blank_if_none(current["n_gpu_layers"]), label="GPU layers",
-                            placeholder="device default", info="-1 all, 0 none, empty: the device's default",
-                            elem_id="mg-models-layers")
-        save_device = gr.Button("Save device settings", elem_id="mg-models-save-device", scale=0)
+    return {"table": table, "pick": pick, "load": load_btn, "unload": unload_btn, "copy": copy_btn,
+            "refresh": refresh, "add_path": add_path, "add": add_btn}
+
+
+def _wire_model_list(service: StudioService, v: dict[str, Any], tab: gr.Tab) -> Callable[..., tuple[Any, Any, str]]:
+    """The list's events; returns its refresh (the device section reports through it)."""
     message = gr.Markdown(elem_id="mg-models-message")
     folder = "the owner's models folder" if service.share_mode else f"`{service.models_dir}`"
     gr.Markdown(f"Models folder: {folder} — drop .gguf files there, then Refresh. "
                 "**Make CPU-fast copy** writes a Q8_0 copy of the picked model (for types such as Q4_1 that "
                 "llama.cpp has no fast CPU matrix path for) and measures it against the original here; a model "
                 "with `cpu_weights: auto` then runs the copy only if it was faster with quality held.")
+    table, pick = v["table"], v["pick"]
 
     def refresh_list(current: str | None = None, note: str = "") -> tuple[Any, Any, str]:
         try:
@@ -95,8 +102,9 @@ def models_tab(service: StudioService, tab: gr.Tab) -> None:
         return gr.update(value=rows), gr.update(choices=choices, value=value), note
 
     outputs = [table, pick, message]
+    v["outputs"] = outputs
     tab.select(lambda current: refresh_list(current), [pick], outputs)
-    refresh.click(lambda current: refresh_list(current), [pick], outputs)
+    v["refresh"].click(lambda current: refresh_list(current), [pick], outputs)
 
     def act(kind: str, key: str | None) -> tuple[Any, Any, str]:
         if not key:
@@ -116,9 +124,9 @@ def models_tab(service: StudioService, tab: gr.Tab) -> None:
             note = f"Could not {kind} the model: {exc}"
         return refresh_list(key, note)
 
-    load_btn.click(lambda key: act("load", key), [pick], outputs)
-    unload_btn.click(lambda key: act("unload", key), [pick], outputs)
-    copy_btn.click(lambda key: act("copy", key), [pick], outputs)
+    v["load"].click(lambda key: act("load", key), [pick], outputs)
+    v["unload"].click(lambda key: act("unload", key), [pick], outputs)
+    v["copy"].click(lambda key: act("copy", key), [pick], outputs)
 
     def add(path: str) -> tuple[Any, Any, str]:
         try:
@@ -127,7 +135,24 @@ def models_tab(service: StudioService, tab: gr.Tab) -> None:
             return refresh_list(None, str(exc))
         return refresh_list(added, f"Added {added}.")
 
-    add_btn.click(add, [add_path], outputs)
+    v["add"].click(add, [v["add_path"]], outputs)
+    return refresh_list
+
+
+def _device_section(service: StudioService, outputs: list[Any], refresh_list: Callable[..., Any]) -> None:
+    """Device settings new models load with (owner only)."""
+    current = service.models.device_settings()
+    with gr.Row(visible=not service.policy.share_mode):
+        device = gr.Dropdown(["auto", "cpu", "gpu", "metal"], value=current["device"], label="Device",
+                             info="auto: offload to the GPU when this llama.cpp build can", elem_id="mg-models-device")
+        # Textboxes, not gr.Number: a Number shows an unset value as 0, which is not a valid thread count and
+        # means "no offload" for GPU layers, so saving the untouched form used to fail or turn the GPU off.
+        threads = gr.Textbox(value=blank_if_none(current["threads"]), label="CPU threads",
+                             placeholder="automatic", info="empty: llama.cpp chooses", elem_id="mg-models-threads")
+        layers = gr.Textbox(value=blank_if_none(current["n_gpu_layers"]), label="GPU layers",
+                            placeholder="device default", info="-1 all, 0 none, empty: the device's default",
+                            elem_id="mg-models-layers")
+        save_device = gr.Button("Save device settings", elem_id="mg-models-save-device", scale=0)
 
     def save_settings(device_value: str, threads_value: str | None, layers_value: str | None) -> tuple[Any, ...]:
         try:
@@ -138,6 +163,3 @@ def models_tab(service: StudioService, tab: gr.Tab) -> None:
                                   "to apply them to it).")
 
     save_device.click(save_settings, [device, threads, layers], outputs)
-    get_model_section(service)
-    remote_check_section(service)
-    remote_servers_section(service)
