@@ -500,7 +500,8 @@ class StudioService:
         except (TypeError, ValueError):
             raise UserError(f"the seed must be a whole number, got {seed!r}") from None
         with self._runs_lock:
-            waiting = sum(1 for h in self._runs.values() if h.live.status == QUEUED)
+            # the gate's own count too: a cancelled run still leaving the gate is no longer QUEUED but still waits
+            waiting = max(sum(1 for h in self._runs.values() if h.live.status == QUEUED), self._gate.waiting)
             if waiting >= self.policy.max_queue:
                 raise UserError(f"{waiting} runs are already waiting; wait for one to finish or cancel one")
             mine = self._unfinished_runs_of(visitor)
