@@ -7,29 +7,20 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup system-deps run test test-fast lint bench clean
 
-$(STAMP): pyproject.toml
+# llama-cpp-python is built by scripts/build_engine.py before the app is installed (so pip never builds or reuses a
+# wheel of other flags): without llama.cpp's AMX kernels unless METAGEN_AMX=1, GPU backends by METAGEN_GPU=cuda|vulkan|
+# metal (cuda when nvcc is on PATH and a driver sees a GPU), the wheel kept under a hash of its flags and the CPU.
+# `setup` ends with a canary decode of the bundled model in a child process: a crash or garbage fails the setup
+# (after one portable rebuild when the flags were chosen automatically).
+$(STAMP): pyproject.toml scripts/build_engine.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
+	$(BIN)/python scripts/build_engine.py --no-canary
 	$(BIN)/pip install -e '.[dev,desktop,notebook]'
 	touch $(STAMP)
 
-# GPU builds of llama.cpp: METAGEN_GPU=cuda|vulkan|metal, or cuda when nvcc is on PATH and an NVIDIA driver sees a
-# GPU (a CUDA toolkit alone, on a machine without a GPU, would build a llama.cpp that cannot load); METAGEN_GPU=cpu
-# or no GPU: the CPU build as is.
-METAGEN_GPU ?= $(if $(and $(shell command -v nvcc 2>/dev/null),$(shell nvidia-smi -L 2>/dev/null)),cuda,)
-GPU_CMAKE_cuda := -DGGML_CUDA=on
-GPU_CMAKE_vulkan := -DGGML_VULKAN=on
-GPU_CMAKE_metal := -DGGML_METAL=on
-GPU_STAMP := $(VENV)/.gpu-$(METAGEN_GPU)-stamp
-
-$(GPU_STAMP): $(STAMP)
-	@[ -n "$(GPU_CMAKE_$(METAGEN_GPU))" ] || { echo "METAGEN_GPU=$(METAGEN_GPU): use cuda, vulkan or metal"; exit 2; }
-	CMAKE_ARGS="$(GPU_CMAKE_$(METAGEN_GPU))" $(BIN)/pip install --force-reinstall --no-deps --no-cache-dir \
-	  "llama-cpp-python==$$($(BIN)/python -c 'import importlib.metadata as m; print(m.version("llama-cpp-python"))')"
-	$(BIN)/python -m app.cli models list | head -1  # says which build runs now (CPU / CUDA / Vulkan / Metal)
-	touch $@
-
-setup: $(STAMP) $(if $(filter-out cpu,$(METAGEN_GPU)),$(GPU_STAMP))
+setup: $(STAMP)
+	$(BIN)/python scripts/build_engine.py
 
 # Debian packages the browser and desktop tests need: Chromium for Playwright, Xvfb and the X/Qt
 # libraries for the native desktop window (pywebview + QtWebEngine).
