@@ -368,13 +368,14 @@ def check_hub_env(env: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def check_traces(path: Path) -> dict[str, str]:
-    """The trace database's integrity: PRAGMA quick_check, read-only."""
+    """The trace database's integrity: PRAGMA quick_check (which changes nothing)."""
     if not path.exists():
         return check("trace database", OK, f"{path} not created yet (the first run makes it)")
     fix = (f"stop the studio, move the file aside (`mv {path} {path}.bad`); the next start makes a new one "
            "(runs in the old file are lost; `sqlite3 FILE .recover` may save some)")
     try:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10) as db:
+        # read-write but writing nothing: a read-only connection to a WAL database leaves -wal / -shm files behind
+        with sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=10) as db:
             rows = [r[0] for r in db.execute("PRAGMA quick_check").fetchall()]
         db.close()
     except sqlite3.Error as exc:

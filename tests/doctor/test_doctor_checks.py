@@ -181,3 +181,12 @@ def test_run_doctor_puts_the_pools_broken_models_in_the_report(tmp_path: Path) -
     assert names[:4] == ["Python", "packages", "engine build", "GPU"]
     assert "broken models" in names and "canary decode" not in names
     assert report.exit_code == 1
+
+
+def test_checking_a_wal_database_leaves_no_files_behind(tmp_path: Path) -> None:
+    from app.traces.store import TraceStore
+
+    TraceStore(tmp_path / "traces.db").close()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert checks.check_traces(tmp_path / "traces.db")["status"] == checks.OK
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
