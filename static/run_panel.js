@@ -97,6 +97,14 @@
       const request = { workflow: currentWorkflow(), inputs: readInputs(), seed: isNaN(seed) ? 0 : seed,
         origin: S.origin, confirmed_python: S.pythonConfirmed };
       let snap = await call("mg_run", request);
+      if (snap.needs_pull) {
+        // a `source: hub` model that is not in the models folder yet: say which and how large, pull on a yes
+        if (!(await pullNeeded(snap.needs_pull))) {
+          S.el.runBtn.disabled = false;
+          return;
+        }
+        snap = await call("mg_run", request);
+      }
       if (snap.needs_confirmation) {
         // a workflow from a link or an upload runs python here, or calls another server: show it, run only if accepted
         const code = (snap.code || []).map((c) => "[" + c.node_id + "]\n" + c.code).join("\n\n");
@@ -128,6 +136,34 @@
       S.el.nodeOutputs.innerHTML = "";
       showRun(snap);
       schedulePoll();
+    }
+
+    function sizeText(bytes) {
+      if (bytes === null || bytes === undefined) return "size unknown";
+      return bytes >= 1e9 ? (bytes / 1e9).toFixed(1) + " GB" : Math.max(1, Math.round(bytes / 1e6)) + " MB";
+    }
+
+    async function pullNeeded(needs) {
+      const names = needs.map((n) => n.label + " (" + sizeText(n.size_bytes) + ") from " + n.repo).join("\n");
+      const text = "This workflow needs " + names.replace(/\n/g, ", ");
+      S.el.runText.textContent = text + " — Pull";
+      S.el.runText.className = "mg-run-text";
+      if (!window.confirm("This workflow needs:\n\n" + names + "\n\nPull " + (needs.length > 1 ? "them" : "it") +
+          " into the models folder now?")) {
+        notice("Not run: " + text + ". Pull it here, or on the Models tab.", "warn");
+        return false;
+      }
+      notice("Pulling " + needs.map((n) => n.label).join(", ") + "…", "ok");
+      S.el.runText.textContent = "Pulling " + needs.map((n) => n.label).join(", ") + "…";
+      const got = await call("mg_pull_needed", { workflow: currentWorkflow() });
+      if (got.error) {
+        S.el.runText.textContent = got.error;
+        S.el.runText.className = "mg-run-text mg-bad";
+        notice(got.error, "error");
+        return false;
+      }
+      notice("Pulled " + (got.pulled || []).map((p) => p.file).join(", ") + ".", "ok");
+      return true;
     }
 
     async function cancel() {

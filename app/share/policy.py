@@ -448,6 +448,11 @@ def check_workflow_allowed(wf: Workflow, policy: SharePolicy) -> list[Issue]:
         if spec.get("source") == "openai":  # the app's server would call any URL a visitor names (SSRF)
             issues += _remote_entry_issues(wf, alias, spec, policy, choices)
             continue
+        if spec.get("source") == "hub":  # a shared app never downloads a model a visitor names
+            issues.append(Issue("model_path_refused", f"model {alias!r} asks for a Hub model, which a shared app "
+                                "never pulls", f"pick a model from the list ({choices}) or use `source: bundled`",
+                                line=wf.line_of("models", alias, "source") or line))
+            continue
         extra = sorted(str(key) for key in set(spec) - _SHARE_MODEL_KEYS)  # YAML keys may be 1, true, null
         if extra:
             issues.append(Issue("model_option_refused",

@@ -11,6 +11,7 @@ from typing import Any
 import gradio as gr
 
 from app.service.errors import UserError
+from app.service.model_pull import describe_needed_models, pull_needed_models
 from app.service.studio import StudioService, issues_summary
 from app.share.consent import UNTRUSTED_ORIGINS
 from app.share.deeplink import DeepLinkError, check_link_children
@@ -241,9 +242,21 @@ def mg_run(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
             return {"needs_confirmation": True, "code": code, **({"remote": remote} if remote else {})}
     if not service.share_mode:  # the one consent check (also the Evaluate tab's): remembers what was agreed
         service.consent.require(wf, _visitor(payload), origin=origin, confirmed=confirmed)
+        needs = describe_needed_models(wf.models or {}, service.models_dir)
+        if needs:  # a `source: hub` model not pulled yet: the page offers to pull it (share mode refuses such models)
+            return {"needs_pull": needs}
     return service.start_run(payload.get("workflow"), inputs, payload.get("seed", 0) or 0,
                              visitor=_visitor(payload), trusted=origin not in UNTRUSTED_ORIGINS,
                              linked=linked_children(payload))
+
+
+def mg_pull_needed(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
+    """Pull the open workflow's Hub models that are not here yet (the owner's studio only)."""
+    if service.share_mode:
+        raise UserError("a shared app never pulls models; use one of its models")
+    wf = service.workflow_from_json(payload.get("workflow"))
+    pulled = pull_needed_models(wf.models or {}, models_dir=service.models_dir)
+    return {"pulled": [{"repo": r.repo, "file": r.path.name, "how": r.how} for r in pulled]}
 
 
 def mg_status(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
@@ -260,7 +273,7 @@ def mg_node_outputs(service: StudioService, payload: dict[str, Any]) -> dict[str
 
 
 SERVER_FUNCTIONS = (mg_init, mg_list, mg_open, mg_example, mg_save, mg_from_editor, mg_parse_yaml, mg_run,
-                    mg_status, mg_cancel, mg_node_outputs, mg_delete_made)
+                    mg_pull_needed, mg_status, mg_cancel, mg_node_outputs, mg_delete_made)
 
 
 def editor_page(service: StudioService, head: str) -> gr.HTML:

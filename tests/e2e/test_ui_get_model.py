@@ -78,6 +78,45 @@ def test_pull_through_the_models_tab_then_run_on_it(page: Any, hub_studio: tuple
     shot(page, "ran")
 
 
+HUB_WORKFLOW = f"""version: 1
+name: portable
+models:
+  main: {{source: hub, repo: {REPO}, quant: Q4_1}}
+inputs:
+  question: {{type: text, default: 'What is 3 + 4?'}}
+nodes:
+- id: answer
+  kind: generator
+  model: main
+  params: {{prompt: '{{question}}', temperature: 0.0, max_tokens: 6}}
+  inputs: {{question: inputs.question}}
+outputs: {{answer: answer.text}}
+"""
+
+
+def test_a_hub_model_is_pulled_on_first_run(page: Any, hub_studio: tuple[StudioServer, FakeHub], shot: Any) -> None:
+    """A workflow naming `{source: hub, repo, quant}` says what it needs and how large, pulls on a yes, then runs."""
+    server, _ = hub_studio
+    (server.home / "workflows").mkdir(parents=True, exist_ok=True)
+    (server.home / "workflows" / "portable.yaml").write_text(HUB_WORKFLOW)
+    for path in (server.home / "models").glob("*.gguf"):  # an earlier test of this module pulled it
+        path.unlink()
+    asked: list[str] = []
+
+    def answer(dialog: Any) -> None:
+        asked.append(dialog.message)
+        dialog.accept()
+
+    page.on("dialog", answer)
+    ui = Studio(page, server).open()
+    ui.open_saved("portable")
+    ui.click_run()
+    assert ui.wait_run_finished(600) == "succeeded"
+    assert asked and FILE in asked[0] and "MB" in asked[0] and REPO in asked[0], asked
+    assert (server.home / "models" / FILE).is_file()
+    shot(page, "pulled-on-first-run")
+
+
 @pytest.fixture
 def shared_studio(tmp_path: Path) -> Iterator[StudioServer]:
     server = start_server(tmp_path / "home", ["--dry-run", "--share-mode"])
