@@ -133,9 +133,12 @@ def pull(ref: str, dest_dir: str | Path, *, filename: str | None = None, revisio
         _check_disk(dest_dir, todo)
     for want in todo:
         dest = dest_dir / want.name
+        partial = part_path(dest)
+        kept = partial.stat().st_size if partial.is_file() else 0
         transfer(file_url(repo, want.path, revision or commit), dest, want.size, want.sha256, repo,
                  progress=progress() if progress else None, cancel=cancel, check=_check_gguf)
-        result.how[want.name] = "downloaded"
+        amount = f"{kept / 1e6:.1f} MB" if kept >= 1e6 else f"{kept / 1e3:.0f} KB"
+        result.how[want.name] = f"downloaded, resumed from {amount} of an earlier pull" if kept else "downloaded"
         result.files.append(dest)
     log.info("pulled %s: %s", repo, result.how)
     return result
