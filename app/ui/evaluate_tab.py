@@ -426,7 +426,7 @@ def evaluate_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> Evaluate
         dataset = gr.Dropdown([], label="Dataset (a file, a task preset, or type hf:OWNER/NAME[:CONFIG][@SPLIT])",
                               elem_id="mg-eval-dataset", scale=3, allow_custom_value=True)
         upload = gr.File(label="…or upload one (.jsonl, .csv)", file_types=[".jsonl", ".csv"], type="filepath",
-                         elem_id="mg-eval-upload", height=90, scale=2)
+                         elem_id="mg-eval-upload", height=140, scale=2)
     dataset_info = gr.Markdown(elem_id="mg-eval-dataset-info")
     preview = gr.Dataframe(interactive=False, elem_id="mg-eval-preview", wrap=True, max_height=220)
     with gr.Row():

@@ -94,18 +94,19 @@ def vote_histogram(record: dict[str, Any], node_id: str | None = None) -> go.Fig
     fig.update_layout(title={"text": "Votes per answer", "font": {"size": 14}}, height=320,
                       template="plotly_white", margin={"l": 10, "r": 10, "t": 40, "b": 10})
     fig.update_xaxes(type="category")  # answers like "42" are labels, not positions on a number line
+    fig.update_yaxes(title={"text": VOTES_AXIS}, rangemode="tozero")
     return fig
 
 
 def _add_histogram(fig: go.Figure, counts: list[tuple[str, int, float | None]], winner: str | None,
-                   row: int | None) -> None:
+                   row: int | None, label_chars: int = 40) -> None:
     shown = counts[:MAX_BARS]
     rest = counts[MAX_BARS:]
     won = next((c for c in rest if c[0] == winner), None)
     if won is not None:  # the winner always gets its own bar (e.g. best-of-N picks a rare answer)
         rest = [c for c in rest if c is not won] + shown[-1:]
         shown = [*shown[:-1], won]
-    labels = [shorten(a, 40) for a, _, _ in shown]
+    labels = _distinct_labels([a for a, _, _ in shown], label_chars)
     values = [n for _, n, _ in shown]
     colors = [WINNER_COLOR if a == winner else (MUTED if a == NO_ANSWER else "#2f7ed8") for a, _, _ in shown]
     hover = [f"<b>{esc(shorten(a, 200))}</b><br>{n} vote(s)" + (f" · weight {w:.3g}" if w is not None else "")
@@ -122,6 +123,15 @@ def _add_histogram(fig: go.Figure, counts: list[tuple[str, int, float | None]], 
                  f"(at most {max(n for _, n, _ in rest)} each)",
             xref="x domain", yref="y domain", x=1, y=1.08, xanchor="right",
             showarrow=False, font={"size": 12, "color": "#666"})
+
+
+def _distinct_labels(answers: list[str], chars: int) -> list[str]:
+    """Answers shortened to `chars` for the axis; two that shorten alike get their rank, so bars never merge."""
+    labels: list[str] = []
+    for i, answer in enumerate(answers):
+        label = shorten(answer, chars)
+        labels.append(label if label not in labels else f"{label} #{i + 1}")
+    return labels
 
 
 def sample_view(record: dict[str, Any], node_id: str | None = None, page: int = 0,
@@ -145,9 +155,11 @@ def sample_view(record: dict[str, Any], node_id: str | None = None, page: int = 
     table_px = min(40 + 30 * max(len(shown), 1), 900)  # longer pages scroll inside the table
     height = chart_px + table_px + 90
     if has_votes:
-        fig = make_subplots(rows=2, cols=1, vertical_spacing=0.06, specs=[[{"type": "xy"}], [{"type": "table"}]],
+        # answers as short, level tick labels with room below them: rotated long labels ran into the table
+        fig = make_subplots(rows=2, cols=1, vertical_spacing=0.16 * 370 / (chart_px + table_px + 90),
+                            specs=[[{"type": "xy"}], [{"type": "table"}]],
                             row_heights=[chart_px / (chart_px + table_px), table_px / (chart_px + table_px)])
-        _add_histogram(fig, counts, winner, row=1)
+        _add_histogram(fig, counts, winner, row=1, label_chars=14)
     else:
         fig = make_subplots(rows=1, cols=1, specs=[[{"type": "table"}]])
     fill = ["rgba(230,167,0,.25)" if r["winner"] else "rgba(0,0,0,0)" for r in shown]
@@ -169,8 +181,13 @@ def sample_view(record: dict[str, Any], node_id: str | None = None, page: int = 
                        + paging, "font": {"size": 14}},
         height=height, template="plotly_white", margin={"l": 10, "r": 10, "t": 40, "b": 10}, showlegend=False)
     if has_votes:
-        fig.update_xaxes(type="category", row=1, col=1)
+        fig.update_xaxes(type="category", tickangle=0, automargin=True, row=1, col=1)
+        fig.update_yaxes(title={"text": VOTES_AXIS}, rangemode="tozero", row=1, col=1)
     return fig
+
+
+VOTES_AXIS = "votes (candidates per answer)"
+"""The histogram's y axis: bars count the candidates that gave each answer, not their scores (the table's)."""
 
 
 def samples_html(record: dict[str, Any], node_id: str | None = None, limit: int = 300) -> str:
