@@ -29,6 +29,8 @@ class SilentHub:
     """A listening socket that accepts and never answers; `connections` counts who came."""
 
     def __init__(self) -> None:
+        self.looked_up: list[str] = []
+        """Host names anyone in this process resolved while the fixture ran (the library's own Hub calls)."""
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
@@ -62,6 +64,13 @@ def silent_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tupl
     import huggingface_hub.constants
 
     hub = SilentHub()
+    resolve = socket.getaddrinfo
+
+    def watched(host: object, *args: object, **kwargs: object) -> object:
+        hub.looked_up.append(str(host))
+        return resolve(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", watched)
     cache = tmp_path / "hf-datasets"
     cache.mkdir()
     for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
@@ -90,6 +99,7 @@ def test_a_preset_not_cached_fails_at_once_and_says_how_to_use_a_local_file(sile
         assert "--task gsm8k --data FILE" in text and "upload it in the Evaluate tab" in text
         assert "with the columns question, answer" in text
     assert hub.connections == 1  # one probe; the library never waited on the network
+    assert set(hub.looked_up) <= {"127.0.0.1"}
     assert source_columns(task) == ["question", "answer"]
     assert source_columns(load_task("gpqa_diamond")) == ["Question", "Correct Answer", "Incorrect Answer 1",
                                                          "Incorrect Answer 2", "Incorrect Answer 3"]
@@ -121,7 +131,7 @@ def test_the_evaluate_tab_preview_estimate_and_start_fail_at_once(silent_hub: tu
     for ask in (lambda: evals.preview("task:gsm8k"), lambda: evals.estimate(request), lambda: evals.start(request)):
         with pytest.raises(UserError, match="upload it in the Evaluate tab"):
             ask()
-    assert hub.connections == 1
+    assert hub.connections == 1 and set(hub.looked_up) <= {"127.0.0.1"}
     service.close()
 
 
