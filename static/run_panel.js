@@ -15,13 +15,18 @@
 
     // ------------------------------------------------------------------ run form
 
-    function renderInputs(inputs) {
+    /** The run form for the workflow's declared inputs. `reset` (another workflow was opened): every field shows
+     *  the new workflow's default. Otherwise (the same workflow, edited) a field the user changed keeps its text and
+     *  the others follow their (maybe edited) defaults. */
+    function renderInputs(inputs, reset) {
       const box = S.el.inputs;
       const names = Object.keys(inputs);
       const sig = JSON.stringify(inputs);
-      if (box.dataset.sig === sig) return;
-      const old = {};
-      box.querySelectorAll("[data-input]").forEach((el) => { old[el.dataset.input] = el.value; });
+      if (box.dataset.sig === sig && !reset) return;
+      const typed = {};  // what the user typed over a default, by input name
+      box.querySelectorAll("[data-input]").forEach((el) => {
+        if (el.value !== el.dataset.default) typed[el.dataset.input] = el.value;
+      });
       box.dataset.sig = sig;
       S.inputs = inputs;
       if (!names.length) {
@@ -45,7 +50,9 @@
         const spec = inputs[name] || {};
         const def = spec.default === null || spec.default === undefined ? "" :
           (spec.type === "json" ? JSON.stringify(spec.default) : String(spec.default));
-        el.value = name in old ? old[name] : def;
+        const keep = !reset && name in typed;
+        el.value = keep ? typed[name] : def;
+        el.dataset.default = keep ? def : el.value;  // untouched while it reads this (a number field as it reads back)
       });
     }
 

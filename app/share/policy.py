@@ -15,7 +15,7 @@ from app.run.scheduler import Budget
 from app.workflow.model_specs import model_int
 from app.workflow.problems import Issue
 from app.workflow.spec import Workflow
-from app.workflow.subworkflows import Checked, child_runs
+from app.workflow.subworkflows import Checked, child_runs, descendants, prefixed
 from backends.llama.gguf import find_model_files
 
 log = logging.getLogger(__name__)
@@ -514,6 +514,17 @@ def child_run_issues(wf: Workflow, checked: Checked, policy: SharePolicy) -> lis
     return [Issue("too_many_child_runs", f"a run of this workflow would start at least {count:,} sub-workflow runs; "
                   f"this shared app allows {policy.max_child_runs:,} per run",
                   "map over fewer candidates, nest fewer mapped levels, or run it on your own machine")]
+
+
+def tree_refusals(wf: Workflow, checked: Checked, policy: SharePolicy) -> list[Issue]:
+    """What `policy` refuses in `wf` and in every sub-workflow of its checked tree (python verifiers, candidates'
+    code, models, caps, sub-workflow runs): the one check a run and a save both get."""
+    issues = check_workflow_allowed(wf, policy)
+    if policy.share_mode:
+        issues += child_run_issues(wf, checked, policy)
+    for path, child in descendants(checked):
+        issues += prefixed(check_workflow_allowed(child.workflow, policy), path, child.label)
+    return issues
 
 
 SEARCH_CAPS = (("particles", "particles", SHARE_MAX_PARTICLES), ("mcts", "simulations", SHARE_MAX_SIMULATIONS))

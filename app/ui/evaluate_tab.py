@@ -455,7 +455,7 @@ def evaluate_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> Evaluate
         bootstrap = gr.Number(value=0, precision=0, minimum=0, label="Bootstrap resamples (maj@k, best-of-k)",
                               elem_id="mg-eval-bootstrap", scale=1, info="0: the first k samples")
         baseline = gr.Textbox(label="Baseline (compare every point with it)", elem_id="mg-eval-baseline", scale=2,
-                              placeholder="a workflow name or point label; empty: every pair")
+                              placeholder="a point label, or a workflow's name or file name; empty: every pair")
     with gr.Row():
         sweep_param = gr.Dropdown([], label="Numeric param to sweep", elem_id="mg-eval-sweep-param", scale=2)
         sweep_add = gr.Button("Add sweep axis", elem_id="mg-eval-sweep-add", scale=0)
