@@ -19,7 +19,9 @@ import signal
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -32,6 +34,8 @@ MAX_PROCESSES = 32
 UID_RANGE = (1_900_000_000, 2_000_000_000)
 """Throw-away uids a run takes when we are root; no account uses them."""
 SANDBOX_DIR = "/sandbox"
+POLL_S = 0.05
+"""How often a running program's stop check (cancel, the run's cap) is polled: it dies well within a second."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,9 @@ class ExecLimits:
     memory_mb: int = 512
     output_bytes: int = 1 << 20
     """Largest file the program may write, its stdout / stderr / result files included."""
+    stop: Callable[[], bool] | None = field(default=None, compare=False, repr=False)
+    """Polled while the program runs: True (the run was cancelled or reached its cap) kills it at once, and a
+    program not yet started is not started."""
 
 
 @dataclass
@@ -57,6 +64,11 @@ class ExecResult:
     isolated: bool
     refused: str = ""
     """Why the program was not run at all ('' when it ran)."""
+    cancelled: bool = False
+    """Killed (or never started) because `ExecLimits.stop` said so."""
+
+
+STOPPED = "not run: the run was stopped (cancelled, or it reached its cap)"
 
 
 def _python_roots() -> list[str]:
@@ -164,6 +176,8 @@ def _read_capped(path: Path, cap: int) -> str:
 def run_confined(args: list[str], stdin: str, limits: ExecLimits, *, files: dict[str, str] | None = None,
                  isolate: bool | None = None) -> ExecResult:
     """Run `python <args>` in a fresh scratch folder holding `files`, confined as the module says."""
+    if limits.stop is not None and limits.stop():
+        return ExecResult(None, "", "", "", False, False, refused=STOPPED, cancelled=True)
     isolated = isolation() == "bwrap" if isolate is None else bool(isolate)
     uid = _pick_uid()
     python = sandbox_python() if isolated else _readable_python(uid)
@@ -212,17 +226,15 @@ def _run(argv: list[str], stdin: str, limits: ExecLimits, scratch: Path, out: Pa
     paths = {name: out / name for name in ("stdin", "stdout", "stderr", "results")}
     paths["stdin"].write_text(stdin, encoding="utf-8")
     handles = {name: open(p, "rb" if name == "stdin" else "wb") for name, p in paths.items()}
-    timed_out = False
+    timed_out = cancelled = False
+    returncode: int | None = None
     try:
         result_fd = handles["results"].fileno()
         proc = subprocess.Popen(
             argv, stdin=handles["stdin"], stdout=handles["stdout"], stderr=handles["stderr"], cwd=str(scratch),
             env={**env, "METAGEN_RESULT_FD": str(result_fd)}, start_new_session=True, pass_fds=(result_fd,),
             preexec_fn=lambda: _limits_preexec(limits, uid, isolated))
-        try:
-            returncode: int | None = proc.wait(timeout=limits.timeout_s * 1.5 + 1.0)
-        except subprocess.TimeoutExpired:
-            timed_out, returncode = True, None
+        returncode, timed_out, cancelled = _wait(proc, limits)
     finally:
         if "proc" in locals():
             _end(proc, uid)
@@ -230,7 +242,22 @@ def _run(argv: list[str], stdin: str, limits: ExecLimits, scratch: Path, out: Pa
             f.close()
     cap = limits.output_bytes
     return ExecResult(returncode, _read_capped(paths["stdout"], cap), _read_capped(paths["stderr"], cap),
-                      _read_capped(paths["results"], cap), timed_out, isolated)
+                      _read_capped(paths["results"], cap), timed_out, isolated, cancelled=cancelled)
+
+
+def _wait(proc: subprocess.Popen[bytes], limits: ExecLimits) -> tuple[int | None, bool, bool]:
+    """(returncode, timed_out, cancelled): wait for the program up to its wall clock (1.5 x timeout_s + 1 s),
+    polling `limits.stop` every POLL_S so a cancelled run or one at its cap does not wait for its programs."""
+    deadline = time.monotonic() + limits.timeout_s * 1.5 + 1.0
+    while True:
+        try:
+            return proc.wait(timeout=max(0.0, min(POLL_S, deadline - time.monotonic()))), False, False
+        except subprocess.TimeoutExpired:
+            pass
+        if limits.stop is not None and limits.stop():
+            return None, False, True
+        if time.monotonic() >= deadline:
+            return None, True, False
 
 
 def _end(proc: subprocess.Popen[bytes], uid: int | None) -> None:
