@@ -27,15 +27,15 @@ def tqdm_progress() -> Any:
 
 def pull_model(ref: str, *, file: str | None = None, revision: str | None = None,
                models_dir: str | Path | None = None, progress: Callable[[], Any] | None = None,
-               cancel: Callable[[], bool] | None = None) -> Any:
+               cancel: Callable[[], bool] | None = None, verify: bool = True) -> Any:
     """Pull `USER/REPO[:QUANT]` into the models folder; returns backends.llama.hub.PullResult. UserError (with the
-    HubError's `code`) on anything the user can fix."""
+    HubError's `code`) on anything the user can fix. `verify=False` takes a file with no size or sha256 listed."""
     from backends.llama.hub import pull
     from backends.llama.hub_files import HubError
 
     try:
         return pull(ref, Path(models_dir) if models_dir else default_models_dir(), filename=file, revision=revision,
-                    progress=progress, cancel=cancel)
+                    progress=progress, cancel=cancel, verify=verify)
     except HubError as exc:
         raise UserError(str(exc), code=exc.code) from None
 
