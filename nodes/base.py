@@ -370,6 +370,10 @@ class NodeContext(Protocol):
         """Whether candidates' code may run (`method: tests` / `behaviour`; off in share mode unless allowed)."""
         ...
 
+    def code_limit_caps(self) -> tuple[float, int] | None:
+        """The most (timeout_s, memory_mb) one candidate program may have (share mode: the owner's flags)."""
+        ...
+
     def run_workflow(self, runs: Sequence[dict[str, Any]], mapped: bool) -> list[dict[str, Any]]:
         """A workflow node's child, once per inputs dict of `runs`, all at once, inside this run (same budget,
         cancel and engines); the outputs of each. `mapped` numbers the child runs in their node ids (`w/2/x`)."""

@@ -24,6 +24,9 @@ def register_hub_commands(sub: argparse._SubParsersAction) -> None:  # type: ign
     p.add_argument("--revision", default=None, metavar="REV", help="a branch, tag or commit (default main)")
     p.add_argument("--models-dir", default=None, metavar="DIR", help="where to put it (default: the models folder, "
                    "$METAGEN_MODELS)")
+    p.add_argument("--no-verify", action="store_true",
+                   help="take a file the Hub lists neither a size nor a sha256 for (refused by default: its bytes "
+                        "cannot be checked)")
     p.set_defaults(func=cmd_pull)
     p = sub.add_parser("list", help="local models: file, size, quant, context, templates, the entry to paste",
                        description="The bundled model and every GGUF of the models folder, with the `models:` entry "
@@ -59,7 +62,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
     try:
         result = pull_model(args.ref, file=args.file, revision=args.revision, models_dir=args.models_dir,
-                            progress=tqdm_progress)
+                            progress=tqdm_progress, verify=not getattr(args, "no_verify", False))
     except UserError as exc:
         return _fail(exc)
     except KeyboardInterrupt:

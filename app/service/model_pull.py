@@ -27,16 +27,16 @@ def tqdm_progress() -> Any:
 
 def pull_model(ref: str, *, file: str | None = None, revision: str | None = None,
                models_dir: str | Path | None = None, progress: Callable[[], Any] | None = None,
-               cancel: Callable[[], bool] | None = None) -> Any:
+               cancel: Callable[[], bool] | None = None, verify: bool = True) -> Any:
     """Pull `USER/REPO[:QUANT]` into the models folder; returns backends.llama.hub.PullResult. UserError (with the
-    HubError's `code`) on anything the user can fix."""
+    HubError's `code`) on anything the user can fix. `verify=False` takes a file with no size or sha256 listed."""
     from app.workflow.model_refs import HubNeed, record_pull
     from backends.llama.hub import pull
     from backends.llama.hub_files import HubError, parse_ref
 
     folder = Path(models_dir) if models_dir else default_models_dir()
     try:
-        result = pull(ref, folder, filename=file, revision=revision, progress=progress, cancel=cancel)
+        result = pull(ref, folder, filename=file, revision=revision, progress=progress, cancel=cancel, verify=verify)
         repo, quant = parse_ref(ref)
     except HubError as exc:
         raise UserError(str(exc), code=exc.code) from None

@@ -112,6 +112,7 @@ class StudioService:
                                    children=self.children)
         self.scheduler.hide_cache_hits = self.policy.share_mode  # the prefix cache is shared by all visitors
         self.scheduler.allow_code_execution = self.policy.allow_code_execution
+        self.scheduler.code_limit_caps = self.policy.code_limit_caps
         self._trace_db = Path(trace_db).expanduser() if trace_db else None
         self._trace_store = trace_store
         self._trace_error: str | None = None

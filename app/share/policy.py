@@ -47,6 +47,10 @@ SHARE_MAX_INPUT_CHARS = 100_000
 """Share mode: characters one run input may have (all of a run's inputs together); the owner sets another with
 --max-input-chars. A run's inputs are stored in its trace and repeated in its prompts."""
 SHARE_MAX_UPLOAD_MB = 20
+SHARE_MAX_CODE_SECONDS = 10.0
+"""Share mode: the most `timeout_s` a candidate program (method: tests / behaviour) may have."""
+SHARE_MAX_CODE_MEMORY_MB = 512
+"""Share mode: the most `memory_mb` a candidate program may have."""
 """Share mode: the largest file Gradio accepts on /gradio_api/upload (--max-upload-mb)."""
 SHARE_MEMORY_FRACTION = 8
 """Share mode: the model pool may hold 1/8 of the machine's RAM (at least 1 GiB; $METAGEN_POOL_MEMORY overrides)."""
@@ -174,6 +178,10 @@ class SharePolicy:
     """The model pool's memory budget (None: the pool's default, half the RAM)."""
     remote_choices: tuple[RemoteChoice, ...] = ()
     """Share mode: the remote models the owner offers (`--remote-model`); any other remote server is refused."""
+    max_code_seconds: float | None = None
+    """The most `timeout_s` a candidate program may have (None: the workflow's own; `--cap-code-seconds`)."""
+    max_code_memory_mb: int | None = None
+    """The most `memory_mb` a candidate program may have (None: the workflow's own; `--cap-code-memory-mb`)."""
 
     @classmethod
     def local(cls, *, allow_python: bool = True) -> SharePolicy:
@@ -200,6 +208,8 @@ class SharePolicy:
         max_input_chars: int = SHARE_MAX_INPUT_CHARS,
         max_upload_mb: float = SHARE_MAX_UPLOAD_MB,
         remote_choices: Iterable[RemoteChoice] = (),
+        max_code_seconds: float = SHARE_MAX_CODE_SECONDS,
+        max_code_memory_mb: int = SHARE_MAX_CODE_MEMORY_MB,
     ) -> SharePolicy:
         """Share mode is on when share=True, the host is not loopback, or it is forced (flag or
         $METAGEN_SHARE_MODE). Off share mode this is `local()` (python allowed) plus the given auth."""
@@ -231,6 +241,8 @@ class SharePolicy:
             max_upload_bytes=max(1, int(max_upload_mb * 1024 * 1024)),
             memory_budget_bytes=share_memory_budget(),
             remote_choices=tuple(remote_choices),
+            max_code_seconds=max_code_seconds,
+            max_code_memory_mb=int(max_code_memory_mb),
         )
 
     @property
@@ -246,6 +258,13 @@ class SharePolicy:
             max_seconds=_min_opt(budget.max_seconds, self.max_seconds),
             max_child_runs=_min_opt(budget.max_child_runs, self.max_child_runs),
         )
+
+    @property
+    def code_limit_caps(self) -> tuple[float, int] | None:
+        """(timeout_s, memory_mb) a candidate program may have at most; None off share mode (the owner's own)."""
+        if not self.share_mode or self.max_code_seconds is None or self.max_code_memory_mb is None:
+            return None
+        return float(self.max_code_seconds), int(self.max_code_memory_mb)
 
     def gradio_auth(self) -> list[tuple[str, str]] | None:
         """The value for Gradio's `launch(auth=...)`."""

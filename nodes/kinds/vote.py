@@ -80,7 +80,8 @@ def behaviour_of(cands: list[Candidate], params: dict[str, Any], inputs: dict[st
     if params["filter_passing"] and any(s is not None and s >= 1.0 for s in scores):
         pool = [i for i, s in enumerate(scores) if s is not None and s >= 1.0]
     reports = run_many([cands[i].text for i in pool], tests=tests, entry_point=entry, io_tests=pairs, probes=probes,
-                       limits=code_limits(params))
+                       limits=code_limits(params, ctx))
+    ctx.cancel.raise_if_cancelled()  # programs killed by the stop are no behaviour
     signatures: list[str | None] = [None] * len(cands)
     labels = [""] * len(cands)
     for i, report in zip(pool, reports, strict=True):
