@@ -71,10 +71,18 @@ def sandbox_python() -> str:
     return os.path.realpath(base)
 
 
+@lru_cache(maxsize=1)
+def bwrap_path() -> str | None:
+    """bubblewrap's absolute path, looked up once on the app's own PATH (runs get PATH=/usr/bin:/bin, where a
+    bwrap installed elsewhere would not be found), or None when there is none."""
+    found = shutil.which("bwrap")
+    return os.path.abspath(found) if found else None
+
+
 def _bwrap_argv(scratch: Path) -> list[str]:
-    argv = ["bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr", "--dev", "/dev", "--proc", "/proc",
-            "--tmpfs", "/tmp", "--bind", str(scratch), SANDBOX_DIR, "--chdir", SANDBOX_DIR]
+    argv = [bwrap_path() or "bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+            "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr", "--dev", "/dev",
+            "--proc", "/proc", "--tmpfs", "/tmp", "--bind", str(scratch), SANDBOX_DIR, "--chdir", SANDBOX_DIR]
     for link in ("bin", "lib", "lib64", "sbin"):
         target = Path("/") / link
         if target.is_symlink():
@@ -94,7 +102,7 @@ def isolation() -> str:
     """'bwrap' when namespaces work here, else 'none' (limits only); checked once."""
     if os.environ.get(ISOLATION_ENV, "").lower() == "none":
         return "none"
-    if sys.platform != "linux" or shutil.which("bwrap") is None:
+    if sys.platform != "linux" or bwrap_path() is None:
         return "none"
     with tempfile.TemporaryDirectory(prefix="metagen-code-probe-") as tmp:
         try:
@@ -113,7 +121,7 @@ def isolation() -> str:
 def isolation_note() -> str:
     """One line for the trace: what confines the candidates' code here."""
     if isolation() == "bwrap":
-        return "isolated: bubblewrap namespaces (no network, private /tmp, no home) and limits"
+        return f"isolated: bubblewrap ({bwrap_path()}) namespaces (no network, private /tmp, no home) and limits"
     return ("NOT isolated: namespaces are unavailable here (no working bubblewrap), so candidate code runs with "
             "limits only (CPU, memory, file size, processes); it can read your files and reach the network")
 
@@ -215,10 +223,14 @@ def _run(argv: list[str], stdin: str, limits: ExecLimits, scratch: Path, out: Pa
     timed_out = False
     try:
         result_fd = handles["results"].fileno()
-        proc = subprocess.Popen(
-            argv, stdin=handles["stdin"], stdout=handles["stdout"], stderr=handles["stderr"], cwd=str(scratch),
-            env={**env, "METAGEN_RESULT_FD": str(result_fd)}, start_new_session=True, pass_fds=(result_fd,),
-            preexec_fn=lambda: _limits_preexec(limits, uid, isolated))
+        try:
+            proc = subprocess.Popen(
+                argv, stdin=handles["stdin"], stdout=handles["stdout"], stderr=handles["stderr"], cwd=str(scratch),
+                env={**env, "METAGEN_RESULT_FD": str(result_fd)}, start_new_session=True, pass_fds=(result_fd,),
+                preexec_fn=lambda: _limits_preexec(limits, uid, isolated))
+        except OSError as exc:  # the sandbox itself did not start: no verdict on the program
+            return ExecResult(None, "", "", "", False, isolated,
+                              refused=f"the sandbox could not start ({argv[0]}: {exc.strerror or exc})")
         try:
             returncode: int | None = proc.wait(timeout=limits.timeout_s * 1.5 + 1.0)
         except subprocess.TimeoutExpired:
