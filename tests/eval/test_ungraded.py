@@ -120,3 +120,17 @@ def test_a_math_worker_that_dies_leaves_the_item_ungraded(monkeypatch: pytest.Mo
         assert verdict.equal and not verdict.ungraded
     finally:
         checker.close()
+
+
+@pytest.mark.parametrize("broken_bwrap", ["refusing"], indirect=True)
+def test_the_python_api_shows_ungraded_points(broken_bwrap: str, tmp_path: Path) -> None:
+    import metagen
+
+    wf = tmp_path / "echo.yaml"
+    wf.write_text(ECHO)
+    with metagen.Studio(dry_run=True, trace_db=tmp_path / "traces.db", workflows_dir=tmp_path / "workflows",
+                        models_dir=tmp_path / "models") as studio:
+        result = metagen.evaluate(metagen.load(str(wf)), CODE_ROWS, metric="tests", studio=studio, progress=False)
+    assert result.status == "failed" and "could be graded" in (result.summary["error"] or "")
+    assert result.points[0]["ungraded"] == 2 and result.points[0]["total"] == 0
+    assert all(item["status"] == "ungraded" for item in result.items)
