@@ -185,7 +185,7 @@ def io_tests():
             got, passed, error = "", False, error_text(exc)
         emit(type="io", index=i, passed=passed, error=error, output=short(norm(got), 2000))
 
-if req["tests"].strip():
+if req["tests"].strip() and req.get("verdict", True):  # under the supervisor, the verdict is its own
     verdict()
 ns = {"__name__": "solution"}
 if req["tests"].strip() or (req["probes"] and req["entry_point"]):

@@ -21,6 +21,7 @@ from typing import Any
 
 from nodes.algorithms.code_exec import ExecLimits, ExecResult, run_confined
 from nodes.algorithms.code_harness import HARNESS
+from nodes.algorithms.code_supervisor import supervisor_program
 
 FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
 
@@ -89,9 +90,9 @@ def run_code_tests(text: str, *, tests: str = "", entry_point: str = "", io_test
     limits = limits or ExecLimits()
     io_cases = list(io_tests or [])
     request = {"code": extract_code(text), "tests": tests or "", "entry_point": entry_point or "",
-               "io_tests": io_cases, "probes": [str(p) for p in probes or []]}
-    result = run_confined(["harness.py"], json.dumps(request), limits, files={"harness.py": HARNESS},
-                          isolate=isolate)
+               "io_tests": io_cases, "probes": [str(p) for p in probes or []], "timeout_s": limits.timeout_s}
+    result = run_confined(["supervisor.py"], json.dumps(request), limits,
+                          files={"supervisor.py": supervisor_program(), "harness.py": HARNESS}, isolate=isolate)
     total = (count_tests(tests, entry_point) if tests.strip() else 0) + len(io_cases)
     if result.refused:
         return TestReport(0.0, 0, total, result.refused, isolated=False, ungraded=result.refused)
