@@ -200,8 +200,8 @@ def _checker():
     # every name below is a local of this generator's frame, which the audit hook keeps out of reach
     import collections
     _type, _vars, _all, _dict = type, vars, all, dict
-    plain_types = frozenset({type(None), bool, int, float, complex, str, bytes, range, list, tuple, dict, set,
-                             frozenset})
+    plain_types = frozenset({type(None), bool, int, float, complex, str, bytes, bytearray, range, list, tuple,
+                             dict, set, frozenset})
     stdlib = {cls: {k: v for k, v in vars(cls).items() if k.startswith("__")}
               for cls in (collections.OrderedDict, collections.Counter, collections.defaultdict, collections.deque)}
     sequences = (list, tuple, set, frozenset, collections.deque)
