@@ -75,3 +75,25 @@ def test_the_presets_check_call_is_not_lifted_into_the_setup() -> None:
     report = run_code_tests(_answer(problem, problem["canonical_solution"]), tests=row["tests"],
                             entry_point=row["entry_point"])
     assert report.passed_all and "NameError" not in report.reason and report.passed == report.total
+
+
+def test_canonical_solutions_score_all_through_eval_task_humaneval(tmp_path, capsys) -> None:
+    """`metagen eval WORKFLOW --task humaneval --data HumanEval.jsonl` with a workflow answering each problem with
+    its own canonical solution in a python block: every item correct (0/164 before: the NameError)."""
+    import json
+
+    from app.cli.main import main
+
+    answer = tmp_path / "canonical.yaml"
+    answer.write_text("name: canonical\ninputs:\n  prompt: {type: text}\n  canonical_solution: {type: text}\n"
+                      "nodes:\n- id: t\n  kind: template\n"
+                      "  params: {template: \"```python\\n{prompt}{canonical_solution}```\"}\n"
+                      "  inputs: {prompt: inputs.prompt, canonical_solution: inputs.canonical_solution}\n"
+                      "outputs: {answer: t.text}\n")
+    rows = [PROBLEMS[i] for i in SELECTED]
+    data = tmp_path / "HumanEval.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code = main(["eval", str(answer), "--task", "humaneval", "--data", str(data), "--dry-run", "--db",
+                 str(tmp_path / "t.db"), "--json"])
+    point = json.loads(capsys.readouterr().out)["points"][0]
+    assert code == 0 and (point["correct"], point["total"], point["ungraded"]) == (len(rows), len(rows), 0)
