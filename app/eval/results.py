@@ -11,7 +11,7 @@ from app.eval.paired import compare_points, item_means, point_interval
 from app.eval.plan import split_key
 from app.eval.stats import pareto_front, pass_at_k, wilson_interval
 from app.eval.vote_curves import vote_curves
-from app.run.status import SUCCEEDED
+from app.run.status import SUCCEEDED, UNGRADED
 
 
 def decoded_items(record: dict[str, Any]) -> list[dict[str, Any]]:
@@ -28,7 +28,12 @@ def summarize(record: dict[str, Any], baseline: str | None = None) -> dict[str, 
     """{eval_id, status, points: [...], comparisons: [...], pass_at_k: [...], disagreements: [...], ...} from
     EvalStore.get(); `baseline` (a point's label, or its workflow's name or file name: `baseline.resolve_baseline`;
     default the recorded one) compares each point with that one instead of every pair."""
-    evaluation, items = record["evaluation"], decoded_items(record)
+    evaluation, all_items = record["evaluation"], decoded_items(record)
+    items = [i for i in all_items if i["status"] != UNGRADED]  # no verdict: counted apart, never as wrong
+    ungraded_by_point: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    for item in all_items:
+        if item["status"] == UNGRADED:
+            ungraded_by_point[(item["workflow_idx"], item["point_idx"])].append(item)
     config = evaluation["config"]
     repeats = int(config.get("repeats") or 1)
     workflows = config.get("workflows", [])
@@ -41,6 +46,7 @@ def summarize(record: dict[str, Any], baseline: str | None = None) -> dict[str, 
         names = workflow_names(wf["name"], wf.get("source"), yaml_name_of(wf.get("yaml")))
         for p_idx, params in enumerate(wf.get("points") or [{}]):
             rows = by_point.get((w_idx, p_idx), [])
+            skipped = ungraded_by_point.get((w_idx, p_idx), [])
             correct = sum(1 for r in rows if r["correct"])
             total = len(rows)
             accuracy, se, (lo, hi) = point_interval(list(item_means(_runs_by_item(rows)).values()))
@@ -65,6 +71,8 @@ def summarize(record: dict[str, Any], baseline: str | None = None) -> dict[str, 
                 "lm_calls": sum(r["lm_calls"] for r in rows),
                 "wall_s": sum(r["wall_s"] for r in rows),
                 "failed": sum(1 for r in rows if r["status"] not in (SUCCEEDED, "")),
+                "ungraded": len(skipped),
+                "ungraded_reason": skipped[0]["detail"] if skipped else "",
             })
     costed = [(i, p) for i, p in enumerate(points) if p["accuracy"] is not None]
     # a point's cost is what it would take alone: its own draws plus those it reused from a larger point
@@ -82,20 +90,21 @@ def summarize(record: dict[str, Any], baseline: str | None = None) -> dict[str, 
         "vote_curves": vote_curves(items, workflows, int(config.get("bootstrap") or 0), int(config.get("seed") or 0)),
         "share_samples": bool(config.get("share_samples")),
         "estimate": evaluation.get("estimate") or {}, "elapsed_s": _elapsed(evaluation),
-        "done": len(items), "total": int(config.get("total_tasks", 0)),
+        "done": len(all_items), "total": int(config.get("total_tasks", 0)),
         "servers": config.get("servers") or {},
     }
 
 
 POINT_JSON_KEYS = ("workflow", "params", "accuracy", "correct", "total", "ci", "prompt_tokens",
                    "prompt_tokens_evaluated", "prompt_tokens_cached", "completion_tokens", "cost_tokens", "wall_s",
-                   "pareto", "se", "repeats", "thinking_tokens", "answer_tokens")
+                   "pareto", "se", "repeats", "thinking_tokens", "answer_tokens", "ungraded")
 """The fields of a point in `metagen eval --json` (and the Python API's `Evaluation.points`)."""
 
 
 def json_points(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """The summary's points as `metagen eval --json` prints them (`pareto` False when not on the frontier)."""
-    return [{k: p.get(k, False) for k in POINT_JSON_KEYS} for p in summary["points"]]
+    """The summary's points as `metagen eval --json` prints them (`pareto` False when not on the frontier;
+    `accuracy`, `correct` and `total` over the graded items, `ungraded` the items the grader could not grade)."""
+    return [{k: p.get(k, 0 if k == "ungraded" else False) for k in POINT_JSON_KEYS} for p in summary["points"]]
 
 
 COMPARISON_JSON_KEYS = ("a", "b", "n", "diff", "ci", "p_value", "method")

@@ -7,7 +7,9 @@ main input has another name take it with `--map INPUT=question`.
 
 Preset keys: name, title, description, dataset (a file or hf:OWNER/NAME[:CONFIG][@SPLIT], or a list of them whose
 rows are joined), prompt, reference
-{column | template, pattern}, choices {correct, others} or {column, answer_index}, metric, notes.
+{column | template, pattern}, choices {correct, others} or {column, answer_index}, metric, gold, notes.
+`gold` is the dataset's own right answer as a model would write it (a template over the row's columns, with
+`{reference}` the preset's reference): `metagen eval check` grades it with the preset's metric (app/eval/gold.py).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ TESTS_METRIC = "tests"
 TESTS_COLUMN = "tests"
 _FIELD = re.compile(r"(?<![\w}])\{([A-Za-z_][\w ]*)\}")
 """`{column}` in a template; braces right after a letter or a brace are LaTeX arguments (\\frac{a}{b})."""
-_KEYS = {"name", "title", "description", "dataset", "prompt", "reference", "choices", "metric", "notes"}
+_KEYS = {"name", "title", "description", "dataset", "prompt", "reference", "choices", "metric", "gold", "notes"}
 
 
 class TaskError(ValueError):
@@ -50,10 +52,12 @@ class TaskPreset:
     reference: dict[str, str] = field(default_factory=dict)
     choices: dict[str, Any] = field(default_factory=dict)
     notes: str = ""
+    gold: str = ""
+    """The gold answer: a template over the row (and `{reference}`), graded by `metagen eval check`."""
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "title": self.title or self.name, "description": self.description,
-                "dataset": " + ".join(self.dataset), "metric": self.metric, "notes": self.notes}
+                "dataset": " + ".join(self.dataset), "metric": self.metric, "notes": self.notes, "gold": self.gold}
 
 
 def _from_yaml(path: Path) -> TaskPreset:
@@ -76,7 +80,7 @@ def _from_yaml(path: Path) -> TaskPreset:
                       prompt=str(data["prompt"]), metric=str(data["metric"]), title=str(data.get("title") or ""),
                       description=str(data.get("description") or "").strip(),
                       reference=dict(data.get("reference") or {}), choices=dict(data.get("choices") or {}),
-                      notes=str(data.get("notes") or "").strip())
+                      notes=str(data.get("notes") or "").strip(), gold=str(data.get("gold") or ""))
 
 
 def available_tasks(folder: Path | None = None) -> list[TaskPreset]:
@@ -124,7 +128,10 @@ def _options(task: TaskPreset, row: dict[str, Any], index: int) -> tuple[list[st
     spec = task.choices
     if "column" in spec:
         options = [_text(o) for o in row[spec["column"]]]
-        return options, LETTERS[int(row[spec["answer_index"]])]
+        index = int(row[spec["answer_index"]])
+        if not 0 <= index < min(len(options), len(LETTERS)):
+            raise IndexError(f"{spec['answer_index']} = {index} names none of the {len(options)} options")
+        return options, LETTERS[index]
     correct = _text(row[spec["correct"]]).strip()
     options = [correct, *(_text(row[c]).strip() for c in spec["others"])]
     random.Random(f"{spec.get('seed', 0)}:{index}").shuffle(options)  # the same order on every run
@@ -184,10 +191,10 @@ def local_copy_hint(task: TaskPreset) -> str:
             "references), or upload it in the Evaluate tab and pick it as the dataset")
 
 
-def load_task_dataset(task: TaskPreset, data: str | Path | None = None) -> Dataset:
-    """The preset's dataset (or `data` in its place: a local copy), rows joined when it names several, with
-    the preset's `question` and `answer` columns made. A preset's own Hub dataset that cannot be loaded (offline:
-    at once, `hub_datasets`) says how to give a local copy instead."""
+def load_task_rows(task: TaskPreset, data: str | Path | None = None) -> Dataset:
+    """The preset's dataset as read (or `data` in its place: a local copy), rows joined when it names several. A
+    preset's own Hub dataset that cannot be loaded (offline: at once, `hub_datasets`) says how to give a local copy
+    instead."""
     sources = [data] if data else list(task.dataset)
     try:
         parts = [load_dataset(s) for s in sources]
@@ -196,9 +203,18 @@ def load_task_dataset(task: TaskPreset, data: str | Path | None = None) -> Datas
             raise
         raise DatasetError("; ".join(exc.problems) + ". " + local_copy_hint(task)) from None
     if len(parts) == 1:
-        return apply_task(task, parts[0])
+        return parts[0]
     rows = [row for part in parts for row in part.rows]
     columns = list(dict.fromkeys(c for part in parts for c in part.columns))
     digest = hashlib.sha256("".join(p.sha256 for p in parts).encode()).hexdigest()
-    return apply_task(task, Dataset(path=Path(" + ".join(str(p.path) for p in parts)), rows=rows,
-                                    columns=columns, sha256=digest))
+    return Dataset(path=Path(" + ".join(str(p.path) for p in parts)), rows=rows, columns=columns, sha256=digest)
+
+
+def load_task_dataset(task: TaskPreset, data: str | Path | None = None) -> Dataset:
+    """The preset's dataset (or `data` in its place), with the preset's `question` and `answer` columns made."""
+    return apply_task(task, load_task_rows(task, data))
+
+
+def task_row(task: TaskPreset, row: dict[str, Any], index: int) -> dict[str, Any]:
+    """One dataset row as the preset makes it (its `question`, `answer` and, for code, `tests` columns)."""
+    return _task_row(task, row, index)

@@ -15,7 +15,9 @@ from typing import Any
 
 from app.eval.datasets import SUPPORTED_SUFFIXES, DatasetError, dataset_dirs, load_dataset, resolve_dataset
 from app.eval.estimate import calibrate, estimate, load_calibration
+from app.eval.gold import check_gold
 from app.eval.hub_datasets import is_hub_spec
+from app.eval.metrics import MetricError
 from app.eval.options import apply_options
 from app.eval.plan import EvalSetupError, WorkflowSource, make_plan, plan_from_config
 from app.eval.results import item_rows, json_points, summarize
@@ -291,6 +293,20 @@ class EvaluationService:
         except (TaskError, FileNotFoundError) as exc:
             log.warning("no task presets: %s", exc)
             return []
+
+    def check_gold(self, task: str, *, dataset: str | None = None, limit: int | None = None,
+                   visitor: str | None = None) -> dict[str, Any]:
+        """Grade a task preset's own gold answers with its metric: {task, total, correct, failures, ungraded}
+        (`metagen eval check`; the tab's "Check the grader"). Not on a shared app (presets load Hub datasets)."""
+        if self.policy.share_mode:
+            raise UserError("the gold check loads a task preset's Hub dataset, which a shared app does not do")
+        name = str(task or "").strip().removeprefix(TASK_PREFIX)
+        try:
+            path = self.dataset_path(dataset, visitor=visitor) if dataset else None
+            result = check_gold(load_task(name), path, limit=int(limit) if limit else None)
+        except (TaskError, DatasetError, MetricError) as exc:
+            raise UserError(str(exc)) from None
+        return result.to_json()
 
     def estimate(self, request: dict[str, Any], *, visitor: str | None = None) -> dict[str, Any]:
         plan = self.plan(request, visitor=visitor, doing="estimated")

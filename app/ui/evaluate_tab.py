@@ -34,6 +34,7 @@ from app.ui.evaluate_form import (
     dataset_choices,
     editor_workflow,
     estimate_html,
+    gold_check_html,
     message_html,
     past_rows,
     progress_html,
@@ -59,6 +60,7 @@ class EvaluateView:
     workflows: gr.Dropdown
     refresh: gr.Button
     dataset: gr.Dropdown
+    check_grader: gr.Button
     upload: gr.File
     dataset_info: gr.Markdown
     preview: gr.Dataframe
@@ -319,6 +321,22 @@ class EvaluateHandlers:
 
     # ---------------------------------------------------------------- estimate, start, cancel, progress
 
+    def on_check_grader(self, d: dict[Any, Any],
+                        request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
+        """Grade the picked task preset's own gold answers (its first `limit` rows) with its metric."""
+        v = self.v
+        picked = str(d.get(v.dataset) or "")
+        if not picked.startswith("task:"):
+            return {v.check: "", v.message: message_html(
+                "Pick a task preset (task:NAME) as the dataset: the grader is checked on its own gold answers.",
+                "error")}
+        try:
+            result = self.service.evaluations.check_gold(picked, limit=int(d.get(v.limit) or 0) or None,
+                                                         visitor=self._visitor(request))
+        except Exception as exc:
+            return {v.check: "", v.message: self._error(exc, "check the grader")}
+        return {v.check: gold_check_html(result), v.message: ""}
+
     def on_estimate(self, d: dict[Any, Any], request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
         v = self.v
         try:
@@ -425,6 +443,7 @@ def evaluate_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> Evaluate
     with gr.Row():
         dataset = gr.Dropdown([], label="Dataset (a file, a task preset, or type hf:OWNER/NAME[:CONFIG][@SPLIT])",
                               elem_id="mg-eval-dataset", scale=3, allow_custom_value=True)
+        check_grader = gr.Button("Check the grader", elem_id="mg-eval-check-grader", scale=0, min_width=120)
         upload = gr.File(label="…or upload one (.jsonl, .csv)", file_types=[".jsonl", ".csv"], type="filepath",
                          elem_id="mg-eval-upload", height=140, scale=2)
     dataset_info = gr.Markdown(elem_id="mg-eval-dataset-info")
@@ -485,7 +504,8 @@ def evaluate_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> Evaluate
     timer = gr.Timer(POLL_S, active=False)
 
     view = EvaluateView(
-        editor_yaml=editor_yaml, workflows=workflows, refresh=refresh, dataset=dataset, upload=upload,
+        editor_yaml=editor_yaml, workflows=workflows, refresh=refresh, dataset=dataset, check_grader=check_grader,
+        upload=upload,
         dataset_info=dataset_info, preview=preview, columns=gr.State([]), map_names=gr.State([]), map_slots=map_slots,
         reference=reference, check=check, metric=metric, metric_arg=metric_arg, output=output, limit=limit,
         shuffle=shuffle, seed=seed, share_samples=share_samples, bootstrap=bootstrap, repeats=repeats,
@@ -510,6 +530,7 @@ def _wire(v: EvaluateView, h: EvaluateHandlers, tab: gr.Tab) -> None:
     v.refresh.click(None, None, [v.editor_yaml], js=READ_EDITOR_JS).then(h.on_select, form, select_outputs)
     v.workflows.input(h.on_workflows, form, workflow_outputs)
     v.dataset.input(h.on_dataset, form, dataset_outputs)
+    v.check_grader.click(h.on_check_grader, form, [v.check, v.message])
     v.upload.upload(h.on_upload, form, [v.dataset, *dataset_outputs])
     for slot in (*v.map_slots, v.reference):
         slot.input(h.on_mapping, form, [v.check])

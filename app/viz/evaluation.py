@@ -333,6 +333,9 @@ def _points_table(summary: dict[str, Any]) -> str:
                if p.get("accuracy") is not None else "-")
         planned = f" of {fmt_num(p['planned'])}" if p.get("planned") and p.get("planned") != p.get("total") else ""
         failed = f' <span class=mg-muted>({fmt_num(p["failed"])} failed)</span>' if p.get("failed") else ""
+        if p.get("ungraded"):  # the grader could not run on these: no verdict, not in the accuracy
+            failed += (f' <span class="mg-ungraded" title="{esc(p.get("ungraded_reason") or "")}">'
+                       f'({fmt_num(p["ungraded"])} ungraded)</span>')
         star = "★" if p.get("pareto") else ""
         rows.append(f"<tr{' class=mg-winner' if star else ''}><td>{esc(p.get('label'))}</td>"
                     f"<td class=num>{acc}</td>"

@@ -103,10 +103,18 @@ def sandbox_python() -> str:
 
 
 @lru_cache(maxsize=1)
+def bwrap_path() -> str | None:
+    """bubblewrap's absolute path, looked up once on the app's own PATH (runs get PATH=/usr/bin:/bin, where a
+    bwrap installed elsewhere would not be found), or None when there is none."""
+    found = shutil.which("bwrap")
+    return os.path.abspath(found) if found else None
+
+
+@lru_cache(maxsize=1)
 def _bwrap_sizes() -> bool:
     """Whether this bubblewrap can size a tmpfs (`--size`, bubblewrap 0.8)."""
     try:
-        out = subprocess.run([shutil.which("bwrap") or "bwrap", "--help"], capture_output=True, text=True, timeout=10)
+        out = subprocess.run([bwrap_path() or "bwrap", "--help"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
         return False
     return "--size" in out.stdout + out.stderr
@@ -115,7 +123,7 @@ def _bwrap_sizes() -> bool:
 def _bwrap_argv(scratch: Path, disk_bytes: int | None = None, files: tuple[str, ...] = ()) -> list[str]:
     """bwrap's arguments; with `disk_bytes` /tmp and /sandbox are tmpfs of that size (the files read-only in it),
     else /sandbox is the host's scratch folder."""
-    argv = [shutil.which("bwrap") or "bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
+    argv = [bwrap_path() or "bwrap", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--ro-bind", "/usr", "/usr", "--dev", "/dev", "--proc", "/proc"]
     if disk_bytes is None:
@@ -145,7 +153,7 @@ def isolation() -> str:
     """'bwrap' when namespaces work here, else 'none' (limits only); checked once."""
     if os.environ.get(ISOLATION_ENV, "").lower() == "none":
         return "none"
-    if sys.platform != "linux" or shutil.which("bwrap") is None:
+    if sys.platform != "linux" or bwrap_path() is None:
         return "none"
     with tempfile.TemporaryDirectory(prefix="metagen-code-probe-") as tmp:
         try:
@@ -164,7 +172,7 @@ def isolation() -> str:
 def isolation_note() -> str:
     """One line for the trace: what confines the candidates' code here."""
     if isolation() == "bwrap":
-        return "isolated: bubblewrap namespaces (no network, private /tmp, no home) and limits"
+        return f"isolated: bubblewrap ({bwrap_path()}) namespaces (no network, private /tmp, no home) and limits"
     return ("NOT isolated: namespaces are unavailable here (no working bubblewrap), so candidate code runs with "
             "limits only (CPU, memory, file size, processes); it can read your files and reach the network")
 
@@ -292,10 +300,14 @@ def _run(argv: list[str], stdin: str, limits: ExecLimits, scratch: Path, out: Pa
     stopped_by = ""
     try:
         result_fd = handles["results"].fileno()
-        proc = subprocess.Popen(
-            argv, stdin=handles["stdin"], stdout=handles["stdout"], stderr=handles["stderr"], cwd=str(scratch),
-            env={**env, "METAGEN_RESULT_FD": str(result_fd)}, start_new_session=True, pass_fds=(result_fd,),
-            preexec_fn=lambda: _limits_preexec(limits, uid, isolated, watch.cgroup))
+        try:
+            proc = subprocess.Popen(
+                argv, stdin=handles["stdin"], stdout=handles["stdout"], stderr=handles["stderr"], cwd=str(scratch),
+                env={**env, "METAGEN_RESULT_FD": str(result_fd)}, start_new_session=True, pass_fds=(result_fd,),
+                preexec_fn=lambda: _limits_preexec(limits, uid, isolated, watch.cgroup))
+        except OSError as exc:  # the sandbox itself did not start: no verdict on the program
+            return ExecResult(None, "", "", "", False, isolated,
+                              refused=f"the sandbox could not start ({argv[0]}: {exc.strerror or exc})")
         returncode, timed_out, cancelled, stopped_by = _wait(proc, limits, watch)
     finally:
         if "proc" in locals():
