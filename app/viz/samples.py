@@ -8,6 +8,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.viz.code_runs import behaviour_note_body, has_test_runs, tests_cell
 from app.viz.common import MUTED, WINNER_COLOR, esc, events_of, fmt_num, node_by_id, shorten, wrap_section
 from app.viz.deepconf import stopped_samples_body
 
@@ -180,12 +181,15 @@ def samples_html(record: dict[str, Any], node_id: str | None = None, limit: int 
 
 
 def samples_table_body(record: dict[str, Any], node_id: str | None = None, limit: int = 300) -> str:
-    """The candidate table: full texts behind <details>, the winner highlighted."""
+    """The candidate table: full texts behind <details>, the winner highlighted; where candidates' code ran
+    against tests, each candidate's tests (app.viz.code_runs) and a behaviour vote's note above the table."""
     picked = pick_set(record, node_id)
     if picked is None:
         return ""
-    node = picked[0]
+    node, cset = picked
     rows = sample_rows(record, node)
+    cands = [c for c in cset.get("candidates") or [] if isinstance(c, dict)]
+    with_tests = has_test_runs(cands, node)
     body = []
     for r in rows[:limit]:
         text = r["text"]
@@ -194,11 +198,13 @@ def samples_table_body(record: dict[str, Any], node_id: str | None = None, limit
         body.append(f"<tr class=\"{'mg-winner' if r['winner'] else ''}\"><td class=num>{r['index']}</td><td>{cell}</td>"
                     f"<td>{esc('—' if r['answer'] is None else r['answer'])}</td>"
                     f"<td class=num>{fmt_num(r['score'], 3)}</td><td class=num>{fmt_num(r['cluster'])}</td>"
-                    f"<td>{'★' if r['winner'] else ''}</td><td class=num>{r['completion_tokens']}</td></tr>")
+                    f"<td>{'★' if r['winner'] else ''}</td><td class=num>{r['completion_tokens']}</td>"
+                    + (f"<td>{tests_cell(cands[r['index']], node)}</td>" if with_tests else "") + "</tr>")
     more = (f'<p class="mg-muted">{len(rows) - limit} more candidates not shown; export the run as JSON for all '
             "of them.</p>" if len(rows) > limit else "")
     node_kind = (node_by_id(record, node) or {}).get("kind", "")
-    return (f"<h3>Candidates of {esc(node)} ({esc(node_kind)}) · {len(rows)}</h3><table class=mg-samples>"
-            "<thead><tr><th class=num>#</th><th>text</th><th>answer</th><th class=num>score</th>"
-            "<th class=num>cluster</th><th>winner</th><th class=num>tokens</th></tr></thead><tbody>"
+    return (f"<h3>Candidates of {esc(node)} ({esc(node_kind)}) · {len(rows)}</h3>" + behaviour_note_body(record, node)
+            + "<table class=mg-samples><thead><tr><th class=num>#</th><th>text</th><th>answer</th><th class=num>score"
+            "</th><th class=num>cluster</th><th>winner</th><th class=num>tokens</th>"
+            + ("<th>tests</th>" if with_tests else "") + "</tr></thead><tbody>"
             + "".join(body) + "</tbody></table>" + more + stopped_samples_body(record, node))
