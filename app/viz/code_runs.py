@@ -29,6 +29,16 @@ def has_test_runs(candidates: list[dict[str, Any]], node_id: str) -> bool:
     return any(test_runs(c, node_id) is not None for c in candidates)
 
 
+def tests_summary(candidate: dict[str, Any], node_id: str) -> str:
+    """`2/3 passed` for a figure's table cell ('—' when the candidate's code never ran)."""
+    found = test_runs(candidate, node_id)
+    if found is None:
+        return "—"
+    detail = found[1]
+    tests = [t for t in detail.get("tests") or [] if isinstance(t, dict)]
+    return f"{detail.get('passed', sum(1 for t in tests if t.get('passed')))}/{detail.get('total', len(tests))} passed"
+
+
 def tests_cell(candidate: dict[str, Any], node_id: str) -> str:
     """A table cell's HTML: `2/3 passed` (with who ran them when another node did), opening onto every test with
     its source, the failing assert's error or the value it returned, and the stdout / stderr tails."""
@@ -37,9 +47,9 @@ def tests_cell(candidate: dict[str, Any], node_id: str) -> str:
         return '<span class="mg-muted">—</span>'
     owner, detail = found
     tests = [t for t in detail.get("tests") or [] if isinstance(t, dict)]
-    passed, total = detail.get("passed", sum(1 for t in tests if t.get("passed"))), detail.get("total", len(tests))
+    passed, total = detail.get("passed"), detail.get("total")
     reason = ((candidate.get("meta") or {}).get("reasons") or {}).get(owner, "")
-    head = f"{esc(passed)}/{esc(total)} passed" + (f' <span class="mg-muted">({esc(owner)})</span>'
+    head = esc(tests_summary(candidate, node_id)) + (f' <span class="mg-muted">({esc(owner)})</span>'
                                                    if owner != node_id else "")
     rows = []
     for t in tests[:SHOWN_TESTS]:

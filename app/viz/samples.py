@@ -8,7 +8,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from app.viz.code_runs import behaviour_note_body, has_test_runs, tests_cell
+from app.viz.code_runs import behaviour_note_body, has_test_runs, tests_cell, tests_summary
 from app.viz.common import MUTED, WINNER_COLOR, esc, events_of, fmt_num, node_by_id, shorten, wrap_section
 from app.viz.deepconf import stopped_samples_body
 
@@ -152,14 +152,19 @@ def sample_view(record: dict[str, Any], node_id: str | None = None, page: int = 
     else:
         fig = make_subplots(rows=1, cols=1, specs=[[{"type": "table"}]])
     fill = ["rgba(230,167,0,.25)" if r["winner"] else "rgba(0,0,0,0)" for r in shown]
+    cands = [c for c in picked[1].get("candidates") or [] if isinstance(c, dict)]
+    tests = ([tests_summary(cands[r["index"]], node) for r in shown]
+             if has_test_runs(cands, node) else None)  # each test's detail is in the HTML table below
     fig.add_trace(go.Table(
-        columnwidth=[30, 360, 70, 50, 45, 60, 60],
-        header={"values": ["#", "text", "answer", "score", "cluster", "winner", "tokens"], "align": "left"},
+        columnwidth=[30, 360, 70, 50, 45, 60, 60] + ([70] if tests else []),
+        header={"values": ["#", "text", "answer", "score", "cluster", "winner", "tokens"]
+                + (["tests"] if tests else []), "align": "left"},
         cells={"values": [
             [r["index"] for r in shown], [shorten(r["text"], 240) for r in shown],
             [("—" if r["answer"] is None else shorten(str(r["answer"]), 40)) for r in shown],
             [fmt_num(r["score"], 3) for r in shown], [fmt_num(r["cluster"]) for r in shown],
-            ["★ winner" if r["winner"] else "" for r in shown], [r["completion_tokens"] for r in shown]],
+            ["★ winner" if r["winner"] else "" for r in shown], [r["completion_tokens"] for r in shown]]
+            + ([tests] if tests else []),
             "align": "left", "fill": {"color": [fill]}, "height": 24},
     ), row=2 if has_votes else 1, col=1)
     paging = f" · rows {first + 1}–{first + len(shown)} of {len(rows)}" if len(rows) > len(shown) else ""

@@ -13,7 +13,7 @@ import pytest
 from app.run.providers import fake_provider
 from app.run.scheduler import SUCCEEDED, Scheduler
 from app.traces import TraceStore
-from app.viz import export_html, samples_html
+from app.viz import export_html, sample_view, samples_html
 from app.workflow.spec import workflow_from_dict
 from nodes.registry import default_registry
 
@@ -75,6 +75,14 @@ def test_each_candidate_shows_its_tests(record: dict[str, Any]) -> None:
     assert "stdout (tail)" in noisy and "stderr (tail)" in noisy
     assert raises.startswith("0/3 passed") and "ValueError: cannot add" in raises
     assert broken.startswith("0/3 passed") and "SyntaxError" in broken  # no test ran: the reason says why
+
+
+def test_the_figure_table_counts_each_candidates_tests(record: dict[str, Any]) -> None:
+    (table,) = [t for t in sample_view(record, "v").data if t.type == "table"]
+    assert list(table.header.values)[-1] == "tests"
+    assert list(table.cells.values[-1]) == ["3/3 passed", "1/3 passed", "0/3 passed", "0/3 passed"]
+    (table,) = [t for t in sample_view(record, "s").data if t.type == "table"]
+    assert "tests" not in list(table.header.values)
 
 
 def test_the_voter_shows_its_own_runs_and_the_note_on_generated_inputs(record: dict[str, Any]) -> None:
