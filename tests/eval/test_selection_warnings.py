@@ -18,6 +18,7 @@ from app.eval.store import EvalStore
 from app.traces.store import TraceStore
 from app.viz import evaluation_summary_html
 from app.workflow.spec import workflow_from_dict
+from metagen import Evaluation
 from nodes.registry import default_registry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,6 +114,7 @@ def test_the_cli_json_summary_and_report_carry_the_warning(tmp_path: Path, capsy
         traces.close()
     assert summary["warnings"] == [warning]
     assert "best-of-N equals pass@N here" in evaluation_summary_html(summary)
+    assert Evaluation({"summary": summary, "points": [], "items": []}).warnings == [warning]
     code = main(["eval", str(BEST), "--data", str(CODE), "--metric", "tests", "--limit", "1", "--dry-run",
                  "--db", str(db), "-q"])
     captured = capsys.readouterr()
