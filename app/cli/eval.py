@@ -303,6 +303,8 @@ def _execute(args: argparse.Namespace, plan: Any, registry: Any, evals: Any, tra
                     concurrency=concurrency)
     if not args.json and not args.quiet:
         print(_estimate_line(cost), file=sys.stderr)
+    for warning in plan.warnings:  # before the run: a user may stop an oracle's evaluation here
+        print(f"warning: {warning}", file=sys.stderr)
     printer = _ProgressLine(quiet=args.quiet or args.json)
     evaluation = Evaluation(plan, scheduler, evals, eval_id=eval_id, observers=[traces],
                             concurrency=concurrency, on_progress=printer,
@@ -426,7 +428,8 @@ def _json_result(summary: dict[str, Any], cost: dict[str, Any] | None) -> dict[s
             "comparisons": json_comparisons(summary), "repeats": summary.get("repeats", 1),
             "pass_at_k": summary["pass_at_k"], "vote_curves": summary.get("vote_curves", []),
             "estimate": cost if cost is not None else summary["estimate"],
-            **({"servers": summary["servers"]} if summary.get("servers") else {})}
+            **({"servers": summary["servers"]} if summary.get("servers") else {}),
+            "warnings": summary.get("warnings", [])}
 
 
 def format_table(summary: dict[str, Any]) -> str:
@@ -462,6 +465,7 @@ def format_table(summary: dict[str, Any]) -> str:
                     f"@{k}={v:.1%}" for k, v in zip(curve["k"], curve[key], strict=True)))
     if summary.get("servers"):
         lines.append("requests served: " + ", ".join(f"{url} {n}" for url, n in summary["servers"].items()))
+    lines.extend(f"warning: {w}" for w in summary.get("warnings", []))  # beside the numbers they qualify
     return "\n".join(lines)
 
 

@@ -92,6 +92,7 @@ def summarize(record: dict[str, Any], baseline: str | None = None) -> dict[str, 
         "estimate": evaluation.get("estimate") or {}, "elapsed_s": _elapsed(evaluation),
         "done": len(all_items), "total": int(config.get("total_tasks", 0)),
         "servers": config.get("servers") or {},
+        "warnings": list(config.get("warnings") or []),
     }
 
 

@@ -361,6 +361,8 @@ def evaluation_summary_body(summary: dict[str, Any]) -> str:
     parts = [f"<h3>Evaluation {esc(title)} · {esc(summary.get('eval_id'))} {badge(summary.get('status'))}</h3>"]
     if summary.get("error"):
         parts.append(f'<div class="mg-box"><b>error</b><pre>{esc(summary["error"])}</pre></div>')
+    parts.extend(f'<div class="mg-box mg-eval-warning"><b>warning</b> {esc(w)}</div>'
+                 for w in summary.get("warnings") or [])
     parts.append("<table id=mg-eval-facts>" + "".join(
         f"<tr><th>{esc(k)}</th><td><span class=mg-text>{esc(v)}</span></td></tr>" for k, v in _facts(summary))
         + "</table>")

@@ -8,6 +8,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.viz.code_runs import behaviour_note_body, has_test_runs, tests_cell, tests_summary
 from app.viz.common import MUTED, WINNER_COLOR, esc, events_of, fmt_num, node_by_id, shorten, wrap_section
 from app.viz.deepconf import stopped_samples_body
 
@@ -163,14 +164,19 @@ def sample_view(record: dict[str, Any], node_id: str | None = None, page: int = 
     else:
         fig = make_subplots(rows=1, cols=1, specs=[[{"type": "table"}]])
     fill = ["rgba(230,167,0,.25)" if r["winner"] else "rgba(0,0,0,0)" for r in shown]
+    cands = [c for c in picked[1].get("candidates") or [] if isinstance(c, dict)]
+    tests = ([tests_summary(cands[r["index"]], node) for r in shown]
+             if has_test_runs(cands, node) else None)  # each test's detail is in the HTML table below
     fig.add_trace(go.Table(
-        columnwidth=[30, 360, 70, 50, 45, 60, 60],
-        header={"values": ["#", "text", "answer", "score", "cluster", "winner", "tokens"], "align": "left"},
+        columnwidth=[30, 360, 70, 50, 45, 60, 60] + ([70] if tests else []),
+        header={"values": ["#", "text", "answer", "score", "cluster", "winner", "tokens"]
+                + (["tests"] if tests else []), "align": "left"},
         cells={"values": [
             [r["index"] for r in shown], [shorten(r["text"], 240) for r in shown],
             [("—" if r["answer"] is None else shorten(str(r["answer"]), 40)) for r in shown],
             [fmt_num(r["score"], 3) for r in shown], [fmt_num(r["cluster"]) for r in shown],
-            ["★ winner" if r["winner"] else "" for r in shown], [r["completion_tokens"] for r in shown]],
+            ["★ winner" if r["winner"] else "" for r in shown], [r["completion_tokens"] for r in shown]]
+            + ([tests] if tests else []),
             "align": "left", "fill": {"color": [fill]}, "height": 24},
     ), row=2 if has_votes else 1, col=1)
     paging = f" · rows {first + 1}–{first + len(shown)} of {len(rows)}" if len(rows) > len(shown) else ""
@@ -197,12 +203,15 @@ def samples_html(record: dict[str, Any], node_id: str | None = None, limit: int 
 
 
 def samples_table_body(record: dict[str, Any], node_id: str | None = None, limit: int = 300) -> str:
-    """The candidate table: full texts behind <details>, the winner highlighted."""
+    """The candidate table: full texts behind <details>, the winner highlighted; where candidates' code ran
+    against tests, each candidate's tests (app.viz.code_runs) and a behaviour vote's note above the table."""
     picked = pick_set(record, node_id)
     if picked is None:
         return ""
-    node = picked[0]
+    node, cset = picked
     rows = sample_rows(record, node)
+    cands = [c for c in cset.get("candidates") or [] if isinstance(c, dict)]
+    with_tests = has_test_runs(cands, node)
     body = []
     for r in rows[:limit]:
         text = r["text"]
@@ -211,11 +220,13 @@ def samples_table_body(record: dict[str, Any], node_id: str | None = None, limit
         body.append(f"<tr class=\"{'mg-winner' if r['winner'] else ''}\"><td class=num>{r['index']}</td><td>{cell}</td>"
                     f"<td>{esc('—' if r['answer'] is None else r['answer'])}</td>"
                     f"<td class=num>{fmt_num(r['score'], 3)}</td><td class=num>{fmt_num(r['cluster'])}</td>"
-                    f"<td>{'★' if r['winner'] else ''}</td><td class=num>{r['completion_tokens']}</td></tr>")
+                    f"<td>{'★' if r['winner'] else ''}</td><td class=num>{r['completion_tokens']}</td>"
+                    + (f"<td>{tests_cell(cands[r['index']], node)}</td>" if with_tests else "") + "</tr>")
     more = (f'<p class="mg-muted">{len(rows) - limit} more candidates not shown; export the run as JSON for all '
             "of them.</p>" if len(rows) > limit else "")
     node_kind = (node_by_id(record, node) or {}).get("kind", "")
-    return (f"<h3>Candidates of {esc(node)} ({esc(node_kind)}) · {len(rows)}</h3><table class=mg-samples>"
-            "<thead><tr><th class=num>#</th><th>text</th><th>answer</th><th class=num>score</th>"
-            "<th class=num>cluster</th><th>winner</th><th class=num>tokens</th></tr></thead><tbody>"
+    return (f"<h3>Candidates of {esc(node)} ({esc(node_kind)}) · {len(rows)}</h3>" + behaviour_note_body(record, node)
+            + "<table class=mg-samples><thead><tr><th class=num>#</th><th>text</th><th>answer</th><th class=num>score"
+            "</th><th class=num>cluster</th><th>winner</th><th class=num>tokens</th>"
+            + ("<th>tests</th>" if with_tests else "") + "</tr></thead><tbody>"
             + "".join(body) + "</tbody></table>" + more + stopped_samples_body(record, node))
