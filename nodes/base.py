@@ -114,6 +114,8 @@ class Param:
         elif t == "float":
             if isinstance(value, bool) or not isinstance(value, int | float):
                 return f"must be a number, got {value!r}"
+            if value != value:  # NaN passes every comparison with min and max, and poisons what it touches
+                return "must be a number, got NaN (.nan)"
         elif t == "bool":
             if not isinstance(value, bool):
                 return f"must be true or false, got {value!r}"

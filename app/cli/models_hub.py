@@ -86,9 +86,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     from app.service.model_pull import default_models_dir
 
     folder = args.models_dir or default_models_dir()
-    rows = local_models(folder)
+    skipped: list[tuple[str, str]] = []
+    rows = local_models(folder, skipped)
     if args.json:
-        print(json.dumps({"build": build_description(), "models_dir": str(folder), "models": rows}, indent=2))
+        print(json.dumps({"build": build_description(), "models_dir": str(folder), "models": rows,
+                          "skipped": [{"path": p, "reason": r} for p, r in skipped]}, indent=2))
         return EXIT_OK
     print(build_line())
     print(f"models folder: {folder}")
@@ -99,6 +101,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"  {_size(r['size_bytes'])} · {r['quantization']} · {r['architecture']} · context "
               f"{r['context_length']} · {', '.join(can) or 'no chat template'}")
         print(f"  entry: {json.dumps(r['entry'])}")
+    for path, reason in skipped:
+        print(f"\nskipped {path}: {reason}")
     return EXIT_OK
 
 

@@ -21,6 +21,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,22 @@ def parse_hub_spec(text: str) -> HubSpec:
     found = _SPEC.match(str(text).strip())
     if not found:
         raise HubDatasetError(f"{text!r} is not a Hub dataset name; write {FORM}")
-    return HubSpec(found["repo"], found["config"], found["split"])
+    repo = found["repo"]
+    problem = _repo_problem(repo)
+    if problem:
+        raise HubDatasetError(f"{text!r} is not a Hub dataset name: {problem}; write {FORM}")
+    return HubSpec(repo, found["config"], found["split"])
+
+
+def _repo_problem(repo: str) -> str | None:
+    """Why `repo` is no Hub name the `datasets` library would look up on the Hub (it reads a local folder or file
+    of that name first: `x/..` is the working directory), else None."""
+    for part in repo.split("/"):
+        if part in (".", "..") or ".." in part or part.startswith((".", "-")) or part.endswith((".", "-")):
+            return f"{part!r} is not a name (no '.' or '..' path parts, no leading or trailing '.' or '-')"
+    if Path(repo).exists():
+        return f"{repo!r} is a file or folder here, which the datasets library would read instead of the Hub"
+    return None
 
 
 def _config_names(repo: str) -> list[str]:

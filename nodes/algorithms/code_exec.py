@@ -30,6 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from nodes.algorithms.code_cgroup import RunCgroup
+from nodes.algorithms.code_leftovers import remove_uid_files
 from nodes.algorithms.code_tree import TreeWatch
 
 log = logging.getLogger(__name__)
@@ -273,6 +274,8 @@ def run_confined(args: list[str], stdin: str, limits: ExecLimits, *, files: dict
     finally:
         if cgroup is not None:
             cgroup.remove()
+        if uid is not None and not isolated:  # its processes are gone: now its files outside the scratch
+            remove_uid_files(uid)
 
 
 def _readable_python(uid: int | None) -> str | None:
