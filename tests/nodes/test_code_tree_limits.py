@@ -90,3 +90,16 @@ def test_the_memory_is_divided_without_a_cgroup() -> None:
     assert process_shares(512, cgroup=False) == (128, 4)
     assert process_shares(100, cgroup=False) == (100, 1)
     assert process_shares(32, cgroup=False) == (32, 1)
+
+
+def test_a_tree_watch_kill_is_named_for_what_it_stopped() -> None:
+    """A program killed by the tree's watch (SIGKILL, like the CPU limit's) says which limit it reached."""
+    from nodes.algorithms.code_exec import ExecLimits, ExecResult
+    from nodes.algorithms.code_tests import _death
+
+    limits = ExecLimits(timeout_s=5, memory_mb=256, disk_mb=32)
+    for stopped_by, words in (("disk", "scratch disk limit (32 MB)"), ("memory", "memory limit exceeded (256 MB"),
+                              ("cpu", "CPU time limit (5 s")):
+        result = ExecResult(-9, "", "", "", False, False, stopped_by=stopped_by)
+        assert words in _death(result, limits), stopped_by
+    assert "CPU time limit" in _death(ExecResult(-9, "", "", "", False, False), limits)
