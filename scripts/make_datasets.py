@@ -118,6 +118,13 @@ def write_arithmetic(path: Path) -> int:
     return len(rows)
 
 
+ARITHMETIC_META = """\
+# How arithmetic.jsonl is graded when no metric is given (`metagen eval --data arithmetic`, the Evaluate tab):
+# the answers are numbers, so "12" and "12.0" are both right. See app/eval/dataset_meta.py.
+metric: number
+"""
+
+
 def write_instructions(path: Path) -> int:
     with path.open("w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f, lineterminator="\n")
@@ -155,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     n = write_arithmetic(args.out / "arithmetic.jsonl")
     log.info("wrote %s (%d rows)", args.out / "arithmetic.jsonl", n)
+    (args.out / "arithmetic.meta.yaml").write_text(ARITHMETIC_META, encoding="utf-8", newline="\n")
     n = write_instructions(args.out / "instructions.csv")
     log.info("wrote %s (%d rows)", args.out / "instructions.csv", n)
     n = write_code_public_tests(ROOT / "datasets" / "code.jsonl", args.out / "code.jsonl")

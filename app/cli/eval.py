@@ -49,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--reference", default=None, metavar="COLUMN", help="reference answers (default: 'answer')")
     p.add_argument("--metric", default=None,
                    help="exact | number | contains | math | choice | regex[:PATTERN] | python:FILE | output:NAME | "
-                        "tests (default: the task's, else exact)")
+                        "tests (default: the task's, else the dataset's NAME.meta.yaml, else exact)")
     p.add_argument("--output", default=None, metavar="NAME", help="the workflow output graded (default answer)")
     p.add_argument("--sweep", action="append", default=[], metavar="NODE.PARAM=V1,V2,...",
                    help="sweep a node param (repeatable: the grid is their product)")
@@ -432,9 +432,13 @@ def _json_result(summary: dict[str, Any], cost: dict[str, Any] | None) -> dict[s
             "warnings": summary.get("warnings", [])}
 
 
+BUSY_NOTE = ("WALL S: seconds while the point had an item running; BUSY S: its items' run seconds summed over "
+             "concurrent items (more than the wall time when items overlap)")
+
+
 def format_table(summary: dict[str, Any]) -> str:
     rows = [["POINT", "ACCURACY", "95% CI", "N", "COMPLETION TOK (DRAWN/ALONE)", "PROMPT TOK (EVAL/CACHED)",
-             "SECONDS", ""]]
+             "WALL S", "BUSY S", ""]]
     for p in summary["points"]:
         acc = "-" if p["accuracy"] is None else f"{p['accuracy']:.1%}" + (
             f" ±{p['se']:.1%}" if p.get("se") is not None and p.get("repeats", 1) > 1 else "")
@@ -442,13 +446,15 @@ def format_table(summary: dict[str, Any]) -> str:
         rows.append([p["label"], acc, f"{p['ci'][0]:.0%}–{p['ci'][1]:.0%}", f"{p['correct']}/{p['total']}{ungraded}",
                      f"{p['completion_tokens']:,}/{p['cost_tokens']:,}",
                      f"{p['prompt_tokens_evaluated']:,}/{p['prompt_tokens_cached']:,}",
-                     f"{p['wall_s']:.1f}", "pareto" if p.get("pareto") else ""])
+                     "-" if p.get("wall_s") is None else f"{p['wall_s']:.1f}", f"{p.get('busy_s') or 0.0:.1f}",
+                     "pareto" if p.get("pareto") else ""])
     if any(p.get("thinking_tokens") for p in summary["points"]):  # thinking apart from the answers' tokens
         rows[0].insert(5, "THINKING/ANSWER TOK")
         for row, p in zip(rows[1:], summary["points"], strict=True):
             row.insert(5, f"{p.get('thinking_tokens', 0):,}/{p.get('answer_tokens', 0):,}")
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.append(BUSY_NOTE)
     for p in summary["points"]:
         if p.get("ungraded"):
             lines.append(f"{p['label']}: {p['ungraded']} items ungraded (the grader could not run; accuracy is over "
@@ -474,7 +480,7 @@ def format_comparisons(summary: dict[str, Any]) -> list[str]:
     comparisons = summary.get("comparisons") or []
     if not comparisons:
         return []
-    rows = [["A", "B", "N", "DIFF", "95% CI (PAIRED)", "P", "TEST", ""]]
+    rows = [["A", "B", "N", "DIFF", "95% CI (PAIRED)", "P", "TEST", "P<0.05"]]
     for c in comparisons:
         fmt = (lambda x: "-" if x is None else f"{x * 100:+.1f}")  # noqa: E731
         rows.append([c["a"], c["b"], str(c["n"]), fmt(c["diff"]), f"[{fmt(c['ci'][0])}, {fmt(c['ci'][1])}]",

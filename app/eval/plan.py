@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.eval.dataset_meta import DatasetMetaError, declared_metric
 from app.eval.datasets import Binding, Dataset, DatasetError, bind, check_rows, load_dataset, select_items
 from app.eval.metrics import Metric, MetricError, parse_metric
 from app.eval.selection import default_selection, grading_leaks
@@ -191,9 +192,15 @@ def make_plan(sources: list[WorkflowSource], dataset_path: Path | None, *, regis
               mapping: dict[str, str] | None = None, reference: str | None = None, limit: int | None = None,
               shuffle: bool = False, seed: int = 0, task: str | None = None) -> EvalPlan:
     """Check everything and build the plan; EvalSetupError with every problem otherwise. A `task` preset makes
-    the dataset's prompts and references and gives the metric when `metric` is None."""
+    the dataset's prompts and references and gives the metric when `metric` is None; without a preset, the
+    dataset's meta file (`dataset_meta.declared_metric`) does, else exact match."""
     problems: list[str] = []
     preset = _preset(task)
+    if not metric and preset is None:  # the dataset's own (its NAME.meta.yaml), else exact match
+        try:
+            metric = declared_metric(dataset_path)
+        except DatasetMetaError as exc:
+            problems.append(f"dataset {dataset_path}: {exc}")
     metric = metric or (preset.metric if preset is not None else "exact")
     grader, why = _metric(metric, preset)
     if why:

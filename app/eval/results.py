@@ -69,7 +69,9 @@ def summarize(record: dict[str, Any], baseline: str | None = None) -> dict[str, 
                 "thinking_tokens": sum(r.get("thinking_tokens", 0) for r in rows),
                 "answer_tokens": sum(r["completion_tokens"] - r.get("thinking_tokens", 0) for r in rows),
                 "lm_calls": sum(r["lm_calls"] for r in rows),
-                "wall_s": sum(r["wall_s"] for r in rows),
+                # seconds while at least one of its items ran (never more than the evaluation's), and its items'
+                # run times summed (more than the wall time when items run concurrently)
+                "wall_s": wall_seconds(rows), "busy_s": sum(r["wall_s"] for r in rows),
                 "failed": sum(1 for r in rows if r["status"] not in (SUCCEEDED, "")),
                 "ungraded": len(skipped),
                 "ungraded_reason": skipped[0]["detail"] if skipped else "",
@@ -98,7 +100,7 @@ def summarize(record: dict[str, Any], baseline: str | None = None) -> dict[str, 
 
 POINT_JSON_KEYS = ("workflow", "params", "accuracy", "correct", "total", "ci", "prompt_tokens",
                    "prompt_tokens_evaluated", "prompt_tokens_cached", "completion_tokens", "cost_tokens", "wall_s",
-                   "pareto", "se", "repeats", "thinking_tokens", "answer_tokens", "ungraded")
+                   "busy_s", "pareto", "se", "repeats", "thinking_tokens", "answer_tokens", "ungraded")
 """The fields of a point in `metagen eval --json` (and the Python API's `Evaluation.points`)."""
 
 
@@ -114,6 +116,23 @@ COMPARISON_JSON_KEYS = ("a", "b", "n", "diff", "ci", "p_value", "method")
 
 def json_comparisons(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return [{k: c[k] for k in COMPARISON_JSON_KEYS} for c in summary.get("comparisons", [])]
+
+
+def wall_seconds(rows: list[dict[str, Any]]) -> float | None:
+    """The wall time during which at least one of these items was running: the length of the union of the
+    intervals [finished_at - wall_s, finished_at] (a pause between a cancel and a resume is not counted). None when
+    no item records when it finished (evaluations recorded before items did)."""
+    spans = sorted((float(r["finished_at"]) - float(r["wall_s"] or 0.0), float(r["finished_at"]))
+                   for r in rows if r.get("finished_at"))
+    if not spans:
+        return None
+    total, (start, end) = 0.0, spans[0]
+    for lo, hi in spans[1:]:
+        if lo > end:
+            total, start, end = total + end - start, lo, hi
+        else:
+            end = max(end, hi)
+    return total + end - start
 
 
 def _runs_by_item(rows: list[dict[str, Any]]) -> dict[int, list[float]]:

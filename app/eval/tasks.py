@@ -7,7 +7,10 @@ main input has another name take it with `--map INPUT=question`.
 
 Preset keys: name, title, description, dataset (a file or hf:OWNER/NAME[:CONFIG][@SPLIT], or a list of them whose
 rows are joined), prompt, reference
-{column | template, pattern}, choices {correct, others} or {column, answer_index}, metric, gold, notes.
+{column | template, pattern}, choices {correct, others} or {column, answer_index}, metric, gold, notes, and
+public_tests {template, asserts}: the examples a code workflow may see and select with (a `public_tests` column:
+the template's lines with only its first `asserts` assert lines, as MBPP shows its first test), apart from the
+hidden tests the `tests` metric grades with.
 `gold` is the dataset's own right answer as a model would write it (a template over the row's columns, with
 `{reference}` the preset's reference): `metagen eval check` grades it with the preset's metric (app/eval/gold.py).
 """
@@ -32,9 +35,11 @@ REFERENCE_COLUMN = "answer"
 LETTERS = "ABCDEFGHIJ"
 TESTS_METRIC = "tests"
 TESTS_COLUMN = "tests"
+PUBLIC_TESTS_COLUMN = "public_tests"
 _FIELD = re.compile(r"(?<![\w}])\{([A-Za-z_][\w ]*)\}")
 """`{column}` in a template; braces right after a letter or a brace are LaTeX arguments (\\frac{a}{b})."""
-_KEYS = {"name", "title", "description", "dataset", "prompt", "reference", "choices", "metric", "gold", "notes"}
+_KEYS = {"name", "title", "description", "dataset", "prompt", "reference", "choices", "metric", "gold", "notes",
+         "public_tests"}
 
 
 class TaskError(ValueError):
@@ -54,6 +59,8 @@ class TaskPreset:
     notes: str = ""
     gold: str = ""
     """The gold answer: a template over the row (and `{reference}`), graded by `metagen eval check`."""
+    public_tests: dict[str, Any] = field(default_factory=dict)
+    """{template, asserts}: the row's `public_tests` column (its first `asserts` assert lines); empty: none."""
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "title": self.title or self.name, "description": self.description,
@@ -80,7 +87,32 @@ def _from_yaml(path: Path) -> TaskPreset:
                       prompt=str(data["prompt"]), metric=str(data["metric"]), title=str(data.get("title") or ""),
                       description=str(data.get("description") or "").strip(),
                       reference=dict(data.get("reference") or {}), choices=dict(data.get("choices") or {}),
-                      notes=str(data.get("notes") or "").strip(), gold=str(data.get("gold") or ""))
+                      notes=str(data.get("notes") or "").strip(), gold=str(data.get("gold") or ""),
+                      public_tests=_public_tests_spec(path, data.get("public_tests")))
+
+
+def _public_tests_spec(path: Path, spec: Any) -> dict[str, Any]:
+    if spec is None:
+        return {}
+    asserts = spec.get("asserts", 1) if isinstance(spec, dict) else None
+    if not isinstance(spec, dict) or not isinstance(spec.get("template"), str) or not isinstance(asserts, int) \
+            or isinstance(asserts, bool) or asserts < 1 or set(spec) - {"template", "asserts"}:
+        raise TaskError(f"task preset {path.name}: public_tests must be {{template: TEXT, asserts: N}} (N >= 1: how "
+                        "many of the template's assert lines the workflow may see)")
+    return {"template": spec["template"], "asserts": asserts}
+
+
+def public_tests(task: TaskPreset, row: dict[str, Any]) -> str:
+    """The preset's public tests of a row: its template's lines, keeping only the first `asserts` assert lines."""
+    kept, seen = [], 0
+    for line in render(task.public_tests["template"], row).splitlines():
+        if line.strip().startswith("assert"):
+            seen += 1
+            if seen > task.public_tests["asserts"]:
+                continue
+        if line.strip():
+            kept.append(line)
+    return "\n".join(kept) + "\n" if kept else ""
 
 
 def available_tasks(folder: Path | None = None) -> list[TaskPreset]:
@@ -148,6 +180,8 @@ def _task_row(task: TaskPreset, row: dict[str, Any], index: int) -> dict[str, An
         reference = _reference(task, row)
     if task.metric == TESTS_METRIC:  # the test program also under the name a code-execution metric may read
         values[TESTS_COLUMN] = reference
+    if task.public_tests:
+        values[PUBLIC_TESTS_COLUMN] = public_tests(task, row)
     return {**values, PROMPT_COLUMN: render(task.prompt, values), REFERENCE_COLUMN: reference}
 
 
@@ -164,7 +198,8 @@ def apply_task(task: TaskPreset, dataset: Dataset) -> Dataset:
                             f"{exc}); columns: {', '.join(dataset.columns)}")
     if problems:
         raise DatasetError(problems)
-    made = [c for c in ("options", TESTS_COLUMN, PROMPT_COLUMN, REFERENCE_COLUMN) if c in rows[0]] if rows else []
+    made = [c for c in ("options", TESTS_COLUMN, PUBLIC_TESTS_COLUMN, PROMPT_COLUMN, REFERENCE_COLUMN)
+            if c in rows[0]] if rows else []
     columns = [*dataset.columns, *(c for c in made if c not in dataset.columns)]
     return Dataset(path=dataset.path, rows=rows, columns=columns, sha256=dataset.sha256, lines=dataset.lines)
 
@@ -172,8 +207,8 @@ def apply_task(task: TaskPreset, dataset: Dataset) -> Dataset:
 def source_columns(task: TaskPreset) -> list[str]:
     """The columns of its dataset a preset reads (its prompt's, its reference's, its choices'): what a local copy
     given in place of the Hub's must have."""
-    made = {"options", TESTS_COLUMN}
-    texts = [task.prompt, str(task.reference.get("template") or "")]
+    made = {"options", TESTS_COLUMN, PUBLIC_TESTS_COLUMN}
+    texts = [task.prompt, str(task.reference.get("template") or ""), str(task.public_tests.get("template") or "")]
     columns = [m.group(1) for text in texts for m in _FIELD.finditer(text)]
     if task.reference and "template" not in task.reference:
         columns.append(str(task.reference.get("column", REFERENCE_COLUMN)))

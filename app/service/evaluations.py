@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.eval.dataset_meta import DatasetMetaError, declared_metric
 from app.eval.datasets import SUPPORTED_SUFFIXES, DatasetError, dataset_dirs, load_dataset, resolve_dataset
 from app.eval.estimate import calibrate, estimate, load_calibration
 from app.eval.gold import check_gold
@@ -228,7 +229,7 @@ class EvaluationService:
         picked = str(request.get("dataset") or "").strip()
         task = str(request.get("task") or "").strip() or (picked[len(TASK_PREFIX):] if picked.startswith(TASK_PREFIX)
                                                             else None)
-        metric = str(request.get("metric") or "") or (None if task else "exact")
+        metric = str(request.get("metric") or "") or (None if task else self._declared_metric(request, visitor))
         if metric and metric.strip().lower() == "tests" and not self.policy.allow_code_execution:
             raise UserError("the tests metric runs the outputs' code and is disabled on this shared app; the owner "
                             "can start it with --allow-code-execution")
@@ -269,6 +270,24 @@ class EvaluationService:
                 w.workflow = resolve_model_choices(w.workflow, self.policy)
                 w.variants = [resolve_model_choices(v, self.policy) for v in w.variants]
         return plan
+
+    def _declared_metric(self, request: dict[str, Any], visitor: str | None) -> str:
+        """The metric the form's dataset declares in its meta file (`dataset_meta`), else exact match; resolved
+        here so that share mode's checks see the metric that will grade."""
+        try:
+            return declared_metric(self._dataset_of(request, None, visitor)) or "exact"
+        except DatasetMetaError as exc:
+            raise UserError(str(exc)) from None
+
+    def dataset_metric(self, name: str, *, visitor: str | None = None) -> str | None:
+        """The metric a dataset of the list declares (None when it declares none or cannot be found)."""
+        if not name or str(name).startswith(TASK_PREFIX):
+            return None
+        try:
+            return declared_metric(self.dataset_path(name, visitor=visitor))
+        except (UserError, DatasetMetaError) as exc:
+            log.info("no declared metric for %s: %s", name, exc)
+            return None
 
     def _dataset_of(self, request: dict[str, Any], task: str | None, visitor: str | None) -> Path | None:
         """The form's dataset; with a task preset and no dataset, None (the preset's own, from the Hub: not for
