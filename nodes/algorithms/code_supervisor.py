@@ -168,7 +168,7 @@ def io_tests():
 def breakdown():
     """The harness in a child: per-test results and probe outputs, passed on; nothing it says decides."""
     r, w = os.pipe()
-    sub = {**req, "io_tests": [], "verdict": False}
+    sub = {**req, "io_tests": []}
     proc = subprocess.Popen([sys.executable, "-I", "-S", "harness.py"], stdin=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(w,),
                             env={**ENV, "METAGEN_RESULT_FD": str(w)}, cwd=os.getcwd())
