@@ -1,4 +1,5 @@
-"""Generates the example evaluation datasets in datasets/ (arithmetic.jsonl, instructions.csv), deterministically."""
+"""Generates the example evaluation datasets in datasets/ (arithmetic.jsonl, instructions.csv), deterministically,
+and gives the hand-written code.jsonl its `public_tests` (each problem's first assert)."""
 
 from __future__ import annotations
 
@@ -125,6 +126,27 @@ def write_instructions(path: Path) -> int:
     return len(INSTRUCTIONS)
 
 
+def public_tests(tests: str) -> str:
+    """The examples a workflow may see: the first assert of the hidden tests (the `tests` metric grades with all)."""
+    return next((line for line in tests.splitlines() if line.strip().startswith("assert ")), "")
+
+
+def write_code_public_tests(source: Path, path: Path) -> int:
+    """code.jsonl (hand-written) with each row's `public_tests` set from its `tests`; returns the row count."""
+    rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    out = []
+    for row in rows:
+        made = {k: v for k, v in row.items() if k != "public_tests"}
+        ordered = {}
+        for key, value in made.items():
+            ordered[key] = value
+            if key == "tests":
+                ordered["public_tests"] = public_tests(str(value))
+        out.append(json.dumps(ordered, ensure_ascii=False))
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return len(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=ROOT / "datasets", help="folder to write into")
@@ -135,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     log.info("wrote %s (%d rows)", args.out / "arithmetic.jsonl", n)
     n = write_instructions(args.out / "instructions.csv")
     log.info("wrote %s (%d rows)", args.out / "instructions.csv", n)
+    n = write_code_public_tests(ROOT / "datasets" / "code.jsonl", args.out / "code.jsonl")
+    log.info("wrote %s (%d rows, public_tests from each row's first assert)", args.out / "code.jsonl", n)
     return 0
 
 

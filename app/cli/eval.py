@@ -67,7 +67,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="run every item K times with derived seeds; an item's score is the mean of its K and the "
                         "standard errors are clustered by item (default 1)")
     p.add_argument("--baseline", default=None, metavar="LABEL",
-                   help="compare each point with this one (a point label or workflow name) instead of every pair")
+                   help="compare each point with this one (a point's label, or its workflow's name or file name, "
+                        "e.g. chain-of-thought or chain_of_thought) instead of every pair")
     p.add_argument("--concurrency", type=int, default=None, metavar="K",
                    help="items in flight at once (default 8: keeps the engine's batch full)")
     p.add_argument("--resume", default=None, metavar="EVAL_ID", help="finish an interrupted evaluation")
@@ -234,15 +235,14 @@ def _make_plan(args: argparse.Namespace, evals: Any, registry: Any, resume: str 
 
 def _check_baseline(args: argparse.Namespace, plan: Any) -> bool:
     """--baseline names a point of the plan (checked before anything runs)."""
-    from app.eval.results import point_label, resolve_baseline
+    from app.eval.baseline import plan_points, resolve_baseline
 
     if not args.baseline:
         return True
-    points = [{"workflow": w.name, "label": point_label(w.name, p)} for w in plan.workflows for p in w.points]
     try:
-        resolve_baseline(args.baseline, points)
+        resolve_baseline(args.baseline, plan_points(plan.workflows))
     except ValueError as exc:
-        _err(str(exc))
+        _err(f"--baseline: {exc}")
         return False
     return True
 
@@ -303,6 +303,8 @@ def _execute(args: argparse.Namespace, plan: Any, registry: Any, evals: Any, tra
                     concurrency=concurrency)
     if not args.json and not args.quiet:
         print(_estimate_line(cost), file=sys.stderr)
+    for warning in plan.warnings:  # before the run: a user may stop an oracle's evaluation here
+        print(f"warning: {warning}", file=sys.stderr)
     printer = _ProgressLine(quiet=args.quiet or args.json)
     evaluation = Evaluation(plan, scheduler, evals, eval_id=eval_id, observers=[traces],
                             concurrency=concurrency, on_progress=printer,
@@ -426,7 +428,8 @@ def _json_result(summary: dict[str, Any], cost: dict[str, Any] | None) -> dict[s
             "comparisons": json_comparisons(summary), "repeats": summary.get("repeats", 1),
             "pass_at_k": summary["pass_at_k"], "vote_curves": summary.get("vote_curves", []),
             "estimate": cost if cost is not None else summary["estimate"],
-            **({"servers": summary["servers"]} if summary.get("servers") else {})}
+            **({"servers": summary["servers"]} if summary.get("servers") else {}),
+            "warnings": summary.get("warnings", [])}
 
 
 def format_table(summary: dict[str, Any]) -> str:
@@ -462,6 +465,7 @@ def format_table(summary: dict[str, Any]) -> str:
                     f"@{k}={v:.1%}" for k, v in zip(curve["k"], curve[key], strict=True)))
     if summary.get("servers"):
         lines.append("requests served: " + ", ".join(f"{url} {n}" for url, n in summary["servers"].items()))
+    lines.extend(f"warning: {w}" for w in summary.get("warnings", []))  # beside the numbers they qualify
     return "\n".join(lines)
 
 
@@ -520,7 +524,7 @@ def _action(action: str, rest: list[str], args: argparse.Namespace) -> int:
         try:
             summary = summarize(evals.get(rest[0]), baseline=args.baseline)
         except ValueError as exc:  # an unknown --baseline
-            _err(str(exc))
+            _err(f"--baseline: {exc}")
             return EXIT_INVALID
         if action == "export" and not args.html:
             print(json.dumps(summary, indent=1, default=str))

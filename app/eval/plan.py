@@ -10,6 +10,7 @@ from typing import Any
 
 from app.eval.datasets import Binding, Dataset, DatasetError, bind, check_rows, load_dataset, select_items
 from app.eval.metrics import Metric, MetricError, parse_metric
+from app.eval.selection import default_selection, grading_leaks
 from app.eval.sweep import SweepAxis, SweepError, apply_point, check_axes, grid, parse_sweep
 from app.eval.tasks import TaskError, TaskPreset, load_task, load_task_dataset
 from app.run.scheduler import derive_seed
@@ -80,6 +81,9 @@ class EvalPlan:
     """Every item runs this many times, repeat r with the seed `repeat_seed(seed, r)` (`metagen eval --repeats`)."""
     baseline: str | None = None
     """The point (label or workflow name) every other point is compared with; None: every pair."""
+    warnings: list[str] = field(default_factory=list)
+    """What makes a result mean less than it seems, found while planning (e.g. selection that sees the grading
+    tests: app.eval.selection); shown by the CLI and kept in the summary."""
 
     @property
     def total_tasks(self) -> int:
@@ -103,6 +107,7 @@ class EvalPlan:
             "reference": self.reference, "total_tasks": self.total_tasks,
             "share_samples": self.share_samples, "bootstrap": self.bootstrap,
             "task": self.task, "data_given": self.data_given, "repeats": self.repeats, "baseline": self.baseline,
+            "warnings": list(self.warnings),
         }
 
 
@@ -206,6 +211,7 @@ def make_plan(sources: list[WorkflowSource], dataset_path: Path | None, *, regis
     if not sources:
         problems.append("no workflow given: name one or more workflow files")
     workflows: list[EvalWorkflow] = []
+    warnings: list[str] = []
     used_axes: set[tuple[str, str]] = set()
     for source in sources:
         label = str(source.path) if source.path else (source.name or "<editor>")
@@ -240,6 +246,10 @@ def make_plan(sources: list[WorkflowSource], dataset_path: Path | None, *, regis
             problems.append(f"{label}: {exc}")
             continue
         variants = [apply_point(wf, p) for p in points]
+        if grader is not None:  # the reference is graded by reference metrics, and by a code preset (its tests)
+            warnings.extend(grading_leaks(wf, name, binding, grader.name, grader.needs_reference
+                                          or (preset is not None and preset.metric == grader.name == "tests")))
+        warnings.extend(default_selection(wf, name, binding))
         for point, variant in zip(points, variants, strict=True):
             problems.extend(f"{label} at {point}: {i.format()}" for i in errors(validate(variant, registry)))
         workflows.append(EvalWorkflow(name=_unique(name, [w.name for w in workflows]), source=label,
@@ -263,7 +273,8 @@ def make_plan(sources: list[WorkflowSource], dataset_path: Path | None, *, regis
     return EvalPlan(workflows=workflows, dataset=dataset, items=items, metric=grader, metric_spec=metric,
                     output=output or DEFAULT_OUTPUT, axes=axes, seed=seed, shuffle=shuffle, limit=limit,
                     mapping=dict(mapping or {}), reference=workflows[0].binding.reference if workflows else None,
-                    task=task or None, data_given=str(dataset_path) if task and dataset_path is not None else None)
+                    task=task or None, data_given=str(dataset_path) if task and dataset_path is not None else None,
+                    warnings=list(dict.fromkeys(warnings)))
 
 
 def plan_from_config(config: dict[str, Any], registry: NodeRegistry) -> EvalPlan:

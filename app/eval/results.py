@@ -6,17 +6,12 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from app.eval.baseline import point_label, resolve_baseline, workflow_names, yaml_name_of
 from app.eval.paired import compare_points, item_means, point_interval
 from app.eval.plan import split_key
 from app.eval.stats import pareto_front, pass_at_k, wilson_interval
 from app.eval.vote_curves import vote_curves
 from app.run.status import SUCCEEDED, UNGRADED
-
-
-def point_label(workflow: str, params: dict[str, Any]) -> str:
-    if not params:
-        return workflow
-    return f"{workflow} · " + ", ".join(f"{k}={v}" for k, v in params.items())
 
 
 def decoded_items(record: dict[str, Any]) -> list[dict[str, Any]]:
@@ -31,8 +26,8 @@ def decoded_items(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 def summarize(record: dict[str, Any], baseline: str | None = None) -> dict[str, Any]:
     """{eval_id, status, points: [...], comparisons: [...], pass_at_k: [...], disagreements: [...], ...} from
-    EvalStore.get(); `baseline` (a point's label or workflow name; default the recorded one) compares each point
-    with that one instead of every pair."""
+    EvalStore.get(); `baseline` (a point's label, or its workflow's name or file name: `baseline.resolve_baseline`;
+    default the recorded one) compares each point with that one instead of every pair."""
     evaluation, all_items = record["evaluation"], decoded_items(record)
     items = [i for i in all_items if i["status"] != UNGRADED]  # no verdict: counted apart, never as wrong
     ungraded_by_point: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
@@ -48,6 +43,7 @@ def summarize(record: dict[str, Any], baseline: str | None = None) -> dict[str, 
     n_items = len(config.get("items", []))
     points = []
     for w_idx, wf in enumerate(workflows):
+        names = workflow_names(wf["name"], wf.get("source"), yaml_name_of(wf.get("yaml")))
         for p_idx, params in enumerate(wf.get("points") or [{}]):
             rows = by_point.get((w_idx, p_idx), [])
             skipped = ungraded_by_point.get((w_idx, p_idx), [])
@@ -58,7 +54,7 @@ def summarize(record: dict[str, Any], baseline: str | None = None) -> dict[str, 
                 lo, hi = wilson_interval(correct, total)
             points.append({
                 "workflow": wf["name"], "workflow_idx": w_idx, "point_idx": p_idx, "params": params,
-                "label": point_label(wf["name"], params),
+                "label": point_label(wf["name"], params), "names": names,
                 "accuracy": accuracy if total else None, "correct": correct, "total": total,
                 "planned": n_items * repeats, "ci": [lo, hi], "se": None if se != se else se, "repeats": repeats,
                 "items": len({r["item_idx"] for r in rows}),
@@ -96,6 +92,7 @@ def summarize(record: dict[str, Any], baseline: str | None = None) -> dict[str, 
         "estimate": evaluation.get("estimate") or {}, "elapsed_s": _elapsed(evaluation),
         "done": len(all_items), "total": int(config.get("total_tasks", 0)),
         "servers": config.get("servers") or {},
+        "warnings": list(config.get("warnings") or []),
     }
 
 
@@ -124,20 +121,6 @@ def _runs_by_item(rows: list[dict[str, Any]]) -> dict[int, list[float]]:
     for r in rows:
         runs[r["item_idx"]].append(1.0 if r["correct"] else 0.0)
     return runs
-
-
-def resolve_baseline(baseline: str | None, points: list[dict[str, Any]]) -> str | None:
-    """The label of the point `baseline` names: its label, or a workflow name with one point; ValueError else."""
-    if not baseline:
-        return None
-    labels = [p["label"] for p in points]
-    if baseline in labels:
-        return baseline
-    named = [p["label"] for p in points if p["workflow"] == baseline]
-    if len(named) == 1:
-        return named[0]
-    hint = f"{baseline!r} has {len(named)} sweep points: name one" if named else f"no point {baseline!r}"
-    raise ValueError(f"--baseline: {hint} (points: {'; '.join(labels)})")
 
 
 def comparisons(items: list[dict[str, Any]], points: list[dict[str, Any]], baseline: str | None = None,

@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from app.eval.datasets import Dataset, DatasetError, load_dataset
+from app.eval.hub_datasets import is_hub_spec
 from app.platform import resources
 
 PROMPT_COLUMN = "question"
@@ -168,10 +169,39 @@ def apply_task(task: TaskPreset, dataset: Dataset) -> Dataset:
     return Dataset(path=dataset.path, rows=rows, columns=columns, sha256=dataset.sha256, lines=dataset.lines)
 
 
+def source_columns(task: TaskPreset) -> list[str]:
+    """The columns of its dataset a preset reads (its prompt's, its reference's, its choices'): what a local copy
+    given in place of the Hub's must have."""
+    made = {"options", TESTS_COLUMN}
+    texts = [task.prompt, str(task.reference.get("template") or "")]
+    columns = [m.group(1) for text in texts for m in _FIELD.finditer(text)]
+    if task.reference and "template" not in task.reference:
+        columns.append(str(task.reference.get("column", REFERENCE_COLUMN)))
+    choices = task.choices
+    columns += [str(choices[k]) for k in ("column", "answer_index", "correct") if k in choices]
+    columns += [str(c) for c in choices.get("others") or []]
+    return [c for c in dict.fromkeys(columns) if c not in made]
+
+
+def local_copy_hint(task: TaskPreset) -> str:
+    """How to evaluate a preset without the Hub: its dataset as a local file."""
+    return (f"To run task {task.name} without the Hub, give a copy of its dataset ({' + '.join(task.dataset)}) as a "
+            f"local JSONL, CSV, JSON or Parquet file with the columns {', '.join(source_columns(task))}: "
+            f"`metagen eval WORKFLOW --task {task.name} --data FILE` (the preset still makes the prompts and "
+            "references), or upload it in the Evaluate tab and pick it as the dataset")
+
+
 def load_task_rows(task: TaskPreset, data: str | Path | None = None) -> Dataset:
-    """The preset's dataset as read (or `data` in its place: a local copy), rows joined when it names several."""
+    """The preset's dataset as read (or `data` in its place: a local copy), rows joined when it names several. A
+    preset's own Hub dataset that cannot be loaded (offline: at once, `hub_datasets`) says how to give a local copy
+    instead."""
     sources = [data] if data else list(task.dataset)
-    parts = [load_dataset(s) for s in sources]
+    try:
+        parts = [load_dataset(s) for s in sources]
+    except DatasetError as exc:
+        if data or not any(is_hub_spec(str(s)) for s in sources):
+            raise
+        raise DatasetError("; ".join(exc.problems) + ". " + local_copy_hint(task)) from None
     if len(parts) == 1:
         return parts[0]
     rows = [row for part in parts for row in part.rows]

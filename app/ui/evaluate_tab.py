@@ -445,7 +445,7 @@ def evaluate_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> Evaluate
                               elem_id="mg-eval-dataset", scale=3, allow_custom_value=True)
         check_grader = gr.Button("Check the grader", elem_id="mg-eval-check-grader", scale=0, min_width=120)
         upload = gr.File(label="…or upload one (.jsonl, .csv)", file_types=[".jsonl", ".csv"], type="filepath",
-                         elem_id="mg-eval-upload", height=90, scale=2)
+                         elem_id="mg-eval-upload", height=140, scale=2)
     dataset_info = gr.Markdown(elem_id="mg-eval-dataset-info")
     preview = gr.Dataframe(interactive=False, elem_id="mg-eval-preview", wrap=True, max_height=220)
     with gr.Row():
@@ -474,7 +474,7 @@ def evaluate_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> Evaluate
         bootstrap = gr.Number(value=0, precision=0, minimum=0, label="Bootstrap resamples (maj@k, best-of-k)",
                               elem_id="mg-eval-bootstrap", scale=1, info="0: the first k samples")
         baseline = gr.Textbox(label="Baseline (compare every point with it)", elem_id="mg-eval-baseline", scale=2,
-                              placeholder="a workflow name or point label; empty: every pair")
+                              placeholder="a point label, or a workflow's name or file name; empty: every pair")
     with gr.Row():
         sweep_param = gr.Dropdown([], label="Numeric param to sweep", elem_id="mg-eval-sweep-param", scale=2)
         sweep_add = gr.Button("Add sweep axis", elem_id="mg-eval-sweep-add", scale=0)

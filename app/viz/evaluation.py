@@ -146,6 +146,9 @@ def accuracy_curve_figure(summary: dict[str, Any]) -> go.Figure | None:
                 fig.add_hline(y=100 * p["accuracy"], line={"color": color, "dash": "dot", "width": 1}, opacity=0.6)
     x_title = ", ".join(axes) if axes else "workflow"
     fig.update_layout(title={"text": "Accuracy by " + x_title, "font": {"size": 14}}, **LAYOUT)
+    labelled = max((len(shorten(str(p.get("label")), 40)) for p in points if not _axis_of(p, keys)), default=0)
+    if labelled:  # a marker's label is written to its right: room for the last one, which was cut off
+        fig.update_layout(margin={**LAYOUT["margin"], "r": min(320, 20 + 7 * labelled)})
     if numeric and _powers_of_two(plotted):
         fig.update_xaxes(title={"text": x_title + " (log₂ scale)"}, **_log2_axis(plotted))
     else:
@@ -358,6 +361,8 @@ def evaluation_summary_body(summary: dict[str, Any]) -> str:
     parts = [f"<h3>Evaluation {esc(title)} · {esc(summary.get('eval_id'))} {badge(summary.get('status'))}</h3>"]
     if summary.get("error"):
         parts.append(f'<div class="mg-box"><b>error</b><pre>{esc(summary["error"])}</pre></div>')
+    parts.extend(f'<div class="mg-box mg-eval-warning"><b>warning</b> {esc(w)}</div>'
+                 for w in summary.get("warnings") or [])
     parts.append("<table id=mg-eval-facts>" + "".join(
         f"<tr><th>{esc(k)}</th><td><span class=mg-text>{esc(v)}</span></td></tr>" for k, v in _facts(summary))
         + "</table>")

@@ -156,9 +156,18 @@ def _reason(events: list[dict[str, Any]], tests: list[dict[str, Any]], result: E
     return f"{passed}/{total} tests passed" if total else "no tests to run"
 
 
+STOPPED_BY = {"cpu": "stopped at the CPU time limit ({timeout_s:g} s of its processes together)",
+              "disk": "stopped at the scratch disk limit ({disk_mb} MB)",
+              "memory": "memory limit exceeded ({memory_mb} MB for its processes together)"}
+"""What the process-tree watch or the cgroup stopped a program for (`ExecResult.stopped_by`)."""
+
+
 def _death(result: ExecResult, limits: ExecLimits) -> str:
     if result.timed_out:
         return f"timed out after {limits.timeout_s:g} s"
+    if result.stopped_by in STOPPED_BY:  # a kill by the tree's watch is not the CPU limit's SIGKILL
+        return STOPPED_BY[result.stopped_by].format(timeout_s=limits.timeout_s, disk_mb=limits.disk_mb,
+                                                    memory_mb=limits.memory_mb)
     code = result.returncode
     if code is not None and result.isolated and code > 128:  # bwrap reports its child's signal as 128 + signal
         code = 128 - code
