@@ -1,17 +1,13 @@
-"""The child program that runs one candidate's code against tests, inputs and stdin/stdout pairs.
+"""The breakdown's child program: one candidate's code run against the tests statement by statement, on probe
+inputs and on stdin/stdout pairs, in the candidate's own process.
 
-It reads a JSON request on stdin, drops to its throw-away uid (when given one) and sets the last limits,
-then writes one JSON line per event to the result file: `start`, `verdict` ({passed, error}),
-`compile_error`, `load_error`, `test` ({index, source, passed, error, output}), `probe` ({index, output}),
-`io` ({index, passed, error, output}).
-
-The verdict is the benchmark's own rule: the program `code + tests` (plus `check(entry_point)` when the tests
-define a HumanEval-style `check` and do not call it) runs to its end without an exception, in a namespace of its
-own, as the official harnesses run it. Then comes the breakdown, the score's detail and the behaviour voter's
-signal, which never changes the verdict: each top-level `assert` of the tests is one test (other statements run
-as setup); with `entry_point`, each statement of `check`'s body is one test, asserts or not (a top-level call of
-`check` is left out of the setup).
-The candidate runs in the same process as the harness: it could forge its own results, never others'.
+The supervisor (`code_supervisor.py`) starts it after it has decided the verdict, with a JSON request on stdin
+and a pipe as `$METAGEN_RESULT_FD`; it writes one JSON line per event: `compile_error`, `load_error`, `test`
+({index, source, passed, error, output}), `probe` ({index, output}), `io` ({index, passed, error, output}).
+Each top-level `assert` of the tests is one test (other statements run as setup); with `entry_point`, each
+statement of `check`'s body is one test, asserts or not (a top-level call of `check` is left out of the setup).
+These results are the score's detail and the behaviour voter's signal, never the verdict: the candidate shares
+this process and could forge them, so the supervisor passes on only these event types.
 """
 
 HARNESS = r'''
@@ -98,27 +94,6 @@ def split_tests(source, entry_point):
         return setup, body, True
     return [], tree.body, False
 
-def official_program(code, tests, entry_point):
-    """What the benchmark's own harness runs: code, tests, and (HumanEval) the call of check on the entry point."""
-    program = code + "\n" + tests + "\n"
-    try:
-        tree = ast.parse(tests)
-    except SyntaxError:
-        return program
-    if entry_point and find_check(tree) is not None and not any(calls_check(s) for s in tree.body):
-        program += f"check({entry_point})\n"
-    return program
-
-def verdict():
-    """The benchmark's rule: the whole program runs to its end without an exception (SystemExit included)."""
-    try:
-        program = compile(official_program(req["code"], req["tests"], req["entry_point"]), "<program>", "exec")
-        run_code(program, {"__name__": "solution"})
-    except BaseException as exc:
-        emit(type="verdict", passed=False, error=error_text(exc))
-        return
-    emit(type="verdict", passed=True, error="")
-
 def function_tests(ns):
     try:
         setup, stmts, in_check = split_tests(req["tests"], req["entry_point"])
@@ -185,8 +160,6 @@ def io_tests():
             got, passed, error = "", False, error_text(exc)
         emit(type="io", index=i, passed=passed, error=error, output=short(norm(got), 2000))
 
-if req["tests"].strip() and req.get("verdict", True):  # under the supervisor, the verdict is its own
-    verdict()
 ns = {"__name__": "solution"}
 if req["tests"].strip() or (req["probes"] and req["entry_point"]):
     try:

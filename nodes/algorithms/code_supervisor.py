@@ -168,9 +168,9 @@ def io_tests():
 def breakdown():
     """The harness in a child: per-test results and probe outputs, passed on; nothing it says decides."""
     r, w = os.pipe()
-    sub = {**req, "io_tests": [], "verdict": False}
-    proc = subprocess.Popen([sys.executable, "-I", "-S", "harness.py"], stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(w,),
+    sub = {**req, "io_tests": []}
+    # its stdout / stderr are the run's own (their tails show in Traces); the verdict's child keeps none
+    proc = subprocess.Popen([sys.executable, "-I", "-S", "harness.py"], stdin=subprocess.PIPE, pass_fds=(w,),
                             env={**ENV, "METAGEN_RESULT_FD": str(w)}, cwd=os.getcwd())
     os.close(w)
     proc.stdin.write(json.dumps(sub).encode())

@@ -1,7 +1,8 @@
 """Scoring candidate programs by running tests on them: extraction, one confined run each, parallel runs.
 
 `run_code_tests` runs one candidate (the last fenced code block of its text, else the whole text) against
-assert tests / a `check(candidate)` function / stdin-stdout pairs and extra inputs (`probes`), and returns a
+assert tests / a `check(candidate)` function / stdin-stdout pairs and extra inputs (`probes`), through the
+supervisor of `code_supervisor.py` (the verdict) and the harness of `code_harness.py` (the breakdown), and returns a
 `TestReport`: the verdict (`passed_all`: the benchmark's own rule, the whole test program runs to its end
 without an exception, and every stdin/stdout pair matches), per-test results (the detail, never the verdict),
 the outputs on the probes (its behaviour), stdout / stderr tails, and the score (1 when the verdict passes,
