@@ -167,6 +167,12 @@ class Evaluation:
     def status(self) -> str:
         return str(self.summary["status"])
 
+    @property
+    def warnings(self) -> list[str]:
+        """What makes the numbers mean less than they seem, e.g. a verifier that selects with the graded tests
+        ("selection uses the grading tests: best-of-N equals pass@N here"); [] when nothing was found."""
+        return list(self.summary.get("warnings") or [])
+
     def to_pandas(self) -> Any:
         """One row per item and point: workflow, label, each swept param as a column, item_idx, correct, score,
         output, tokens, seconds, run_id. Needs pandas."""

@@ -114,6 +114,8 @@ class Param:
         elif t == "float":
             if isinstance(value, bool) or not isinstance(value, int | float):
                 return f"must be a number, got {value!r}"
+            if value != value:  # NaN passes every comparison with min and max, and poisons what it touches
+                return "must be a number, got NaN (.nan)"
         elif t == "bool":
             if not isinstance(value, bool):
                 return f"must be true or false, got {value!r}"
@@ -368,6 +370,10 @@ class NodeContext(Protocol):
 
     def allow_code_execution(self) -> bool:
         """Whether candidates' code may run (`method: tests` / `behaviour`; off in share mode unless allowed)."""
+        ...
+
+    def code_limit_caps(self) -> tuple[float, int] | None:
+        """The most (timeout_s, memory_mb) one candidate program may have (share mode: the owner's flags)."""
         ...
 
     def run_workflow(self, runs: Sequence[dict[str, Any]], mapped: bool) -> list[dict[str, Any]]:

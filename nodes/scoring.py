@@ -164,9 +164,18 @@ def code_tests_source(params: dict[str, Any], inputs: dict[str, Any]) -> tuple[s
     return tests, pairs
 
 
-def code_limits(params: dict[str, Any]) -> ExecLimits:
-    """The run limits of a node's params (cast once, here)."""
-    return ExecLimits(timeout_s=float(params.get("timeout_s") or 5.0), memory_mb=int(params.get("memory_mb") or 512))
+def code_limits(params: dict[str, Any], ctx: NodeContext | None = None) -> ExecLimits:
+    """The run limits of a node's params (cast once, here), lowered to the owner's caps (share mode) and stopped by
+    the run's cancel and cap when `ctx` is given."""
+    timeout, memory = float(params.get("timeout_s") or 5.0), int(params.get("memory_mb") or 512)
+    if ctx is None:
+        return ExecLimits(timeout_s=timeout, memory_mb=memory)
+    caps_of = getattr(ctx, "code_limit_caps", None)
+    caps = caps_of() if callable(caps_of) else None
+    if caps is not None:
+        timeout, memory = min(timeout, caps[0]), min(memory, caps[1])
+    cancel = ctx.cancel
+    return ExecLimits(timeout_s=timeout, memory_mb=memory, stop=lambda: cancel.cancelled)
 
 
 def _shared_normalize(param: Param, show_if_method: Callable[[tuple[str, ...]], tuple[str, tuple[str, ...]]],
@@ -320,6 +329,9 @@ def _score_python(job: ScoringJob) -> list[Verdict]:
     data_inputs = to_jsonable({k: v for k, v in job.inputs.items()})
     # the casts stay at the sandbox's door: a null (None) limit or code must not reach it as None
     timeout, memory = float(params["timeout_s"]), int(params["memory_mb"])
+    caps = ctx.code_limit_caps() if callable(getattr(ctx, "code_limit_caps", None)) else None
+    if caps is not None:  # share mode with --allow-python: the owner's caps hold for the verifier too
+        timeout, memory = min(timeout, caps[0]), min(memory, caps[1])
 
     def run_one(i: int) -> Verdict:
         ctx.cancel.raise_if_cancelled()
@@ -342,10 +354,13 @@ def _score_tests(job: ScoringJob) -> list[Verdict]:
     tests, pairs = code_tests_source(job.params, job.inputs)
     if not tests.strip() and not pairs:
         raise NodeError("no tests to run: set `tests` (or wire a `tests` input) or `io_tests`")
-    ctx.event("code_isolation", {"isolated": isolation() == "bwrap", "note": isolation_note()})
+    limits = code_limits(job.params, ctx)
+    ctx.event("code_isolation", {"isolated": isolation() == "bwrap", "note": isolation_note(),
+                                 "timeout_s": limits.timeout_s, "memory_mb": limits.memory_mb})
     ctx.cancel.raise_if_cancelled()
     reports = run_many(list(job.texts), tests=tests, entry_point=str(job.params.get("entry_point") or ""),
-                       io_tests=pairs, limits=code_limits(job.params))
+                       io_tests=pairs, limits=limits)
+    ctx.cancel.raise_if_cancelled()  # programs killed by the stop are no verdict
     return [Verdict(r.score, r.reason, a, detail=test_detail(r)) for r, a in zip(reports, job.answers, strict=True)]
 
 

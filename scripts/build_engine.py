@@ -123,10 +123,16 @@ def build_wheel(version: str, config: dict, target: Path) -> Path:
 
 
 def installed_key(venv: Path) -> str:
+    """The build key of the installed llama-cpp-python: the recorded one, if pip still has that very wheel
+    installed (a later `pip install llama-cpp-python` of other flags leaves the record behind)."""
     try:
-        return json.loads((venv / KEY_FILE).read_text()).get("key", "")
-    except (OSError, ValueError):
+        key = json.loads((venv / KEY_FILE).read_text()).get("key", "")
+        from importlib.metadata import distribution  # noqa: PLC0415
+
+        origin = distribution("llama-cpp-python").read_text("direct_url.json") or ""
+    except (OSError, ValueError, ImportError):
         return ""
+    return key if key and f"/{key}/" in origin else ""
 
 
 def native_failed(venv: Path) -> str:

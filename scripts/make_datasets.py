@@ -1,4 +1,5 @@
-"""Generates the example evaluation datasets in datasets/ (arithmetic.jsonl, instructions.csv), deterministically."""
+"""Generates the example evaluation datasets in datasets/ (arithmetic.jsonl, instructions.csv), deterministically,
+and gives the hand-written code.jsonl its `public_tests` (each problem's first assert)."""
 
 from __future__ import annotations
 
@@ -117,12 +118,40 @@ def write_arithmetic(path: Path) -> int:
     return len(rows)
 
 
+ARITHMETIC_META = """\
+# How arithmetic.jsonl is graded when no metric is given (`metagen eval --data arithmetic`, the Evaluate tab):
+# the answers are numbers, so "12" and "12.0" are both right. See app/eval/dataset_meta.py.
+metric: number
+"""
+
+
 def write_instructions(path: Path) -> int:
     with path.open("w", encoding="utf-8", newline="") as f:
         writer = csv.writer(f, lineterminator="\n")
         writer.writerow(("prompt", "check", "arg"))
         writer.writerows(INSTRUCTIONS)
     return len(INSTRUCTIONS)
+
+
+def public_tests(tests: str) -> str:
+    """The examples a workflow may see: the first assert of the hidden tests (the `tests` metric grades with all)."""
+    return next((line for line in tests.splitlines() if line.strip().startswith("assert ")), "")
+
+
+def write_code_public_tests(source: Path, path: Path) -> int:
+    """code.jsonl (hand-written) with each row's `public_tests` set from its `tests`; returns the row count."""
+    rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+    out = []
+    for row in rows:
+        made = {k: v for k, v in row.items() if k != "public_tests"}
+        ordered = {}
+        for key, value in made.items():
+            ordered[key] = value
+            if key == "tests":
+                ordered["public_tests"] = public_tests(str(value))
+        out.append(json.dumps(ordered, ensure_ascii=False))
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return len(out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,8 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     n = write_arithmetic(args.out / "arithmetic.jsonl")
     log.info("wrote %s (%d rows)", args.out / "arithmetic.jsonl", n)
+    (args.out / "arithmetic.meta.yaml").write_text(ARITHMETIC_META, encoding="utf-8", newline="\n")
     n = write_instructions(args.out / "instructions.csv")
     log.info("wrote %s (%d rows)", args.out / "instructions.csv", n)
+    n = write_code_public_tests(ROOT / "datasets" / "code.jsonl", args.out / "code.jsonl")
+    log.info("wrote %s (%d rows, public_tests from each row's first assert)", args.out / "code.jsonl", n)
     return 0
 
 

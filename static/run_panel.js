@@ -26,13 +26,18 @@
 
     // ------------------------------------------------------------------ run form
 
-    function renderInputs(inputs) {
+    /** The run form for the workflow's declared inputs. `reset` (another workflow was opened): every field shows
+     *  the new workflow's default. Otherwise (the same workflow, edited) a field the user changed keeps its text and
+     *  the others follow their (maybe edited) defaults. */
+    function renderInputs(inputs, reset) {
       const box = S.el.inputs;
       const names = Object.keys(inputs);
       const sig = JSON.stringify(inputs);
-      if (box.dataset.sig === sig) return;
-      const old = {};
-      box.querySelectorAll("[data-input]").forEach((el) => { old[el.dataset.input] = el.value; });
+      if (box.dataset.sig === sig && !reset) return;
+      const typed = {};  // what the user typed over a default, by input name
+      box.querySelectorAll("[data-input]").forEach((el) => {
+        if (el.value !== el.dataset.default) typed[el.dataset.input] = el.value;
+      });
       box.dataset.sig = sig;
       S.inputs = inputs;
       if (!names.length) {
@@ -56,7 +61,9 @@
         const spec = inputs[name] || {};
         const def = spec.default === null || spec.default === undefined ? "" :
           (spec.type === "json" ? JSON.stringify(spec.default) : String(spec.default));
-        el.value = name in old ? old[name] : def;
+        const keep = !reset && name in typed;
+        el.value = keep ? typed[name] : def;
+        el.dataset.default = keep ? def : el.value;  // untouched while it reads this (a number field as it reads back)
       });
     }
 
@@ -108,6 +115,14 @@
       const request = { workflow: currentWorkflow(), inputs: readInputs(), seed: isNaN(seed) ? 0 : seed,
         origin: S.origin, confirmed_python: S.pythonConfirmed };
       let snap = await call("mg_run", request);
+      if (snap.needs_pull) {
+        // a `source: hub` model that is not in the models folder yet: say which and how large, pull on a yes
+        if (!(await pullNeeded(snap.needs_pull))) {
+          S.el.runBtn.disabled = false;
+          return;
+        }
+        snap = await call("mg_run", request);
+      }
       if (snap.needs_confirmation) {
         // a workflow from a link or an upload runs python here, or calls another server: show it, run only if accepted
         const code = (snap.code || []).map((c) => "[" + c.node_id + "]\n" + c.code).join("\n\n");
@@ -139,6 +154,34 @@
       S.el.nodeOutputs.innerHTML = "";
       showRun(snap);
       schedulePoll();
+    }
+
+    function sizeText(bytes) {
+      if (bytes === null || bytes === undefined) return "size unknown";
+      return bytes >= 1e9 ? (bytes / 1e9).toFixed(1) + " GB" : Math.max(1, Math.round(bytes / 1e6)) + " MB";
+    }
+
+    async function pullNeeded(needs) {
+      const names = needs.map((n) => n.label + " (" + sizeText(n.size_bytes) + ") from " + n.repo).join("\n");
+      const text = "This workflow needs " + names.replace(/\n/g, ", ");
+      S.el.runText.textContent = text + " — Pull";
+      S.el.runText.className = "mg-run-text";
+      if (!window.confirm("This workflow needs:\n\n" + names + "\n\nPull " + (needs.length > 1 ? "them" : "it") +
+          " into the models folder now?")) {
+        notice("Not run: " + text + ". Pull it here, or on the Models tab.", "warn");
+        return false;
+      }
+      notice("Pulling " + needs.map((n) => n.label).join(", ") + "…", "ok");
+      S.el.runText.textContent = "Pulling " + needs.map((n) => n.label).join(", ") + "…";
+      const got = await call("mg_pull_needed", { workflow: currentWorkflow() });
+      if (got.error) {
+        S.el.runText.textContent = got.error;
+        S.el.runText.className = "mg-run-text mg-bad";
+        notice(got.error, "error");
+        return false;
+      }
+      notice("Pulled " + (got.pulled || []).map((p) => p.file).join(", ") + ".", "ok");
+      return true;
     }
 
     async function cancel() {

@@ -252,11 +252,11 @@
     });
   }
 
-  function applyChecks(result) {
+  function applyChecks(result, opened) {  // opened: another workflow was opened, its run inputs start at defaults
     // an unsaved workflow is titled by its `name:`, which may just have changed
     if (!S.name) showTitle(result.workflow && result.workflow.name);
     showIssues(result.issues || []);
-    renderInputs(result.inputs || {});
+    renderInputs(result.inputs || {}, !!opened);
   }
 
   function isEmptyWorkflow() {
@@ -307,6 +307,7 @@
     S.linkedPorts = linkedPorts || {};
     if (hadLinked || Object.keys(S.linkedPorts).length) applyWorkflowPorts();
     S.pythonConfirmed = false;
+    S.el.draft.hidden = true;  // a restored draft's banner speaks of that draft only (start() shows it after this)
     if (result.error && typeof result.error === "object") {
       // the file does not parse: show its text and the error; the canvas is left as it was
       setYamlText(result.yaml || "");
@@ -316,15 +317,16 @@
       showYamlError(null);
       loadCanvas(result.workflow, true);
       setYamlText(result.yaml);
-      applyChecks(result);
+      applyChecks(result, true);
     }
     setName(name);
     setDirty(dirty);
     clearRunView();
   }
 
-  function confirmDiscard() {
-    return !S.dirty || window.confirm("Discard the unsaved changes to '" + (S.name || "untitled") + "'?");
+  function confirmDiscard() {  // names the workflow that is open, as its title does (an unsaved one by its `name:`)
+    return !S.dirty || window.confirm("Discard the unsaved changes to '" +
+      (S.name || S.el.title.textContent || "untitled") + "'?");
   }
 
   async function openSaved(name, keepCurrent) {  // keepCurrent: the page keeps it (a child opened from its parent)
@@ -346,6 +348,7 @@
   function newWorkflow() {
     if (!confirmDiscard()) return;
     loadCanvas(JSON.parse(JSON.stringify(EMPTY)), true);
+    S.el.draft.hidden = true;
     setName(null);
     setDirty(false);
     showYamlError(null);
@@ -390,6 +393,7 @@
     // a link's (or a traced run's) sub-workflows are saved with it, or the saved file would name missing children
     const result = await call("mg_save", { name: name, workflow: workflow, overwrite: overwrite, children: S.linked });
     if (result.error) return notice(result.error, "error");
+    S.el.draft.hidden = true;  // saved: no longer an unsaved draft
     S.linked = {};  // now files of the folder (or the same files already there): the folder's ports stand
     S.linkedPorts = {};
     if (workflow.name === name) loadCanvas(workflow, false);
@@ -617,8 +621,9 @@
           draft.origin === "upload" || draft.origin === "link" ? draft.origin : "file", linked,
           Object.keys(linked).length ? draft.children_ports : {});
         S.el.draft.hidden = false;
+        const title = draft.name || (result.workflow && result.workflow.name) || "";
         S.el.draft.querySelector(".mg-draft-text").textContent = "Restored your unsaved draft" +
-          (draft.name ? " of '" + draft.name + "'" : "") +
+          (title ? " of '" + title + "'" : "") +
           (draft.saved_at ? " from " + new Date(draft.saved_at).toLocaleString() : "") + ".";
         restored = true;
       }

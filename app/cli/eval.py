@@ -15,14 +15,18 @@ from app.cli.exit_codes import EXIT_FAILED, EXIT_INVALID, EXIT_OK
 from app.platform.fileio import atomic_write_text
 from app.run.status import SUCCEEDED
 
-ACTIONS = ("list", "show", "export", "delete", "tasks")
+ACTIONS = ("list", "show", "export", "delete", "tasks", "check")
+"""Words that, as the first target, are an action, unless a file of that name exists (then it is a workflow)."""
+GOLD_FAILURES_SHOWN = 20
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser(
         "eval", help="evaluate workflows on a dataset (accuracy against N and tokens); list/show/export",
         description="metagen eval A.yaml [B.yaml ...] --data DATASET | --task NAME [options] | eval --resume ID | "
-                    "eval list | eval show ID [--json] | eval export ID --html OUT.html | eval delete ID | eval tasks",
+                    "eval list | eval show ID [--json] | eval export ID --html OUT.html | eval delete ID | "
+                    "eval tasks | eval check --task NAME [--data FILE] [--limit N] [--json] (grade the dataset's own "
+                    "gold answers; a workflow file named check runs as ./check)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n"
                "  metagen eval workflows/chain_of_thought.yaml workflows/self_consistency.yaml \\\n"
@@ -30,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                "  metagen eval workflows/best_of_n.yaml --data datasets/instructions.csv --map question=prompt \\\n"
                "      --metric python:datasets/instructions_metric.py\n"
                "  metagen eval workflows/chain_of_thought.yaml --task gsm8k --limit 50\n"
+               "  metagen eval check --task humaneval --data HumanEval.jsonl   # are the gold answers graded right?\n"
                "  metagen eval workflows/self_consistency.yaml --data hf:HuggingFaceH4/MATH-500@test --map "
                "question=problem --metric math")
     p.add_argument("targets", nargs="*", metavar="WORKFLOW | list | show ID | export ID | delete ID")
@@ -44,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--reference", default=None, metavar="COLUMN", help="reference answers (default: 'answer')")
     p.add_argument("--metric", default=None,
                    help="exact | number | contains | math | choice | regex[:PATTERN] | python:FILE | output:NAME | "
-                        "tests (default: the task's, else exact)")
+                        "tests (default: the task's, else the dataset's NAME.meta.yaml, else exact)")
     p.add_argument("--output", default=None, metavar="NAME", help="the workflow output graded (default answer)")
     p.add_argument("--sweep", action="append", default=[], metavar="NODE.PARAM=V1,V2,...",
                    help="sweep a node param (repeatable: the grid is their product)")
@@ -62,7 +67,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="run every item K times with derived seeds; an item's score is the mean of its K and the "
                         "standard errors are clustered by item (default 1)")
     p.add_argument("--baseline", default=None, metavar="LABEL",
-                   help="compare each point with this one (a point label or workflow name) instead of every pair")
+                   help="compare each point with this one (a point's label, or its workflow's name or file name, "
+                        "e.g. chain-of-thought or chain_of_thought) instead of every pair")
     p.add_argument("--concurrency", type=int, default=None, metavar="K",
                    help="items in flight at once (default 8: keeps the engine's batch full)")
     p.add_argument("--resume", default=None, metavar="EVAL_ID", help="finish an interrupted evaluation")
@@ -116,6 +122,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     targets = list(args.targets)
     if targets and targets[0] == "tasks" and not Path("tasks").is_file():
         return _list_tasks(args.json)
+    if targets and targets[0] == "check" and not Path("check").is_file():
+        return _gold_check(args, targets[1:])
     if targets and targets[0] in ACTIONS and not Path(targets[0]).is_file():
         return _action(targets[0], targets[1:], args)
     if args.resume:
@@ -124,6 +132,40 @@ def cmd_eval(args: argparse.Namespace) -> int:
         _err("name one or more workflow files (and --data DATASET), or --resume ID, or list/show/export")
         return EXIT_INVALID
     return _run(args)
+
+
+def _gold_check(args: argparse.Namespace, rest: list[str]) -> int:
+    """`metagen eval check --task NAME`: the preset's metric on its dataset's own gold answers."""
+    from app.eval.datasets import DatasetError, resolve_dataset
+    from app.eval.gold import check_gold
+    from app.eval.metrics import MetricError
+    from app.eval.tasks import TaskError, load_task
+
+    if rest:
+        _err(f"`metagen eval check` takes no workflows (got {' '.join(rest)}); to run a workflow file named check, "
+             "write ./check")
+        return EXIT_INVALID
+    if not args.task:
+        _err("`metagen eval check` needs --task NAME (`metagen eval tasks` lists them)")
+        return EXIT_INVALID
+    if args.limit is not None and args.limit <= 0:
+        _err(f"--limit must be a positive number, got {args.limit}")
+        return EXIT_INVALID
+    try:
+        task = load_task(args.task)
+        result = check_gold(task, resolve_dataset(args.data) if args.data else None, limit=args.limit)
+    except (TaskError, MetricError, DatasetError) as exc:
+        _err(str(exc))
+        return EXIT_INVALID
+    if args.json:
+        print(json.dumps(result.to_json(), indent=1))
+    else:
+        print(result.summary())
+        for failure in result.failures[:GOLD_FAILURES_SHOWN]:
+            print(f"  item {failure['item']}: {failure['reason']}")
+        if len(result.failures) > GOLD_FAILURES_SHOWN:
+            print(f"  (and {len(result.failures) - GOLD_FAILURES_SHOWN} more; --json lists them all)")
+    return EXIT_OK if result.total and result.correct == result.total else EXIT_FAILED
 
 
 # ---------------------------------------------------------------------- running
@@ -193,15 +235,14 @@ def _make_plan(args: argparse.Namespace, evals: Any, registry: Any, resume: str 
 
 def _check_baseline(args: argparse.Namespace, plan: Any) -> bool:
     """--baseline names a point of the plan (checked before anything runs)."""
-    from app.eval.results import point_label, resolve_baseline
+    from app.eval.baseline import plan_points, resolve_baseline
 
     if not args.baseline:
         return True
-    points = [{"workflow": w.name, "label": point_label(w.name, p)} for w in plan.workflows for p in w.points]
     try:
-        resolve_baseline(args.baseline, points)
+        resolve_baseline(args.baseline, plan_points(plan.workflows))
     except ValueError as exc:
-        _err(str(exc))
+        _err(f"--baseline: {exc}")
         return False
     return True
 
@@ -262,6 +303,8 @@ def _execute(args: argparse.Namespace, plan: Any, registry: Any, evals: Any, tra
                     concurrency=concurrency)
     if not args.json and not args.quiet:
         print(_estimate_line(cost), file=sys.stderr)
+    for warning in plan.warnings:  # before the run: a user may stop an oracle's evaluation here
+        print(f"warning: {warning}", file=sys.stderr)
     printer = _ProgressLine(quiet=args.quiet or args.json)
     evaluation = Evaluation(plan, scheduler, evals, eval_id=eval_id, observers=[traces],
                             concurrency=concurrency, on_progress=printer,
@@ -270,6 +313,10 @@ def _execute(args: argparse.Namespace, plan: Any, registry: Any, evals: Any, tra
         print(f"evaluation {evaluation.eval_id}: {plan.total_tasks} runs "
               f"({len(plan.items)} items × {sum(len(w.points) for w in plan.workflows)} workflow points"
               + (f" × {plan.repeats} repeats" if plan.repeats > 1 else "") + ")", file=sys.stderr)
+    if plan.metric.runs_code and not args.json and not args.quiet:  # which sandbox grades, before any item
+        from nodes.algorithms.code_exec import isolation_note
+
+        print(f"grading code: {isolation_note()}", file=sys.stderr)
     previous = _cancel_on_sigint(evaluation)
     try:
         status = evaluation.run(resume=resume is not None, estimate=cost)
@@ -381,25 +428,37 @@ def _json_result(summary: dict[str, Any], cost: dict[str, Any] | None) -> dict[s
             "comparisons": json_comparisons(summary), "repeats": summary.get("repeats", 1),
             "pass_at_k": summary["pass_at_k"], "vote_curves": summary.get("vote_curves", []),
             "estimate": cost if cost is not None else summary["estimate"],
-            **({"servers": summary["servers"]} if summary.get("servers") else {})}
+            **({"servers": summary["servers"]} if summary.get("servers") else {}),
+            "warnings": summary.get("warnings", [])}
+
+
+BUSY_NOTE = ("WALL S: seconds while the point had an item running; BUSY S: its items' run seconds summed over "
+             "concurrent items (more than the wall time when items overlap)")
 
 
 def format_table(summary: dict[str, Any]) -> str:
     rows = [["POINT", "ACCURACY", "95% CI", "N", "COMPLETION TOK (DRAWN/ALONE)", "PROMPT TOK (EVAL/CACHED)",
-             "SECONDS", ""]]
+             "WALL S", "BUSY S", ""]]
     for p in summary["points"]:
         acc = "-" if p["accuracy"] is None else f"{p['accuracy']:.1%}" + (
             f" ±{p['se']:.1%}" if p.get("se") is not None and p.get("repeats", 1) > 1 else "")
-        rows.append([p["label"], acc, f"{p['ci'][0]:.0%}–{p['ci'][1]:.0%}", f"{p['correct']}/{p['total']}",
+        ungraded = f" (+{p['ungraded']} ungraded)" if p.get("ungraded") else ""
+        rows.append([p["label"], acc, f"{p['ci'][0]:.0%}–{p['ci'][1]:.0%}", f"{p['correct']}/{p['total']}{ungraded}",
                      f"{p['completion_tokens']:,}/{p['cost_tokens']:,}",
                      f"{p['prompt_tokens_evaluated']:,}/{p['prompt_tokens_cached']:,}",
-                     f"{p['wall_s']:.1f}", "pareto" if p.get("pareto") else ""])
+                     "-" if p.get("wall_s") is None else f"{p['wall_s']:.1f}", f"{p.get('busy_s') or 0.0:.1f}",
+                     "pareto" if p.get("pareto") else ""])
     if any(p.get("thinking_tokens") for p in summary["points"]):  # thinking apart from the answers' tokens
         rows[0].insert(5, "THINKING/ANSWER TOK")
         for row, p in zip(rows[1:], summary["points"], strict=True):
             row.insert(5, f"{p.get('thinking_tokens', 0):,}/{p.get('answer_tokens', 0):,}")
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.append(BUSY_NOTE)
+    for p in summary["points"]:
+        if p.get("ungraded"):
+            lines.append(f"{p['label']}: {p['ungraded']} items ungraded (the grader could not run; accuracy is over "
+                         f"the graded items): {p.get('ungraded_reason', '')}"[:400])
     lines.extend(format_comparisons(summary))
     for curve in summary["pass_at_k"]:
         lines.append(f"pass@k {curve['label']} (n={curve['n']}, {curve['items']} items): " + ", ".join(
@@ -412,6 +471,7 @@ def format_table(summary: dict[str, Any]) -> str:
                     f"@{k}={v:.1%}" for k, v in zip(curve["k"], curve[key], strict=True)))
     if summary.get("servers"):
         lines.append("requests served: " + ", ".join(f"{url} {n}" for url, n in summary["servers"].items()))
+    lines.extend(f"warning: {w}" for w in summary.get("warnings", []))  # beside the numbers they qualify
     return "\n".join(lines)
 
 
@@ -420,7 +480,7 @@ def format_comparisons(summary: dict[str, Any]) -> list[str]:
     comparisons = summary.get("comparisons") or []
     if not comparisons:
         return []
-    rows = [["A", "B", "N", "DIFF", "95% CI (PAIRED)", "P", "TEST", ""]]
+    rows = [["A", "B", "N", "DIFF", "95% CI (PAIRED)", "P", "TEST", "P<0.05"]]
     for c in comparisons:
         fmt = (lambda x: "-" if x is None else f"{x * 100:+.1f}")  # noqa: E731
         rows.append([c["a"], c["b"], str(c["n"]), fmt(c["diff"]), f"[{fmt(c['ci'][0])}, {fmt(c['ci'][1])}]",
@@ -470,7 +530,7 @@ def _action(action: str, rest: list[str], args: argparse.Namespace) -> int:
         try:
             summary = summarize(evals.get(rest[0]), baseline=args.baseline)
         except ValueError as exc:  # an unknown --baseline
-            _err(str(exc))
+            _err(f"--baseline: {exc}")
             return EXIT_INVALID
         if action == "export" and not args.html:
             print(json.dumps(summary, indent=1, default=str))

@@ -24,6 +24,9 @@ def register_hub_commands(sub: argparse._SubParsersAction) -> None:  # type: ign
     p.add_argument("--revision", default=None, metavar="REV", help="a branch, tag or commit (default main)")
     p.add_argument("--models-dir", default=None, metavar="DIR", help="where to put it (default: the models folder, "
                    "$METAGEN_MODELS)")
+    p.add_argument("--no-verify", action="store_true",
+                   help="take a file the Hub lists neither a size nor a sha256 for (refused by default: its bytes "
+                        "cannot be checked)")
     p.set_defaults(func=cmd_pull)
     p = sub.add_parser("list", help="local models: file, size, quant, context, templates, the entry to paste",
                        description="The bundled model and every GGUF of the models folder, with the `models:` entry "
@@ -59,7 +62,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
     try:
         result = pull_model(args.ref, file=args.file, revision=args.revision, models_dir=args.models_dir,
-                            progress=tqdm_progress)
+                            progress=tqdm_progress, verify=not getattr(args, "no_verify", False))
     except UserError as exc:
         return _fail(exc)
     except KeyboardInterrupt:
@@ -83,9 +86,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     from app.service.model_pull import default_models_dir
 
     folder = args.models_dir or default_models_dir()
-    rows = local_models(folder)
+    skipped: list[tuple[str, str]] = []
+    rows = local_models(folder, skipped)
     if args.json:
-        print(json.dumps({"build": build_description(), "models_dir": str(folder), "models": rows}, indent=2))
+        print(json.dumps({"build": build_description(), "models_dir": str(folder), "models": rows,
+                          "skipped": [{"path": p, "reason": r} for p, r in skipped]}, indent=2))
         return EXIT_OK
     print(build_line())
     print(f"models folder: {folder}")
@@ -96,6 +101,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"  {_size(r['size_bytes'])} · {r['quantization']} · {r['architecture']} · context "
               f"{r['context_length']} · {', '.join(can) or 'no chat template'}")
         print(f"  entry: {json.dumps(r['entry'])}")
+    for path, reason in skipped:
+        print(f"\nskipped {path}: {reason}")
     return EXIT_OK
 
 

@@ -107,6 +107,32 @@ def _provider(args: argparse.Namespace) -> Any:
     return fake_provider() if args.dry_run else llama_provider()
 
 
+def _ask(question: str) -> bool:
+    """A yes/no question on the terminal; no terminal (a script, CI) is a no."""
+    if not sys.stdin.isatty():
+        return False
+    try:
+        return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
+
+
+def _pull_needed(args: argparse.Namespace, wf: Any) -> bool:
+    """Pull the workflow's Hub models that are not here yet: with --pull at once, else after asking (a run that
+    cannot ask refuses with the pull command); False (after printing why) when a needed model is not here."""
+    from app.service.errors import UserError
+    from app.service.model_pull import pull_needed_models, tqdm_progress
+
+    try:
+        for result in pull_needed_models(wf.models or {}, progress=tqdm_progress,
+                                         ask=None if args.pull else _ask):
+            print(f"pulled {result.repo}: {result.path.name}", file=sys.stderr)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     try:
         given = {}
@@ -119,6 +145,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         wf = load_workflow(args.file)
     except WorkflowError as exc:
         return _invalid(args, exc.issues)
+    if not args.dry_run and not _pull_needed(args, wf):
+        return EXIT_FAILED
     try:
         store = _open_trace_store(args)
     except Exception as exc:  # a refused or unusable trace database is a usage error
@@ -216,6 +244,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--max-seconds", type=_positive(float), default=None, metavar="S",
                    help="stop the run after S seconds")
     p.add_argument("--no-python", action="store_true", help="refuse the python verifier")
+    p.add_argument("--pull", action="store_true",
+                   help="pull the workflow's `source: hub` models that are not in the models folder, without asking")
     p.add_argument("--db", default=None, help="trace database (default: $METAGEN_TRACE_DB or the user data dir)")
     p.add_argument("--no-trace", action="store_true", help="do not record the run in the trace database")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from app.share.policy import (
+    SHARE_MAX_CODE_MEMORY_MB,
+    SHARE_MAX_CODE_SECONDS,
     SHARE_MAX_CONCURRENT_RUNS,
     SHARE_MAX_INPUT_CHARS,
     SHARE_MAX_LM_CALLS,
@@ -52,6 +54,10 @@ def add_share_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--allow-code-execution", action="store_true",
                    help="allow method: tests / behaviour in share mode (it runs candidates' code, confined, on "
                         "this machine; see docs/security.md)")
+    g.add_argument("--cap-code-seconds", type=float, default=SHARE_MAX_CODE_SECONDS, metavar="S",
+                   help=f"share mode: most timeout_s of one candidate program (default {SHARE_MAX_CODE_SECONDS:g})")
+    g.add_argument("--cap-code-memory-mb", type=int, default=SHARE_MAX_CODE_MEMORY_MB, metavar="MB",
+                   help=f"share mode: most memory_mb of one candidate program (default {SHARE_MAX_CODE_MEMORY_MB})")
     add_cap_arguments(g, "share mode: ")
     g.add_argument("--max-concurrent-runs", type=int, default=SHARE_MAX_CONCURRENT_RUNS, metavar="N",
                    help=f"share mode: runs at once; more wait in a queue (default {SHARE_MAX_CONCURRENT_RUNS})")
@@ -78,12 +84,15 @@ def policy_from_args(args: argparse.Namespace, host: str) -> SharePolicy:
             "max_seconds": getattr(args, "cap_seconds", SHARE_MAX_SECONDS),
             "max_concurrent_runs": getattr(args, "max_concurrent_runs", SHARE_MAX_CONCURRENT_RUNS),
             "max_input_chars": getattr(args, "max_input_chars", SHARE_MAX_INPUT_CHARS),
-            "max_upload_mb": getattr(args, "max_upload_mb", SHARE_MAX_UPLOAD_MB)}
+            "max_upload_mb": getattr(args, "max_upload_mb", SHARE_MAX_UPLOAD_MB),
+            "max_code_seconds": getattr(args, "cap_code_seconds", SHARE_MAX_CODE_SECONDS),
+            "max_code_memory_mb": getattr(args, "cap_code_memory_mb", SHARE_MAX_CODE_MEMORY_MB)}
     for name, value in caps.items():
         if value is None or value <= 0:
             flag = {"max_lm_calls": "--cap-lm-calls", "max_tokens": "--cap-tokens", "max_seconds": "--cap-seconds",
                     "max_concurrent_runs": "--max-concurrent-runs", "max_input_chars": "--max-input-chars",
-                    "max_upload_mb": "--max-upload-mb"}[name]
+                    "max_upload_mb": "--max-upload-mb", "max_code_seconds": "--cap-code-seconds",
+                    "max_code_memory_mb": "--cap-code-memory-mb"}[name]
             raise ValueError(f"{flag} must be a positive number, got {value}")
     remote = [parse_remote_model(text) for text in getattr(args, "remote_model", None) or []]
     for choice in remote:

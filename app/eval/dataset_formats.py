@@ -78,17 +78,24 @@ def parse_json_array(text: str, name: str, max_rows: int, max_columns: int) -> t
     return rows_and_columns(value, name, max_rows, max_columns)
 
 
+PARQUET_BATCH_ROWS = 256
+"""Rows decoded at a time; each batch's decoded size is counted before its cells become Python values."""
+
+
 def parse_parquet(data: bytes, name: str, max_rows: int, max_columns: int, max_bytes: int,
                   ) -> tuple[Rows, list[str]]:
     """A .parquet file's rows (read with pyarrow, which the `datasets` library brings); `max_bytes` bounds the
-    uncompressed data, so a small file cannot expand into gigabytes."""
+    decoded data, so a small file cannot expand into gigabytes: text columns are read dictionary-encoded and their
+    decoded size (each row's value length) counted, batch by batch, before anything is materialised."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         raise FormatError("reading .parquet needs pyarrow: pip install pyarrow") from None
     try:
-        parquet = pq.ParquetFile(pa.BufferReader(data))
+        probe = pq.ParquetFile(pa.BufferReader(data))
+        text_columns = [c.path for c in probe.schema if c.physical_type == "BYTE_ARRAY"]
+        parquet = pq.ParquetFile(pa.BufferReader(data), read_dictionary=text_columns)
     except (pa.ArrowException, OSError) as exc:
         raise FormatError(f"{name} is not a Parquet file ({exc})") from None
     meta = parquet.metadata
@@ -99,8 +106,42 @@ def parse_parquet(data: bytes, name: str, max_rows: int, max_columns: int, max_b
     expanded = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
     if expanded > max_bytes:
         raise FormatError(f"{name} holds {expanded} bytes of data once uncompressed; the limit is {max_bytes}")
+    records: Rows = []
+    decoded = 0
     try:
-        table = parquet.read()
+        for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+            decoded += sum(_decoded_bytes(column) for column in batch.columns)
+            if decoded > max_bytes:
+                raise FormatError(f"{name} holds more than {max_bytes} bytes of data once decoded (its values "
+                                  "repeat a long text many times); the limit is the same as for any dataset")
+            records += batch.to_pylist()
+            if len(records) > max_rows:
+                break
     except (pa.ArrowException, OSError) as exc:
         raise FormatError(f"{name}: cannot read its rows ({exc})") from None
-    return rows_and_columns(table.to_pylist(), name, max_rows, max_columns)
+    return rows_and_columns(records, name, max_rows, max_columns)
+
+
+def _decoded_bytes(array: Any) -> int:
+    """What `array` takes once its values are materialised: a dictionary array counts each row's value length
+    (without materialising it), nested arrays their children's, others their buffers."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(array, pa.ChunkedArray):
+        return sum(_decoded_bytes(chunk) for chunk in array.chunks)
+    kind = array.type
+    if pa.types.is_dictionary(kind):
+        values = array.dictionary
+        if pa.types.is_string(values.type) or pa.types.is_binary(values.type) or \
+                pa.types.is_large_string(values.type) or pa.types.is_large_binary(values.type):
+            lengths = pc.take(pc.binary_length(values), array.indices)
+            return int(pc.sum(lengths).as_py() or 0) + array.indices.nbytes
+        return array.indices.nbytes + len(array) * _decoded_bytes(values) // max(1, len(values))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return _decoded_bytes(array.flatten()) + len(array) * 8
+    if pa.types.is_struct(kind):
+        return sum(_decoded_bytes(array.field(i)) for i in range(kind.num_fields)) + len(array)
+    if pa.types.is_map(kind):
+        return _decoded_bytes(array.keys) + _decoded_bytes(array.items) + len(array) * 8
+    return int(array.nbytes)

@@ -7,6 +7,7 @@ import ast
 import json
 import logging
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,15 +28,20 @@ MAX_METRIC_FILE_BYTES = 256 * 1024
 PYTHON_METRIC_TIMEOUT_S = 5.0
 PYTHON_METRIC_MEMORY_MB = 256
 _NUMBER_IN_TEXT = AnswerSpec(extract="auto", normalize="number")
+_HASHES_ANSWER = re.compile(r"^####\s*(.+?)\s*$", re.MULTILINE)
+"""GSM8K's own answer marker: the line `#### N` that ends its solutions (as its authors grade it)."""
 
 
 @dataclass
 class Grade:
-    """The verdict on one output: a score in [0, 1], correct when score >= 0.5, and why."""
+    """The verdict on one output: a score in [0, 1], correct when score >= 0.5, and why; or `ungraded` (why
+    the grader itself could not run: a sandbox that did not start, a math worker that died, a metric that
+    raised), which is no verdict on the output at all."""
 
     score: float
     correct: bool
     detail: str = ""
+    ungraded: str = ""
 
 
 def _grade(score: float, detail: str = "") -> Grade:
@@ -45,6 +51,11 @@ def _grade(score: float, detail: str = "") -> Grade:
 
 def _wrong(detail: str) -> Grade:
     return Grade(score=0.0, correct=False, detail=detail)
+
+
+def ungraded(reason: str) -> Grade:
+    """No verdict: the grader could not run (not a wrong answer)."""
+    return Grade(score=0.0, correct=False, detail=f"ungraded: {reason}", ungraded=reason)
 
 
 class MetricError(ValueError):
@@ -116,8 +127,10 @@ def _number(output: Any, row: dict[str, Any], reference: str | None, outputs: di
     got = parse_number(text)
     if got is not None:
         found = canonical_number(got)
-    else:  # a longer text: the number it gives as its answer (\boxed{}, 'Answer:', else the last one)
-        found_text = extract_answer(text, _NUMBER_IN_TEXT)
+    else:  # a longer text: GSM8K's `#### N`, else the number it gives as its answer (\boxed{}, 'Answer:', last)
+        marked = [parse_number(m.replace(",", "")) for m in _HASHES_ANSWER.findall(text)]
+        found_text = (canonical_number(marked[-1]) if marked and marked[-1] is not None
+                      else extract_answer(text, _NUMBER_IN_TEXT))
         if found_text is None:
             return _wrong(f"no number in the output {_short(text)}")
         found = found_text
@@ -144,6 +157,8 @@ def _math(output: Any, row: dict[str, Any], reference: str | None, outputs: dict
     if reference is None:
         return _wrong("no reference answer for this row")
     verdict = default_checker().equal(as_text(output), reference)
+    if verdict.ungraded:
+        return ungraded(verdict.ungraded)
     if verdict.equal:
         return _grade(1.0)
     if verdict.problem:
@@ -264,8 +279,8 @@ def _python_metric(code: str) -> GradeFn:
             return _wrong("no output")
         result = run_python_verifier(program, as_text(output), inputs=dict(row), reference=reference,
                                      timeout_s=PYTHON_METRIC_TIMEOUT_S, memory_mb=PYTHON_METRIC_MEMORY_MB)
-        if not result.ok:
-            return _wrong(f"metric failed: {result.reason}")
+        if not result.ok:  # the metric raised (or passed its limits): the grader failed, not the output
+            return ungraded(f"the metric failed: {result.reason}")
         if not math.isfinite(result.score):
             return _wrong(f"metric returned {result.score}")
         clipped = min(1.0, max(0.0, result.score))
@@ -279,7 +294,9 @@ def _python_metric(code: str) -> GradeFn:
 
 def _tests_metric(output: Any, row: dict[str, Any], reference: str | None, outputs: dict[str, Any]) -> Grade:
     """The output's code run, confined, against the item's `tests` (and `entry_point`, `io_tests`) columns;
-    correct only when every test passes, the score the fraction passed."""
+    correct exactly when the benchmark's own rule passes it (the whole test program runs to its end, every
+    stdin/stdout pair matches), the score 1 then, else the fraction of tests passed; ungraded when the sandbox
+    could not start."""
     if _is_empty(output):
         return _wrong("no output")
     tests = str(row.get("tests") or "")
@@ -293,8 +310,9 @@ def _tests_metric(output: Any, row: dict[str, Any], reference: str | None, outpu
         return _wrong("the item has no tests (a `tests` or `io_tests` column)")
     report = run_code_tests(as_text(output), tests=tests, entry_point=str(row.get("entry_point") or ""),
                             io_tests=pairs if isinstance(pairs, list) else [])
-    return Grade(score=report.score, correct=report.total > 0 and report.passed == report.total,
-                 detail=report.reason)
+    if report.ungraded:
+        return ungraded(report.ungraded)
+    return Grade(score=report.score, correct=report.passed_all, detail=report.reason)
 
 
 def parse_metric(spec: str, base_dir: Path | None = None) -> Metric:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.eval.baseline import plan_points, resolve_baseline
 from app.eval.plan import EvalPlan, EvalSetupError
-from app.eval.results import point_label
 
 MAX_BOOTSTRAP = 10_000
 MAX_REPEATS = 100
@@ -29,11 +29,9 @@ def apply_options(plan: EvalPlan, request: dict[str, Any]) -> EvalPlan:
     plan.bootstrap = _whole(request, "bootstrap", 0, 0, MAX_BOOTSTRAP, "the number of bootstrap resamples")
     plan.repeats = _whole(request, "repeats", 1, 1, MAX_REPEATS, "the runs per item")
     baseline = str(request.get("baseline") or "").strip() or None
-    if baseline is not None:
-        labels = [point_label(w.name, p) for w in plan.workflows for p in w.points]
-        named = [w for w in plan.workflows if w.name == baseline]
-        if baseline not in labels and not (len(named) == 1 and len(named[0].points) == 1):
-            raise EvalSetupError([f"baseline: no single point {baseline!r}; name a workflow with one point or a "
-                                  f"point's label: {'; '.join(labels)}"])
+    try:
+        resolve_baseline(baseline, plan_points(plan.workflows))  # the same names as the CLI's --baseline
+    except ValueError as exc:
+        raise EvalSetupError([f"baseline: {exc}"]) from None
     plan.baseline = baseline
     return plan

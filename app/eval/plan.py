@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.eval.dataset_meta import DatasetMetaError, declared_metric
 from app.eval.datasets import Binding, Dataset, DatasetError, bind, check_rows, load_dataset, select_items
 from app.eval.metrics import Metric, MetricError, parse_metric
+from app.eval.selection import default_selection, grading_leaks
 from app.eval.sweep import SweepAxis, SweepError, apply_point, check_axes, grid, parse_sweep
 from app.eval.tasks import TaskError, TaskPreset, load_task, load_task_dataset
 from app.run.scheduler import derive_seed
@@ -80,6 +82,9 @@ class EvalPlan:
     """Every item runs this many times, repeat r with the seed `repeat_seed(seed, r)` (`metagen eval --repeats`)."""
     baseline: str | None = None
     """The point (label or workflow name) every other point is compared with; None: every pair."""
+    warnings: list[str] = field(default_factory=list)
+    """What makes a result mean less than it seems, found while planning (e.g. selection that sees the grading
+    tests: app.eval.selection); shown by the CLI and kept in the summary."""
 
     @property
     def total_tasks(self) -> int:
@@ -103,6 +108,7 @@ class EvalPlan:
             "reference": self.reference, "total_tasks": self.total_tasks,
             "share_samples": self.share_samples, "bootstrap": self.bootstrap,
             "task": self.task, "data_given": self.data_given, "repeats": self.repeats, "baseline": self.baseline,
+            "warnings": list(self.warnings),
         }
 
 
@@ -186,9 +192,15 @@ def make_plan(sources: list[WorkflowSource], dataset_path: Path | None, *, regis
               mapping: dict[str, str] | None = None, reference: str | None = None, limit: int | None = None,
               shuffle: bool = False, seed: int = 0, task: str | None = None) -> EvalPlan:
     """Check everything and build the plan; EvalSetupError with every problem otherwise. A `task` preset makes
-    the dataset's prompts and references and gives the metric when `metric` is None."""
+    the dataset's prompts and references and gives the metric when `metric` is None; without a preset, the
+    dataset's meta file (`dataset_meta.declared_metric`) does, else exact match."""
     problems: list[str] = []
     preset = _preset(task)
+    if not metric and preset is None:  # the dataset's own (its NAME.meta.yaml), else exact match
+        try:
+            metric = declared_metric(dataset_path)
+        except DatasetMetaError as exc:
+            problems.append(f"dataset {dataset_path}: {exc}")
     metric = metric or (preset.metric if preset is not None else "exact")
     grader, why = _metric(metric, preset)
     if why:
@@ -206,6 +218,7 @@ def make_plan(sources: list[WorkflowSource], dataset_path: Path | None, *, regis
     if not sources:
         problems.append("no workflow given: name one or more workflow files")
     workflows: list[EvalWorkflow] = []
+    warnings: list[str] = []
     used_axes: set[tuple[str, str]] = set()
     for source in sources:
         label = str(source.path) if source.path else (source.name or "<editor>")
@@ -240,6 +253,10 @@ def make_plan(sources: list[WorkflowSource], dataset_path: Path | None, *, regis
             problems.append(f"{label}: {exc}")
             continue
         variants = [apply_point(wf, p) for p in points]
+        if grader is not None:  # the reference is graded by reference metrics, and by a code preset (its tests)
+            warnings.extend(grading_leaks(wf, name, binding, grader.name, grader.needs_reference
+                                          or (preset is not None and preset.metric == grader.name == "tests")))
+        warnings.extend(default_selection(wf, name, binding))
         for point, variant in zip(points, variants, strict=True):
             problems.extend(f"{label} at {point}: {i.format()}" for i in errors(validate(variant, registry)))
         workflows.append(EvalWorkflow(name=_unique(name, [w.name for w in workflows]), source=label,
@@ -263,7 +280,8 @@ def make_plan(sources: list[WorkflowSource], dataset_path: Path | None, *, regis
     return EvalPlan(workflows=workflows, dataset=dataset, items=items, metric=grader, metric_spec=metric,
                     output=output or DEFAULT_OUTPUT, axes=axes, seed=seed, shuffle=shuffle, limit=limit,
                     mapping=dict(mapping or {}), reference=workflows[0].binding.reference if workflows else None,
-                    task=task or None, data_given=str(dataset_path) if task and dataset_path is not None else None)
+                    task=task or None, data_given=str(dataset_path) if task and dataset_path is not None else None,
+                    warnings=list(dict.fromkeys(warnings)))
 
 
 def plan_from_config(config: dict[str, Any], registry: NodeRegistry) -> EvalPlan:

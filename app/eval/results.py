@@ -6,17 +6,12 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from app.eval.baseline import point_label, resolve_baseline, workflow_names, yaml_name_of
 from app.eval.paired import compare_points, item_means, point_interval
 from app.eval.plan import split_key
 from app.eval.stats import pareto_front, pass_at_k, wilson_interval
 from app.eval.vote_curves import vote_curves
-from app.run.status import SUCCEEDED
-
-
-def point_label(workflow: str, params: dict[str, Any]) -> str:
-    if not params:
-        return workflow
-    return f"{workflow} · " + ", ".join(f"{k}={v}" for k, v in params.items())
+from app.run.status import SUCCEEDED, UNGRADED
 
 
 def decoded_items(record: dict[str, Any]) -> list[dict[str, Any]]:
@@ -31,9 +26,14 @@ def decoded_items(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 def summarize(record: dict[str, Any], baseline: str | None = None) -> dict[str, Any]:
     """{eval_id, status, points: [...], comparisons: [...], pass_at_k: [...], disagreements: [...], ...} from
-    EvalStore.get(); `baseline` (a point's label or workflow name; default the recorded one) compares each point
-    with that one instead of every pair."""
-    evaluation, items = record["evaluation"], decoded_items(record)
+    EvalStore.get(); `baseline` (a point's label, or its workflow's name or file name: `baseline.resolve_baseline`;
+    default the recorded one) compares each point with that one instead of every pair."""
+    evaluation, all_items = record["evaluation"], decoded_items(record)
+    items = [i for i in all_items if i["status"] != UNGRADED]  # no verdict: counted apart, never as wrong
+    ungraded_by_point: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    for item in all_items:
+        if item["status"] == UNGRADED:
+            ungraded_by_point[(item["workflow_idx"], item["point_idx"])].append(item)
     config = evaluation["config"]
     repeats = int(config.get("repeats") or 1)
     workflows = config.get("workflows", [])
@@ -43,8 +43,10 @@ def summarize(record: dict[str, Any], baseline: str | None = None) -> dict[str, 
     n_items = len(config.get("items", []))
     points = []
     for w_idx, wf in enumerate(workflows):
+        names = workflow_names(wf["name"], wf.get("source"), yaml_name_of(wf.get("yaml")))
         for p_idx, params in enumerate(wf.get("points") or [{}]):
             rows = by_point.get((w_idx, p_idx), [])
+            skipped = ungraded_by_point.get((w_idx, p_idx), [])
             correct = sum(1 for r in rows if r["correct"])
             total = len(rows)
             accuracy, se, (lo, hi) = point_interval(list(item_means(_runs_by_item(rows)).values()))
@@ -52,7 +54,7 @@ def summarize(record: dict[str, Any], baseline: str | None = None) -> dict[str, 
                 lo, hi = wilson_interval(correct, total)
             points.append({
                 "workflow": wf["name"], "workflow_idx": w_idx, "point_idx": p_idx, "params": params,
-                "label": point_label(wf["name"], params),
+                "label": point_label(wf["name"], params), "names": names,
                 "accuracy": accuracy if total else None, "correct": correct, "total": total,
                 "planned": n_items * repeats, "ci": [lo, hi], "se": None if se != se else se, "repeats": repeats,
                 "items": len({r["item_idx"] for r in rows}),
@@ -67,8 +69,12 @@ def summarize(record: dict[str, Any], baseline: str | None = None) -> dict[str, 
                 "thinking_tokens": sum(r.get("thinking_tokens", 0) for r in rows),
                 "answer_tokens": sum(r["completion_tokens"] - r.get("thinking_tokens", 0) for r in rows),
                 "lm_calls": sum(r["lm_calls"] for r in rows),
-                "wall_s": sum(r["wall_s"] for r in rows),
+                # seconds while at least one of its items ran (never more than the evaluation's), and its items'
+                # run times summed (more than the wall time when items run concurrently)
+                "wall_s": wall_seconds(rows), "busy_s": sum(r["wall_s"] for r in rows),
                 "failed": sum(1 for r in rows if r["status"] not in (SUCCEEDED, "")),
+                "ungraded": len(skipped),
+                "ungraded_reason": skipped[0]["detail"] if skipped else "",
             })
     costed = [(i, p) for i, p in enumerate(points) if p["accuracy"] is not None]
     # a point's cost is what it would take alone: its own draws plus those it reused from a larger point
@@ -86,20 +92,22 @@ def summarize(record: dict[str, Any], baseline: str | None = None) -> dict[str, 
         "vote_curves": vote_curves(items, workflows, int(config.get("bootstrap") or 0), int(config.get("seed") or 0)),
         "share_samples": bool(config.get("share_samples")),
         "estimate": evaluation.get("estimate") or {}, "elapsed_s": _elapsed(evaluation),
-        "done": len(items), "total": int(config.get("total_tasks", 0)),
+        "done": len(all_items), "total": int(config.get("total_tasks", 0)),
         "servers": config.get("servers") or {},
+        "warnings": list(config.get("warnings") or []),
     }
 
 
 POINT_JSON_KEYS = ("workflow", "params", "accuracy", "correct", "total", "ci", "prompt_tokens",
                    "prompt_tokens_evaluated", "prompt_tokens_cached", "completion_tokens", "cost_tokens", "wall_s",
-                   "pareto", "se", "repeats", "thinking_tokens", "answer_tokens")
+                   "busy_s", "pareto", "se", "repeats", "thinking_tokens", "answer_tokens", "ungraded")
 """The fields of a point in `metagen eval --json` (and the Python API's `Evaluation.points`)."""
 
 
 def json_points(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """The summary's points as `metagen eval --json` prints them (`pareto` False when not on the frontier)."""
-    return [{k: p.get(k, False) for k in POINT_JSON_KEYS} for p in summary["points"]]
+    """The summary's points as `metagen eval --json` prints them (`pareto` False when not on the frontier;
+    `accuracy`, `correct` and `total` over the graded items, `ungraded` the items the grader could not grade)."""
+    return [{k: p.get(k, 0 if k == "ungraded" else False) for k in POINT_JSON_KEYS} for p in summary["points"]]
 
 
 COMPARISON_JSON_KEYS = ("a", "b", "n", "diff", "ci", "p_value", "method")
@@ -110,25 +118,28 @@ def json_comparisons(summary: dict[str, Any]) -> list[dict[str, Any]]:
     return [{k: c[k] for k in COMPARISON_JSON_KEYS} for c in summary.get("comparisons", [])]
 
 
+def wall_seconds(rows: list[dict[str, Any]]) -> float | None:
+    """The wall time during which at least one of these items was running: the length of the union of the
+    intervals [finished_at - wall_s, finished_at] (a pause between a cancel and a resume is not counted). None when
+    no item records when it finished (evaluations recorded before items did)."""
+    spans = sorted((float(r["finished_at"]) - float(r["wall_s"] or 0.0), float(r["finished_at"]))
+                   for r in rows if r.get("finished_at"))
+    if not spans:
+        return None
+    total, (start, end) = 0.0, spans[0]
+    for lo, hi in spans[1:]:
+        if lo > end:
+            total, start, end = total + end - start, lo, hi
+        else:
+            end = max(end, hi)
+    return total + end - start
+
+
 def _runs_by_item(rows: list[dict[str, Any]]) -> dict[int, list[float]]:
     runs: dict[int, list[float]] = defaultdict(list)
     for r in rows:
         runs[r["item_idx"]].append(1.0 if r["correct"] else 0.0)
     return runs
-
-
-def resolve_baseline(baseline: str | None, points: list[dict[str, Any]]) -> str | None:
-    """The label of the point `baseline` names: its label, or a workflow name with one point; ValueError else."""
-    if not baseline:
-        return None
-    labels = [p["label"] for p in points]
-    if baseline in labels:
-        return baseline
-    named = [p["label"] for p in points if p["workflow"] == baseline]
-    if len(named) == 1:
-        return named[0]
-    hint = f"{baseline!r} has {len(named)} sweep points: name one" if named else f"no point {baseline!r}"
-    raise ValueError(f"--baseline: {hint} (points: {'; '.join(labels)})")
 
 
 def comparisons(items: list[dict[str, Any]], points: list[dict[str, Any]], baseline: str | None = None,

@@ -18,7 +18,7 @@ from app.eval.servers import plan_concurrency, served_since, served_snapshot
 from app.eval.store import EvalStore
 from app.run.events import Observer
 from app.run.scheduler import Budget, RunResult, Scheduler
-from app.run.status import CANCELLED, FAILED, SUCCEEDED
+from app.run.status import CANCELLED, FAILED, SUCCEEDED, UNGRADED
 from app.workflow.problems import WorkflowError
 from backends.base import CancelToken
 from nodes.base import CandidateSet, to_jsonable
@@ -173,9 +173,26 @@ class Evaluation:
         else:
             self.status = CANCELLED if self.cancel_token.cancelled else SUCCEEDED
             self.error = self.cancel_token.reason if self.cancel_token.cancelled else None
+            ungraded = self._all_ungraded() if self.status == SUCCEEDED else None
+            if ungraded:  # a grader that cannot run is no result at all, never an accuracy of 0
+                self.status, self.error = FAILED, ungraded
         servers = served_since(served_before, served_snapshot(self.plan, self.scheduler.provider))
         self.store.finish(self.eval_id, self.status, self.error, servers=servers or None)
         return self.status
+
+    def _all_ungraded(self) -> str | None:
+        """Why the evaluation failed when every item of some point is ungraded (the grader never ran), else None."""
+        from app.eval.results import point_label
+
+        by_point: dict[tuple[int, int], list[dict[str, Any]]] = {}
+        for item in self.store.get(self.eval_id)["items"]:
+            by_point.setdefault((item["workflow_idx"], item["point_idx"]), []).append(item)
+        for (w_idx, p_idx), items in sorted(by_point.items()):
+            if items and all(i["status"] == UNGRADED for i in items):
+                wf = self.plan.workflows[w_idx]
+                return (f"no item of {point_label(wf.name, wf.points[p_idx])} could be graded "
+                        f"({len(items)} ungraded): {items[0]['detail']}")[:1000]
+        return None
 
     def _run_group(self, group: list[tuple[int, int]], finished: set[tuple[int, int, int]]) -> None:
         for w_idx, item in group:
@@ -259,9 +276,13 @@ class Evaluation:
             grade = self.plan.metric.grade(output, row, reference, result.outputs)
             texts = _sample_texts(result, wf.sampler, output)
             samples = grade_samples(self.plan.metric, texts, row, reference) if texts else None
-        except Exception as exc:
+        except Exception as exc:  # the grader failed, not the answer: no verdict
             log.warning("evaluation %s: the metric failed on an item: %s", self.eval_id, exc)
-            values.update(score=0.0, correct=False, detail=f"the metric failed: {type(exc).__name__}: {exc}"[:500])
+            values.update(status=UNGRADED, score=0.0, correct=False,
+                          detail=f"ungraded: the metric failed: {type(exc).__name__}: {exc}"[:500])
+            return values
+        if grade.ungraded:
+            values.update(status=UNGRADED, score=0.0, correct=False, detail=grade.detail[:500])
             return values
         values.update(score=grade.score, correct=grade.correct, detail=grade.detail[:500])
         if samples is not None:

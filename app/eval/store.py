@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Engine, delete, func, select, update
 from sqlalchemy.dialects.sqlite import insert
 
-from app.run.status import INTERRUPTED, RUNNING
+from app.run.status import INTERRUPTED, RUNNING, UNGRADED
 from app.traces.recovery import process_alive, process_identity
 from app.traces.tables import EVAL_ITEMS, EVAL_SAMPLE_VOTES, EVALUATIONS, RUNS
 
@@ -155,10 +155,11 @@ class EvalStore:
                 EVAL_ITEMS.c.eval_id.in_(sorted(eval_ids)), EVAL_ITEMS.c.run_id.is_not(None))).all()}
 
     def finished_keys(self, eval_id: str) -> set[tuple[int, int, int]]:
+        """The items done; an ungraded one is not (a resume grades it again, e.g. once the sandbox works)."""
         with self._engine.connect() as conn:
             return {(w, p, i) for w, p, i in conn.execute(
                 select(EVAL_ITEMS.c.workflow_idx, EVAL_ITEMS.c.point_idx, EVAL_ITEMS.c.item_idx).where(
-                    EVAL_ITEMS.c.eval_id == eval_id)).all()}
+                    EVAL_ITEMS.c.eval_id == eval_id, EVAL_ITEMS.c.status != UNGRADED)).all()}
 
     def list(self, limit: int = 100, ids: set[str] | None = None) -> list[dict[str, Any]]:
         """The newest evaluations first; only those of `ids` when given (share mode: a visitor's own)."""

@@ -7,7 +7,12 @@ main input has another name take it with `--map INPUT=question`.
 
 Preset keys: name, title, description, dataset (a file or hf:OWNER/NAME[:CONFIG][@SPLIT], or a list of them whose
 rows are joined), prompt, reference
-{column | template, pattern}, choices {correct, others} or {column, answer_index}, metric, notes.
+{column | template, pattern}, choices {correct, others} or {column, answer_index}, metric, gold, notes, and
+public_tests {template, asserts}: the examples a code workflow may see and select with (a `public_tests` column:
+the template's lines with only its first `asserts` assert lines, as MBPP shows its first test), apart from the
+hidden tests the `tests` metric grades with.
+`gold` is the dataset's own right answer as a model would write it (a template over the row's columns, with
+`{reference}` the preset's reference): `metagen eval check` grades it with the preset's metric (app/eval/gold.py).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 import yaml
 
 from app.eval.datasets import Dataset, DatasetError, load_dataset
+from app.eval.hub_datasets import is_hub_spec
 from app.platform import resources
 
 PROMPT_COLUMN = "question"
@@ -29,9 +35,11 @@ REFERENCE_COLUMN = "answer"
 LETTERS = "ABCDEFGHIJ"
 TESTS_METRIC = "tests"
 TESTS_COLUMN = "tests"
+PUBLIC_TESTS_COLUMN = "public_tests"
 _FIELD = re.compile(r"(?<![\w}])\{([A-Za-z_][\w ]*)\}")
 """`{column}` in a template; braces right after a letter or a brace are LaTeX arguments (\\frac{a}{b})."""
-_KEYS = {"name", "title", "description", "dataset", "prompt", "reference", "choices", "metric", "notes"}
+_KEYS = {"name", "title", "description", "dataset", "prompt", "reference", "choices", "metric", "gold", "notes",
+         "public_tests"}
 
 
 class TaskError(ValueError):
@@ -49,10 +57,14 @@ class TaskPreset:
     reference: dict[str, str] = field(default_factory=dict)
     choices: dict[str, Any] = field(default_factory=dict)
     notes: str = ""
+    gold: str = ""
+    """The gold answer: a template over the row (and `{reference}`), graded by `metagen eval check`."""
+    public_tests: dict[str, Any] = field(default_factory=dict)
+    """{template, asserts}: the row's `public_tests` column (its first `asserts` assert lines); empty: none."""
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "title": self.title or self.name, "description": self.description,
-                "dataset": " + ".join(self.dataset), "metric": self.metric, "notes": self.notes}
+                "dataset": " + ".join(self.dataset), "metric": self.metric, "notes": self.notes, "gold": self.gold}
 
 
 def _from_yaml(path: Path) -> TaskPreset:
@@ -75,7 +87,32 @@ def _from_yaml(path: Path) -> TaskPreset:
                       prompt=str(data["prompt"]), metric=str(data["metric"]), title=str(data.get("title") or ""),
                       description=str(data.get("description") or "").strip(),
                       reference=dict(data.get("reference") or {}), choices=dict(data.get("choices") or {}),
-                      notes=str(data.get("notes") or "").strip())
+                      notes=str(data.get("notes") or "").strip(), gold=str(data.get("gold") or ""),
+                      public_tests=_public_tests_spec(path, data.get("public_tests")))
+
+
+def _public_tests_spec(path: Path, spec: Any) -> dict[str, Any]:
+    if spec is None:
+        return {}
+    asserts = spec.get("asserts", 1) if isinstance(spec, dict) else None
+    if not isinstance(spec, dict) or not isinstance(spec.get("template"), str) or not isinstance(asserts, int) \
+            or isinstance(asserts, bool) or asserts < 1 or set(spec) - {"template", "asserts"}:
+        raise TaskError(f"task preset {path.name}: public_tests must be {{template: TEXT, asserts: N}} (N >= 1: how "
+                        "many of the template's assert lines the workflow may see)")
+    return {"template": spec["template"], "asserts": asserts}
+
+
+def public_tests(task: TaskPreset, row: dict[str, Any]) -> str:
+    """The preset's public tests of a row: its template's lines, keeping only the first `asserts` assert lines."""
+    kept, seen = [], 0
+    for line in render(task.public_tests["template"], row).splitlines():
+        if line.strip().startswith("assert"):
+            seen += 1
+            if seen > task.public_tests["asserts"]:
+                continue
+        if line.strip():
+            kept.append(line)
+    return "\n".join(kept) + "\n" if kept else ""
 
 
 def available_tasks(folder: Path | None = None) -> list[TaskPreset]:
@@ -123,7 +160,10 @@ def _options(task: TaskPreset, row: dict[str, Any], index: int) -> tuple[list[st
     spec = task.choices
     if "column" in spec:
         options = [_text(o) for o in row[spec["column"]]]
-        return options, LETTERS[int(row[spec["answer_index"]])]
+        index = int(row[spec["answer_index"]])
+        if not 0 <= index < min(len(options), len(LETTERS)):
+            raise IndexError(f"{spec['answer_index']} = {index} names none of the {len(options)} options")
+        return options, LETTERS[index]
     correct = _text(row[spec["correct"]]).strip()
     options = [correct, *(_text(row[c]).strip() for c in spec["others"])]
     random.Random(f"{spec.get('seed', 0)}:{index}").shuffle(options)  # the same order on every run
@@ -140,6 +180,8 @@ def _task_row(task: TaskPreset, row: dict[str, Any], index: int) -> dict[str, An
         reference = _reference(task, row)
     if task.metric == TESTS_METRIC:  # the test program also under the name a code-execution metric may read
         values[TESTS_COLUMN] = reference
+    if task.public_tests:
+        values[PUBLIC_TESTS_COLUMN] = public_tests(task, row)
     return {**values, PROMPT_COLUMN: render(task.prompt, values), REFERENCE_COLUMN: reference}
 
 
@@ -156,20 +198,58 @@ def apply_task(task: TaskPreset, dataset: Dataset) -> Dataset:
                             f"{exc}); columns: {', '.join(dataset.columns)}")
     if problems:
         raise DatasetError(problems)
-    made = [c for c in ("options", TESTS_COLUMN, PROMPT_COLUMN, REFERENCE_COLUMN) if c in rows[0]] if rows else []
+    made = [c for c in ("options", TESTS_COLUMN, PUBLIC_TESTS_COLUMN, PROMPT_COLUMN, REFERENCE_COLUMN)
+            if c in rows[0]] if rows else []
     columns = [*dataset.columns, *(c for c in made if c not in dataset.columns)]
     return Dataset(path=dataset.path, rows=rows, columns=columns, sha256=dataset.sha256, lines=dataset.lines)
 
 
-def load_task_dataset(task: TaskPreset, data: str | Path | None = None) -> Dataset:
-    """The preset's dataset (or `data` in its place: a local copy), rows joined when it names several, with
-    the preset's `question` and `answer` columns made."""
+def source_columns(task: TaskPreset) -> list[str]:
+    """The columns of its dataset a preset reads (its prompt's, its reference's, its choices'): what a local copy
+    given in place of the Hub's must have."""
+    made = {"options", TESTS_COLUMN, PUBLIC_TESTS_COLUMN}
+    texts = [task.prompt, str(task.reference.get("template") or ""), str(task.public_tests.get("template") or "")]
+    columns = [m.group(1) for text in texts for m in _FIELD.finditer(text)]
+    if task.reference and "template" not in task.reference:
+        columns.append(str(task.reference.get("column", REFERENCE_COLUMN)))
+    choices = task.choices
+    columns += [str(choices[k]) for k in ("column", "answer_index", "correct") if k in choices]
+    columns += [str(c) for c in choices.get("others") or []]
+    return [c for c in dict.fromkeys(columns) if c not in made]
+
+
+def local_copy_hint(task: TaskPreset) -> str:
+    """How to evaluate a preset without the Hub: its dataset as a local file."""
+    return (f"To run task {task.name} without the Hub, give a copy of its dataset ({' + '.join(task.dataset)}) as a "
+            f"local JSONL, CSV, JSON or Parquet file with the columns {', '.join(source_columns(task))}: "
+            f"`metagen eval WORKFLOW --task {task.name} --data FILE` (the preset still makes the prompts and "
+            "references), or upload it in the Evaluate tab and pick it as the dataset")
+
+
+def load_task_rows(task: TaskPreset, data: str | Path | None = None) -> Dataset:
+    """The preset's dataset as read (or `data` in its place: a local copy), rows joined when it names several. A
+    preset's own Hub dataset that cannot be loaded (offline: at once, `hub_datasets`) says how to give a local copy
+    instead."""
     sources = [data] if data else list(task.dataset)
-    parts = [load_dataset(s) for s in sources]
+    try:
+        parts = [load_dataset(s) for s in sources]
+    except DatasetError as exc:
+        if data or not any(is_hub_spec(str(s)) for s in sources):
+            raise
+        raise DatasetError("; ".join(exc.problems) + ". " + local_copy_hint(task)) from None
     if len(parts) == 1:
-        return apply_task(task, parts[0])
+        return parts[0]
     rows = [row for part in parts for row in part.rows]
     columns = list(dict.fromkeys(c for part in parts for c in part.columns))
     digest = hashlib.sha256("".join(p.sha256 for p in parts).encode()).hexdigest()
-    return apply_task(task, Dataset(path=Path(" + ".join(str(p.path) for p in parts)), rows=rows,
-                                    columns=columns, sha256=digest))
+    return Dataset(path=Path(" + ".join(str(p.path) for p in parts)), rows=rows, columns=columns, sha256=digest)
+
+
+def load_task_dataset(task: TaskPreset, data: str | Path | None = None) -> Dataset:
+    """The preset's dataset (or `data` in its place), with the preset's `question` and `answer` columns made."""
+    return apply_task(task, load_task_rows(task, data))
+
+
+def task_row(task: TaskPreset, row: dict[str, Any], index: int) -> dict[str, Any]:
+    """One dataset row as the preset makes it (its `question`, `answer` and, for code, `tests` columns)."""
+    return _task_row(task, row, index)

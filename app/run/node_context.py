@@ -165,7 +165,7 @@ class RunNodeContext:
     def __init__(self, state: RunState, node_id: str, kind: str, model: str | None, seed: int,
                  run_inputs: dict[str, Any], backend_for: Callable[[str], LLMBackend],
                  default_model: str, python_allowed: bool, subworkflows: SubworkflowRunner | None = None,
-                 code_allowed: bool = True) -> None:
+                 code_allowed: bool = True, code_caps: tuple[float, int] | None = None) -> None:
         self._state = state
         self.node_id = node_id
         self.kind = kind
@@ -176,6 +176,7 @@ class RunNodeContext:
         self._model = model or default_model
         self._python_allowed = python_allowed
         self._code_allowed = code_allowed
+        self._code_caps = code_caps
         self._subworkflows = subworkflows
 
     # -- helpers
@@ -187,6 +188,9 @@ class RunNodeContext:
 
     def allow_code_execution(self) -> bool:
         return self._code_allowed
+
+    def code_limit_caps(self) -> tuple[float, int] | None:
+        return self._code_caps
 
     def run_workflow(self, runs: Sequence[dict[str, Any]], mapped: bool) -> list[dict[str, Any]]:
         """This workflow node's child, once per inputs dict, several at once (the run's helper threads), inside this

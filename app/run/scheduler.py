@@ -177,6 +177,8 @@ class Scheduler:
         self.allow_python = allow_python
         self.allow_code_execution = True
         """Whether candidates' code may run (`method: tests`, `behaviour`); the share policy turns it off."""
+        self.code_limit_caps: tuple[float, int] | None = None
+        """The most (timeout_s, memory_mb) a candidate program may have; share mode: the owner's caps."""
         self.hide_cache_hits = False
         self.stop_grace_s = STOP_GRACE_S
         """Seconds a stopped run waits for its nodes before it ends without them (see _DagRun.execute)."""
@@ -462,7 +464,8 @@ class _DagRun:
 
         ctx = RunNodeContext(self.state, self.prefix + node_id, cls.kind, node.model, node_seed, self.values,
                              self.backend_for, self.default_model, self.scheduler.allow_python, runner,
-                             code_allowed=self.scheduler.allow_code_execution)
+                             code_allowed=self.scheduler.allow_code_execution,
+                             code_caps=self.scheduler.code_limit_caps)
         self._emit(ev.NODE_START, node_id, {
             "kind": cls.kind, "params": to_jsonable(params), "inputs": to_jsonable(got),
             "model": self._model_of(node_id) if cls.uses_model else None,

@@ -22,6 +22,10 @@ QUEUED = "queued"
 INVALID = "invalid"
 """Live-run view: refused before any model was touched (the workflow or its inputs are invalid)."""
 
+UNGRADED = "ungraded"
+"""Evaluation item: its run succeeded but the grader itself could not run (a sandbox that did not start, a math
+worker that died, a metric that raised): no verdict, counted apart from the graded items."""
+
 # Per-node statuses (a node in the trace store and the views, never a whole run). A node also uses RUNNING,
 # SUCCEEDED, FAILED, CANCELLED and INTERRUPTED above.
 NODE_CACHED = "cached"

@@ -13,9 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.eval.dataset_meta import DatasetMetaError, declared_metric
 from app.eval.datasets import SUPPORTED_SUFFIXES, DatasetError, dataset_dirs, load_dataset, resolve_dataset
 from app.eval.estimate import calibrate, estimate, load_calibration
+from app.eval.gold import check_gold
 from app.eval.hub_datasets import is_hub_spec
+from app.eval.metrics import MetricError
 from app.eval.options import apply_options
 from app.eval.plan import EvalSetupError, WorkflowSource, make_plan, plan_from_config
 from app.eval.results import item_rows, json_points, summarize
@@ -226,7 +229,7 @@ class EvaluationService:
         picked = str(request.get("dataset") or "").strip()
         task = str(request.get("task") or "").strip() or (picked[len(TASK_PREFIX):] if picked.startswith(TASK_PREFIX)
                                                             else None)
-        metric = str(request.get("metric") or "") or (None if task else "exact")
+        metric = str(request.get("metric") or "") or (None if task else self._declared_metric(request, visitor))
         if metric and metric.strip().lower() == "tests" and not self.policy.allow_code_execution:
             raise UserError("the tests metric runs the outputs' code and is disabled on this shared app; the owner "
                             "can start it with --allow-code-execution")
@@ -268,6 +271,24 @@ class EvaluationService:
                 w.variants = [resolve_model_choices(v, self.policy) for v in w.variants]
         return plan
 
+    def _declared_metric(self, request: dict[str, Any], visitor: str | None) -> str:
+        """The metric the form's dataset declares in its meta file (`dataset_meta`), else exact match; resolved
+        here so that share mode's checks see the metric that will grade."""
+        try:
+            return declared_metric(self._dataset_of(request, None, visitor)) or "exact"
+        except DatasetMetaError as exc:
+            raise UserError(str(exc)) from None
+
+    def dataset_metric(self, name: str, *, visitor: str | None = None) -> str | None:
+        """The metric a dataset of the list declares (None when it declares none or cannot be found)."""
+        if not name or str(name).startswith(TASK_PREFIX):
+            return None
+        try:
+            return declared_metric(self.dataset_path(name, visitor=visitor))
+        except (UserError, DatasetMetaError) as exc:
+            log.info("no declared metric for %s: %s", name, exc)
+            return None
+
     def _dataset_of(self, request: dict[str, Any], task: str | None, visitor: str | None) -> Path | None:
         """The form's dataset; with a task preset and no dataset, None (the preset's own, from the Hub: not for
         visitors of a shared app, who give a local copy from the list)."""
@@ -291,6 +312,20 @@ class EvaluationService:
         except (TaskError, FileNotFoundError) as exc:
             log.warning("no task presets: %s", exc)
             return []
+
+    def check_gold(self, task: str, *, dataset: str | None = None, limit: int | None = None,
+                   visitor: str | None = None) -> dict[str, Any]:
+        """Grade a task preset's own gold answers with its metric: {task, total, correct, failures, ungraded}
+        (`metagen eval check`; the tab's "Check the grader"). Not on a shared app (presets load Hub datasets)."""
+        if self.policy.share_mode:
+            raise UserError("the gold check loads a task preset's Hub dataset, which a shared app does not do")
+        name = str(task or "").strip().removeprefix(TASK_PREFIX)
+        try:
+            path = self.dataset_path(dataset, visitor=visitor) if dataset else None
+            result = check_gold(load_task(name), path, limit=int(limit) if limit else None)
+        except (TaskError, DatasetError, MetricError) as exc:
+            raise UserError(str(exc)) from None
+        return result.to_json()
 
     def estimate(self, request: dict[str, Any], *, visitor: str | None = None) -> dict[str, Any]:
         plan = self.plan(request, visitor=visitor, doing="estimated")

@@ -28,8 +28,9 @@ def describe(source: str, info: Any) -> dict[str, Any]:
             "rank_head": info.rank_head, "entry": model_entry(source, info)}
 
 
-def local_models(models_dir: str | Path) -> list[dict[str, Any]]:
-    """The bundled model, then every readable GGUF under `models_dir` (partial downloads are not models)."""
+def local_models(models_dir: str | Path, skipped: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
+    """The bundled model, then every readable GGUF under `models_dir` (partial downloads are not models); files that
+    cannot be read are left out, and listed in `skipped` as (path, reason)."""
     from backends.llama.gguf import model_file_info, scan_models
 
     rows = []
@@ -40,7 +41,7 @@ def local_models(models_dir: str | Path) -> list[dict[str, Any]]:
     except Exception as exc:  # the bundled package missing is not a reason to hide the folder's models
         log.warning("bundled model unavailable: %s", exc)
     seen = {r["path"] for r in rows}
-    for info in scan_models(models_dir):
+    for info in scan_models(models_dir, skipped):
         if info.path not in seen:
             rows.append(describe("models folder", info))
     return rows

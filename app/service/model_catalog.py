@@ -108,7 +108,7 @@ class ModelCatalog:
                 "speculative": (loaded.get(info.path) or {}).get("speculative", ""),
                 **_capabilities(source, info, shared),
             })
-        return rows
+        return _distinct_names(rows)
 
     @property
     def weights_dir(self) -> Path:
@@ -306,3 +306,12 @@ def _loaded_path(item: Any) -> str | None:
     else:
         value = getattr(item, "path", None)
     return str(Path(value).resolve()) if value else None
+
+
+def _distinct_names(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Two files of one model (a Q4_K_M and a Q8_0 of Qwen3) share the GGUF's model name: show their files too."""
+    names = [r["name"] for r in rows]
+    for row in rows:
+        if names.count(row["name"]) > 1:
+            row["name"] = f"{row['name']} · {Path(str(row['path'])).name}"
+    return rows

@@ -115,10 +115,15 @@ class ModelHub:
         return dump_yaml(data)
 
     def recommended(self) -> list[dict[str, Any]]:
+        """The catalog's entries, each with `fits_here`: whether its weights (with llama.cpp's overhead, the KV
+        cache unknown) fit the memory free on this machine now (None when that is unknown)."""
         self._owner_only()
         from app.service.model_roles import catalog_entries
+        from backends.llama.hub_fit import available_memory, fit
 
-        return catalog_entries()
+        free, where = available_memory(_build_info())
+        return [{**e, "fits_here": fit(int(float(e.get("size_gb") or 0) * 1e9), None, 0, free)["fits"],
+                 "memory_where": where} for e in catalog_entries()]
 
 
 def _recommend(rows: list[dict[str, Any]]) -> str | None:

@@ -27,17 +27,38 @@ def tqdm_progress() -> Any:
 
 def pull_model(ref: str, *, file: str | None = None, revision: str | None = None,
                models_dir: str | Path | None = None, progress: Callable[[], Any] | None = None,
-               cancel: Callable[[], bool] | None = None) -> Any:
+               cancel: Callable[[], bool] | None = None, verify: bool = True) -> Any:
     """Pull `USER/REPO[:QUANT]` into the models folder; returns backends.llama.hub.PullResult. UserError (with the
-    HubError's `code`) on anything the user can fix."""
+    HubError's `code`) on anything the user can fix. `verify=False` takes a file with no size or sha256 listed."""
+    from app.workflow.model_refs import HubNeed, record_pull
     from backends.llama.hub import pull
-    from backends.llama.hub_files import HubError
+    from backends.llama.hub_files import HubError, parse_ref
 
+    folder = Path(models_dir) if models_dir else default_models_dir()
     try:
-        return pull(ref, Path(models_dir) if models_dir else default_models_dir(), filename=file, revision=revision,
-                    progress=progress, cancel=cancel)
+        result = pull(ref, folder, filename=file, revision=revision, progress=progress, cancel=cancel, verify=verify)
+        repo, quant = parse_ref(ref)
     except HubError as exc:
         raise UserError(str(exc), code=exc.code) from None
+    if result.path.parent == folder:
+        record_pull(folder, HubNeed("", repo, quant.upper() if quant else None, file), result.path.name)
+    return result
+
+
+def pull_needed_models(models: dict[str, Any], *, models_dir: str | Path | None = None,
+                       progress: Callable[[], Any] | None = None, cancel: Callable[[], bool] | None = None,
+                       ask: Callable[[str], bool] | None = None) -> list[Any]:
+    """Pull the `source: hub` models of a `models:` section that are not in the models folder yet (each after
+    `ask(message)` says yes, when given); the PullResults. UserError when one is refused or fails."""
+    from app.workflow.model_refs import hub_needs
+
+    folder = Path(models_dir) if models_dir else default_models_dir()
+    pulled = []
+    for need in hub_needs(models, folder):
+        if ask is not None and not ask(f"This workflow needs {need.label()} from {need.repo}. Pull it now?"):
+            raise UserError(need.message(), code="model_not_pulled")
+        pulled.append(pull_model(need.ref, file=need.file, models_dir=folder, progress=progress, cancel=cancel))
+    return pulled
 
 
 def search_models(query: str, limit: int = 20) -> list[dict[str, Any]]:
@@ -71,3 +92,27 @@ def remove_model(name: str, models_dir: str | Path | None = None) -> list[Path]:
     for path in found:
         path.unlink()
     return found
+
+
+def describe_needed_models(models: dict[str, Any], models_dir: str | Path | None = None) -> list[dict[str, Any]]:
+    """The `source: hub` models not in the models folder yet, each with the file and its size when the Hub says
+    (what the studio shows before it offers to pull: "this workflow needs X (397 MB)")."""
+    from app.workflow.model_refs import hub_needs
+    from backends.llama.hub_api import repo_files
+    from backends.llama.hub_files import HubError, select_files
+
+    folder = Path(models_dir) if models_dir else default_models_dir()
+    described = []
+    for need in hub_needs(models, folder):
+        row: dict[str, Any] = {"alias": need.alias, "repo": need.repo, "ref": need.ref, "file": need.file,
+                               "label": need.label(), "size_bytes": None}
+        try:
+            files, _ = repo_files(need.repo)
+            chosen = select_files(need.repo, files, need.quant, need.file)
+            row["label"] = chosen[0].name
+            sizes = [f.size for f in chosen]
+            row["size_bytes"] = sum(sizes) if all(s is not None for s in sizes) else None  # type: ignore[misc]
+        except HubError as exc:  # offline, or the repo is gone: the pull itself will say so
+            row["problem"] = str(exc)
+        described.append(row)
+    return described

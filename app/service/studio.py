@@ -26,18 +26,17 @@ from app.service.model_hub import ModelHub
 from app.share.consent import RemoteConsent
 from app.share.policy import (
     SharePolicy,
-    check_workflow_allowed,
-    child_run_issues,
     inputs_problem,
     resolve_model_choices,
     runs_per_address,
+    tree_refusals,
 )
 from app.share.run_gate import QueueFullError, RunGate
 from app.share.visitors import VisitorIdentities
 from app.workflow.files import list_workflow_names, safe_workflow_name, workflow_path
 from app.workflow.problems import Issue, WorkflowError, errors
 from app.workflow.spec import Workflow, load_workflow_text, workflow_from_dict
-from app.workflow.subworkflows import CheckMemo, ChildLoader, descendants, prefixed, workflow_ports, workflow_texts
+from app.workflow.subworkflows import CheckMemo, ChildLoader, workflow_ports, workflow_texts
 from app.workflow.validation import check as check_tree
 from nodes.registry import NodeRegistry, default_registry
 
@@ -113,6 +112,7 @@ class StudioService:
                                    children=self.children)
         self.scheduler.hide_cache_hits = self.policy.share_mode  # the prefix cache is shared by all visitors
         self.scheduler.allow_code_execution = self.policy.allow_code_execution
+        self.scheduler.code_limit_caps = self.policy.code_limit_caps
         self._trace_db = Path(trace_db).expanduser() if trace_db else None
         self._trace_store = trace_store
         self._trace_error: str | None = None
@@ -286,8 +286,11 @@ class StudioService:
             raise UserError(f"not saved: {taken}")
         return path
 
-    def save_workflow(self, name: str, data: dict[str, Any], *, overwrite: bool = True) -> dict[str, Any]:
-        """Save editor JSON as canonical YAML, atomically. Refuses to overwrite when `overwrite` is False."""
+    def save_workflow(self, name: str, data: dict[str, Any], *, overwrite: bool = True,
+                      linked: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """Save editor JSON as canonical YAML, atomically, with the sub-workflows a link (or a traced run) carried
+        (`linked`, name -> YAML) that the folder lacks. Refuses to overwrite when `overwrite` is False, and refuses
+        the whole save, before anything is written, for what `save_refusals` finds."""
         path = self._save_path(name)
         if path.exists() and not overwrite:
             raise UserError(f"a workflow named {path.stem!r} already exists; choose another name or use Save")
@@ -306,15 +309,18 @@ class StudioService:
         too_large = size_problem(text)
         if too_large:
             raise UserError(f"not saved: {too_large}")
+        children = self.linked_children_to_save(linked or {})
+        self._refuse_unsaveable(wf, linked, children)
         try:
             atomic_write_text(path, text)
         except OSError as exc:
             raise UserError(f"cannot save {path.name}: {exc.strerror or exc}") from None
         log.info("saved workflow %s", path)
-        return {"name": path.stem, "yaml": text}
+        return {"name": path.stem, "yaml": text, "children_saved": self.write_children(children)}
 
     def save_yaml_text(self, name: str, text: str, *, overwrite: bool = True) -> dict[str, Any]:
-        """Save YAML exactly as given (an uploaded file), after checking its size and that it parses."""
+        """Save YAML exactly as given (an uploaded file), after checking its size, that it parses and
+        `save_refusals`."""
         from app.workflow.spec import size_problem
 
         if not isinstance(text, str):
@@ -328,13 +334,42 @@ class StudioService:
         path = self._save_path(name)
         if path.exists() and not overwrite:
             raise UserError(f"a workflow named {path.stem!r} already exists; choose another name")
+        self._refuse_unsaveable(load_workflow_text(text))
         atomic_write_text(path, text)
         return {"name": path.stem}
+
+    def save_refusals(self, wf: Workflow, linked: Mapping[str, str] | None = None,
+                      children: Mapping[str, str] | None = None) -> list[Issue]:
+        """What this app's policy refuses to save: the checks a run gets (`policy.tree_refusals`: python verifiers,
+        candidates' code, models, caps) over `wf`'s tree of sub-workflows (`linked` first, then the folder) and
+        over each sub-workflow written beside it (`children`, name -> YAML). An unfinished workflow still saves;
+        none in local mode (the owner's folder is the owner's)."""
+        if not self.policy.share_mode:
+            return []
+        loader = self.child_loader(trusted=False, linked=linked)
+        memo: CheckMemo = {}
+        refused = errors(tree_refusals(wf, check_tree(wf, self.registry, loader, memo=memo), self.policy))
+        for name, text in (children or {}).items():
+            try:
+                child = load_workflow_text(text)
+            except WorkflowError as exc:
+                refused += [replace(i, file=i.file or f"{name}.yaml") for i in errors(exc.issues)]
+                continue
+            found = tree_refusals(child, check_tree(child, self.registry, loader, memo=memo), self.policy)
+            refused += [replace(i, file=i.file or f"{name}.yaml") for i in errors(found)]
+        return refused
+
+    def _refuse_unsaveable(self, wf: Workflow, linked: Mapping[str, str] | None = None,
+                           children: Mapping[str, str] | None = None) -> None:
+        refused = self.save_refusals(wf, linked, children)
+        if refused:
+            raise UserError("not saved: this shared app does not allow it: " + issues_summary(refused))
 
     def linked_children_to_save(self, linked: Mapping[str, str]) -> dict[str, str]:
         """The sub-workflows a share link carried (name -> YAML) that saving its parent must write beside it: those
         not already in the folder with the same text. UserError, before anything is written, for one whose name
-        a different workflow of the folder already has (never overwritten) or that does not parse."""
+        a different workflow of the folder already has (never overwritten), is a model's (reserved, like a
+        parent's), or that does not parse."""
         from app.workflow.spec import size_problem
 
         to_write: dict[str, str] = {}
@@ -353,6 +388,10 @@ class StudioService:
                                     f"folder already has a different workflow named {path.stem!r}; rename or move "
                                     "yours, then save again")
                 continue
+            try:
+                self._save_path(name)
+            except UserError as exc:
+                raise UserError(f"{exc} (the sub-workflow {name!r} this workflow carries)") from None
             parsed = self.parse_yaml(text)
             if parsed["error"]:
                 raise UserError(f"not saved: the sub-workflow {name!r}: {parsed['error']['message']}")
@@ -406,12 +445,7 @@ class StudioService:
         """Validation problems plus what the policy refuses (share mode), over the whole tree of sub-workflows
         (found through `children`, else the app's loader)."""
         checked = check_tree(wf, self.registry, children or self.children)
-        issues = checked.issues + check_workflow_allowed(wf, self.policy)
-        if self.policy.share_mode:
-            issues += child_run_issues(wf, checked, self.policy)
-        for path, child in descendants(checked):
-            issues += prefixed(check_workflow_allowed(child.workflow, self.policy), path, child.label)
-        return issues
+        return checked.issues + tree_refusals(wf, checked, self.policy)
 
     def describe(self, wf: Workflow, children: ChildLoader | None = None) -> dict[str, Any]:
         """The editor's view of a workflow: JSON for the canvas, canonical YAML and the problems."""

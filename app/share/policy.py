@@ -15,7 +15,7 @@ from app.run.scheduler import Budget
 from app.workflow.model_specs import model_int
 from app.workflow.problems import Issue
 from app.workflow.spec import Workflow
-from app.workflow.subworkflows import Checked, child_runs
+from app.workflow.subworkflows import Checked, child_runs, descendants, prefixed
 from backends.llama.gguf import find_model_files
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,10 @@ SHARE_MAX_INPUT_CHARS = 100_000
 """Share mode: characters one run input may have (all of a run's inputs together); the owner sets another with
 --max-input-chars. A run's inputs are stored in its trace and repeated in its prompts."""
 SHARE_MAX_UPLOAD_MB = 20
+SHARE_MAX_CODE_SECONDS = 10.0
+"""Share mode: the most `timeout_s` a candidate program (method: tests / behaviour) may have."""
+SHARE_MAX_CODE_MEMORY_MB = 512
+"""Share mode: the most `memory_mb` a candidate program may have."""
 """Share mode: the largest file Gradio accepts on /gradio_api/upload (--max-upload-mb)."""
 SHARE_MEMORY_FRACTION = 8
 """Share mode: the model pool may hold 1/8 of the machine's RAM (at least 1 GiB; $METAGEN_POOL_MEMORY overrides)."""
@@ -174,6 +178,10 @@ class SharePolicy:
     """The model pool's memory budget (None: the pool's default, half the RAM)."""
     remote_choices: tuple[RemoteChoice, ...] = ()
     """Share mode: the remote models the owner offers (`--remote-model`); any other remote server is refused."""
+    max_code_seconds: float | None = None
+    """The most `timeout_s` a candidate program may have (None: the workflow's own; `--cap-code-seconds`)."""
+    max_code_memory_mb: int | None = None
+    """The most `memory_mb` a candidate program may have (None: the workflow's own; `--cap-code-memory-mb`)."""
 
     @classmethod
     def local(cls, *, allow_python: bool = True) -> SharePolicy:
@@ -200,6 +208,8 @@ class SharePolicy:
         max_input_chars: int = SHARE_MAX_INPUT_CHARS,
         max_upload_mb: float = SHARE_MAX_UPLOAD_MB,
         remote_choices: Iterable[RemoteChoice] = (),
+        max_code_seconds: float = SHARE_MAX_CODE_SECONDS,
+        max_code_memory_mb: int = SHARE_MAX_CODE_MEMORY_MB,
     ) -> SharePolicy:
         """Share mode is on when share=True, the host is not loopback, or it is forced (flag or
         $METAGEN_SHARE_MODE). Off share mode this is `local()` (python allowed) plus the given auth."""
@@ -231,6 +241,8 @@ class SharePolicy:
             max_upload_bytes=max(1, int(max_upload_mb * 1024 * 1024)),
             memory_budget_bytes=share_memory_budget(),
             remote_choices=tuple(remote_choices),
+            max_code_seconds=max_code_seconds,
+            max_code_memory_mb=int(max_code_memory_mb),
         )
 
     @property
@@ -246,6 +258,13 @@ class SharePolicy:
             max_seconds=_min_opt(budget.max_seconds, self.max_seconds),
             max_child_runs=_min_opt(budget.max_child_runs, self.max_child_runs),
         )
+
+    @property
+    def code_limit_caps(self) -> tuple[float, int] | None:
+        """(timeout_s, memory_mb) a candidate program may have at most; None off share mode (the owner's own)."""
+        if not self.share_mode or self.max_code_seconds is None or self.max_code_memory_mb is None:
+            return None
+        return float(self.max_code_seconds), int(self.max_code_memory_mb)
 
     def gradio_auth(self) -> list[tuple[str, str]] | None:
         """The value for Gradio's `launch(auth=...)`."""
@@ -448,6 +467,11 @@ def check_workflow_allowed(wf: Workflow, policy: SharePolicy) -> list[Issue]:
         if spec.get("source") == "openai":  # the app's server would call any URL a visitor names (SSRF)
             issues += _remote_entry_issues(wf, alias, spec, policy, choices)
             continue
+        if spec.get("source") == "hub":  # a shared app never downloads a model a visitor names
+            issues.append(Issue("model_path_refused", f"model {alias!r} asks for a Hub model, which a shared app "
+                                "never pulls", f"pick a model from the list ({choices}) or use `source: bundled`",
+                                line=wf.line_of("models", alias, "source") or line))
+            continue
         extra = sorted(str(key) for key in set(spec) - _SHARE_MODEL_KEYS)  # YAML keys may be 1, true, null
         if extra:
             issues.append(Issue("model_option_refused",
@@ -509,6 +533,17 @@ def child_run_issues(wf: Workflow, checked: Checked, policy: SharePolicy) -> lis
     return [Issue("too_many_child_runs", f"a run of this workflow would start at least {count:,} sub-workflow runs; "
                   f"this shared app allows {policy.max_child_runs:,} per run",
                   "map over fewer candidates, nest fewer mapped levels, or run it on your own machine")]
+
+
+def tree_refusals(wf: Workflow, checked: Checked, policy: SharePolicy) -> list[Issue]:
+    """What `policy` refuses in `wf` and in every sub-workflow of its checked tree (python verifiers, candidates'
+    code, models, caps, sub-workflow runs): the one check a run and a save both get."""
+    issues = check_workflow_allowed(wf, policy)
+    if policy.share_mode:
+        issues += child_run_issues(wf, checked, policy)
+    for path, child in descendants(checked):
+        issues += prefixed(check_workflow_allowed(child.workflow, policy), path, child.label)
+    return issues
 
 
 SEARCH_CAPS = (("particles", "particles", SHARE_MAX_PARTICLES), ("mcts", "simulations", SHARE_MAX_SIMULATIONS))

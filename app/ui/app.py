@@ -34,6 +34,9 @@ APP_CSS = """
 footer { display: none !important; }
 .gradio-container { max-width: 100% !important; }
 #mg-banner { font-size: 13px; }
+/* table headers stay one line ("context", never "conte xt" in a 220 px tall header row) */
+#mg-models-table th, #mg-models-table th *, #mg-hub-table th, #mg-hub-table th *,
+#mg-hub-recommended-table th, #mg-hub-recommended-table th * { white-space: nowrap !important; word-break: keep-all; }
 """
 
 

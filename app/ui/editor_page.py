@@ -11,13 +11,13 @@ from typing import Any
 import gradio as gr
 
 from app.service.errors import UserError
-from app.service.studio import StudioService, issues_summary
+from app.service.model_pull import describe_needed_models, pull_needed_models
+from app.service.studio import StudioService
 from app.share.consent import UNTRUSTED_ORIGINS
 from app.share.deeplink import DeepLinkError, check_link_children
-from app.share.policy import check_workflow_allowed, python_code
+from app.share.policy import python_code
 from app.ui.endpoints import VISITOR_KEY, endpoint
 from app.workflow.child_files import ChildLoader
-from app.workflow.problems import errors
 from nodes.registry import graph_rules
 
 log = logging.getLogger(__name__)
@@ -147,30 +147,24 @@ def mg_example(service: StudioService, payload: dict[str, Any]) -> dict[str, Any
 
 
 def mg_save(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
-    """Save the editor's workflow. In share mode a visitor's save gets the share policy's checks a run gets
-    (an unfinished workflow still saves), and may
-    overwrite only the workflows that visitor saved in this session (the owner's files are read-only)."""
+    """Save the editor's workflow with the sub-workflows its link or traced run carried (`children`). The service
+    refuses, before anything is written, what its policy refuses (in share mode the checks a run gets, over every
+    workflow written); a visitor may overwrite only the workflows it saved in this session (the owner's files are
+    read-only)."""
     name = str(payload.get("name", ""))
-    children = service.linked_children_to_save(linked_children(payload))  # a link's sub-workflows go with it
+    overwrite = bool(payload.get("overwrite", True))
+    mine = _visitor_saves(service, _visitor(payload))
     if service.share_mode:
-        wf = service.workflow_from_json(payload.get("workflow"))
-        refused = errors(check_workflow_allowed(wf, service.policy))  # the policy's checks, as for a run
-        if refused:
-            raise UserError("not saved: this shared app does not allow it: " + issues_summary(refused))
-        stem = service.path_for(name).stem
-        mine = _visitor_saves(service, _visitor(payload))
-        if service.path_for(name).exists() and stem not in mine:
-            raise UserError(f"a workflow named {stem!r} already exists and is not yours to change; "
+        path = service.path_for(name)
+        if path.exists() and path.stem not in mine:
+            raise UserError(f"a workflow named {path.stem!r} already exists and is not yours to change; "
                             "use Save as… with another name")
-        saved = service.save_workflow(name, payload.get("workflow"), overwrite=bool(payload.get("overwrite", True)))
-        written = service.write_children(children)
+    saved = service.save_workflow(name, payload.get("workflow"), overwrite=overwrite,
+                                  linked=linked_children(payload))  # a link's sub-workflows go with it
+    if service.share_mode:
         with _saved_lock:
-            mine.update([saved["name"], *written])
-    else:
-        saved = service.save_workflow(name, payload.get("workflow"), overwrite=bool(payload.get("overwrite", True)))
-        written = service.write_children(children)
-    return {**saved, "children_saved": written, "workflows": service.list_workflows(),
-            "workflow_ports": service.workflow_ports()}
+            mine.update([saved["name"], *saved["children_saved"]])
+    return {**saved, "workflows": service.list_workflows(), "workflow_ports": service.workflow_ports()}
 
 
 def mg_delete_made(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
@@ -241,9 +235,21 @@ def mg_run(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
             return {"needs_confirmation": True, "code": code, **({"remote": remote} if remote else {})}
     if not service.share_mode:  # the one consent check (also the Evaluate tab's): remembers what was agreed
         service.consent.require(wf, _visitor(payload), origin=origin, confirmed=confirmed)
+        needs = describe_needed_models(wf.models or {}, service.models_dir)
+        if needs:  # a `source: hub` model not pulled yet: the page offers to pull it (share mode refuses such models)
+            return {"needs_pull": needs}
     return service.start_run(payload.get("workflow"), inputs, payload.get("seed", 0) or 0,
                              visitor=_visitor(payload), trusted=origin not in UNTRUSTED_ORIGINS,
                              linked=linked_children(payload))
+
+
+def mg_pull_needed(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
+    """Pull the open workflow's Hub models that are not here yet (the owner's studio only)."""
+    if service.share_mode:
+        raise UserError("a shared app never pulls models; use one of its models")
+    wf = service.workflow_from_json(payload.get("workflow"))
+    pulled = pull_needed_models(wf.models or {}, models_dir=service.models_dir)
+    return {"pulled": [{"repo": r.repo, "file": r.path.name, "how": r.how} for r in pulled]}
 
 
 def mg_status(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
@@ -260,7 +266,7 @@ def mg_node_outputs(service: StudioService, payload: dict[str, Any]) -> dict[str
 
 
 SERVER_FUNCTIONS = (mg_init, mg_list, mg_open, mg_example, mg_save, mg_from_editor, mg_parse_yaml, mg_run,
-                    mg_status, mg_cancel, mg_node_outputs, mg_delete_made)
+                    mg_pull_needed, mg_status, mg_cancel, mg_node_outputs, mg_delete_made)
 
 
 def editor_page(service: StudioService, head: str) -> gr.HTML:

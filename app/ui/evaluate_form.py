@@ -322,6 +322,9 @@ def progress_html(status: dict[str, Any]) -> str:
     graded = sum(int(p.get("total") or 0) for p in points)
     correct = sum(int(p.get("correct") or 0) for p in points)
     share = f"{100 * correct / graded:.0f}% correct" if graded else "nothing graded yet"
+    ungraded = sum(int(p.get("ungraded") or 0) for p in points)
+    if ungraded:
+        share += f" · {ungraded} ungraded (the grader could not run)"
     pct = f" ({100 * done / total:.0f}%)" if total else ""
     running = bool(status.get("running"))
     name = summary.get("name") or status.get("eval_id")
@@ -371,3 +374,20 @@ def task_metric(service: StudioService, dataset: str | None) -> str | None:
         return None
     name = str(dataset)[len("task:"):]
     return next((t["metric"] for t in service.evaluations.tasks() if t["name"] == name), None)
+
+
+def gold_check_html(result: dict[str, Any]) -> str:
+    """The gold check's verdict: how many of the dataset's own right answers the metric grades correct, and why
+    the others are not (the first ten)."""
+    total, correct = int(result.get("total") or 0), int(result.get("correct") or 0)
+    ok = total > 0 and correct == total
+    head = f"Check the grader · {result.get('task')}: {correct}/{total} gold answers graded correct"
+    if result.get("ungraded"):
+        head += f" ({result['ungraded']} ungraded: the grader could not run)"
+    lines = [f"item {f.get('item')}: {f.get('reason')}" for f in (result.get("failures") or [])[:10]]
+    more = len(result.get("failures") or []) - len(lines)
+    if more > 0:
+        lines.append(f"(and {more} more)")
+    body = "".join(f"<li>{html.escape(str(line))}</li>" for line in lines)
+    return (f'<div id="mg-eval-gold-check" data-ok="{str(ok).lower()}" data-correct="{correct}" data-total="{total}">'
+            + message_html(head, "ok" if ok else "error") + (f"<ul>{body}</ul>" if body else "") + "</div>")

@@ -34,6 +34,7 @@ from app.ui.evaluate_form import (
     dataset_choices,
     editor_workflow,
     estimate_html,
+    gold_check_html,
     message_html,
     past_rows,
     progress_html,
@@ -59,6 +60,7 @@ class EvaluateView:
     workflows: gr.Dropdown
     refresh: gr.Button
     dataset: gr.Dropdown
+    check_grader: gr.Button
     upload: gr.File
     dataset_info: gr.Markdown
     preview: gr.Dataframe
@@ -285,9 +287,12 @@ class EvaluateHandlers:
         return out
 
     def on_dataset(self, d: dict[Any, Any], request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
-        out = {**self._dataset_updates(d, d.get(self.v.dataset), self._visitor(request)), self.v.message: ""}
-        metric = task_metric(self.service, d.get(self.v.dataset))
-        if metric is not None and metric in {value for _, value in METRICS}:  # a preset brings its metric
+        """A dataset was picked: its preview and mapping, and its metric when a preset or its meta file names one."""
+        visitor = self._visitor(request)
+        name = d.get(self.v.dataset)
+        out = {**self._dataset_updates(d, name, visitor), self.v.message: ""}
+        metric = task_metric(self.service, name) or self.service.evaluations.dataset_metric(name, visitor=visitor)
+        if metric is not None and metric in {value for _, value in METRICS}:  # the preset's or the dataset's own
             out[self.v.metric] = gr.update(value=metric)
         return out
 
@@ -318,6 +323,22 @@ class EvaluateHandlers:
         return {v.sweeps: text, v.message: message_html(note, "error") if note else ""}
 
     # ---------------------------------------------------------------- estimate, start, cancel, progress
+
+    def on_check_grader(self, d: dict[Any, Any],
+                        request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
+        """Grade the picked task preset's own gold answers (its first `limit` rows) with its metric."""
+        v = self.v
+        picked = str(d.get(v.dataset) or "")
+        if not picked.startswith("task:"):
+            return {v.check: "", v.message: message_html(
+                "Pick a task preset (task:NAME) as the dataset: the grader is checked on its own gold answers.",
+                "error")}
+        try:
+            result = self.service.evaluations.check_gold(picked, limit=int(d.get(v.limit) or 0) or None,
+                                                         visitor=self._visitor(request))
+        except Exception as exc:
+            return {v.check: "", v.message: self._error(exc, "check the grader")}
+        return {v.check: gold_check_html(result), v.message: ""}
 
     def on_estimate(self, d: dict[Any, Any], request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
         v = self.v
@@ -354,6 +375,7 @@ class EvaluateHandlers:
         out = {**self._views(status), **self._past_updates(status["eval_id"], visitor)}
         out[v.timer] = gr.Timer(active=bool(status.get("running")))
         out[v.message] = message_html(f"Started evaluation {status['eval_id']}: {status.get('total', 0)} runs.", "ok")
+        out[v.estimate] = ""  # the summary shows the estimate beside the actual cost from now on
         return out
 
     def on_cancel(self, d: dict[Any, Any], request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
@@ -399,7 +421,8 @@ class EvaluateHandlers:
             status = self.service.evaluations.status(eval_id, visitor=self._visitor(request))
         except Exception as exc:
             return {v.message: self._error(exc, "open the evaluation"), v.timer: gr.Timer(active=False)}
-        return {**self._views(status), v.timer: gr.Timer(active=bool(status.get("running"))), v.message: ""}
+        return {**self._views(status), v.timer: gr.Timer(active=bool(status.get("running"))), v.message: "",
+                v.estimate: ""}  # the form's estimate is not this evaluation's: its summary has its own
 
     def on_refresh_past(self, d: dict[Any, Any],
                         request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
@@ -416,7 +439,22 @@ def evaluate_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> Evaluate
         gr.Markdown(f"The trace store cannot be opened: {service.trace_error or 'unknown error'}. Evaluations "
                     "are stored in it; fix the database path (--db) to run them.")
         return None
-    editor_yaml = gr.Textbox(visible="hidden", elem_id="mg-eval-editor-yaml")
+    parts: dict[str, Any] = {"editor_yaml": gr.Textbox(visible="hidden", elem_id="mg-eval-editor-yaml")}
+    parts.update(_dataset_section())
+    parts.update(_metric_section(service))
+    parts.update(_options_row())
+    parts.update(_sweep_row())
+    parts.update(_actions_row())
+    parts.update(_results_section())
+    view = EvaluateView(**parts)
+    h = EvaluateHandlers(service, view)
+    _wire_form(view, h, tab)
+    _wire_runs(view, h)
+    return EvaluateTab(view=view, handlers=h)
+
+
+def _dataset_section() -> dict[str, Any]:
+    """Section 1: the workflows, the dataset (picked, typed or uploaded), its preview and the column mapping."""
     gr.Markdown("### 1 · Workflows and dataset")
     with gr.Row():
         workflows = gr.Dropdown([("(current editor workflow)", EDITOR)], value=[EDITOR], multiselect=True,
@@ -425,8 +463,9 @@ def evaluate_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> Evaluate
     with gr.Row():
         dataset = gr.Dropdown([], label="Dataset (a file, a task preset, or type hf:OWNER/NAME[:CONFIG][@SPLIT])",
                               elem_id="mg-eval-dataset", scale=3, allow_custom_value=True)
+        check_grader = gr.Button("Check the grader", elem_id="mg-eval-check-grader", scale=0, min_width=120)
         upload = gr.File(label="…or upload one (.jsonl, .csv)", file_types=[".jsonl", ".csv"], type="filepath",
-                         elem_id="mg-eval-upload", height=90, scale=2)
+                         elem_id="mg-eval-upload", height=140, scale=2)
     dataset_info = gr.Markdown(elem_id="mg-eval-dataset-info")
     preview = gr.Dataframe(interactive=False, elem_id="mg-eval-preview", wrap=True, max_height=220)
     with gr.Row():
@@ -435,6 +474,13 @@ def evaluate_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> Evaluate
         reference = gr.Dropdown([("(none)", "")], value="", label="Reference column", elem_id="mg-eval-reference",
                                 min_width=160)
     check = gr.HTML(elem_id="mg-eval-check")
+    return {"workflows": workflows, "refresh": refresh, "dataset": dataset, "check_grader": check_grader,
+            "upload": upload, "dataset_info": dataset_info, "preview": preview, "columns": gr.State([]),
+            "map_names": gr.State([]), "map_slots": map_slots, "reference": reference, "check": check}
+
+
+def _metric_section(service: StudioService) -> dict[str, Any]:
+    """Section 2's first row: the metric (python only where the app allows it), graded output, limit, seed."""
     gr.Markdown("### 2 · Metric and sweep")
     with gr.Row():
         metrics = [m for m in METRICS if m[1] != "python" or service.policy.allow_python]
@@ -447,6 +493,12 @@ def evaluate_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> Evaluate
                           scale=1)
         shuffle = gr.Checkbox(value=False, label="Shuffle", elem_id="mg-eval-shuffle", scale=0, min_width=90)
         seed = gr.Number(value=0, precision=0, label="Seed", elem_id="mg-eval-seed", scale=1)
+    return {"metric": metric, "metric_arg": metric_arg, "output": output, "limit": limit, "shuffle": shuffle,
+            "seed": seed}
+
+
+def _options_row() -> dict[str, Any]:
+    """Repeats, shared samples, bootstrap resamples and the baseline of the comparisons."""
     with gr.Row():
         repeats = gr.Number(value=1, precision=0, minimum=1, label="Repeats per item", elem_id="mg-eval-repeats",
                             scale=1, info="runs with derived seeds; an item scores the mean")
@@ -455,19 +507,35 @@ def evaluate_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> Evaluate
         bootstrap = gr.Number(value=0, precision=0, minimum=0, label="Bootstrap resamples (maj@k, best-of-k)",
                               elem_id="mg-eval-bootstrap", scale=1, info="0: the first k samples")
         baseline = gr.Textbox(label="Baseline (compare every point with it)", elem_id="mg-eval-baseline", scale=2,
-                              placeholder="a workflow name or point label; empty: every pair")
+                              placeholder="a point label, or a workflow's name or file name; empty: every pair")
+    return {"repeats": repeats, "share_samples": share_samples, "bootstrap": bootstrap, "baseline": baseline}
+
+
+def _sweep_row() -> dict[str, Any]:
+    """The sweep: a param picker that adds an axis, and the axes as text."""
     with gr.Row():
         sweep_param = gr.Dropdown([], label="Numeric param to sweep", elem_id="mg-eval-sweep-param", scale=2)
         sweep_add = gr.Button("Add sweep axis", elem_id="mg-eval-sweep-add", scale=0)
         sweeps = gr.Textbox(label=f"Sweep (one NODE.PARAM=v1,v2,... a line, up to {MAX_AXES}; empty: no sweep)",
                             lines=3, max_lines=MAX_AXES, placeholder="think.n=1,2,4,8", elem_id="mg-eval-sweeps",
                             scale=4)
+    return {"sweep_param": sweep_param, "sweep_add": sweep_add, "sweeps": sweeps, "sweep_suggested": gr.State("")}
+
+
+def _actions_row() -> dict[str, Any]:
+    """Estimate, Start and Cancel, the message line and the estimate's view."""
     with gr.Row():
         estimate_btn = gr.Button("Estimate", elem_id="mg-eval-estimate", scale=0)
         start_btn = gr.Button("Start", variant="primary", elem_id="mg-eval-start", scale=0)
         cancel_btn = gr.Button("Cancel", variant="stop", elem_id="mg-eval-cancel", scale=0)
     message = gr.HTML(elem_id="mg-eval-message")
     estimate = gr.HTML(elem_id="mg-eval-estimate-view")
+    return {"estimate_btn": estimate_btn, "start_btn": start_btn, "cancel_btn": cancel_btn, "message": message,
+            "estimate": estimate}
+
+
+def _results_section() -> dict[str, Any]:
+    """Section 3: the evaluation shown (running or past), past ones, progress, plots, summary, items, the timer."""
     gr.Markdown("### 3 · Results")
     with gr.Row():
         past = gr.Dropdown([], label="Evaluation (the running one, or a past one)", elem_id="mg-eval-past", scale=4)
@@ -482,43 +550,38 @@ def evaluate_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> Evaluate
     pass_at_k = gr.Plot(label="pass@k", elem_id="mg-eval-plot-pass-at-k", visible=False)
     summary = gr.HTML(elem_id="mg-eval-summary-view")
     items = gr.HTML(elem_id="mg-eval-items-view")
-    timer = gr.Timer(POLL_S, active=False)
-
-    view = EvaluateView(
-        editor_yaml=editor_yaml, workflows=workflows, refresh=refresh, dataset=dataset, upload=upload,
-        dataset_info=dataset_info, preview=preview, columns=gr.State([]), map_names=gr.State([]), map_slots=map_slots,
-        reference=reference, check=check, metric=metric, metric_arg=metric_arg, output=output, limit=limit,
-        shuffle=shuffle, seed=seed, share_samples=share_samples, bootstrap=bootstrap, repeats=repeats,
-        baseline=baseline, sweep_param=sweep_param, sweep_add=sweep_add, sweeps=sweeps,
-        sweep_suggested=gr.State(""), estimate_btn=estimate_btn, start_btn=start_btn, cancel_btn=cancel_btn,
-        estimate=estimate, message=message, past=past, past_refresh=past_refresh, past_table=past_table,
-        progress=progress, curve=curve, tokens=tokens, pass_at_k=pass_at_k, summary=summary, items=items, timer=timer)
-    h = EvaluateHandlers(service, view)
-    _wire(view, h, tab)
-    return EvaluateTab(view=view, handlers=h)
+    return {"past": past, "past_refresh": past_refresh, "past_table": past_table, "progress": progress,
+            "curve": curve, "tokens": tokens, "pass_at_k": pass_at_k, "summary": summary, "items": items,
+            "timer": gr.Timer(POLL_S, active=False)}
 
 
-def _wire(v: EvaluateView, h: EvaluateHandlers, tab: gr.Tab) -> None:
+def _wire_form(v: EvaluateView, h: EvaluateHandlers, tab: gr.Tab) -> None:
+    """Opening the tab, the lists, workflows, dataset, upload, mapping, the grader check and the sweep."""
     form = v.form
     workflow_outputs = [*v.mapping_outputs, v.sweep_param, v.sweeps, v.sweep_suggested, v.message]
     select_outputs = [v.workflows, v.dataset, v.past, v.past_table, *workflow_outputs]
     dataset_outputs = [v.preview, v.dataset_info, v.columns, *v.mapping_outputs, v.message, v.metric]
-    results = v.results
-    past_outputs = [v.past, v.past_table]
     # the editor's YAML is read in the browser when the tab opens, then the lists are refreshed
     tab.select(None, None, [v.editor_yaml], js=READ_EDITOR_JS).then(h.on_select, form, select_outputs)
     v.refresh.click(None, None, [v.editor_yaml], js=READ_EDITOR_JS).then(h.on_select, form, select_outputs)
     v.workflows.input(h.on_workflows, form, workflow_outputs)
     v.dataset.input(h.on_dataset, form, dataset_outputs)
+    v.check_grader.click(h.on_check_grader, form, [v.check, v.message])
     v.upload.upload(h.on_upload, form, [v.dataset, *dataset_outputs])
     for slot in (*v.map_slots, v.reference):
         slot.input(h.on_mapping, form, [v.check])
     v.sweep_add.click(h.on_add_axis, form, [v.sweeps, v.message])
+
+
+def _wire_runs(v: EvaluateView, h: EvaluateHandlers) -> None:
+    """Estimate, start, cancel, the progress timer and the evaluation picked (each result hides the estimate)."""
+    form, results = v.form, v.results
+    past_outputs = [v.past, v.past_table]
     v.estimate_btn.click(h.on_estimate, form, [v.estimate, v.message])
-    v.start_btn.click(h.on_start, form, [*results, *past_outputs, v.timer, v.message])
+    v.start_btn.click(h.on_start, form, [*results, *past_outputs, v.timer, v.message, v.estimate])
     v.cancel_btn.click(h.on_cancel, form, [*results, v.timer, v.message])
     v.timer.tick(h.on_poll, form, [*results, *past_outputs, v.timer, v.message], show_progress="hidden")
-    v.past.input(h.on_past, form, [*results, v.timer, v.message])
+    v.past.input(h.on_past, form, [*results, v.timer, v.message, v.estimate])
     v.past_refresh.click(h.on_refresh_past, form, [*past_outputs, v.message])
 
 

@@ -60,7 +60,7 @@ def models_tab(service: StudioService, tab: gr.Tab) -> None:
     views = _model_list_views(service)
     refresh_list = _wire_model_list(service, views, tab)
     _device_section(service, views["outputs"], refresh_list)
-    get_model_section(service)
+    get_model_section(service, refresh_list, views["outputs"])
     remote_check_section(service)
     remote_servers_section(service)
     install_check_section(service)

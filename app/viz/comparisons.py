@@ -29,7 +29,7 @@ def comparisons_body(summary: dict[str, Any]) -> str:
     against = f" against the baseline {esc(summary['baseline'])}" if summary.get("baseline") else ""
     return ("<table id=mg-eval-comparisons><thead><tr><th>A</th><th>B</th><th class=num>items</th>"
             "<th class=num>A − B (points)</th><th class=num>95% CI (paired)</th><th class=num>p</th><th>test</th>"
-            "<th>p &lt; 0.05</th><th></th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+            "<th>p &lt; 0.05</th><th>in words</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
             f'<p class="mg-muted">Paired comparisons{against} on the items both points ran, largest difference '
             "first: exact McNemar for one 0/1 run per item, a sign-flip permutation test otherwise (items with "
             "repeats scored by the mean of their runs).</p>")

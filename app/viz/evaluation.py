@@ -146,6 +146,9 @@ def accuracy_curve_figure(summary: dict[str, Any]) -> go.Figure | None:
                 fig.add_hline(y=100 * p["accuracy"], line={"color": color, "dash": "dot", "width": 1}, opacity=0.6)
     x_title = ", ".join(axes) if axes else "workflow"
     fig.update_layout(title={"text": "Accuracy by " + x_title, "font": {"size": 14}}, **LAYOUT)
+    labelled = max((len(shorten(str(p.get("label")), 40)) for p in points if not _axis_of(p, keys)), default=0)
+    if labelled:  # a marker's label is written to its right: room for the last one, which was cut off
+        fig.update_layout(margin={**LAYOUT["margin"], "r": min(320, 20 + 7 * labelled)})
     if numeric and _powers_of_two(plotted):
         fig.update_xaxes(title={"text": x_title + " (log₂ scale)"}, **_log2_axis(plotted))
     else:
@@ -300,11 +303,11 @@ def _cost_table(summary: dict[str, Any]) -> str:
     # the evaluation's own elapsed time (items run concurrently, so their run times add up to more)
     elapsed = summary.get("elapsed_s")
     actual = {"tokens": sum(p.get("completion_tokens") or 0 for p in points),
-              "seconds": elapsed if elapsed is not None else sum(p.get("wall_s") or 0.0 for p in points)}
+              "seconds": elapsed if elapsed is not None else max([p.get("wall_s") or 0.0 for p in points] or [0.0])}
     partial = 0 < done < total
     rows = []
     for key, label, expected, most in (("tokens", "completion tokens", "expected_completion_tokens",
-                                        "max_completion_tokens"), ("seconds", "seconds", "expected_s", "max_s")):
+                                        "max_completion_tokens"), ("seconds", "seconds (wall)", "expected_s", "max_s")):
         projected = f"<td class=num>{fmt_num(actual[key] * total / done, 0)}</td>" if partial else ""
         rows.append(f"<tr><th>{label}</th><td class=num>{fmt_num(est.get(expected))}</td>"
                     f"<td class=num>{fmt_num(est.get(most))}</td><td class=num>{fmt_num(actual[key])}</td>"
@@ -316,6 +319,11 @@ def _cost_table(summary: dict[str, Any]) -> str:
     return ("<table id=mg-eval-cost><thead><tr><th></th><th class=num>estimate (expected)</th>"
             f"<th class=num>estimate (max)</th><th class=num>actual</th>{extra}</tr></thead><tbody>"
             + "".join(rows) + "</tbody></table>" + note)
+
+
+WALL_TITLE = "seconds while the point had an item running (at most the evaluation's own time)"
+BUSY_HEADER = "busy s (summed over concurrent items)"
+BUSY_TITLE = "its items' run seconds added up: more than the wall time when items run concurrently"
 
 
 def _points_table(summary: dict[str, Any]) -> str:
@@ -330,6 +338,9 @@ def _points_table(summary: dict[str, Any]) -> str:
                if p.get("accuracy") is not None else "-")
         planned = f" of {fmt_num(p['planned'])}" if p.get("planned") and p.get("planned") != p.get("total") else ""
         failed = f' <span class=mg-muted>({fmt_num(p["failed"])} failed)</span>' if p.get("failed") else ""
+        if p.get("ungraded"):  # the grader could not run on these: no verdict, not in the accuracy
+            failed += (f' <span class="mg-ungraded" title="{esc(p.get("ungraded_reason") or "")}">'
+                       f'({fmt_num(p["ungraded"])} ungraded)</span>')
         star = "★" if p.get("pareto") else ""
         rows.append(f"<tr{' class=mg-winner' if star else ''}><td>{esc(p.get('label'))}</td>"
                     f"<td class=num>{acc}</td>"
@@ -339,14 +350,17 @@ def _points_table(summary: dict[str, Any]) -> str:
                     f"<td class=num>{fmt_num(_tokens_per_item(p), 1)}</td>"
                     f"<td class=num>{fmt_num(p.get('prompt_tokens_evaluated'))} / "
                     f"{fmt_num(p.get('prompt_tokens_cached'))}</td>"
-                    f"<td class=num>{fmt_num(p.get('wall_s'), 1)}</td><td title=\"Pareto frontier\">{star}</td></tr>")
+                    f"<td class=num>{fmt_num(p.get('wall_s'), 1)}</td><td class=num>{fmt_num(p.get('busy_s'), 1)}</td>"
+                    f"<td title=\"Pareto frontier\">{star}</td></tr>")
     return ("<table id=mg-eval-points><thead><tr><th>point</th><th class=num>accuracy (95% CI)</th>"
             "<th class=num>correct/total</th><th class=num>completion tok.</th>"
             "<th class=num>of them thinking / answer</th><th class=num>completion tok./item</th>"
-            "<th class=num>prompt tok. evaluated / cached</th><th class=num>seconds</th><th>Pareto</th></tr>"
+            "<th class=num>prompt tok. evaluated / cached</th>"
+            f"<th class=num title=\"{esc(WALL_TITLE)}\">wall s</th>"
+            f"<th class=num title=\"{esc(BUSY_TITLE)}\">{esc(BUSY_HEADER)}</th><th>Pareto</th></tr>"
             "</thead><tbody>" + "".join(rows) + "</tbody></table>"
             '<p class="mg-muted">★ on the Pareto frontier: no other point is as accurate for fewer completion '
-            "tokens.</p>")
+            f"tokens. wall s: {esc(WALL_TITLE)}; busy s: {esc(BUSY_TITLE)}.</p>")
 
 
 def evaluation_summary_body(summary: dict[str, Any]) -> str:
@@ -355,6 +369,8 @@ def evaluation_summary_body(summary: dict[str, Any]) -> str:
     parts = [f"<h3>Evaluation {esc(title)} · {esc(summary.get('eval_id'))} {badge(summary.get('status'))}</h3>"]
     if summary.get("error"):
         parts.append(f'<div class="mg-box"><b>error</b><pre>{esc(summary["error"])}</pre></div>')
+    parts.extend(f'<div class="mg-box mg-eval-warning"><b>warning</b> {esc(w)}</div>'
+                 for w in summary.get("warnings") or [])
     parts.append("<table id=mg-eval-facts>" + "".join(
         f"<tr><th>{esc(k)}</th><td><span class=mg-text>{esc(v)}</span></td></tr>" for k, v in _facts(summary))
         + "</table>")

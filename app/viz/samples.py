@@ -8,6 +8,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.viz.code_runs import behaviour_note_body, has_test_runs, tests_cell, tests_summary
 from app.viz.common import MUTED, WINNER_COLOR, esc, events_of, fmt_num, node_by_id, shorten, wrap_section
 from app.viz.deepconf import stopped_samples_body
 
@@ -94,18 +95,19 @@ def vote_histogram(record: dict[str, Any], node_id: str | None = None) -> go.Fig
     fig.update_layout(title={"text": "Votes per answer", "font": {"size": 14}}, height=320,
                       template="plotly_white", margin={"l": 10, "r": 10, "t": 40, "b": 10})
     fig.update_xaxes(type="category")  # answers like "42" are labels, not positions on a number line
+    fig.update_yaxes(title={"text": VOTES_AXIS}, rangemode="tozero")
     return fig
 
 
 def _add_histogram(fig: go.Figure, counts: list[tuple[str, int, float | None]], winner: str | None,
-                   row: int | None) -> None:
+                   row: int | None, label_chars: int = 40) -> None:
     shown = counts[:MAX_BARS]
     rest = counts[MAX_BARS:]
     won = next((c for c in rest if c[0] == winner), None)
     if won is not None:  # the winner always gets its own bar (e.g. best-of-N picks a rare answer)
         rest = [c for c in rest if c is not won] + shown[-1:]
         shown = [*shown[:-1], won]
-    labels = [shorten(a, 40) for a, _, _ in shown]
+    labels = _distinct_labels([a for a, _, _ in shown], label_chars)
     values = [n for _, n, _ in shown]
     colors = [WINNER_COLOR if a == winner else (MUTED if a == NO_ANSWER else "#2f7ed8") for a, _, _ in shown]
     hover = [f"<b>{esc(shorten(a, 200))}</b><br>{n} vote(s)" + (f" · weight {w:.3g}" if w is not None else "")
@@ -122,6 +124,15 @@ def _add_histogram(fig: go.Figure, counts: list[tuple[str, int, float | None]], 
                  f"(at most {max(n for _, n, _ in rest)} each)",
             xref="x domain", yref="y domain", x=1, y=1.08, xanchor="right",
             showarrow=False, font={"size": 12, "color": "#666"})
+
+
+def _distinct_labels(answers: list[str], chars: int) -> list[str]:
+    """Answers shortened to `chars` for the axis; two that shorten alike get their rank, so bars never merge."""
+    labels: list[str] = []
+    for i, answer in enumerate(answers):
+        label = shorten(answer, chars)
+        labels.append(label if label not in labels else f"{label} #{i + 1}")
+    return labels
 
 
 def sample_view(record: dict[str, Any], node_id: str | None = None, page: int = 0,
@@ -145,20 +156,27 @@ def sample_view(record: dict[str, Any], node_id: str | None = None, page: int = 
     table_px = min(40 + 30 * max(len(shown), 1), 900)  # longer pages scroll inside the table
     height = chart_px + table_px + 90
     if has_votes:
-        fig = make_subplots(rows=2, cols=1, vertical_spacing=0.06, specs=[[{"type": "xy"}], [{"type": "table"}]],
+        # answers as short, level tick labels with room below them: rotated long labels ran into the table
+        fig = make_subplots(rows=2, cols=1, vertical_spacing=0.16 * 370 / (chart_px + table_px + 90),
+                            specs=[[{"type": "xy"}], [{"type": "table"}]],
                             row_heights=[chart_px / (chart_px + table_px), table_px / (chart_px + table_px)])
-        _add_histogram(fig, counts, winner, row=1)
+        _add_histogram(fig, counts, winner, row=1, label_chars=14)
     else:
         fig = make_subplots(rows=1, cols=1, specs=[[{"type": "table"}]])
     fill = ["rgba(230,167,0,.25)" if r["winner"] else "rgba(0,0,0,0)" for r in shown]
+    cands = [c for c in picked[1].get("candidates") or [] if isinstance(c, dict)]
+    tests = ([tests_summary(cands[r["index"]], node) for r in shown]
+             if has_test_runs(cands, node) else None)  # each test's detail is in the HTML table below
     fig.add_trace(go.Table(
-        columnwidth=[30, 360, 70, 50, 45, 60, 60],
-        header={"values": ["#", "text", "answer", "score", "cluster", "winner", "tokens"], "align": "left"},
+        columnwidth=[30, 360, 70, 50, 45, 60, 60] + ([70] if tests else []),
+        header={"values": ["#", "text", "answer", "score", "cluster", "winner", "tokens"]
+                + (["tests"] if tests else []), "align": "left"},
         cells={"values": [
             [r["index"] for r in shown], [shorten(r["text"], 240) for r in shown],
             [("—" if r["answer"] is None else shorten(str(r["answer"]), 40)) for r in shown],
             [fmt_num(r["score"], 3) for r in shown], [fmt_num(r["cluster"]) for r in shown],
-            ["★ winner" if r["winner"] else "" for r in shown], [r["completion_tokens"] for r in shown]],
+            ["★ winner" if r["winner"] else "" for r in shown], [r["completion_tokens"] for r in shown]]
+            + ([tests] if tests else []),
             "align": "left", "fill": {"color": [fill]}, "height": 24},
     ), row=2 if has_votes else 1, col=1)
     paging = f" · rows {first + 1}–{first + len(shown)} of {len(rows)}" if len(rows) > len(shown) else ""
@@ -169,8 +187,13 @@ def sample_view(record: dict[str, Any], node_id: str | None = None, page: int = 
                        + paging, "font": {"size": 14}},
         height=height, template="plotly_white", margin={"l": 10, "r": 10, "t": 40, "b": 10}, showlegend=False)
     if has_votes:
-        fig.update_xaxes(type="category", row=1, col=1)
+        fig.update_xaxes(type="category", tickangle=0, automargin=True, row=1, col=1)
+        fig.update_yaxes(title={"text": VOTES_AXIS}, rangemode="tozero", row=1, col=1)
     return fig
+
+
+VOTES_AXIS = "votes (candidates per answer)"
+"""The histogram's y axis: bars count the candidates that gave each answer, not their scores (the table's)."""
 
 
 def samples_html(record: dict[str, Any], node_id: str | None = None, limit: int = 300) -> str:
@@ -180,12 +203,15 @@ def samples_html(record: dict[str, Any], node_id: str | None = None, limit: int 
 
 
 def samples_table_body(record: dict[str, Any], node_id: str | None = None, limit: int = 300) -> str:
-    """The candidate table: full texts behind <details>, the winner highlighted."""
+    """The candidate table: full texts behind <details>, the winner highlighted; where candidates' code ran
+    against tests, each candidate's tests (app.viz.code_runs) and a behaviour vote's note above the table."""
     picked = pick_set(record, node_id)
     if picked is None:
         return ""
-    node = picked[0]
+    node, cset = picked
     rows = sample_rows(record, node)
+    cands = [c for c in cset.get("candidates") or [] if isinstance(c, dict)]
+    with_tests = has_test_runs(cands, node)
     body = []
     for r in rows[:limit]:
         text = r["text"]
@@ -194,11 +220,13 @@ def samples_table_body(record: dict[str, Any], node_id: str | None = None, limit
         body.append(f"<tr class=\"{'mg-winner' if r['winner'] else ''}\"><td class=num>{r['index']}</td><td>{cell}</td>"
                     f"<td>{esc('—' if r['answer'] is None else r['answer'])}</td>"
                     f"<td class=num>{fmt_num(r['score'], 3)}</td><td class=num>{fmt_num(r['cluster'])}</td>"
-                    f"<td>{'★' if r['winner'] else ''}</td><td class=num>{r['completion_tokens']}</td></tr>")
+                    f"<td>{'★' if r['winner'] else ''}</td><td class=num>{r['completion_tokens']}</td>"
+                    + (f"<td>{tests_cell(cands[r['index']], node)}</td>" if with_tests else "") + "</tr>")
     more = (f'<p class="mg-muted">{len(rows) - limit} more candidates not shown; export the run as JSON for all '
             "of them.</p>" if len(rows) > limit else "")
     node_kind = (node_by_id(record, node) or {}).get("kind", "")
-    return (f"<h3>Candidates of {esc(node)} ({esc(node_kind)}) · {len(rows)}</h3><table class=mg-samples>"
-            "<thead><tr><th class=num>#</th><th>text</th><th>answer</th><th class=num>score</th>"
-            "<th class=num>cluster</th><th>winner</th><th class=num>tokens</th></tr></thead><tbody>"
+    return (f"<h3>Candidates of {esc(node)} ({esc(node_kind)}) · {len(rows)}</h3>" + behaviour_note_body(record, node)
+            + "<table class=mg-samples><thead><tr><th class=num>#</th><th>text</th><th>answer</th><th class=num>score"
+            "</th><th class=num>cluster</th><th>winner</th><th class=num>tokens</th>"
+            + ("<th>tests</th>" if with_tests else "") + "</tr></thead><tbody>"
             + "".join(body) + "</tbody></table>" + more + stopped_samples_body(record, node))

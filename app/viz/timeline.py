@@ -149,13 +149,39 @@ def timeline_figure(record: dict[str, Any], collapsed: Collection[str] = ()) -> 
              and not _hidden(c.get("node_id") or "?", collapsed)]
     ends = [c["end"] for c in calls] + [n.get("ended_at") or 0 for n in nodes]
     span = max([e - t0 for e in ends if e] + [record["run"].get("wall_s") or 0, 1e-3])
-    n_requests = len({request_key(c) for c in calls})
+    mode, bars = _call_bars_for(calls, t0, span)
+    per_node = _bars_in_lanes(bars)
+    rows, row_of_lane, child_runs = _timeline_rows(nodes, per_node)
+    fig = go.Figure()
+    _add_node_bars(fig, nodes, calls, t0, span)
+    _add_child_runs(fig, child_runs, t0, span)
+    _add_cache_hits(fig, nodes, t0)
+    _add_call_bars(fig, bars, row_of_lane, span)
+    fig.update_layout(
+        title={"text": f"Timeline · {len(nodes)} nodes · {len(calls)} LM calls · {mode}", "font": {"size": 14}},
+        barmode="overlay", bargap=0.25, height=min(140 + 26 * max(len(rows), 1), 1600),
+        xaxis={"title": {"text": "seconds since run start"}, "rangemode": "tozero"},
+        yaxis={"categoryorder": "array", "categoryarray": rows, "autorange": "reversed", "automargin": True},
+        legend={"orientation": "h", "y": -0.12 if len(rows) > 6 else -0.3},
+        margin={"l": 10, "r": 10, "t": 40, "b": 40},
+        template="plotly_white",
+    )
+    if not rows:
+        fig.add_annotation(text="nothing ran", showarrow=False)
+    return fig
+
+
+def _call_bars_for(calls: list[dict[str, Any]], t0: float, span: float) -> tuple[str, list[dict[str, Any]]]:
+    """(how the calls are drawn, their bars): one bar per call, per request, or counts in time bins."""
     if len(calls) <= MAX_CALL_BARS:
-        mode, bars = "one bar per LM call", _call_bars(calls, t0, by_request=False)
-    elif n_requests <= MAX_REQUEST_BARS:
-        mode, bars = "one bar per request (its samples together)", _call_bars(calls, t0, by_request=True)
-    else:
-        mode, bars = f"LM calls counted in {TIME_BINS} time bins", _binned_bars(calls, t0, span)
+        return "one bar per LM call", _call_bars(calls, t0, by_request=False)
+    if len({request_key(c) for c in calls}) <= MAX_REQUEST_BARS:
+        return "one bar per request (its samples together)", _call_bars(calls, t0, by_request=True)
+    return f"LM calls counted in {TIME_BINS} time bins", _binned_bars(calls, t0, span)
+
+
+def _bars_in_lanes(bars: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Each node's call bars, overlapping ones given separate lanes."""
     per_node: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for bar in bars:
         per_node[bar["node"]].append(bar)
@@ -163,7 +189,12 @@ def timeline_figure(record: dict[str, Any], collapsed: Collection[str] = ()) -> 
         if "lane" not in node_bars[0]:
             for bar, lane in zip(node_bars, _lanes([(b["start"], b["end"]) for b in node_bars]), strict=True):
                 bar["lane"] = lane
+    return per_node
 
+
+def _timeline_rows(nodes: list[dict[str, Any]], per_node: dict[str, list[dict[str, Any]]]
+                   ) -> tuple[list[str], dict[tuple[str, int], str], list[dict[str, Any]]]:
+    """The y rows top to bottom (a node, then its call lanes), the row of each (node, lane), and child runs."""
     rows: list[str] = []
     row_of_lane: dict[tuple[str, int], str] = {}
     known = [n["node_id"] for n in nodes] + [k for k in per_node if k not in {n["node_id"] for n in nodes}]
@@ -178,12 +209,16 @@ def timeline_figure(record: dict[str, Any], collapsed: Collection[str] = ()) -> 
             label = f"{node_id} · calls" + (f" {lane + 1}" if len(lanes) > 1 else "")
             row_of_lane[(node_id, lane)] = label
             rows.append(label)
+    return rows, row_of_lane, child_runs
 
-    last_seen: dict[str, float] = {}  # nodes still running (or cut off): up to their last call
+
+def _add_node_bars(fig: go.Figure, nodes: list[dict[str, Any]], calls: list[dict[str, Any]], t0: float,
+                   span: float) -> None:
+    """A bar per node that ran, one trace per status; a node still running (or cut off) ends at its last call."""
+    last_seen: dict[str, float] = {}
     for c in calls:
         node_id = c.get("node_id") or "?"
         last_seen[node_id] = max(last_seen.get(node_id, 0.0), c["end"])
-    fig = go.Figure()
     for status in sorted({n.get("status") or "?" for n in nodes}):
         group = [n for n in nodes if (n.get("status") or "?") == status and n.get("status") != NODE_CACHED]
         if not group:
@@ -199,41 +234,42 @@ def timeline_figure(record: dict[str, Any], collapsed: Collection[str] = ()) -> 
             hovertemplate="<b>%{y}</b> (%{customdata[0]})<br>" + status
             + "<br>start %{base:.3f}s · %{customdata[1]:.3f}s<br>%{customdata[2]}<extra></extra>",
         ))
-    if child_runs:
-        starts = [((r.get("started_at") or t0) - t0) for r in child_runs]
-        fig.add_trace(go.Bar(
-            orientation="h", y=[r["node_id"] for r in child_runs], base=starts,
-            x=[max(((r.get("ended_at") or t0) - t0) - s, span / 500) for r, s in zip(child_runs, starts, strict=True)],
-            marker={"color": [STATUS_COLORS.get(r["status"], MUTED) for r in child_runs], "opacity": 0.55},
-            name="child run", hovertemplate="<b>%{y}</b><br>child run of a mapped workflow node<br>start "
-            "%{base:.3f}s<extra></extra>"))
+
+
+def _add_child_runs(fig: go.Figure, child_runs: list[dict[str, Any]], t0: float, span: float) -> None:
+    if not child_runs:
+        return
+    starts = [((r.get("started_at") or t0) - t0) for r in child_runs]
+    fig.add_trace(go.Bar(
+        orientation="h", y=[r["node_id"] for r in child_runs], base=starts,
+        x=[max(((r.get("ended_at") or t0) - t0) - s, span / 500) for r, s in zip(child_runs, starts, strict=True)],
+        marker={"color": [STATUS_COLORS.get(r["status"], MUTED) for r in child_runs], "opacity": 0.55},
+        name="child run", hovertemplate="<b>%{y}</b><br>child run of a mapped workflow node<br>start "
+        "%{base:.3f}s<extra></extra>"))
+
+
+def _add_cache_hits(fig: go.Figure, nodes: list[dict[str, Any]], t0: float) -> None:
     cached = [n for n in nodes if n.get("status") == NODE_CACHED]
-    if cached:
-        fig.add_trace(go.Scatter(
-            x=[(n.get("started_at") or t0) - t0 for n in cached], y=[n["node_id"] for n in cached],
-            mode="markers+text", text=["cache hit"] * len(cached), textposition="middle right",
-            marker={"symbol": "diamond", "size": 12, "color": STATUS_COLORS[NODE_CACHED]}, name="node from cache",
-            hovertemplate="<b>%{y}</b><br>cache hit: outputs reused, no LM calls<extra></extra>"))
-    if bars:
-        tokens = [b["tokens"] for b in bars]
-        fig.add_trace(go.Bar(
-            orientation="h", y=[row_of_lane[(b["node"], b["lane"])] for b in bars],
-            base=[b["start"] for b in bars], x=[max(b["end"] - b["start"], span / 1000) for b in bars],
-            marker={"color": tokens, "colorscale": "Viridis", "cmin": 0, "cmax": max(max(tokens), 1),
-                    "colorbar": {"title": {"text": "completion<br>tokens"}, "thickness": 12},
-                    "line": {"width": 0}},
-            # no legend entry: its one swatch contradicted the per-bar colours; the colour bar explains them
-            name="LM calls", hovertext=[b["hover"] for b in bars], hoverinfo="text", showlegend=False,
-        ))
-    fig.update_layout(
-        title={"text": f"Timeline · {len(nodes)} nodes · {len(calls)} LM calls · {mode}", "font": {"size": 14}},
-        barmode="overlay", bargap=0.25, height=min(140 + 26 * max(len(rows), 1), 1600),
-        xaxis={"title": {"text": "seconds since run start"}, "rangemode": "tozero"},
-        yaxis={"categoryorder": "array", "categoryarray": rows, "autorange": "reversed", "automargin": True},
-        legend={"orientation": "h", "y": -0.12 if len(rows) > 6 else -0.3},
-        margin={"l": 10, "r": 10, "t": 40, "b": 40},
-        template="plotly_white",
-    )
-    if not rows:
-        fig.add_annotation(text="nothing ran", showarrow=False)
-    return fig
+    if not cached:
+        return
+    fig.add_trace(go.Scatter(
+        x=[(n.get("started_at") or t0) - t0 for n in cached], y=[n["node_id"] for n in cached],
+        mode="markers+text", text=["cache hit"] * len(cached), textposition="middle right",
+        marker={"symbol": "diamond", "size": 12, "color": STATUS_COLORS[NODE_CACHED]}, name="node from cache",
+        hovertemplate="<b>%{y}</b><br>cache hit: outputs reused, no LM calls<extra></extra>"))
+
+
+def _add_call_bars(fig: go.Figure, bars: list[dict[str, Any]], row_of_lane: dict[tuple[str, int], str],
+                   span: float) -> None:
+    """The LM calls' bars, coloured by completion tokens (a colour bar explains them, no legend swatch)."""
+    if not bars:
+        return
+    tokens = [b["tokens"] for b in bars]
+    fig.add_trace(go.Bar(
+        orientation="h", y=[row_of_lane[(b["node"], b["lane"])] for b in bars],
+        base=[b["start"] for b in bars], x=[max(b["end"] - b["start"], span / 1000) for b in bars],
+        marker={"color": tokens, "colorscale": "Viridis", "cmin": 0, "cmax": max(max(tokens), 1),
+                "colorbar": {"title": {"text": "completion<br>tokens"}, "thickness": 12},
+                "line": {"width": 0}},
+        name="LM calls", hovertext=[b["hover"] for b in bars], hoverinfo="text", showlegend=False,
+    ))

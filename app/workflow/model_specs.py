@@ -8,7 +8,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.workflow.problems import Issue
+from app.workflow.model_refs import (
+    HUB_FIELDS,
+    ModelNotPulledError,
+    hub_entry_problems,
+    resolve_hub_entry,
+    resolve_model_path,
+)
+from app.workflow.problems import Issue, WorkflowError
 from app.workflow.spec import Workflow
 from app.workflow.speculative_spec import EXAMPLE as SPECULATIVE_EXAMPLE
 from app.workflow.speculative_spec import check_speculative, speculative_from_dict
@@ -16,7 +23,7 @@ from backends.base import ModelSpec
 from backends.llama.cpu_weights import CPU_WEIGHTS
 
 DEFAULT_MODEL_ALIAS = "main"
-MODEL_SOURCES = ("bundled", "path", "openai", "fake")
+MODEL_SOURCES = ("bundled", "path", "openai", "hub", "fake")
 DEVICES = ("auto", "cpu", "gpu", "metal")
 
 
@@ -52,6 +59,9 @@ MODEL_FIELDS: dict[str, ModelField] = {
     "api": ModelField(str, choices=("chat", "rerank", "pooling"), example="api: rerank", nullable=True),
     "pooling": ModelField(str, choices=("none", "rank"), example="pooling: rank", nullable=True),
     "speculative": ModelField(dict, example=SPECULATIVE_EXAMPLE, nullable=True),
+    "repo": ModelField(str, example="repo: unsloth/Qwen3-0.6B-GGUF"),
+    "quant": ModelField(str, example="quant: Q4_K_M", nullable=True),
+    "file": ModelField(str, example="file: Qwen3-0.6B-Q4_K_M.gguf", nullable=True),
 }
 """The schema of a `models:` entry; validation, the share caps and `model_spec_from_dict` all read it."""
 
@@ -106,7 +116,22 @@ def check_model_entry(alias: str, spec: dict[str, Any],
         issues.append(Issue("bad_model", f"model {alias!r} has source 'path' but no path",
                             "add `path: /path/to/model.gguf`", line=line_of("models", alias)))
     issues += _remote_issues(alias, spec, source, line_of)
+    issues += _hub_issues(alias, spec, source, line_of)
     return issues
+
+
+def _hub_issues(alias: str, spec: dict[str, Any], source: Any, line_of: Callable[..., int | None]) -> list[Issue]:
+    """A `source: hub` entry names a repo (and a quant or file); its keys on any other source are a mistake."""
+    if source != "hub":
+        misplaced = [k for k in HUB_FIELDS if k in spec]
+        if not misplaced:
+            return []
+        return [Issue("bad_model", f"model {alias!r} sets {', '.join(misplaced)}, which only a Hub model takes",
+                      "add `source: hub` (pulled on first use), or remove those keys",
+                      line=line_of("models", alias, misplaced[0]) or line_of("models", alias))]
+    return [Issue("bad_model", f"model {alias!r} {problem}", hint,
+                  line=line_of("models", alias, key) or line_of("models", alias))
+            for key, problem, hint in hub_entry_problems(spec)]
 
 
 def _remote_issues(alias: str, spec: dict[str, Any], source: Any,
@@ -213,10 +238,28 @@ def model_int(spec: dict[str, Any], key: str) -> int | None:
     return None
 
 
+def _models_folder() -> Any:
+    from app.platform.paths import models_dir
+
+    return models_dir()
+
+
+def local_entry(data: dict[str, Any], alias: str = DEFAULT_MODEL_ALIAS) -> dict[str, Any]:
+    """The entry with its portable references made local: a bare `path:` file name is the models folder's file,
+    a `source: hub` model its pulled file (model_refs.ModelNotPulledError when it is not there yet)."""
+    if data.get("source") == "hub":
+        return resolve_hub_entry(alias, data, _models_folder())
+    if isinstance(data.get("path"), str) and data.get("source", "path") == "path":
+        return {**data, "path": resolve_model_path(data["path"], _models_folder())}
+    return data
+
+
 def model_spec_from_dict(data: dict[str, Any], models: dict[str, Any] | None = None,
                          alias: str = DEFAULT_MODEL_ALIAS) -> ModelSpec:
     """The spec of one entry; raises ValueError on a field that does not fit `MODEL_FIELDS` (or a `speculative:`
-    option that does not check out; its draft alias is resolved in `models`)."""
+    option that does not check out; its draft alias is resolved in `models`); model_refs.ModelNotPulledError (a
+    ValueError) for a Hub model not pulled yet."""
+    data = local_entry(data, alias)
     for key, value in data.items():
         problem = model_field_problem(str(key), value)
         if problem is not None:
@@ -249,7 +292,12 @@ def model_spec_from_dict(data: dict[str, Any], models: dict[str, Any] | None = N
 
 
 def model_specs(wf: Workflow) -> dict[str, ModelSpec]:
-    """Alias -> spec; a workflow without `models:` runs on the bundled model as 'main'."""
+    """Alias -> spec; a workflow without `models:` runs on the bundled model as 'main'. WorkflowError with code
+    `model_not_pulled` when a Hub model is not in the models folder yet."""
     if not wf.models:
         return {DEFAULT_MODEL_ALIAS: ModelSpec()}
-    return {alias: model_spec_from_dict(spec, wf.models, alias) for alias, spec in wf.models.items()}
+    try:
+        return {alias: model_spec_from_dict(spec, wf.models, alias) for alias, spec in wf.models.items()}
+    except ModelNotPulledError as exc:
+        raise WorkflowError([Issue("model_not_pulled", str(exc), f"`{exc.need.pull_command()}`, or run with --pull",
+                                   line=wf.line_of("models", exc.need.alias))]) from None

@@ -22,7 +22,7 @@ INPUT_KEYS = ("type", "default", "description")
 INPUT_TYPES = ("text", "number", "json")
 MODEL_KEYS = ("source", "path", "device", "n_ctx", "threads", "n_gpu_layers", "flash_attn", "cpu_weights",
               "options", "base_url", "model", "api_key_env", "max_concurrency", "timeout_s", "context_length",
-              "speculative", "pooling", "api")
+              "speculative", "pooling", "api", "repo", "quant", "file")
 MAX_WORKFLOW_BYTES = 1_000_000
 """Largest workflow text (UTF-8 bytes) any entry point parses: files, the editor, links, uploads, the API."""
 MAX_YAML_NODES = 20_000

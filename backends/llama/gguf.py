@@ -18,6 +18,8 @@ GGUF_MAGIC = b"GGUF"
 DEFAULT_ALIGNMENT = 32
 ARRAY_KEEP_MAX = 64
 """Arrays longer than this (token lists, merges) are summarised instead of kept in the metadata dict."""
+MAX_ARRAY_DEPTH = 8
+"""Arrays nested deeper than this are a corrupt (or hostile) header: no real model nests more than twice."""
 
 _SCALAR_FORMATS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _STRING, _ARRAY = 8, 9
@@ -128,24 +130,27 @@ class _Reader:
     def skip_string(self) -> None:
         self.skip(self.scalar("<Q"))
 
-    def value(self, value_type: int) -> Any:
+    def value(self, value_type: int, depth: int = 0) -> Any:
         if value_type == _STRING:
             return self.string()
         if value_type == _ARRAY:
+            if depth >= MAX_ARRAY_DEPTH:
+                raise ModelFileError(f"Model file {self._path} is corrupt: GGUF arrays nested deeper than "
+                                     f"{MAX_ARRAY_DEPTH} levels.")
             item_type = self.scalar("<I")
             count = self.scalar("<Q")
             if count > 1 << 28:
                 raise ModelFileError(f"Model file {self._path} is corrupt: a GGUF array claims {count} items.")
             if count > ARRAY_KEEP_MAX:
-                self._skip_array(item_type, count)
+                self._skip_array(item_type, count, depth + 1)
                 return {"array_of": _value_type_name(item_type), "length": count}
-            return [self.value(item_type) for _ in range(count)]
+            return [self.value(item_type, depth + 1) for _ in range(count)]
         fmt = _SCALAR_FORMATS.get(value_type)
         if fmt is None:
             raise ModelFileError(f"Model file {self._path} is corrupt: unknown GGUF value type {value_type}.")
         return self.scalar(fmt)
 
-    def _skip_array(self, item_type: int, count: int) -> None:
+    def _skip_array(self, item_type: int, count: int, depth: int) -> None:
         if item_type == _STRING:
             for _ in range(count):
                 self.skip_string()
@@ -153,7 +158,7 @@ class _Reader:
             self.skip(count * struct.calcsize(_SCALAR_FORMATS[item_type]))
         else:
             for _ in range(count):
-                self.value(item_type)
+                self.value(item_type, depth)
 
     def tell(self) -> int:
         return self._base + self._pos
@@ -328,14 +333,19 @@ def find_model_files(folder: str | Path) -> list[Path]:
         return []
 
 
-def scan_models(folder: str | Path) -> list[ModelFileInfo]:
-    """Every readable model file under `folder`, sorted by name; broken files are logged and skipped."""
+def scan_models(folder: str | Path, skipped: list[tuple[str, str]] | None = None) -> list[ModelFileInfo]:
+    """Every readable model file under `folder`, sorted by name; broken files are logged and skipped (and added to
+    `skipped` as (path, reason)): one bad file never hides the others."""
     found = []
     for path in find_model_files(folder):
         try:
             found.append(model_file_info(path))
-        except ModelFileError as exc:
-            log.warning("skipping model file: %s", exc)
+        except (ModelFileError, OSError, ValueError, RecursionError, struct.error) as exc:
+            reason = str(exc) if isinstance(exc, ModelFileError) else (
+                f"Model file {path} cannot be read: {type(exc).__name__}: {exc}")
+            log.warning("skipping model file: %s", reason)
+            if skipped is not None:
+                skipped.append((str(path), reason))
     return sorted(found, key=lambda info: (info.name.lower(), info.path))
 
 

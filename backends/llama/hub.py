@@ -106,8 +106,10 @@ def _check_gguf(path: Path) -> None:
 
 
 def pull(ref: str, dest_dir: str | Path, *, filename: str | None = None, revision: str | None = None,
-         progress: Callable[[], Progress] | None = None, cancel: Callable[[], bool] | None = None) -> PullResult:
-    """Pull `USER/REPO[:QUANT]` (or `filename` of it) into `dest_dir`; `progress` makes one Progress per file."""
+         progress: Callable[[], Progress] | None = None, cancel: Callable[[], bool] | None = None,
+         verify: bool = True) -> PullResult:
+    """Pull `USER/REPO[:QUANT]` (or `filename` of it) into `dest_dir`; `progress` makes one Progress per file.
+    `verify=False` (`--no-verify`) takes files the Hub lists neither a size nor a sha256 for."""
     repo, quant = parse_ref(ref)
     dest_dir = Path(dest_dir).expanduser()
     check_online(f"pull {repo}")
@@ -133,9 +135,12 @@ def pull(ref: str, dest_dir: str | Path, *, filename: str | None = None, revisio
         _check_disk(dest_dir, todo)
     for want in todo:
         dest = dest_dir / want.name
+        partial = part_path(dest)
+        kept = partial.stat().st_size if partial.is_file() else 0
         transfer(file_url(repo, want.path, revision or commit), dest, want.size, want.sha256, repo,
-                 progress=progress() if progress else None, cancel=cancel, check=_check_gguf)
-        result.how[want.name] = "downloaded"
+                 progress=progress() if progress else None, cancel=cancel, check=_check_gguf, verify=verify)
+        amount = f"{kept / 1e6:.1f} MB" if kept >= 1e6 else f"{kept / 1e3:.0f} KB"
+        result.how[want.name] = f"downloaded, resumed from {amount} of an earlier pull" if kept else "downloaded"
         result.files.append(dest)
     log.info("pulled %s: %s", repo, result.how)
     return result

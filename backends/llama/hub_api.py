@@ -3,8 +3,10 @@ a repo's files with their LFS sha256, search, and the download URL (HF_ENDPOINT 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import time
 from typing import Any
 from urllib.parse import quote
 
@@ -16,6 +18,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 TIMEOUT = httpx.Timeout(30.0, read=60.0)
+MAX_METADATA_BYTES = 16 << 20
+"""The largest metadata answer (model info, file tree, search) read; a bigger one is refused unread."""
+METADATA_DEADLINE_S = 120.0
+"""The longest a metadata answer may take to arrive whole (a drip feed fails instead of hanging)."""
 
 
 def endpoint() -> str:
@@ -74,14 +80,32 @@ def raise_for_hub(response: httpx.Response, repo: str, what: str) -> None:
 
 
 def _get_json(path: str, repo: str, what: str, params: dict[str, Any] | None = None) -> Any:
+    """The JSON answer, read up to MAX_METADATA_BYTES within METADATA_DEADLINE_S."""
     check_online(what)
     try:
-        with client() as http:
-            response = http.get(f"{endpoint()}{path}", params=params)
+        with client() as http, http.stream("GET", f"{endpoint()}{path}", params=params) as response:
+            raise_for_hub(response, repo, what)
+            raw = _read_capped(response, what)
     except httpx.HTTPError as exc:
         raise HubError("network", f"cannot reach the Hub at {endpoint()} for {what}: {exc}") from None
-    raise_for_hub(response, repo, what)
-    return response.json()
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):
+        raise HubError("hub_error", f"the Hub at {endpoint()} answered {what} of {repo} with something that is not "
+                                    "JSON; check HF_ENDPOINT") from None
+
+
+def _read_capped(response: httpx.Response, what: str) -> bytes:
+    started, got = time.monotonic(), bytearray()
+    for chunk in response.iter_bytes():
+        got += chunk
+        if len(got) > MAX_METADATA_BYTES:
+            raise HubError("hub_error", f"the Hub at {endpoint()} answered {what} with more than "
+                                        f"{MAX_METADATA_BYTES >> 20} MB; refused (check HF_ENDPOINT)")
+        if time.monotonic() - started > METADATA_DEADLINE_S:
+            raise HubError("network", f"the Hub at {endpoint()} took more than {METADATA_DEADLINE_S:g} s to answer "
+                                      f"{what}; try again later, or check HF_ENDPOINT")
+    return bytes(got)
 
 
 def repo_files(repo: str, revision: str | None = None) -> tuple[list[HubFile], str | None]:

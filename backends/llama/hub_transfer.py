@@ -1,11 +1,16 @@
 """One file's transfer from the Hub: streamed into `NAME.part`, resumed with HTTP Range (after a cut, within this
-pull and on the next), sha256 checked as it streams, renamed to its real name only when complete and verified."""
+pull and on the next), sha256 checked as it streams, renamed to its real name only when complete and verified.
+
+Bounded: nothing is written past the listed size; a file that can be verified neither by size nor by sha256 (in the
+metadata or the X-Linked-Etag header) is refused unless `verify=False` (`--no-verify`); and a transfer slower than
+MIN_RATE_BYTES_S over any RATE_WINDOW_S stops with `too_slow` (the partial stays for the next pull)."""
 
 from __future__ import annotations
 
 import hashlib
 import logging
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -21,6 +26,9 @@ CHUNK = 1 << 20
 MAX_RESUMES = 5
 """Cuts one transfer survives by resuming at once; more and the pull stops (the partial stays for the next)."""
 PART_SUFFIX = ".part"
+MIN_RATE_BYTES_S = 4096
+"""The slowest transfer accepted, averaged over RATE_WINDOW_S (a drip feed fails instead of hanging)."""
+RATE_WINDOW_S = 30.0
 
 
 class Progress(Protocol):
@@ -86,10 +94,32 @@ def _linked_sha256(response: httpx.Response) -> str | None:
     return tag.lower() if len(tag) == 64 and all(c in "0123456789abcdefABCDEF" for c in tag) else None
 
 
+class _Rate:
+    """At least MIN_RATE_BYTES_S over every RATE_WINDOW_S, else HubError `too_slow`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.since = time.monotonic()
+        self.got = 0
+
+    def add(self, n: int) -> None:
+        self.got += n
+        elapsed = time.monotonic() - self.since
+        if elapsed < RATE_WINDOW_S:
+            return
+        if self.got < MIN_RATE_BYTES_S * elapsed:
+            raise HubError("too_slow", f"the transfer of {self.name} is too slow ({self.got} bytes in {elapsed:.0f} s; "
+                                       f"at least {MIN_RATE_BYTES_S} bytes/s are expected); the partial file is kept: "
+                                       "pull again later, or from another endpoint (HF_ENDPOINT)")
+        self.since, self.got = time.monotonic(), 0
+
+
 def _stream_once(http: httpx.Client, url: str, part: Path, digest: _Digest, repo: str,
-                 progress: Progress, cancel: Callable[[], bool]) -> None:
+                 progress: Progress, cancel: Callable[[], bool], size: int | None = None, verify: bool = True,
+                 ) -> None:
     """One GET from the partial's end to the file's end, appended to the partial; raises on a cut. Notes the
-    response's X-Linked-Etag on `digest.expected` when the metadata had no sha256."""
+    response's X-Linked-Etag on `digest.expected` when the metadata had no sha256. Never writes past `size`; with
+    `verify`, refuses a file that has neither a size nor a sha256 to check it by."""
     offset = part.stat().st_size if part.exists() else 0
     headers = {"Range": f"bytes={offset}-"} if offset else {}
     with http.stream("GET", url, headers=headers) as response:
@@ -97,26 +127,42 @@ def _stream_once(http: httpx.Client, url: str, part: Path, digest: _Digest, repo
             return
         raise_for_hub(response, repo, part.name.removesuffix(PART_SUFFIX))
         digest.expected = digest.expected or _linked_sha256(response)
+        name = part.name.removesuffix(PART_SUFFIX)
+        if verify and size is None and not digest.expected:
+            raise HubError("unverifiable", f"{repo}: the Hub lists neither a size nor a sha256 for {name}, so its "
+                                           "bytes cannot be checked; nothing was downloaded. Pull from another "
+                                           "endpoint, or pass --no-verify to take it unchecked")
         if offset and response.status_code != 206:  # the server ignored Range: start over
             log.info("%s: server sent the whole file; restarting", part.name)
             part.unlink()
             digest.reset()
             progress.advance(-offset)
+            offset = 0
+        rate = _Rate(name)
         with open(part, "ab") as out:
             for chunk in response.iter_bytes():  # as received: a cut loses nothing already sent
                 if cancel():
                     raise PullCancelledError(part)
+                if size is not None and offset + len(chunk) > size:
+                    out.close()
+                    part.unlink()
+                    raise HubError("size_mismatch", f"{name}: the server sent more than the {size:,} bytes the Hub "
+                                                    "lists; stopped there and removed the partial file, pull again "
+                                                    "(a proxy or mirror may be altering it)")
                 out.write(chunk)
+                offset += len(chunk)
                 digest.update(chunk)
                 progress.advance(len(chunk))
+                rate.add(len(chunk))
 
 
 def transfer(url: str, dest: Path, size: int | None, sha256: str | None, repo: str,
              progress: Progress | None = None, cancel: Callable[[], bool] | None = None,
-             check: Callable[[Path], None] | None = None) -> Path:
+             check: Callable[[Path], None] | None = None, verify: bool = True) -> Path:
     """Download `url` to `dest` through `dest.part`: resume, verify, then rename. Ctrl-C and `cancel` keep the
     partial; a sha256 mismatch removes it (its bytes are wrong) and raises HubError `sha_mismatch`; `check`
-    inspects the verified partial before the rename."""
+    inspects the verified partial before the rename. `verify=False` takes a file the Hub lists no size nor
+    sha256 for (the bounds on size and rate still hold)."""
     progress = progress or NoProgress()
     cancel = cancel or (lambda: False)
     part = part_path(dest)
@@ -130,7 +176,7 @@ def transfer(url: str, dest: Path, size: int | None, sha256: str | None, repo: s
         with client() as http:
             while True:
                 try:
-                    _stream_once(http, url, part, digest, repo, progress, cancel)
+                    _stream_once(http, url, part, digest, repo, progress, cancel, size, verify)
                 except (httpx.TransportError, httpx.RemoteProtocolError) as exc:
                     cuts += 1
                     if cuts > MAX_RESUMES:

@@ -101,6 +101,11 @@ class OpenAIBackend:
     def caps(self) -> Capabilities:
         return capabilities(self.http, self.model_name)
 
+    def caps_for(self, cancel: CancelToken | None) -> Capabilities:
+        """`caps`, the probe (when one is due) stopped by the request's cancel."""
+        with self.http.bounded(cancel):
+            return self.caps
+
     def info(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "backend": "openai", "model_id": self.model_id, "base_url": self.base_url, "model": self.model_name,
@@ -284,7 +289,7 @@ class OpenAIBackend:
         sample_seeds = default_seeds(params, n, seeds)
         if cancel is not None:
             cancel.raise_if_cancelled()
-        caps = self.caps
+        caps = self.caps_for(cancel)
         path, chat = self._endpoint(prompt, caps)
         base = {**sampling_fields(params, caps), **constraint_fields(params, caps, self.base_url),
                 **logprob_fields(params.logprobs, chat)}
@@ -343,7 +348,7 @@ class OpenAIBackend:
     def choice_logprobs(
         self, prompt: Prompt, choices: Sequence[str], cancel: CancelToken | None = None
     ) -> ChoiceResult:
-        caps = self.caps
+        caps = self.caps_for(cancel)
         path, chat = self._endpoint(prompt, caps)
         if caps.choice_method(chat) is None:
             raise BackendError(f"the LLM judge needs the top logprobs of the next token, which {caps.server} at "
@@ -421,7 +426,7 @@ class OpenAIBackend:
     def score(
         self, prefix: Prompt, continuations: Sequence[str], cancel: CancelToken | None = None
     ) -> ScoreResult:
-        caps = self.caps
+        caps = self.caps_for(cancel)
         method = caps.score_method
         if method is None:
             raise BackendError(f"the likelihood verifier (score) needs the logprobs of given text, which {caps.server} "

@@ -10,8 +10,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from backends.base import BackendError
-from backends.remote.openai_http import RemoteHttp, RemoteStatusError
+from backends.base import BackendError, CancelToken
+from backends.remote.openai_http import MalformedAnswerError, RemoteHttp, RemoteStatusError
 
 log = logging.getLogger(__name__)
 
@@ -19,6 +19,8 @@ PROBE_PROMPT = "The capital of France is"
 PROBE_GRAMMAR = 'root ::= "QZ"'
 PROBE_SCHEMA = {"type": "object", "properties": {"a": {"type": "string", "enum": ["QZ"]}}, "required": ["a"],
                 "additionalProperties": False}
+PROBE_MAX_S = 120.0
+"""The longest a capability probe may take, all its requests together (each answer is size-bounded too)."""
 PROBE_ATTEMPTS = 2
 OVERLAP_PROMPT = "1, 2, 3, 4, 5, 6,"
 """The long streamed answer of the overlap probe (a count goes on for its max_tokens)."""
@@ -417,7 +419,7 @@ def probe(http: RemoteHttp, model: str) -> Capabilities:
         chat_logprobs = bool(content) and len(content[0].get("top_logprobs") or []) >= 2
     chat = chat_answer is not None or p.chat() is not None
     if not completions and not chat and p.malformed:
-        raise BackendError(f"the server at {http.base_url} answered {p.malformed}, not an OpenAI-shaped answer "
+        raise MalformedAnswerError(f"the server at {http.base_url} answered {p.malformed}, not an OpenAI-shaped answer "
                            "(a list of choices); is base_url an OpenAI-compatible API?")
     if not completions and not chat:
         raise BackendError(f"the server at {http.base_url} answered neither /completions nor /chat/completions for "
@@ -459,9 +461,11 @@ _CACHE_LOCK = threading.Lock()
 _PROBE_LOCKS: dict[tuple[str, str, str | None], threading.Lock] = {}
 
 
-def capabilities(http: RemoteHttp, model: str, refresh: bool = False) -> Capabilities:
+def capabilities(http: RemoteHttp, model: str, refresh: bool = False,
+                 cancel: CancelToken | None = None) -> Capabilities:
     """The server's capabilities for `model`, probed once per (base_url, model, key variable) and cached; concurrent
-    callers wait for the one probe."""
+    callers wait for the one probe. The probe takes at most PROBE_MAX_S (or the server's timeout_s) and stops on
+    `cancel`: a cancelled probe caches nothing."""
     key = (http.base_url, model, http.api_key_env)
     with _CACHE_LOCK:
         if not refresh and key in _CACHE:
@@ -471,7 +475,8 @@ def capabilities(http: RemoteHttp, model: str, refresh: bool = False) -> Capabil
         with _CACHE_LOCK:
             if not refresh and key in _CACHE:
                 return _CACHE[key]
-        caps = probe(http, model)
+        with http.bounded(cancel, min(PROBE_MAX_S, http.timeout_s)):
+            caps = probe(http, model)
         log.info("probed %s (%s) in %.2fs", http.base_url, caps.server, caps.probe_s)
         with _CACHE_LOCK:
             _CACHE[key] = caps

@@ -1,17 +1,21 @@
-"""The child program that runs one candidate's code against tests, inputs and stdin/stdout pairs.
+"""The breakdown's child program: one candidate's code run against the tests statement by statement, on probe
+inputs and on stdin/stdout pairs, in the candidate's own process.
 
-It reads a JSON request on stdin, drops to its throw-away uid (when given one) and sets the last limits,
-then writes one JSON line per event to the result file: `compile_error`, `load_error`, `test`
+The supervisor (`code_supervisor.py`) starts it after it has decided the verdict, with a JSON request on stdin
+and a pipe as `$METAGEN_RESULT_FD`; it writes one JSON line per event: `compile_error`, `load_error`, `test`
 ({index, source, passed, error, output}), `probe` ({index, output}), `io` ({index, passed, error, output}).
-Each top-level `assert` of the tests is one test (other statements run as setup); with `entry_point`, a
-HumanEval-style `def check(candidate)` is split the same way, each statement of its body one test.
-The candidate runs in the same process as the harness: it could forge its own results, never others'.
+Each top-level `assert` of the tests is one test (other statements run as setup); with `entry_point`, each
+statement of `check`'s body is one test, asserts or not (a top-level call of `check` is left out of the setup).
+These results are the score's detail and the behaviour voter's signal, never the verdict: the candidate shares
+this process and could forge them, so the supervisor passes on only these event types.
 """
 
 HARNESS = r'''
 import ast, io, json, os, sys
 SPEC = os.environ.get("METAGEN_SANDBOX", "::32:0").split(":")
 RESULTS = os.fdopen(int(os.environ["METAGEN_RESULT_FD"]), "w", buffering=1)
+RESULTS.write(json.dumps({"type": "start"}) + "\n")
+RESULTS.flush()
 req = json.loads(sys.stdin.read())
 try:
     import resource
@@ -73,11 +77,19 @@ def with_observed(stmt):
         return [grab, ast.Assert(test=test, msg=stmt.msg)]
     return [stmt]
 
+def calls_check(stmt):
+    """A top-level `check(...)` call (HumanEval's test program ends with one)."""
+    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Name) and stmt.value.func.id == "check")
+
+def find_check(tree):
+    return next((s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == "check"), None)
+
 def split_tests(source, entry_point):
     tree = ast.parse(source)
-    check = next((s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == "check"), None)
+    check = find_check(tree)
     if check is not None and entry_point:
-        setup = [s for s in tree.body if s is not check]
+        setup = [s for s in tree.body if s is not check and not calls_check(s)]
         body = [s for s in check.body if not isinstance(s, ast.Expr) or not isinstance(s.value, ast.Constant)]
         return setup, body, True
     return [], tree.body, False
@@ -89,24 +101,31 @@ def function_tests(ns):
         emit(type="load_error", error=short(f"the tests are not valid Python: {exc.msg} (line {exc.lineno})"))
         return
     if setup:
-        exec(compile(ast.Module(body=setup, type_ignores=[]), "<tests>", "exec"), ns)
+        try:
+            run_code(compile(ast.Module(body=setup, type_ignores=[]), "<tests>", "exec"), ns)
+        except Exception as exc:
+            emit(type="load_error", error="the tests' setup failed: " + error_text(exc))
+            return
     if in_check:
         ns["candidate"] = ns.get(req["entry_point"])
     index = 0
     for stmt in stmts:
         body = with_observed(stmt)
-        code = compile(ast.fix_missing_locations(ast.Module(body=body, type_ignores=[])), "<tests>", "exec")
+        module = ast.fix_missing_locations(ast.Module(body=body, type_ignores=[]))
         if not isinstance(stmt, ast.Assert):
-            try:
-                run_code(code, ns)
+            try:  # compiled alone, a statement of check() may not compile (a `return`): that is its result
+                run_code(compile(module, "<tests>", "exec"), ns)
+                passed, error = True, ""
             except Exception as exc:
-                emit(type="test", index=index, source=short(ast.unparse(stmt), 200), passed=False,
-                     error=error_text(exc), output=None)
+                passed, error = False, error_text(exc)
+            if in_check or not passed:  # every statement of check() is a test; top-level setup only when it fails
+                emit(type="test", index=index, source=short(ast.unparse(stmt), 200), passed=passed,
+                     error=error, output=None)
                 index += 1
             continue
         ns.pop("__mg_out", None)
         try:
-            run_code(code, ns)
+            run_code(compile(module, "<tests>", "exec"), ns)
             passed, error = True, ""
         except Exception as exc:
             passed, error = False, error_text(exc)

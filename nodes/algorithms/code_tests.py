@@ -1,9 +1,13 @@
 """Scoring candidate programs by running tests on them: extraction, one confined run each, parallel runs.
 
 `run_code_tests` runs one candidate (the last fenced code block of its text, else the whole text) against
-assert tests / a `check(candidate)` function / stdin-stdout pairs and extra inputs (`probes`), and returns a
-`TestReport`: per-test results, the outputs on the probes (its behaviour), stdout / stderr tails, and the
-score (the fraction of tests passed). Nothing raises: a timeout, a crash or a syntax error is a reason.
+assert tests / a `check(candidate)` function / stdin-stdout pairs and extra inputs (`probes`), through the
+supervisor of `code_supervisor.py` (the verdict) and the harness of `code_harness.py` (the breakdown), and returns a
+`TestReport`: the verdict (`passed_all`: the benchmark's own rule, the whole test program runs to its end
+without an exception, and every stdin/stdout pair matches), per-test results (the detail, never the verdict),
+the outputs on the probes (its behaviour), stdout / stderr tails, and the score (1 when the verdict passes,
+else the fraction of tests passed, below 1). Nothing raises: a timeout, a crash or a syntax error is a reason;
+a sandbox that could not start at all is `ungraded` (the grader failed, not the candidate).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from typing import Any
 
 from nodes.algorithms.code_exec import ExecLimits, ExecResult, run_confined
 from nodes.algorithms.code_harness import HARNESS
+from nodes.algorithms.code_supervisor import supervisor_program
 
 FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
 
@@ -66,6 +71,10 @@ class TestReport:
     stdout: str = ""
     stderr: str = ""
     isolated: bool = False
+    passed_all: bool = False
+    """The verdict: the benchmark's rule (the program ran to its end, every stdin/stdout pair matched)."""
+    ungraded: str = ""
+    """Why the candidate could not be graded at all (the sandbox did not start), '' when it was."""
 
     def behaviour(self) -> tuple[Any, ...]:
         """What the candidate did on every test and probe: equal tuples, same behaviour."""
@@ -82,22 +91,26 @@ def run_code_tests(text: str, *, tests: str = "", entry_point: str = "", io_test
     limits = limits or ExecLimits()
     io_cases = list(io_tests or [])
     request = {"code": extract_code(text), "tests": tests or "", "entry_point": entry_point or "",
-               "io_tests": io_cases, "probes": [str(p) for p in probes or []]}
-    result = run_confined(["harness.py"], json.dumps(request), limits, files={"harness.py": HARNESS},
-                          isolate=isolate)
+               "io_tests": io_cases, "probes": [str(p) for p in probes or []], "timeout_s": limits.timeout_s}
+    result = run_confined(["supervisor.py"], json.dumps(request), limits,
+                          files={"supervisor.py": supervisor_program(), "harness.py": HARNESS}, isolate=isolate)
     total = (count_tests(tests, entry_point) if tests.strip() else 0) + len(io_cases)
     if result.refused:
-        return TestReport(0.0, 0, total, result.refused, isolated=False)
-    return _report(result, total, len(request["probes"]), limits)
+        return TestReport(0.0, 0, total, result.refused, isolated=False, ungraded=result.refused)
+    return _report(result, total, len(request["probes"]), limits, bool(request["tests"].strip()), len(io_cases))
 
 
-def _report(result: ExecResult, total: int, n_probes: int, limits: ExecLimits) -> TestReport:
+def _report(result: ExecResult, total: int, n_probes: int, limits: ExecLimits, has_tests: bool,
+            n_io: int) -> TestReport:
     events = []
     for line in result.results.splitlines():
         try:
             events.append(json.loads(line))
         except ValueError:
             continue
+    if not any(e.get("type") == "start" for e in events) and not result.timed_out:
+        why = sandbox_failure(result)
+        return TestReport(0.0, 0, total, why, isolated=result.isolated, stderr=result.stderr[-2000:], ungraded=why)
     tests = [e for e in events if e.get("type") in ("test", "io")]
     probe_out: list[str | None] = [None] * n_probes
     for e in events:
@@ -105,17 +118,35 @@ def _report(result: ExecResult, total: int, n_probes: int, limits: ExecLimits) -
             probe_out[int(e["index"])] = e.get("output")
     passed = sum(1 for t in tests if t.get("passed"))
     total = max(total, len(tests))
-    reason = _reason(events, tests, result, limits, passed, total)
-    return TestReport(passed / total if total else 0.0, passed, total, reason, tests, probe_out,
-                      result.stdout[-2000:], result.stderr[-2000:], result.isolated)
+    verdict = next((e for e in events if e.get("type") == "verdict"), None)
+    ios = [t for t in tests if t.get("type") == "io"]
+    passed_all = ((has_tests or n_io > 0) and (not has_tests or bool(verdict and verdict.get("passed")))
+                  and len(ios) == n_io and all(t.get("passed") for t in ios))
+    reason = _reason(events, tests, result, limits, passed, total, verdict)
+    if passed_all and passed < total:  # the verdict stands; the breakdown is detail
+        reason = f"the whole test program passed; run one by one: {reason}"[:500]
+    fraction = passed / total if total else 0.0
+    score = 1.0 if passed_all else min(fraction, (total - 1) / total if total else 0.0)
+    return TestReport(score, passed, total, reason, tests, probe_out, result.stdout[-2000:], result.stderr[-2000:],
+                      result.isolated, passed_all)
+
+
+def sandbox_failure(result: ExecResult) -> str:
+    """Why the harness never started (bubblewrap missing or refused): the grader failed, not the candidate."""
+    tail = result.stderr.strip().splitlines()[-1][:300] if result.stderr.strip() else ""
+    how = "bubblewrap" if result.isolated else "the sandboxed Python"
+    return (f"the sandbox could not start ({how} exited with status {result.returncode}"
+            + (f": {tail}" if tail else "") + "); the candidate was not graded")
 
 
 def _reason(events: list[dict[str, Any]], tests: list[dict[str, Any]], result: ExecResult, limits: ExecLimits,
-            passed: int, total: int) -> str:
+            passed: int, total: int, verdict: dict[str, Any] | None = None) -> str:
     """The first failing test and its error, or why the run stopped."""
     for e in events:
         if e.get("type") in ("compile_error", "load_error"):
             return str(e.get("error"))
+    if verdict is not None and not verdict.get("passed") and all(t.get("passed") for t in tests):
+        return f"{passed}/{total} tests passed, but the whole program raised {verdict.get('error')}"[:500]
     failed = next((t for t in tests if not t.get("passed")), None)
     if failed is not None:
         what = failed.get("source") or f"stdin/stdout test {failed.get('index')}"
@@ -125,9 +156,18 @@ def _reason(events: list[dict[str, Any]], tests: list[dict[str, Any]], result: E
     return f"{passed}/{total} tests passed" if total else "no tests to run"
 
 
+STOPPED_BY = {"cpu": "stopped at the CPU time limit ({timeout_s:g} s of its processes together)",
+              "disk": "stopped at the scratch disk limit ({disk_mb} MB)",
+              "memory": "memory limit exceeded ({memory_mb} MB for its processes together)"}
+"""What the process-tree watch or the cgroup stopped a program for (`ExecResult.stopped_by`)."""
+
+
 def _death(result: ExecResult, limits: ExecLimits) -> str:
     if result.timed_out:
         return f"timed out after {limits.timeout_s:g} s"
+    if result.stopped_by in STOPPED_BY:  # a kill by the tree's watch is not the CPU limit's SIGKILL
+        return STOPPED_BY[result.stopped_by].format(timeout_s=limits.timeout_s, disk_mb=limits.disk_mb,
+                                                    memory_mb=limits.memory_mb)
     code = result.returncode
     if code is not None and result.isolated and code > 128:  # bwrap reports its child's signal as 128 + signal
         code = 128 - code

@@ -44,6 +44,8 @@ class MathVerdict:
     got: str | None = None
     want: str | None = None
     problem: str = ""
+    ungraded: str = ""
+    """Why no check was made at all (the worker died): the grader failed, not the answer."""
 
 
 class _Worker:
@@ -53,6 +55,8 @@ class _Worker:
         self.proc = subprocess.Popen([sys.executable, "-I", str(_WORKER_FILE)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1)
         self.replies: queue.Queue[str | None] = queue.Queue()
+        self.died = False
+        """The child ended on its own (a crash), as opposed to passing a time limit."""
         threading.Thread(target=self._read, name="math-verify-reader", daemon=True).start()
         ready = self._reply(STARTUP_TIMEOUT_S)
         if ready is None:
@@ -73,7 +77,10 @@ class _Worker:
             line = self.replies.get(timeout=timeout_s)
         except queue.Empty:
             return None
-        return json.loads(line) if line else None
+        if not line:
+            self.died = True
+            return None
+        return json.loads(line)
 
     def ask(self, request: dict[str, Any], timeout_s: float) -> dict[str, Any] | None:
         """The reply, or None when the child passed the time limit or died (it is then closed)."""
@@ -82,6 +89,7 @@ class _Worker:
             self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
         except OSError:
+            self.died = True
             self.close()
             return None
         reply = self._reply(timeout_s)
@@ -118,6 +126,8 @@ class MathChecker:
                 worker = _Worker()
             reply = worker.ask(request, timeout_s)
             if reply is None:
+                if worker.died:
+                    reply = {"died": f"the math-verify worker died (exit status {worker.proc.returncode})"}
                 worker = None
             return reply
         finally:
@@ -128,6 +138,8 @@ class MathChecker:
         reply = self._ask({"op": "equal", "answer": answer, "reference": reference}, self.timeout_s)
         if reply is None:
             return MathVerdict(False, problem=f"the equivalence check passed its time limit of {self.timeout_s:g} s")
+        if "died" in reply:
+            return MathVerdict(False, problem=str(reply["died"]), ungraded=str(reply["died"]))
         if "failed" in reply:
             return MathVerdict(False, problem=str(reply["failed"]))
         return MathVerdict(bool(reply["equal"]), reply.get("got"), reply.get("want"))
@@ -138,9 +150,9 @@ class MathChecker:
         if not any(answers):
             return [None] * len(answers)
         reply = self._ask({"op": "classes", "answers": answers}, self.timeout_s * max(1, len(answers)))
-        if reply is None or "failed" in reply:
+        if reply is None or "classes" not in reply:
             log.warning("math equivalence classes fell back to identical text: %s",
-                        "time limit" if reply is None else reply["failed"])
+                        "time limit" if reply is None else reply.get("failed") or reply.get("died"))
             return _text_classes(answers)
         return [None if c is None else int(c) for c in reply["classes"]]
 

@@ -6,16 +6,27 @@ Trace event "vote" (VoteResult.to_json()):
      "no_answer": [indices], "no_answer_count", "total", "ties": [tied answers or indices],
      "tie_break": rule used, "accepted": bool (threshold), "detail": method specifics
      (mbr: {"utility", "on", "expected_utility": [per candidate]}; threshold: {"threshold",
-     "passing", "rejected", "fallback"}; confidence_filter: {"keep", "kept", "dropped", "cutoff", "weights"})}
+     "passing", "rejected", "fallback"}; confidence_filter: {"keep", "kept", "dropped", "cutoff", "weights"};
+     behaviour: {"inputs": the generated inputs clustered on, "unusable_inputs": [{"input", "error"}],
+     "unusable_count", "note": the sentence saying which were left out ('' when none), "error_clusters":
+     [indices of clusters whose outputs are all errors], "filtered_out", "runs"})}
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import logging
 from typing import Any
 
-from nodes.algorithms.behaviour import behaviour_vote, parse_inputs
+from nodes.algorithms.behaviour import (
+    behaviour_vote,
+    errors_only,
+    failing_everywhere,
+    inputs_note,
+    parse_inputs,
+    usable_inputs,
+)
 from nodes.algorithms.code_tests import TestReport, extract_code, run_many
 from nodes.algorithms.extract import MATH, AnswerSpec, answer_params
 from nodes.algorithms.math_equiv import class_answers
@@ -44,6 +55,8 @@ from nodes.base import (
 )
 from nodes.scoring import code_limits, code_test_params, code_tests_source, test_detail
 
+log = logging.getLogger(__name__)
+
 METHODS = ("majority", "weighted", "best_of_n", "mbr", "threshold", "confidence_filter", "behaviour")
 NEEDS_SCORES = ("weighted", "best_of_n", "threshold", "confidence_filter")
 
@@ -62,7 +75,10 @@ def mbr_vote(texts: list[str], answers: list[str | None], util_name: str,
 
 def behaviour_of(cands: list[Candidate], params: dict[str, Any], inputs: dict[str, Any],
                  ctx: NodeContext) -> VoteResult:
-    """AlphaCode: run every candidate on the tests and inputs, cluster identical behaviour (see algorithms)."""
+    """AlphaCode: run every candidate on the tests and inputs, cluster identical behaviour (see algorithms).
+    Generated inputs that cannot make a call, and those every program raised the same error on, are left out of
+    the signatures and named in the vote's `detail` (`unusable_inputs`, `note`); clusters of errors alone are
+    listed in `detail["error_clusters"]`."""
     if not ctx.allow_code_execution():
         raise NodeError("running candidates' code (method: behaviour) is disabled here (shared mode); the owner "
                         "can start the app with --allow-code-execution, or use another voting method")
@@ -70,9 +86,15 @@ def behaviour_of(cands: list[Candidate], params: dict[str, Any], inputs: dict[st
     wired = {k: v for k, v in inputs.items() if k not in ("candidates", "generated_inputs")}
     tests, pairs = code_tests_source({**params, "tests": params.get("tests") or ("{tests}" if "tests" in wired
                                                                                   else "")}, wired)
-    probes = parse_inputs(params.get("generated_inputs") or [], entry) + parse_inputs(
+    generated = parse_inputs(params.get("generated_inputs") or [], entry) + parse_inputs(
         inputs.get("generated_inputs"), entry)
-    if not tests.strip() and not pairs and not probes:
+    probes, unusable = usable_inputs(generated, entry)
+    has_tests = bool(tests.strip() or pairs)
+    if not has_tests and not probes:
+        if unusable:
+            raise NodeError(f"behaviour voting has nothing to run the candidates on: {inputs_note(unusable, 0, False)}"
+                            f"; wire the example `tests`, or ask for inputs as argument lists of {entry}() "
+                            "(a JSON list such as [[1, 2], [3]])")
         raise NodeError("behaviour voting needs inputs to run the candidates on: wire `tests` or "
                         "`generated_inputs`, or set the tests / io_tests / generated_inputs params")
     scores = [c.score for c in cands]
@@ -80,18 +102,36 @@ def behaviour_of(cands: list[Candidate], params: dict[str, Any], inputs: dict[st
     if params["filter_passing"] and any(s is not None and s >= 1.0 for s in scores):
         pool = [i for i, s in enumerate(scores) if s is not None and s >= 1.0]
     reports = run_many([cands[i].text for i in pool], tests=tests, entry_point=entry, io_tests=pairs, probes=probes,
-                       limits=code_limits(params))
+                       limits=code_limits(params, ctx))
+    ctx.cancel.raise_if_cancelled()  # programs killed by the stop are no behaviour
+    ran = [r for r in reports if _ran(r)]
+    useless = failing_everywhere([r.outputs for r in ran], len(probes)) if len(ran) > 1 else {}
+    unusable += [{"input": probes[k], "error": f"every program raised {err}"} for k, err in useless.items()]
+    kept = [k for k in range(len(probes)) if k not in useless]
+    if not has_tests and not kept:
+        raise NodeError(f"behaviour voting has nothing to cluster on: {inputs_note(unusable, 0, False)}; wire the "
+                        "example `tests`, or ask for inputs the programs can run")
     signatures: list[str | None] = [None] * len(cands)
     labels = [""] * len(cands)
+    errors = [False] * len(cands)
     for i, report in zip(pool, reports, strict=True):
         cands[i].meta.setdefault("tests", {})[ctx.node_id] = {**test_detail(report), "outputs": report.outputs}
         if _ran(report):
-            signatures[i] = json.dumps(report.behaviour(), default=str)
-            labels[i] = "outputs " + json.dumps(report.outputs or [t.get("output") for t in report.tests],
-                                                default=str)[:160]
+            outputs = [report.outputs[k] for k in kept]
+            signatures[i] = json.dumps([*((t.get("output"), t.get("passed")) for t in report.tests), *outputs],
+                                       default=str)
+            errors[i] = errors_only(report.tests, outputs)
+            labels[i] = ("errors only: " if errors[i] else "outputs ") + json.dumps(
+                outputs or [t.get("output") for t in report.tests], default=str)[:160]
     vote = behaviour_vote(signatures, scores, labels)
-    vote.detail.update({"inputs": probes[:50], "filtered_out": [i for i in range(len(cands)) if i not in pool],
+    note = inputs_note(unusable, len(kept), has_tests)
+    vote.detail.update({"inputs": [probes[k] for k in kept][:50], "unusable_inputs": unusable[:50],
+                        "unusable_count": len(unusable), "note": note,
+                        "error_clusters": [k for k, cl in enumerate(vote.clusters) if errors[cl.members[0]]],
+                        "filtered_out": [i for i in range(len(cands)) if i not in pool],
                         "runs": {str(i): r.reason for i, r in zip(pool, reports, strict=True)}})
+    if note:
+        log.info("%s: %s", ctx.node_id, note)
     return vote
 
 

@@ -81,7 +81,7 @@ const [helpers, dom, rules_, docs, ...methods] = await Promise.all([
   "inspector.js", "subworkflow.js",
 ].map((name) => import(`./${name}${V}`)));
 const { stableStringify, mixin } = helpers;
-const { h, svg } = dom;
+const { h, svg, stackIcon } = dom;
 const { compileRules, templateVariables: varsOf, portCompatible: compatible, readSchema, paramsOf, resolvedParams,
   paramVisible, inputPorts, outputPorts, RULES_REQUIRED } = rules_;
 const { emptyDoc, docFromWorkflow, workflowFromDoc } = docs;
@@ -294,7 +294,7 @@ class Editor {
       tb("delete", "\u2715 Delete", "Delete the selection (Delete)", () => this.deleteSelection()),
       h("span", { class: "mge-sep" }),
       tb("layout", "\u2637 Auto-layout", "Arrange the nodes left to right", () => this.autoLayout()),
-      tb("make-subworkflow", "\u29c9 Sub-workflow", "Make a sub-workflow of the selected nodes (Ctrl+G)",
+      tb("make-subworkflow", [stackIcon(), " Sub-workflow"], "Make a sub-workflow of the selected nodes (Ctrl+G)",
         () => this.makeSubworkflow()),
       tb("fit", "\u2922 Fit", "Fit the workflow in view (F)", () => this.fitView()),
       tb("zoom-out", "\u2212", "Zoom out", () => this._zoomBy(1 / 1.2)),

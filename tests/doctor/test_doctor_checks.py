@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import sys
 from pathlib import Path
@@ -130,13 +131,18 @@ def test_bwrap_is_found_by_an_absolute_path(tmp_path: Path, monkeypatch: pytest.
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     fake.chmod(0o755)
-    monkeypatch.setattr(code_exec, "BWRAP_SEARCH_PATH", str(fake.parent))
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.delenv("METAGEN_CODE_ISOLATION", raising=False)
-    assert code_exec.bwrap_path() == str(fake)
-    works, why = code_exec.isolation_probe()
-    assert not works and str(fake) in why and "No permissions to create new namespace" in why
-    result = checks.check_isolation()
-    assert result["status"] == checks.WARN and "bubblewrap" in result["fix"]
+    code_exec.bwrap_path.cache_clear()
+    try:
+        assert code_exec.bwrap_path() == str(fake)
+        works, why = code_exec.isolation_probe()
+        assert not works and str(fake) in why and "No permissions to create new namespace" in why
+        result = checks.check_isolation()
+        assert result["status"] == checks.WARN and "bubblewrap" in result["fix"]
+    finally:
+        code_exec.bwrap_path.cache_clear()
+        code_exec._bwrap_sizes.cache_clear()
 
 
 def test_disk_space_levels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -104,3 +104,71 @@ def test_a_repeated_run_says_its_answer_came_from_the_cache(ui: Any) -> None:
     ui.click_run()
     assert ui.wait_run_finished(60) == "succeeded"
     assert "from the cache" not in ui.page.locator("[data-testid=run-status]").inner_text()
+
+
+def _accept_dialogs(ui: Any) -> list[str]:
+    """Accept every dialog of the page (opening over unsaved work asks first, leaving it too); the confirm()
+    messages, in order."""
+    messages: list[str] = []
+
+    def accept(dialog: Any) -> None:
+        if dialog.type == "confirm":
+            messages.append(dialog.message)
+        dialog.accept()
+
+    ui.page.on("dialog", accept)
+    return messages
+
+
+def _open_example_over(ui: Any, name: str, title_after: str) -> None:
+    ui.page.locator("[data-testid=example-select]").select_option(name)
+    ui.page.wait_for_function("(t) => document.querySelector('[data-testid=wf-title]').textContent === t",
+                              arg=title_after)
+
+
+def test_a_second_example_runs_on_its_own_default_input(ui: Any, shot: Any) -> None:
+    """Issue 37, 2.1: "New from example…" kept the first example's run input (the graph showed the second's)."""
+    asked = _accept_dialogs(ui)
+    ui.open_example("chain_of_thought")
+    question = ui.page.locator("[data-testid=input-question]")
+    assert question.input_value() == "What is 3 + 4?"
+    _open_example_over(ui, "best_of_n", "best-of-n")
+    assert question.input_value() == "What is the capital of France?"
+    shot(ui.page, "second-example")
+    run_id = ui.click_run()
+    assert ui.wait_run_finished(60) == "succeeded"
+    answer = ui.page.locator("[data-testid=run-outputs]").inner_text()
+    assert "capital of France" in answer and "3 + 4" not in answer  # the dry run's model echoes its prompt
+    from app.traces.store import TraceStore
+
+    with TraceStore(ui.server.home / "traces.db", recover=False) as store:  # the server's runs stay as they are
+        assert store.get_run(run_id)["run"]["inputs"] == {"question": "What is the capital of France?"}
+    assert asked == ["Discard the unsaved changes to 'chain-of-thought'?"]  # the open workflow, not 'untitled'
+
+
+def test_a_typed_input_is_kept_while_editing_and_reset_by_opening(ui: Any) -> None:
+    asked = _accept_dialogs(ui)
+    ui.open_example("chain_of_thought")
+    question = ui.page.locator("[data-testid=input-question]")
+    question.fill("What is 5 + 6?")
+    editor = ui.page.locator("[data-testid=yaml-editor]")
+    editor.fill(editor.input_value().replace("default: What is 3 + 4?", "default: What is 1 + 1?"))
+    ui.page.wait_for_function("document.querySelector('[data-testid=run-inputs]').dataset.sig.includes('1 + 1')")
+    assert question.input_value() == "What is 5 + 6?"  # the user's text survives an edit of the same workflow
+    _open_example_over(ui, "mbr", "minimum-bayes-risk")
+    assert question.input_value() == "Why is the sky blue?"
+    assert len(asked) == 1
+
+
+def test_the_restored_draft_banner_follows_the_open_workflow(ui: Any, shot: Any) -> None:
+    asked = _accept_dialogs(ui)
+    ui.open_example("chain_of_thought")  # an opened example is unsaved: a draft is kept in the browser
+    ui.reload()
+    banner = ui.page.locator("[data-testid=draft-banner]")
+    assert banner.is_visible()
+    assert banner.inner_text().startswith("Restored your unsaved draft of 'chain-of-thought'")
+    assert ui.page.locator("[data-testid=input-question]").input_value() == "What is 3 + 4?"
+    _open_example_over(ui, "mbr", "minimum-bayes-risk")
+    assert asked == ["Discard the unsaved changes to 'chain-of-thought'?"]
+    assert banner.is_hidden()  # it spoke of the draft, which is no longer open
+    shot(ui.page, "banner-gone")

@@ -29,7 +29,7 @@ def test_the_script_regenerates_the_committed_files(tmp_path: Path, monkeypatch:
     with pytest.raises(SystemExit) as done:
         runpy.run_path(str(ROOT / "scripts" / "make_datasets.py"), run_name="__main__")
     assert done.value.code == 0
-    for name in ("arithmetic.jsonl", "instructions.csv"):
+    for name in ("arithmetic.jsonl", "arithmetic.meta.yaml", "instructions.csv", "code.jsonl"):
         assert (tmp_path / name).read_bytes() == (DATASETS / name).read_bytes(), name
 
 

@@ -71,3 +71,20 @@ def test_shared_app_refuses(fake_hub: FakeHub, tmp_path: Path) -> None:
             call()
         assert err.value.code == "shared"
     assert fake_hub.requests == []
+
+
+def test_recommended_says_whether_each_fits_this_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.ui.get_model import recommended_rows
+    from backends.llama import hub_fit
+
+    monkeypatch.setattr(hub_fit, "available_memory", lambda build: (2_000_000_000, "RAM"))  # 2 GB free
+    service = service_for(tmp_path)
+    entries = service.hub.recommended()
+    small = next(e for e in entries if float(e["size_gb"]) < 1.0)
+    large = next(e for e in entries if float(e["size_gb"]) > 3.0)
+    assert small["fits_here"] is True and large["fits_here"] is False
+    fits_column = {row[1]: row[2] for row in recommended_rows(service)}
+    assert fits_column[small["name"]] == "yes (RAM)" and fits_column[large["name"]] == "no (RAM)"
+    assert not {"laptop", "gpu24"} & set(fits_column.values())
+    monkeypatch.setattr(hub_fit, "available_memory", lambda build: (None, "RAM"))
+    assert {row[2] for row in recommended_rows(service)} == {"unknown"}

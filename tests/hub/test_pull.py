@@ -59,8 +59,9 @@ def test_partial_resumes_on_next_pull(fake_hub: FakeHub, tmp_path: Path) -> None
     models.mkdir()
     data = fake_hub.repos[TINY_REPO].files["tiny-Q4_K_M.gguf"]
     (models / "tiny-Q4_K_M.gguf.part").write_bytes(data[:1000])  # left by a cancelled pull
-    pull(TINY_REPO, models)
+    got = pull(TINY_REPO, models)
     assert fake_hub.ranges("tiny-Q4_K_M.gguf") == ["bytes=1000-"]
+    assert got.how == {"tiny-Q4_K_M.gguf": "downloaded, resumed from 1 KB of an earlier pull"}
     assert (models / "tiny-Q4_K_M.gguf").read_bytes() == data and not (models / "tiny-Q4_K_M.gguf.part").exists()
 
 

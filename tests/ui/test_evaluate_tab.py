@@ -183,6 +183,7 @@ def test_handlers_take_a_small_dataset_through_an_evaluation(service: StudioServ
 
     started = h.on_start(form)
     assert "Started evaluation" in started[v.message], started[v.message]
+    assert started[v.estimate] == ""  # the summary shows the estimate beside the actual cost from now on
     eval_id = started[v.past]["value"]
     assert eval_id in choices(started[v.past])
     form[v.past] = eval_id
@@ -203,7 +204,24 @@ def test_handlers_take_a_small_dataset_through_an_evaluation(service: StudioServ
     # a past evaluation shows in the same views; nothing runs, so the timer stays off
     again = h.on_past(form)
     assert again[v.timer].active is False and 'data-status="succeeded"' in again[v.progress]
+    assert again[v.estimate] == "" and "busy s (summed over concurrent items)" in again[v.summary]
     assert "not running" in h.on_cancel(form)[v.message]
+
+
+def test_a_dataset_that_names_its_metric_sets_the_metric(service: StudioService, tmp_path: Path) -> None:
+    tab = build_tab(service)
+    v, h = tab.view, tab.handlers
+    form = {**initial_form(tab), v.editor_yaml: VOTE}
+    apply(form, h.on_select(form))
+    assert form[v.metric] == "exact"
+    out = h.on_dataset({**form, v.dataset: "arithmetic.jsonl"})  # datasets/arithmetic.meta.yaml: metric number
+    assert out[v.metric]["value"] == "number"
+    assert "All 60 rows" in out[v.check]
+    assert v.metric not in h.on_dataset({**form, v.dataset: "instructions.csv"})  # names none: the user's stays
+    # the form's empty metric means the dataset's own; a metric picked wins
+    request = {"workflows": [{"name": "vote", "yaml": VOTE}], "dataset": "arithmetic.jsonl", "limit": 2}
+    assert service.evaluations.plan({**request, "metric": ""}).metric_spec == "number"
+    assert service.evaluations.plan({**request, "metric": "contains"}).metric_spec == "contains"
 
 
 CHAIN = """version: 1

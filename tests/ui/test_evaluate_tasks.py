@@ -54,3 +54,24 @@ def test_shared_app_visitors_get_no_hub_datasets_nor_presets(service: StudioServ
         evals.dataset_path("hf:openai/gsm8k:main@test", visitor="v1")
     with pytest.raises(UserError, match="shared app"):
         evals.plan({"workflows": [{"name": "x", "yaml": VOTE}], "dataset": "task:gsm8k"}, visitor="v1")
+
+
+def test_check_the_grader_grades_the_presets_gold_answers(service: StudioService, hub_cache: Path) -> None:  # noqa: F811
+    """The button beside the dataset picker: the picked preset's own gold answers through its metric."""
+    rows = [*GSM8K_ROWS, {"question": "Broken row", "answer": "no marker here"}]
+    prefill(hub_cache, "openai/gsm8k", "main", {"test": rows})
+    tab = build_tab(service)
+    v, h = tab.view, tab.handlers
+    form = initial_form(tab)
+    form[v.dataset] = "task:gsm8k"
+    out = h.on_check_grader(form)
+    assert 'data-correct="2" data-total="3"' in out[v.check] and "item 2:" in out[v.check]
+    form[v.limit] = 2
+    assert 'data-ok="true"' in h.on_check_grader(form)[v.check]
+    form[v.dataset] = "arithmetic.jsonl"
+    out = h.on_check_grader(form)
+    assert out[v.check] == "" and "Pick a task preset" in out[v.message]
+    evals: Any = service.evaluations
+    evals.policy = type(evals.policy)(**{**evals.policy.__dict__, "share_mode": True})
+    with pytest.raises(UserError, match="shared app"):
+        evals.check_gold("task:gsm8k")

@@ -75,3 +75,13 @@ def test_device_settings_are_checked_saved_and_shown(tmp_path: Path, monkeypatch
     assert service.models.device_for("bundled") == "CPU · no layers offloaded · 1 threads"
     with pytest.raises(UserError, match="owner"):
         make(tmp_path, policy=SharePolicy(share_mode=True)).models.save_device_settings({"device": "cpu"})
+
+
+def test_two_files_of_one_model_show_their_files(tmp_path: Path) -> None:
+    folder = tmp_path / "models"
+    folder.mkdir()
+    shutil.copyfile(bundled_model_path(), folder / "smol-a.gguf")
+    shutil.copyfile(bundled_model_path(), folder / "smol-b.gguf")
+    names = [e["name"] for e in make(tmp_path).models.entries()]
+    assert len(set(names)) == len(names), names
+    assert any(n.endswith("· smol-a.gguf") for n in names) and any(n.endswith("· smol-b.gguf") for n in names)

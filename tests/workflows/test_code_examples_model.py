@@ -59,6 +59,10 @@ def test_alphacode(scheduler: Scheduler) -> None:
     assert vote["method"] == "behaviour"
     assert sum(c["count"] for c in vote["clusters"]) + vote["no_answer_count"] == vote["total"] == 8
     assert set(vote["detail"]["filtered_out"]) <= set(vote["no_answer"])  # failed the example tests: not clustered
+    # the bundled model answers the inputs prompt with code and prose, not argument lists: they are named, not run
+    detail = vote["detail"]
+    assert detail["inputs"] == [] and detail["unusable_count"] >= 1
+    assert " generated input" in detail["note"] and detail["note"].endswith("clustered on the example tests only")
     if vote["winner"] is not None:
         assert vote["winner"] in vote["clusters"][0]["members"]
 
