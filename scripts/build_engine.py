@@ -162,16 +162,16 @@ def install(version: str, config: dict, venv: Path, force: bool) -> None:
 
 
 def canary() -> tuple[bool, str]:
-    """Decodes a few tokens of the bundled model in a child process: (ok, what happened)."""
+    """Decodes a few tokens of the bundled model in a child process: (ok, what happened). The child's command is
+    canary_report.canary_command() ($METAGEN_CANARY_COMMAND replaces it, e.g. in the tests of a broken build)."""
     from_repo = str(Path(__file__).resolve().parent.parent)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (from_repo, os.environ.get("PYTHONPATH")) if p))
+    from backends.llama.canary_report import canary_command, describe_exit  # (after sys.path is the repo's)
+
     try:
-        done = subprocess.run([sys.executable, "-m", "backends.llama.canary", "--json"], capture_output=True,
-                              text=True, env=env, timeout=300, check=False)
+        done = subprocess.run(canary_command(), capture_output=True, text=True, env=env, timeout=300, check=False)
     except subprocess.TimeoutExpired:
         return False, "the canary decode did not finish in 300 s"
-    from backends.llama.canary_report import describe_exit  # noqa: PLC0415 (after sys.path is the repo's)
-
     return describe_exit(done.returncode, done.stdout, done.stderr)
 
 

@@ -8,6 +8,17 @@
   "use strict";
 
   const POLL_MS = 350;
+  const CALL_TIMEOUT_MS = 5000;  // a status call unanswered this long is retried (a dead server never answers)
+
+  function connection() {
+    return window.MetagenConnection;  // static/connection.js (scripts load async: looked up when needed)
+  }
+
+  function withTimeout(promise, ms) {
+    let timer;
+    const timeout = new Promise((resolve) => { timer = setTimeout(() => resolve({ timed_out: true }), ms); });
+    return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+  }
 
   function create(ctx) {
     const { S, call, notice, currentWorkflow, isEmptyWorkflow } = ctx;
@@ -189,11 +200,27 @@
       S.pollTimer = setTimeout(poll, POLL_MS);
     }
 
+    function showConnectionLost() {
+      const lostText = connection() ? connection().LOST_TEXT : "Lost the connection to the studio server";
+      const current = S.runs.find((r) => r.run_id === S.currentRun && !r.finished);
+      S.el.runText.textContent = (current ? "Run " + current.run_id + ": " : "") + lostText;
+      S.el.runText.className = "mg-run-text mg-bad";
+      S.el.runText.dataset.status = "disconnected";
+    }
+
     async function poll() {
       S.pollTimer = null;
       const active = S.runs.filter((r) => !r.finished);
       for (const r of active) {
-        const snap = await call("mg_status", { run_id: r.run_id });
+        if (connection() && connection().isLost()) {
+          showConnectionLost();
+          break;  // polled again when the connection is back (and meanwhile, slowly)
+        }
+        const snap = await withTimeout(call("mg_status", { run_id: r.run_id }), CALL_TIMEOUT_MS);
+        if (snap.timed_out || (connection() && connection().isLost())) {
+          if (connection() && connection().isLost()) showConnectionLost();
+          break;  // no answer: not a verdict on the run; asked again on the next poll
+        }
         if (snap.error && !snap.run_id) {
           r.finished = true;
           r.status = "lost";
@@ -294,6 +321,17 @@
       S.selectedNode = nodeId || null;
       showNodeOutputs(S.selectedNode);
     }
+
+    function watchConnection() {
+      const conn = connection();
+      if (!conn) { setTimeout(watchConnection, 200); return; }
+      conn.onChange((state) => {
+        if (!S.runs.some((r) => !r.finished)) return;
+        if (state === "lost") showConnectionLost();
+        else schedulePoll();  // back: the runs' real state (a restarted server no longer knows them: "lost")
+      });
+    }
+    watchConnection();
 
     return { renderInputs, run, cancel, schedulePoll, showRun, clearRunView, onSelect };
   }

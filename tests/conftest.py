@@ -41,6 +41,30 @@ def pytest_configure(config: object) -> None:
     os.environ.setdefault("DO_NOT_TRACK", "1")
 
 
+def engine_header_lines() -> list[str]:
+    """The engine build this run tests (llama_print_system_info, read in a child process: a broken build may crash
+    on import), so CI's log says which CPU features and GPU backend the results come from."""
+    from app.service.doctor_checks import build_record, engine_system_info
+
+    info, error = engine_system_info(timeout_s=120)
+    record = build_record()
+    built = (f"build {record.get('key')} (amx={record.get('amx')}, portable={record.get('portable')}, "
+             f"cflags={record.get('cflags') or '(none)'})" if record else "not built by `make setup`")
+    return [f"llama.cpp: {built}", *(f"llama_print_system_info: {line}" for line in (info.splitlines() or [error]))]
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return engine_header_lines()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Under -q (`make test`) pytest prints no header: the engine's lines are written all the same."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and session.config.get_verbosity() < 0:
+        for line in engine_header_lines():
+            reporter.write_line(line)
+
+
 def session_leftovers(root: Path, home: Path | None) -> list[str]:
     """The app's or the tests' own files and folders (`metagen-*`) left in the session's temp folder, besides the
     session's data folder."""

@@ -111,6 +111,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"error: {listen_error(args.host, args.port, exc)}", file=sys.stderr)
         return 1
+    from app.platform.shutdown import install_forced_exit
+
+    install_forced_exit()  # gone within seconds of SIGTERM / Ctrl+C, even when a stuck run holds the shutdown up
     service = StudioService(policy=SharePolicy.local(), workflows_dir=Path(args.workflows) if args.workflows else None,
                             trace_db=Path(args.db) if args.db else None, dry_run=args.dry_run,
                             fake_latency_s=max(0.0, args.fake_latency) if args.dry_run else 0.0)

@@ -68,6 +68,11 @@ def cmd_ui(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from app.platform.scratch import install_signal_cleanup
+    from app.platform.shutdown import install_forced_exit
+
+    install_signal_cleanup()  # a server is usually stopped by a signal: its scratch folders go then too
+    install_forced_exit()  # ... and it is gone within seconds, even when a run holds it up
     service = StudioService(
         policy=policy,
         workflows_dir=Path(args.workflows) if args.workflows else None,
@@ -75,9 +80,6 @@ def cmd_ui(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         fake_latency_s=max(0.0, args.fake_latency) if args.dry_run else 0.0,
     )
-    from app.platform.scratch import install_signal_cleanup
-
-    install_signal_cleanup()  # a server is usually stopped by a signal: its scratch folders go then too
     demo = build_app(service)
     api = studio_config(service, api_keys=api_keys, all_remote=bool(args.share),
                         share_rules_everywhere=bool(getattr(args, "share_mode", False)) or env_share_mode())

@@ -114,6 +114,12 @@ def _on_signal(signum: int, frame: Any) -> None:
         raise SystemExit(128 + signum)  # the default action would skip atexit and the app's `finally` blocks
 
 
+def handler_before(signum: int) -> Any:
+    """The handler of `signum` under this module's cleanup handler (the current one when it has none)."""
+    current = signal.getsignal(signum)
+    return _installed.get(signum, current) if current is _on_signal else current
+
+
 def install_signal_cleanup() -> None:
     """Remove the scratch folders on SIGTERM, SIGINT and SIGHUP too (not only at a normal exit), then do what
     the signal did before (Ctrl+C still raises KeyboardInterrupt; a default SIGTERM exits through the app's

@@ -1,5 +1,5 @@
 """The /v1 routes as one ASGI app: GET /models, POST /chat/completions, /completions and /rerank (rank model
-files); every path answers JSON, errors in the OpenAI shape and never a traceback."""
+files); every path answers JSON, errors in the OpenAI shape and never a traceback. Beside it GET /health."""
 
 from __future__ import annotations
 
@@ -135,6 +135,14 @@ def create_api(service: StudioService, config: ServeConfig) -> Starlette:
     ], exception_handlers={HTTPException: route_error, Exception: route_error})
 
 
+HEALTH_PATH = "/health"
+"""Answers as long as the server runs: the page's connection check (static/connection.js) fetches it."""
+
+
+async def health(request: Request) -> Response:
+    return JSONResponse({"ok": True}, headers={"Cache-Control": "no-store"})
+
+
 def api_routes(service: StudioService, config: ServeConfig) -> list[BaseRoute]:
-    """The routes to put in front of another app's (the studio's Gradio server)."""
-    return [Mount(API_PREFIX, app=create_api(service, config))]
+    """The routes to put in front of another app's (the studio's Gradio server): /v1 and /health."""
+    return [Route(HEALTH_PATH, health, methods=["GET"]), Mount(API_PREFIX, app=create_api(service, config))]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import uvicorn
 from starlette.applications import Starlette
@@ -11,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from app.platform.shutdown import arm_forced_exit
 from app.serve.config import ServeConfig
 from app.serve.errors import route_error
 from app.serve.routes import API_PREFIX, api_routes
@@ -29,8 +31,21 @@ def build_server(service: StudioService, config: ServeConfig) -> Starlette:
                      exception_handlers={HTTPException: route_error, Exception: route_error})
 
 
+GRACEFUL_SHUTDOWN_S = 2
+"""Seconds open requests get to finish after a stopping signal (the forced exit follows at FORCED_EXIT_AFTER_S)."""
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server whose stopping signal also arms the forced exit: uvicorn holds SIGINT / SIGTERM while it
+    runs, and after it the app's shutdown (runs joined, the trace store closed) may wait on a stuck run."""
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        arm_forced_exit(sig)
+        super().handle_exit(sig, frame)
+
+
 def make_server(app: Starlette, host: str, port: int) -> uvicorn.Server:
-    """A uvicorn server for `app` (call `.run()`; it stops on Ctrl+C / SIGTERM)."""
+    """A uvicorn server for `app` (call `.run()`; it stops on Ctrl+C / SIGTERM, the process within 5 s)."""
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
-                            timeout_graceful_shutdown=5, lifespan="off")
-    return uvicorn.Server(config)
+                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, lifespan="off")
+    return _Server(config)

@@ -207,6 +207,15 @@ class StudioService:
         if self._pool is not None and hasattr(self._pool, "close"):
             self._pool.close()
 
+    def check_install(self, canary: bool = True) -> Any:
+        """`metagen doctor`'s report (app.service.doctor.DoctorReport) for this studio's folders and model pool;
+        the owner's only: it shows paths and environment settings."""
+        if self.policy.share_mode:
+            raise UserError("checking the install is for the owner of this app")
+        from app.service.doctor import run_doctor
+
+        return run_doctor(models_dir=self.models_dir, trace_db=self._trace_db, pool=self._pool, canary=canary)
+
     # ------------------------------------------------------------------ workflow files
 
     def path_for(self, name: str) -> Path:

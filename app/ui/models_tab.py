@@ -1,5 +1,6 @@
 """The Models tab: bundled and local GGUF models with size, quantisation, context, device and CPU weights;
-load/unload, making a CPU-fast copy, and getting models from the Hub (get_model.py)."""
+load/unload, making a CPU-fast copy, getting models from the Hub (get_model.py), and checking the install (the report
+of `metagen doctor`)."""
 
 from __future__ import annotations
 
@@ -62,6 +63,29 @@ def models_tab(service: StudioService, tab: gr.Tab) -> None:
     get_model_section(service, refresh_list, views["outputs"])
     remote_check_section(service)
     remote_servers_section(service)
+    install_check_section(service)
+
+
+def install_check_report(service: StudioService) -> str:
+    """`metagen doctor`'s report as markdown (what the button shows)."""
+    try:
+        return service.check_install().to_markdown()
+    except UserError as exc:
+        return str(exc)
+    except Exception as exc:
+        log.exception("checking the install failed")
+        return f"Could not check the install: {exc}"
+
+
+def install_check_section(service: StudioService) -> None:
+    """Check this install (owner only): the checks of `metagen doctor`, with what to fix."""
+    with gr.Group(visible=not service.policy.share_mode):
+        gr.Markdown("**Check this install**: Python and packages, the llama.cpp build against this CPU, a canary "
+                    "decode, the models folder, disk space, code isolation, Chromium, Hub settings and the trace "
+                    "database (the same as `metagen doctor`).")
+        button = gr.Button("Check this install", elem_id="mg-models-doctor", scale=0)
+        report = gr.Markdown(elem_id="mg-models-doctor-report")
+    button.click(lambda: install_check_report(service), [], [report])
 
 
 def _model_list_views(service: StudioService) -> dict[str, Any]:

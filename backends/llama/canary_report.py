@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import signal
+import sys
 
 GARBAGE_EXIT = 3
+CANARY_COMMAND_ENV = "METAGEN_CANARY_COMMAND"
+"""A command line that replaces the canary child (tests give one that crashes, to check what a broken build says)."""
+
+
+def canary_command() -> list[str]:
+    """The canary child's argv: $METAGEN_CANARY_COMMAND when set, else this Python running backends.llama.canary."""
+    given = os.environ.get(CANARY_COMMAND_ENV, "").strip()
+    if given:
+        return shlex.split(given)
+    return [sys.executable, "-m", "backends.llama.canary", "--json"]
 
 
 def signal_name(returncode: int) -> str:

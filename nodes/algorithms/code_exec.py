@@ -149,23 +149,33 @@ def _bwrap_argv(scratch: Path, disk_bytes: int | None = None, files: tuple[str, 
     return [*argv, "--"]
 
 
-@lru_cache(maxsize=1)
-def isolation() -> str:
-    """'bwrap' when namespaces work here, else 'none' (limits only); checked once."""
+def isolation_probe() -> tuple[bool, str]:
+    """Runs `python -c pass` under bubblewrap as code runs get it: (works, what was found or why not)."""
     if os.environ.get(ISOLATION_ENV, "").lower() == "none":
-        return "none"
-    if sys.platform != "linux" or bwrap_path() is None:
-        return "none"
+        return False, f"turned off by {ISOLATION_ENV}=none"
+    if sys.platform != "linux":
+        return False, f"bubblewrap namespaces are Linux only (this is {sys.platform})"
+    bwrap = bwrap_path()
+    if bwrap is None:
+        return False, "bubblewrap (bwrap) is not installed"
     with tempfile.TemporaryDirectory(prefix="metagen-code-probe-") as tmp:
         try:
             proc = subprocess.run([*_bwrap_argv(Path(tmp)), sandbox_python(), "-I", "-S", "-c", "pass"],
                                   capture_output=True, timeout=30)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            log.warning("bubblewrap does not work here (%s): code runs with limits only", exc)
-            return "none"
+            return False, f"{bwrap} did not run: {exc}"
     if proc.returncode != 0:
-        log.warning("bubblewrap does not work here (%s): code runs with limits only",
-                    proc.stderr.decode(errors="replace").strip()[:200])
+        return False, f"{bwrap} failed: {proc.stderr.decode(errors='replace').strip()[:200] or proc.returncode}"
+    return True, f"{bwrap} works (new pid, network, IPC and UTS namespaces)"
+
+
+@lru_cache(maxsize=1)
+def isolation() -> str:
+    """'bwrap' when namespaces work here, else 'none' (limits only); checked once."""
+    works, why = isolation_probe()
+    if not works:
+        if os.environ.get(ISOLATION_ENV, "").lower() != "none" and bwrap_path() is not None:
+            log.warning("bubblewrap does not work here (%s): code runs with limits only", why)
         return "none"
     return "bwrap"
 

@@ -51,9 +51,9 @@ class StudioServer:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
 
-def start_server(home: Path, extra_args: list[str]) -> StudioServer:
+def start_server(home: Path, extra_args: list[str], port: int | None = None) -> StudioServer:
     home.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = port or free_port()
     env = {**os.environ, "METAGEN_HOME": str(home), "GRADIO_ANALYTICS_ENABLED": "False", "PYTHONUNBUFFERED": "1"}
     for key in ("METAGEN_WORKFLOWS", "METAGEN_TRACE_DB", "METAGEN_MODELS", "METAGEN_SHARE_MODE"):
         env.pop(key, None)
