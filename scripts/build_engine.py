@@ -127,7 +127,7 @@ def installed_key(venv: Path) -> str:
     installed (a later `pip install llama-cpp-python` of other flags leaves the record behind)."""
     try:
         key = json.loads((venv / KEY_FILE).read_text()).get("key", "")
-        from importlib.metadata import distribution  # noqa: PLC0415
+        from importlib.metadata import distribution
 
         origin = distribution("llama-cpp-python").read_text("direct_url.json") or ""
     except (OSError, ValueError, ImportError):
