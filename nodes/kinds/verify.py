@@ -214,7 +214,9 @@ def self_certainty_verdicts(cands: list[Candidate], threshold: float) -> tuple[l
         stats = c.meta.get("token_stats")
         if not isinstance(stats, dict):
             raise NodeError("self_certainty needs the token statistics a sampler records on its candidates; wire a "
-                            "sampler's candidates (directly or through other verifiers) into this verifier")
+                            "sampler's candidates (directly or through other verifiers) into this verifier, and on a "
+                            "remote server turn on the sampler's `logprobs` (they are approximated from the top "
+                            "logprobs)")
         try:
             value = sample_self_certainty(stats)
         except KeyError:
