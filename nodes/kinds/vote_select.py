@@ -33,7 +33,7 @@ from nodes.algorithms.selection import (
     split_groups,
     tie_key,
 )
-from nodes.algorithms.voting import TIE_BREAK_INDEX, VoteResult, build_clusters
+from nodes.algorithms.voting import VoteResult, build_clusters
 from nodes.base import Candidate, NodeContext, NodeError, Param, render_template, template_variables
 
 T = TypeVar("T")
@@ -53,7 +53,7 @@ MAX_CONCURRENT = 64
 """Requests in flight at once: the engine's sequences (n_seq_max) by default, so a round is one batch."""
 REASONING_CHARS = 2000
 """Each judgement's text kept in the vote event (the LM call in the trace keeps all of it)."""
-TIE_RULE = "more candidates sharing its answer, then the lower index"
+TIE_RULE = "the candidate whose answer more candidates share, then the lowest index"
 
 
 def select_params() -> tuple[Param, ...]:
@@ -122,7 +122,7 @@ def _clusters_result(method: str, answers: list[str | None], winner: int | None,
     clusters.sort(key=lambda c: -c.count)
     return VoteResult(method, answers[winner] if winner is not None else None, winner, clusters,
                       [i for i, a in enumerate(answers) if a is None], [str(i) for i in ties],
-                      f"{TIE_BREAK_INDEX} after {TIE_RULE}", True, detail)
+                      TIE_RULE, True, detail)
 
 
 def genselect_vote(cands: list[Candidate], answers: list[str | None], question: str, params: dict[str, Any],
