@@ -333,6 +333,9 @@ class OpenAIBackend:
                     tokens = u.completion_tokens
                 logprobs = answer.logprobs.get(i) if params.logprobs is not None else None
                 stats = approx_token_stats(logprobs) if logprobs and params.token_stats else None
+                if logprobs and params.token_stats and stats is None:
+                    log.warning("%s at %s sent no top logprobs, so no token statistics (self-certainty, confidence) "
+                                "can be approximated", self.caps.server, self.base_url)
                 if logprobs and params.logprobs is not None:  # as many alternatives as were asked for
                     logprobs = [replace(lp, top=lp.top[:params.logprobs]) for lp in logprobs]
                 completions.append(Completion(
