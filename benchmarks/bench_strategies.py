@@ -421,8 +421,8 @@ def _statistics_without_certainty(logits: Any, token: int, k: int = 20, scratch:
 @section
 def self_certainty_overhead(args: argparse.Namespace) -> None:
     """The same seeded draws (--draw-n samples), interleaved, with the engine's token statistics as shipped
-    (self-certainty included) and as they were before it; statistics change no token, so both sides decode the same sequences.
-    The time inside the statistics is measured apart from the machine's noise."""
+    (self-certainty included) and as they were before it; statistics change no token, so both sides decode the
+    same sequences. The time inside the statistics is measured apart from the machine's noise."""
     import backends.llama.engine_jobs as engine_jobs
     from backends.base import SamplingParams
 
