@@ -91,16 +91,22 @@ CONFIDENCE_TOP_K = 20
 @dataclass
 class TokenStats:
     """Per generated token: the chosen token's log-probability, its confidence (minus the mean log-probability of
-    the CONFIDENCE_TOP_K most likely tokens: high when the distribution is peaked) and its entropy (nats)."""
+    the CONFIDENCE_TOP_K most likely tokens: high when the distribution is peaked), its entropy (nats) and its
+    self-certainty (KL(uniform || p) in nats, from the whole distribution; empty where the engine cannot see it).
+    `approximate` is set when the statistics come from a remote server's top logprobs, not the full distribution."""
 
     logprob: list[float] = field(default_factory=list)
     confidence: list[float] = field(default_factory=list)
     entropy: list[float] = field(default_factory=list)
+    self_certainty: list[float] = field(default_factory=list)
+    approximate: bool = False
 
-    def add(self, logprob: float, confidence: float, entropy: float) -> None:
+    def add(self, logprob: float, confidence: float, entropy: float, self_certainty: float | None = None) -> None:
         self.logprob.append(logprob)
         self.confidence.append(confidence)
         self.entropy.append(entropy)
+        if self_certainty is not None:
+            self.self_certainty.append(self_certainty)
 
     def __len__(self) -> int:
         return len(self.confidence)

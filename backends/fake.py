@@ -53,8 +53,9 @@ class FakeBackend:
     4. otherwise a seeded echo: "echo[<seed % 3>]: <last line of the prompt>".
     `latency_s` sleeps per request (to test concurrency); `choice_scores` maps a choice to a fixed
     log-probability for `choice_logprobs` (else derived from a hash of prompt and choice); `token_confidence`
-    maps a word to its token confidence in `token_stats` (else derived from a hash of the word). A word is a
-    token: logprobs with top-k list the word, then `word~1`, `word~2` ... each 0.5 nats less likely.
+    maps a word to its token confidence in `token_stats` (else derived from a hash of the word; its
+    self-certainty is twice that). A word is a token: logprobs with top-k list the word, then `word~1`,
+    `word~2` ... each 0.5 nats less likely.
     `step_fn(text, token)` gives `step_logprobs` its log-probabilities (else a hash of the text so far and the
     token)."""
 
@@ -194,7 +195,7 @@ class FakeBackend:
         window = ConfidenceWindow(*params.confidence_stop) if params.confidence_stop else None
         for k, w in enumerate(words):
             conf = self._token_confidence.get(w, 1.0 + (_stable_hash("conf", w) % 1000) / 250.0)
-            stats.add(-((_stable_hash(w) % 1000) / 500.0), conf, max(0.0, 4.0 - conf))
+            stats.add(-((_stable_hash(w) % 1000) / 500.0), conf, max(0.0, 4.0 - conf), 2.0 * conf)
             if window is not None and window.push(conf):
                 return stats, k + 1
         return stats, len(words)

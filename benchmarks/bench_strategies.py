@@ -12,6 +12,12 @@ Sections:
                        against beam's
   deepconf_online      DeepConf online against the 16-sample majority vote on datasets/arithmetic.jsonl: tokens
                        generated and accuracy (target: >= 30% fewer tokens at equal or better accuracy)
+  tournament_batching  a knockout tournament's rounds (issue 38): sequences decoded together per decode step
+                       while a round's comparisons run (target: >= 0.8 x the round's pair count)
+  self_certainty_overhead  the same seeded draws with token statistics with and without self-certainty
+                       (target: < 5% more sampling time)
+  selection_eval       genselect, tournament, self-certainty best-of-N and Borda against the N-sample majority
+                       vote at equal samples on datasets/arithmetic.jsonl (--limit items, --samples N)
 """
 
 from __future__ import annotations
@@ -329,6 +335,186 @@ def search_batching(args: argparse.Namespace) -> None:
     print("  mean batch = sequences decoded together per generation step (1.0 = one branch at a time); "
           "seqs/any step counts prompt steps too")
 
+# ---------------------------------------------------------------------------------------- tournament_batching
+
+
+@section
+def tournament_batching(args: argparse.Namespace) -> None:
+    """A sampler's 8 answers to one question, then a knockout tournament over them (2 judgements per pair, both
+    orders): every decode step of each round is recorded. A round of P pairs sends 2P comparisons at once; the
+    target is a mean of at least 0.8 x P sequences per generation step (one that decodes only sampled tokens)."""
+    import nodes.kinds.vote_select as vote_select
+    from app.run.scheduler import SUCCEEDED, Scheduler
+    from app.workflow.spec import workflow_from_dict
+    from nodes.registry import default_registry
+
+    backend = bundled_backend()
+    counter = _DecodeCounter(backend.engine.lib)
+    backend.engine.lib = counter
+    rounds: list[tuple[int, list[tuple[int, int]]]] = []
+    concurrently = vote_select._concurrently
+
+    def recorded(fn: Any, items: Any) -> Any:
+        first = len(counter.steps)
+        try:
+            return concurrently(fn, items)
+        finally:
+            rounds.append((len(items), counter.steps[first:]))
+
+    vote_select._concurrently = recorded
+    start = time.perf_counter()
+    try:
+        wf = workflow_from_dict({
+            "version": 1, "name": "bench", "models": {"main": {"source": "bundled"}},
+            "inputs": {"question": {"type": "text", "default": "Tom has 4 pencils and gets 7 more. How many?"}},
+            "nodes": [{"id": "think", "kind": "sampler", "model": "main", "inputs": {"question": "inputs.question"},
+                       "params": {**SAMPLER, "n": 8, "max_tokens": 64}},
+                      {"id": "vote", "kind": "voter", "model": "main",
+                       "inputs": {"candidates": "think.candidates", "question": "inputs.question"},
+                       "params": {**VOTE, "method": "tournament", "judgements": 2, "max_tokens": 48,
+                                  "temperature": 0.0}}],
+            "outputs": {"answer": "vote.answer"}})
+        result = Scheduler(default_registry(), lambda spec: backend).run(wf, seed=0, use_cache=False)
+        assert result.status == SUCCEEDED, result.error
+    finally:
+        vote_select._concurrently = concurrently
+        backend.engine.lib = counter._lib
+        backend.close()
+    print(f"tournament_batching: 8 candidates, knockout, 2 judgements per pair (both orders), <= 48 tokens each; "
+          f"{time.perf_counter() - start:.0f} s")
+    print(f"  {'round':>5} {'pairs':>6} {'comparisons':>12} {'decode steps':>13} {'generation steps':>17} "
+          f"{'mean seqs/gen step':>19} {'max':>4} {'target 0.8 x pairs':>19}")
+    for r, (comparisons, steps) in enumerate(rounds):
+        pairs = comparisons // 2
+        generation = [outputs for n, outputs in steps if n == outputs]
+        mean = statistics.mean(generation) if generation else 0.0
+        verdict = "met" if mean >= 0.8 * pairs else "NOT met"
+        print(f"  {r + 1:>5} {pairs:>6} {comparisons:>12} {len(steps):>13} {len(generation):>17} {mean:>19.2f} "
+              f"{max(generation, default=0):>4} {0.8 * pairs:>12.1f} {verdict}")
+
+
+# ---------------------------------------------------------------------------------------- self_certainty_overhead
+
+
+def _statistics_without_certainty(logits: Any, token: int, k: int = 20, scratch: Any = None) -> tuple[Any, ...]:
+    """token_statistics as it was before self-certainty (the same arithmetic less its one mean over the row)."""
+    import math
+
+    import numpy as np
+
+    from backends.token_stats import TOP_WINDOW_NATS, StatsScratch
+
+    shifted, exp = (scratch or StatsScratch()).buffers(logits.shape[0])
+    np.subtract(logits, logits.max(), out=shifted)
+    np.exp(shifted, out=exp)
+    total = float(exp.sum())
+    log_total = math.log(total)
+    logprob = float(shifted[token]) - log_total
+    entropy = log_total - float(np.dot(exp, shifted)) / total
+    k = max(1, min(k, shifted.shape[0]))
+    near = shifted[shifted > -TOP_WINDOW_NATS]
+    top = np.partition(near if near.shape[0] >= k else shifted, -k)[-k:]
+    confidence = log_total - float(top.mean(dtype=np.float64))
+    return logprob, confidence, max(0.0, entropy), None
+
+
+@section
+def self_certainty_overhead(args: argparse.Namespace) -> None:
+    """The same seeded draws (--draw-n samples), interleaved, with the engine's token statistics as shipped
+    (self-certainty included) and as they were before it; statistics change no token, so both sides decode the
+    same sequences. The time inside the statistics is measured apart from the machine's noise."""
+    import backends.llama.engine_jobs as engine_jobs
+    from backends.base import SamplingParams
+
+    shipped = engine_jobs.token_statistics
+    inside = {True: 0.0, False: 0.0}
+    side = [True]
+
+    def timed(*a: Any, **k: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return (shipped if side[0] else _statistics_without_certainty)(*a, **k)
+        finally:
+            inside[side[0]] += time.perf_counter() - start
+
+    engine_jobs.token_statistics = timed
+    backend = bundled_backend()
+    prompt = [{"role": "user", "content": "Tom has 4 pencils and gets 7 more. How many pencils does Tom have now? "
+                                          "Think step by step, then write 'Answer: <number>'."}]
+    try:
+        times: dict[bool, list[float]] = {False: [], True: []}
+        tokens: dict[bool, int] = {False: 0, True: 0}
+        backend.generate(prompt, SamplingParams(max_tokens=8), n=1)  # warm-up (prompt cached for both sides)
+        for rep in range(args.repeats):
+            for certainty in ((False, True) if rep % 2 == 0 else (True, False)):
+                side[0] = certainty
+                params = SamplingParams(max_tokens=args.draw_tokens, temperature=0.8, seed=rep, token_stats=True)
+                start = time.perf_counter()
+                result = backend.generate(prompt, params, n=args.draw_n)
+                times[certainty].append(time.perf_counter() - start)
+                tokens[certainty] += result.usage.completion_tokens
+                recorded = result.completions[0].token_stats
+                assert recorded is not None and bool(recorded.self_certainty) == certainty
+    finally:
+        engine_jobs.token_statistics = shipped
+        backend.close()
+    per_on = inside[True] / max(1, tokens[True])
+    per_off = inside[False] / max(1, tokens[False])
+    added = (per_on - per_off) * tokens[True] / sum(times[True])
+    off, on = statistics.median(times[False]), statistics.median(times[True])
+    print(f"self_certainty_overhead: {args.draw_n} samples x <= {args.draw_tokens} tokens, {args.repeats} repeats "
+          "each side, interleaved")
+    print(f"  statistics without self-certainty  median draw {off:.3f} s  {per_off * 1e6:.0f} us/token "
+          f"({tokens[False]} tokens)")
+    print(f"  statistics with self-certainty     median draw {on:.3f} s  {per_on * 1e6:.0f} us/token "
+          f"({tokens[True]} tokens)")
+    print(f"  self-certainty adds {added:.2%} to the sampling time (its extra time inside the statistics over the "
+          f"draws' time; target < 5%); wall-clock medians differ by {on / off - 1:+.1%} (the machine's noise "
+          "included)")
+
+
+# ---------------------------------------------------------------------------------------- selection_eval
+
+
+def selection_workflows(n: int) -> dict[str, dict[str, Any]]:
+    """The n-sample majority vote, and on the same n samples: GenSelect (1 draw), a knockout tournament (2
+    judgements per pair), self-certainty best-of-N and self-certainty Borda (power 0.5)."""
+    draw = {"id": "think", "kind": "sampler", "inputs": {"question": "inputs.question"},
+            "params": {**SAMPLER, "n": n}}
+    judge = {"model": "main", "inputs": {"candidates": "think.candidates", "question": "inputs.question"}}
+    certainty = {"id": "sc", "kind": "verifier", "params": {"method": "self_certainty"},
+                 "inputs": {"candidates": "think.candidates"}}
+    return {
+        f"majority@{n}": _workflow(f"majority@{n}", [
+            draw, {"id": "vote", "kind": "voter", "params": VOTE, "inputs": {"candidates": "think.candidates"}}]),
+        f"genselect@{n}": _workflow(f"genselect@{n}", [
+            draw, {"id": "vote", "kind": "voter", **judge,
+                   "params": {**VOTE, "method": "genselect", "max_tokens": 96, "temperature": 0.7}}]),
+        f"tournament@{n}": _workflow(f"tournament@{n}", [
+            draw, {"id": "vote", "kind": "voter", **judge,
+                   "params": {**VOTE, "method": "tournament", "max_tokens": 48, "temperature": 0.0}}]),
+        f"self-certainty-bon@{n}": _workflow(f"self-certainty-bon@{n}", [
+            draw, certainty, {"id": "vote", "kind": "voter", "params": {**VOTE, "method": "best_of_n"},
+                              "inputs": {"candidates": "sc.candidates"}}]),
+        f"self-certainty-borda@{n}": _workflow(f"self-certainty-borda@{n}", [
+            draw, certainty, {"id": "vote", "kind": "voter", "params": {**VOTE, "method": "weighted", "power": 0.5},
+                              "inputs": {"candidates": "sc.candidates"}}]),
+    }
+
+
+@section
+def selection_eval(args: argparse.Namespace) -> None:
+    start = time.perf_counter()
+    summary = run_strategies(selection_workflows(args.samples), args.limit, share=True)
+    print(f"selection_eval: datasets/arithmetic.jsonl, first {args.limit} items, metric number, {args.samples} "
+          f"samples per item shared by every strategy; {time.perf_counter() - start:.0f} s")
+    print(f"  {'strategy':<26} {'accuracy':>9} {'95% CI':>11} {'tokens (cost alone)':>20} {'tokens/item':>12}")
+    for p in summary["points"]:
+        ci = f"{p['ci'][0]:.0%}-{p['ci'][1]:.0%}"
+        per_item = p["cost_tokens"] / max(p["total"], 1)
+        print(f"  {p['workflow']:<26} {p['accuracy']:>9.1%} {ci:>11} {p['cost_tokens']:>20,} {per_item:>12.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default="", help="comma-separated sections (default: all): " + ", ".join(SECTIONS))
@@ -336,6 +522,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed repeats per side (overhead sections)")
     parser.add_argument("--group", type=int, default=16, help="DeepConf group size in tokens (deepconf_online)")
     parser.add_argument("--keep", type=float, default=0.9, help="DeepConf online keep (deepconf_online)")
+    parser.add_argument("--samples", type=int, default=4, help="samples per item (selection_eval)")
+    parser.add_argument("--draw-n", type=int, default=16, help="samples per draw (self_certainty_overhead)")
+    parser.add_argument("--draw-tokens", type=int, default=96, help="tokens per sample (self_certainty_overhead)")
     args = parser.parse_args()
     chosen = [s.strip() for s in args.only.split(",") if s.strip()] or list(SECTIONS)
     unknown = [s for s in chosen if s not in SECTIONS]

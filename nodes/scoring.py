@@ -34,7 +34,7 @@ from nodes.base import (
 from nodes.decoding import as_text, render
 
 METHODS = ("exact", "contains", "regex", "python", "tests", "llm_judge", "likelihood", "length", "combine",
-           "confidence", "prm", "reward_model")
+           "confidence", "self_certainty", "prm", "reward_model")
 CODE_LANGUAGES = ("python",)
 """Languages `method: tests` runs (the harness is per language; only Python so far)."""
 COMBINE_OPS = ("weighted_sum", "mean", "min", "product")
@@ -523,8 +523,8 @@ SCORERS: dict[str, Scorer] = {
     "prm": _score_prm,
     "reward_model": _score_reward_model,
 }
-"""One scorer per method of METHODS but `combine` (which merges scores already on the candidates) and `confidence`
-(which reads the token statistics the sampler left on the candidates)."""
+"""One scorer per method of METHODS but `combine` (which merges scores already on the candidates), `confidence` and
+`self_certainty` (which read the token statistics the sampler left on the candidates)."""
 
 
 def score_texts(method: str, texts: Sequence[str], params: dict[str, Any], inputs: dict[str, Any],

@@ -47,6 +47,8 @@ CSS = """
 .mg-viz .mg-tok{border-radius:2px}
 .mg-viz .mg-diffadd{color:#2ca02c}.mg-viz .mg-diffdel{color:#d62728}
 .mg-viz details>summary{cursor:pointer}
+.mg-viz .mg-bracket{display:flex;gap:12px;align-items:center;overflow-x:auto}
+.mg-viz .mg-round{display:flex;flex-direction:column;gap:6px;min-width:200px;max-width:360px}
 """
 
 

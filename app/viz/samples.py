@@ -11,6 +11,7 @@ from plotly.subplots import make_subplots
 from app.viz.code_runs import behaviour_note_body, has_test_runs, tests_cell, tests_summary
 from app.viz.common import MUTED, WINNER_COLOR, esc, events_of, fmt_num, node_by_id, shorten, wrap_section
 from app.viz.deepconf import stopped_samples_body
+from app.viz.selection import selection_body
 
 MAX_BARS = 40
 """Answers drawn in the histogram; the rest are summed into one 'other' bar."""
@@ -229,4 +230,5 @@ def samples_table_body(record: dict[str, Any], node_id: str | None = None, limit
             + "<table class=mg-samples><thead><tr><th class=num>#</th><th>text</th><th>answer</th><th class=num>score"
             "</th><th class=num>cluster</th><th>winner</th><th class=num>tokens</th>"
             + ("<th>tests</th>" if with_tests else "") + "</tr></thead><tbody>"
-            + "".join(body) + "</tbody></table>" + more + stopped_samples_body(record, node))
+            + "".join(body) + "</tbody></table>" + more + stopped_samples_body(record, node)
+            + selection_body(record, node))

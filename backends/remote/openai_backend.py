@@ -9,9 +9,11 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from backends.base import (
+    CONFIDENCE_TOP_K,
     BackendError,
     CancelledError,
     CancelToken,
@@ -53,6 +55,7 @@ from backends.remote.openai_request import (
     token_logprobs,
     usage_of,
 )
+from backends.token_stats import approx_token_stats
 
 log = logging.getLogger(__name__)
 
@@ -286,13 +289,19 @@ class OpenAIBackend:
         validate_params(params)
         if n < 1:
             raise BackendError(f"n (samples per prompt) must be at least 1, got {n}.")
+        if params.confidence_stop is not None:  # approximate token statistics could calibrate it, not apply it
+            raise BackendError("DeepConf's online confidence stop needs the local engine: a remote server cannot stop "
+                               "a sample on its token confidence; use adaptive: majority or off with it.")
         sample_seeds = default_seeds(params, n, seeds)
         if cancel is not None:
             cancel.raise_if_cancelled()
         caps = self.caps_for(cancel)
         path, chat = self._endpoint(prompt, caps)
+        # token statistics ride on logprobs a sampler asked for: their top alternatives approximate them
+        top_k = params.logprobs if params.logprobs is None or not params.token_stats else \
+            max(params.logprobs, CONFIDENCE_TOP_K)
         base = {**sampling_fields(params, caps), **constraint_fields(params, caps, self.base_url),
-                **logprob_fields(params.logprobs, chat)}
+                **logprob_fields(top_k, chat)}
         stream = caps.stream and self._streaming and (on_token is not None or cancel is not None) and \
             (params.logprobs is None or caps.stream_logprobs) and not caps.interrupts_streams
         if stream and caps.stream_usage:
@@ -327,10 +336,17 @@ class OpenAIBackend:
                     (u.completion_tokens // max(1, share))
                 if share == 1:
                     tokens = u.completion_tokens
+                logprobs = answer.logprobs.get(i) if params.logprobs is not None else None
+                stats = approx_token_stats(logprobs) if logprobs and params.token_stats else None
+                if logprobs and params.token_stats and stats is None:
+                    log.warning("%s at %s sent no top logprobs, so no token statistics (self-certainty, confidence) "
+                                "can be approximated", self.caps.server, self.base_url)
+                if logprobs and params.logprobs is not None:  # as many alternatives as were asked for
+                    logprobs = [replace(lp, top=lp.top[:params.logprobs]) for lp in logprobs]
                 completions.append(Completion(
                     text=answer.texts[i], finish_reason=finish_reason(answer.finishes.get(i, {}), params),
-                    seed=seeds[i] if i < len(seeds) else seeds[-1] + i, logprobs=answer.logprobs.get(i)
-                    if params.logprobs is not None else None, completion_tokens=tokens,
+                    seed=seeds[i] if i < len(seeds) else seeds[-1] + i, logprobs=logprobs, token_stats=stats,
+                    completion_tokens=tokens,
                     prompt_tokens=u.prompt_tokens, time_s=answer.done_at.get(i, wall_s),
                     thinking=answer.reasoning.get(i, ""),
                     thinking_tokens=u.thinking_tokens if share == 1 else answer.reasoning_pieces.get(i, 0)))

@@ -7,8 +7,10 @@ top-20 tokens, and the entropy H (nats). A sample's confidence under each measur
   shorter than one window): the weakest stretch of reasoning;
 - tail: mean C over the last `group` tokens (the answer end);
 - neg_entropy: minus the mean entropy (<= 0).
-Higher is more confident under every measure. Filtering keeps the most confident fraction of samples; the
-online threshold is the (1 - keep) quantile of the warm-up samples' confidences.
+Higher is more confident under every measure. Self-certainty (Kang et al. 2025) is the mean over tokens of
+KL(uniform || p), recorded per token from the full distribution (`sample_self_certainty`). Filtering keeps the
+most confident fraction of samples; the online threshold is the (1 - keep) quantile of the warm-up samples'
+confidences.
 """
 
 from __future__ import annotations
@@ -103,3 +105,21 @@ def vote_weights(scores: Sequence[float]) -> list[float]:
         return [float(s) for s in scores]
     top = max(float(s) for s in scores)
     return [math.exp(float(s) - top) for s in scores]
+
+
+SELF_CERTAINTY = "self_certainty"
+"""The token statistic holding each token's KL(uniform || p) (backends.token_stats.token_statistics)."""
+
+
+def sample_self_certainty(stats: Mapping[str, object]) -> float | None:
+    """A sample's self-certainty: the mean of its tokens' KL(uniform || p); None for a sample with no tokens.
+    KeyError when the statistics carry no self-certainty (an engine that cannot see the distribution)."""
+    raw = stats.get(SELF_CERTAINTY)
+    if raw is None:
+        if not (stats.get("confidence") or stats.get("logprob")):
+            return None  # no tokens: a recorder leaves the empty list out
+        raise KeyError(SELF_CERTAINTY)
+    if not isinstance(raw, list | tuple) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in raw):
+        raise ValueError(f"the token statistics' {SELF_CERTAINTY!r} must be a list of finite numbers")
+    return _mean([float(v) for v in raw]) if raw else None

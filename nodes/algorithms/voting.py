@@ -3,7 +3,8 @@
 Plain functions over lists (answer per candidate, None = no extractable answer; score per candidate,
 None = unscored), so they are testable without nodes or models. Every rule returns a `VoteResult`:
 - majority (self-consistency): argmax_a sum_i 1{answer_i = a};
-- weighted: argmax_a sum_i score_i 1{answer_i = a};
+- weighted: argmax_a sum_i score_i 1{answer_i = a}; with a Borda `power` p (Kang et al. 2025) the weight is
+  (N - rank_i + 1)^p instead of the score, rank 1 the best-scored (p = 0 is majority, large p best-of-N);
 - best_of_n: argmax_i score_i (the answer is that candidate's, possibly None);
 - threshold (rejection sampling): the first candidate, in sampling order, with score >= threshold;
 - confidence_filter (DeepConf offline): keep the most confident fraction, then argmax_a sum_kept w_i 1{answer_i = a}.
@@ -111,11 +112,35 @@ def majority_vote(answers: Sequence[str | None]) -> VoteResult:
     return _answer_vote("majority", answers, None)
 
 
-def weighted_vote(answers: Sequence[str | None], scores: Sequence[float | None]) -> VoteResult:
-    """The answer with the largest sum of scores (unscored candidates weigh 0)."""
+def borda_weights(scores: Sequence[float | None], power: float) -> list[float]:
+    """Borda weights of scored candidates: (N - rank + 1) ** power, N the scored count and rank 1 the highest
+    score (equal scores share the better rank); unscored candidates weigh 0."""
+    if power < 0:
+        raise ValueError(f"power must be >= 0, got {power}")
+    scored = [float(s) for s in scores if s is not None]
+    n = len(scored)
+    out = []
+    for s in scores:
+        if s is None:
+            out.append(0.0)
+            continue
+        rank = 1 + sum(v > float(s) for v in scored)
+        out.append(float(n - rank + 1) ** power)
+    return out
+
+
+def weighted_vote(answers: Sequence[str | None], scores: Sequence[float | None],
+                  power: float | None = None) -> VoteResult:
+    """The answer with the largest sum of scores (unscored candidates weigh 0); with `power`, of Borda weights
+    (borda_weights) instead, which only the scores' order decides."""
     if len(scores) != len(answers):
         raise ValueError(f"{len(answers)} answers but {len(scores)} scores")
-    return _answer_vote("weighted", answers, [0.0 if s is None else float(s) for s in scores])
+    if power is None:
+        return _answer_vote("weighted", answers, [0.0 if s is None else float(s) for s in scores])
+    weights = borda_weights(scores, power)
+    result = _answer_vote("weighted", answers, weights)
+    result.detail = {"weighting": "borda", "power": power, "weights": weights}
+    return result
 
 
 def _argmax_index(scores: Sequence[float | None]) -> tuple[int | None, list[str]]:

@@ -74,7 +74,10 @@ def candidate_from(c: Completion, index: int, source: str, spec: AnswerSpec | No
     if c.token_stats is not None:
         ts = c.token_stats
         cand.meta["token_stats"] = {name: [round(v, STATS_DIGITS) for v in values] for name, values in
-                                    (("logprob", ts.logprob), ("confidence", ts.confidence), ("entropy", ts.entropy))}
+                                    (("logprob", ts.logprob), ("confidence", ts.confidence), ("entropy", ts.entropy),
+                                     ("self_certainty", ts.self_certainty)) if values or name != "self_certainty"}
+        if ts.approximate:
+            cand.meta["token_stats"]["approximate"] = True
     return cand
 
 

@@ -4,6 +4,10 @@ Each candidate gets `scores[<node id>]`, `score` (the latest verifier's), and in
 `reasons[<node id>]` and `passed[<node id>]` (score >= pass_threshold). `method: confidence` reads the token
 statistics a sampler left on each candidate (`meta["token_stats"]`): no model call (nodes.algorithms.confidence).
 
+`method: self_certainty` reads the same statistics' per-token KL(uniform || p) (Kang et al. 2025): the candidate's
+score is their mean, exact from the full distribution on local models; statistics approximated from a remote
+server's top logprobs are used with a warning (a "note" event and the reason say so).
+
 `method: prm` also leaves each candidate's `step_scores` (and puts them in the trace); `method: tests` leaves
 `meta["tests"][<node id>]` (passed/failed per test, stdout/stderr tails) and puts it in the trace too.
 
@@ -15,10 +19,11 @@ Trace event "score":
 from __future__ import annotations
 
 import copy
+import logging
 from typing import Any
 
 from nodes.algorithms.code_tests import tests_problem
-from nodes.algorithms.confidence import MEASURES, sample_confidence
+from nodes.algorithms.confidence import MEASURES, sample_confidence, sample_self_certainty
 from nodes.algorithms.extract import AnswerSpec
 from nodes.base import (
     CANDIDATES,
@@ -46,6 +51,8 @@ from nodes.scoring import (
     scoring_params,
 )
 
+log = logging.getLogger(__name__)
+
 NO_TOKENS_SCORE = -1e9
 """The confidence of a sample with no tokens: below any real one (and finite, so traces stay plain JSON)."""
 
@@ -58,7 +65,8 @@ class Verifier(NodeKind):
     title = "Verifier"
     category = "score"
     description = ("Score each candidate: exact/contains/regex against a reference, python code in a sandbox, "
-                   "an LLM judge (P(yes)), likelihood, length, or a combination of earlier scores.")
+                   "an LLM judge (P(yes)), likelihood, length, the sampler's own confidence (DeepConf) or "
+                   "self-certainty (mean KL(uniform || p) of its tokens), or a combination of earlier scores.")
     inputs = (
         Port("candidates", CANDIDATES, "Candidates to score"),
         Port("reference", TEXT, "Reference answer (exact, contains, regex, python)", required=False),
@@ -134,6 +142,14 @@ class Verifier(NodeKind):
         others = {k: v for k, v in inputs.items() if k != "candidates"}
         if method == "confidence":
             verdicts = confidence_verdicts(cands, params["measure"], params["group_size"], params["pass_threshold"])
+        elif method == "self_certainty":
+            verdicts, approximate = self_certainty_verdicts(cands, params["pass_threshold"])
+            if approximate:
+                message = (f"self-certainty of {approximate} candidate(s) approximated from the top logprobs a remote "
+                           "server gave (the rest of the distribution taken as even): rank them only against each "
+                           "other, and use a local model for the exact score")
+                log.warning("%s: %s", ctx.node_id, message)
+                ctx.event("note", {"level": "warning", "message": message})
         elif method == "combine":
             weights = params["weights"] or {}  # json: '' and null mean no weights
             op = params["combine"]
@@ -188,3 +204,32 @@ def confidence_verdicts(cands: list[Candidate], measure: str, group: int, thresh
         else:
             verdicts.append(Verdict(value, f"{measure} = {value:.3f}", c.answer, value >= threshold))
     return verdicts
+
+
+def self_certainty_verdicts(cands: list[Candidate], threshold: float) -> tuple[list[Verdict], int]:
+    """Each candidate's self-certainty from the token statistics its sampler recorded (no model call), and how
+    many of them were approximated from top logprobs."""
+    verdicts, approximate = [], 0
+    for c in cands:
+        stats = c.meta.get("token_stats")
+        if not isinstance(stats, dict):
+            raise NodeError("self_certainty needs the token statistics a sampler records on its candidates; wire a "
+                            "sampler's candidates (directly or through other verifiers) into this verifier, and on a "
+                            "remote server turn on the sampler's `logprobs` (they are approximated from the top "
+                            "logprobs)")
+        try:
+            value = sample_self_certainty(stats)
+        except KeyError:
+            raise NodeError(f"candidate {c.index} has no self-certainty in its token statistics: its engine did not "
+                            "see the next-token distribution. Sample on a local model, or on a remote server turn on "
+                            "the sampler's `logprobs` so it is approximated from the top logprobs") from None
+        except ValueError as exc:
+            raise NodeError(f"candidate {c.index}: {exc}; its token statistics are damaged") from exc
+        approx = bool(stats.get("approximate"))
+        approximate += approx
+        suffix = " (approximated from top logprobs)" if approx else ""
+        if value is None:
+            verdicts.append(Verdict(NO_TOKENS_SCORE, "self-certainty: no tokens", c.answer, False))
+        else:
+            verdicts.append(Verdict(value, f"self-certainty = {value:.3f}{suffix}", c.answer, value >= threshold))
+    return verdicts, approximate

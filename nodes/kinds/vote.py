@@ -9,7 +9,9 @@ Trace event "vote" (VoteResult.to_json()):
      "passing", "rejected", "fallback"}; confidence_filter: {"keep", "kept", "dropped", "cutoff", "weights"};
      behaviour: {"inputs": the generated inputs clustered on, "unusable_inputs": [{"input", "error"}],
      "unusable_count", "note": the sentence saying which were left out ('' when none), "error_clusters":
-     [indices of clusters whose outputs are all errors], "filtered_out", "runs"})}
+     [indices of clusters whose outputs are all errors], "filtered_out", "runs"};
+     weighted with power: {"weighting": "borda", "power", "weights"}; genselect / tournament: see
+     nodes.kinds.vote_select)}
 """
 
 from __future__ import annotations
@@ -53,11 +55,13 @@ from nodes.base import (
     Param,
     Port,
 )
+from nodes.kinds.vote_select import genselect_vote, question_of, select_params, select_problems, tournament_vote
 from nodes.scoring import code_limits, code_test_params, code_tests_source, test_detail
 
 log = logging.getLogger(__name__)
 
-METHODS = ("majority", "weighted", "best_of_n", "mbr", "threshold", "confidence_filter", "behaviour")
+METHODS = ("majority", "weighted", "best_of_n", "mbr", "threshold", "confidence_filter", "behaviour", "genselect",
+           "tournament")
 NEEDS_SCORES = ("weighted", "best_of_n", "threshold", "confidence_filter")
 
 
@@ -83,7 +87,7 @@ def behaviour_of(cands: list[Candidate], params: dict[str, Any], inputs: dict[st
         raise NodeError("running candidates' code (method: behaviour) is disabled here (shared mode); the owner "
                         "can start the app with --allow-code-execution, or use another voting method")
     entry = str(params.get("entry_point") or "")
-    wired = {k: v for k, v in inputs.items() if k not in ("candidates", "generated_inputs")}
+    wired = {k: v for k, v in inputs.items() if k not in ("candidates", "generated_inputs", "question")}
     tests, pairs = code_tests_source({**params, "tests": params.get("tests") or ("{tests}" if "tests" in wired
                                                                                   else "")}, wired)
     generated = parse_inputs(params.get("generated_inputs") or [], entry) + parse_inputs(
@@ -150,12 +154,16 @@ class Voter(NodeKind):
                    "scores), best_of_n (argmax score), mbr (minimum Bayes risk), threshold (rejection), "
                    "confidence_filter (DeepConf: keep the most confident fraction, then a confidence-weighted "
                    "majority; score with a confidence verifier), behaviour (AlphaCode: run the candidates' code on "
-                   "test inputs, cluster identical outputs, pick from the largest cluster).")
+                   "test inputs, cluster identical outputs, pick from the largest cluster), genselect (the model "
+                   "reads the numbered candidates and names the best), tournament (the model judges pairs in "
+                   "both orders; knockout or league).")
     inputs = (
         Port("candidates", CANDIDATES, "Candidates to aggregate (scored, for weighted/best_of_n/threshold)"),
         Port("tests", TEXT, "Behaviour: the item's tests, run on every candidate", required=False),
         Port("generated_inputs", TEXT, "Behaviour: test inputs from an LLM node (a JSON list or one per line)",
              required=False),
+        Port("question", TEXT, "GenSelect / tournament: the problem the candidates answer (else the prompt they "
+             "were sampled from)", required=False),
     )
     outputs = (
         Port("answer", TEXT, "The winning canonical answer ('' when no candidate has one)"),
@@ -176,6 +184,9 @@ class Voter(NodeKind):
               show_if=("method", ("threshold",))),
         Param("fallback", "choice", "best", "When none passes: best-scoring candidate, or no answer",
               choices=("best", "none"), show_if=("method", ("threshold",))),
+        Param("power", "float", None, "Weighted: Borda weights (N - rank + 1)^power by score rank instead of the "
+              "scores themselves (Kang et al.: 0 is majority, large is best-of-N); empty: the scores",
+              min=0.0, max=100.0, show_if=("method", ("weighted",))),
         Param("keep", "float", 0.9, "Confidence filter: the most confident fraction of candidates that votes "
               "(DeepConf: 0.1 aggressive, 0.9 safe)", min=0.1, max=1.0, show_if=("method", ("confidence_filter",))),
         *code_test_params(("method", ("behaviour",)), tests_default=""),
@@ -187,11 +198,14 @@ class Voter(NodeKind):
               show_if=("method", ("behaviour",))),
         Param("memory_mb", "int", 512, "Behaviour: memory limit per candidate (MB)", min=32, max=8192,
               show_if=("method", ("behaviour",))),
+        *select_params(),
     )
+    uses_model = True
+    """genselect and tournament ask the model; the other methods make no model call."""
 
     @classmethod
     def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
-        return AnswerSpec.from_params(params).problems()
+        return AnswerSpec.from_params(params).problems() + select_problems(params)
 
     def run(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
         source = inputs["candidates"]
@@ -212,13 +226,17 @@ class Voter(NodeKind):
         if method == "majority":
             vote = majority_vote(answers)
         elif method == "weighted":
-            vote = weighted_vote(answers, scores)
+            vote = weighted_vote(answers, scores, params.get("power"))
         elif method == "best_of_n":
             vote = best_of_n(answers, scores)
         elif method == "threshold":
             vote = threshold_vote(answers, scores, params["threshold"], params["fallback"])
         elif method == "confidence_filter":
             vote = confidence_filter_vote(answers, scores, params["keep"])
+        elif method == "genselect":
+            vote = genselect_vote(cands, answers, question_of(inputs, cset.prompt), params, ctx)
+        elif method == "tournament":
+            vote = tournament_vote(cands, answers, question_of(inputs, cset.prompt), params, ctx)
         elif method == "behaviour":
             vote = behaviour_of(cands, params, inputs, ctx)
             answers = [extract_code(c.text) for c in cands]  # a program's answer is its code

@@ -25,6 +25,12 @@ def test_token_stats_are_recorded_per_token_and_agree_with_logprobs(llama) -> No
         # DeepConf's confidence (-mean log p of the top 20) is positive; entropy is within [0, log V]
         assert all(v > 0 for v in stats.confidence)
         assert all(0 <= h <= math.log(49152) for h in stats.entropy)
+        # self-certainty, KL(uniform || p) = -log V - mean log p over the whole vocabulary, recorded in the same
+        # pass: one per token, never negative, and at least C - log V (the mean over all tokens is at most the
+        # mean over the 20 most likely, whose negative is C)
+        assert len(stats.self_certainty) == c.completion_tokens and all(v >= 0 for v in stats.self_certainty)
+        assert all(kl >= conf - math.log(49152) - 1e-4 for kl, conf in zip(stats.self_certainty, stats.confidence,
+                                                                             strict=True))
     plain = llama.generate(PROMPT, SamplingParams(max_tokens=8, temperature=0.8, seed=5), n=1)
     assert plain.completions[0].token_stats is None
 

@@ -91,11 +91,12 @@ def test_confidence_filter_vote_weights_and_no_answer() -> None:
 
 def test_token_statistics_of_a_known_distribution() -> None:
     logits = np.log(np.array([0.5, 0.25, 0.25], dtype=np.float32)) + np.float32(3.0)  # a shift changes nothing
-    logprob, confidence, entropy = token_statistics(logits, 0, k=1)
+    logprob, confidence, entropy, certainty = token_statistics(logits, 0, k=1)
     assert logprob == pytest.approx(math.log(0.5), abs=1e-6)
     assert confidence == pytest.approx(-math.log(0.5), abs=1e-6)  # top-1: the chosen token
     assert entropy == pytest.approx(-(0.5 * math.log(0.5) + 2 * 0.25 * math.log(0.25)), abs=1e-6)
-    _, confidence2, _ = token_statistics(logits, 2, k=2)
+    assert certainty == pytest.approx(math.log(32 / 27) / 3, abs=1e-6)  # KL(uniform || p)
+    _, confidence2, _, _ = token_statistics(logits, 2, k=2)
     assert confidence2 == pytest.approx(-(math.log(0.5) + math.log(0.25)) / 2, abs=1e-6)
 
 

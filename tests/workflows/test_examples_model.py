@@ -344,3 +344,54 @@ def test_diverse_beam(scheduler: Scheduler) -> None:
     check_beam_tree(tree, 6, 3)
     (vote,) = events(recorder, "vote", "vote")
     check_vote_adds_up(vote, 6)
+
+
+def test_genselect(scheduler: Scheduler) -> None:
+    result, recorder = run_example(scheduler, "genselect")
+    cands = result.node_outputs["sample"]["candidates"]
+    (vote,) = events(recorder, "select", "vote")
+    check_vote_adds_up(vote, 4)
+    (group,) = vote["detail"]["rounds"][0]  # 4 candidates fit one prompt
+    assert group["group"] == [0, 1, 2, 3] and len(group["draws"]) == 3
+    picks = [d["pick"] for d in group["draws"]]
+    assert all(p is None or 0 <= p < 4 for p in picks) and all(isinstance(d["reasoning"], str) for d in group["draws"])
+    assert vote["winner"] == group["winner"] and (group["fallback"] or group["winner"] in picks)
+    assert result.outputs["best"] == cands.candidates[vote["winner"]].text  # one of the candidates
+    calls = [e.data for e in recorder.of_type("lm_call") if e.node_id == "select"]
+    assert len(calls) == 3 and all("Candidate 4:" in c["prompt"] for c in calls)
+
+
+def test_tournament(scheduler: Scheduler) -> None:
+    result, recorder = run_example(scheduler, "tournament")
+    cands = result.node_outputs["sample"]["candidates"]
+    (vote,) = events(recorder, "knockout", "vote")
+    rounds = vote["detail"]["rounds"]
+    assert [(m["a"], m["b"]) for m in rounds[0]["matches"]] == [(0, 1), (2, 3)]
+    assert len(rounds) == 2 and len(rounds[1]["matches"]) == 1
+    final = rounds[1]["matches"][0]
+    assert {final["a"], final["b"]} == {m["winner"] for m in rounds[0]["matches"]}
+    assert vote["winner"] == final["winner"]
+    for r in rounds:
+        for m in r["matches"]:
+            assert [j["order"] for j in m["judgements"]] == ["ab", "ba"] and sum(m["wins"]) <= 2
+    assert result.outputs["best"] == cands.candidates[vote["winner"]].text
+    calls = [e.data for e in recorder.of_type("lm_call") if e.node_id == "knockout"]
+    assert len(calls) == 6 and all("Response A:" in c["prompt"] for c in calls)
+
+
+def test_self_certainty_bon(scheduler: Scheduler) -> None:
+    result, recorder = run_example(scheduler, "self_certainty_bon")
+    cands = result.node_outputs["sample"]["candidates"].candidates
+    scored = result.node_outputs["certainty"]["candidates"].candidates
+    for c, s in zip(cands, scored, strict=True):
+        per_token = c.meta["token_stats"].get("self_certainty", [])
+        assert len(per_token) == c.completion_tokens and all(v >= 0 for v in per_token)
+        expected = sum(per_token) / len(per_token) if per_token else -1e9  # an empty sample ranks last
+        assert s.scores["certainty"] == pytest.approx(expected)
+    assert not [e for e in recorder.of_type("lm_call") if e.node_id == "certainty"], "no second pass"
+    scores = [s.scores["certainty"] for s in scored]
+    (best,) = events(recorder, "best", "vote")
+    assert scores[best["winner"]] == max(scores)
+    (borda,) = events(recorder, "borda", "vote")
+    assert borda["detail"]["weighting"] == "borda" and borda["detail"]["power"] == 0.5
+    check_vote_adds_up(borda, 6)

@@ -1,0 +1,249 @@
+"""The voter's model-judged methods: `genselect` (the model reads the numbered candidates and names the best) and
+`tournament` (pairwise knockout or league, each pair judged in both orders); every round's calls go to the engine
+at once, as concurrent requests it batches.
+
+Trace detail (the vote event's "detail"):
+    genselect: {"draws", "max_candidates", "rounds": [[{"group": [indices], "winner", "fallback": bool,
+                 "tied": [indices], "draws": [{"pick": index | None, "number": named number | None,
+                 "reasoning"}]}]]}
+    tournament: {"format", "judgements", "rounds": [{"round", "matches": [{"a", "b", "wins": [a's, b's], "winner",
+                  "tied": bool, "judgements": [{"order": "ab" | "ba", "verdict": "A" | "B" | None, "pick",
+                  "reasoning"}]}], "bye": index | None}], "standings" (league): [{"index", "wins", "matches_won",
+                  "played"}]}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from backends.base import SamplingParams
+from nodes.algorithms.selection import (
+    Match,
+    answer_part,
+    answer_support,
+    judgement_orders,
+    knockout_pairs,
+    league_pairs,
+    league_standings,
+    majority_pick,
+    parse_pair_winner,
+    parse_pick,
+    split_groups,
+    tie_key,
+)
+from nodes.algorithms.voting import VoteResult, build_clusters
+from nodes.base import Candidate, NodeContext, NodeError, Param, render_template, template_variables
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+DEFAULT_GENSELECT_PROMPT = (
+    "Here is a problem and {count} candidate solutions.\n\nProblem:\n{question}\n\n{candidates}\n\n"
+    "Which candidate solves the problem correctly? Compare them briefly, then end with a line "
+    "\"Best: N\", N the number of the best candidate.")
+DEFAULT_PAIR_PROMPT = (
+    "Here is a problem and two responses.\n\nProblem:\n{question}\n\nResponse A:\n{response_a}\n\n"
+    "Response B:\n{response_b}\n\nWhich response solves the problem correctly? Compare them briefly, then end "
+    "with a line \"Winner: A\" or \"Winner: B\".")
+GENSELECT_VARS = ("question", "candidates", "count")
+PAIR_VARS = ("question", "response_a", "response_b")
+MAX_CONCURRENT = 64
+"""Requests in flight at once: the engine's sequences (n_seq_max) by default, so a round is one batch."""
+REASONING_CHARS = 2000
+"""Each judgement's text kept in the vote event (the LM call in the trace keeps all of it)."""
+TIE_RULE = "the candidate whose answer more candidates share, then the lowest index"
+
+
+def select_params() -> tuple[Param, ...]:
+    """The voter's params for genselect and tournament."""
+    both = ("method", ("genselect", "tournament"))
+    return (
+        Param("prompt", "text", DEFAULT_GENSELECT_PROMPT, "GenSelect: the selection prompt; {candidates} are the "
+              "numbered candidates, {count} how many, {question} the problem", show_if=("method", ("genselect",))),
+        Param("draws", "int", 1, "GenSelect: selection samples per group; the most picked candidate wins", min=1,
+              max=64, show_if=("method", ("genselect",))),
+        Param("max_candidates", "int", 8, "GenSelect: the most candidates in one prompt; more are split into "
+              "groups whose winners are compared again", min=2, max=64, show_if=("method", ("genselect",))),
+        Param("pair_prompt", "text", DEFAULT_PAIR_PROMPT, "Tournament: the comparison prompt ({response_a}, "
+              "{response_b}, {question})", show_if=("method", ("tournament",))),
+        Param("judgements", "int", 2, "Tournament: judgements per pair, alternating the order (2: both orders, "
+              "cancelling position bias)", min=1, max=16, show_if=("method", ("tournament",))),
+        Param("format", "choice", "knockout", "Tournament: knockout (winners advance until one remains) or league "
+              "(every pair; most judgements won)", choices=("knockout", "league"),
+              show_if=("method", ("tournament",))),
+        Param("temperature", "float", 0.7, "GenSelect / tournament: the judge's sampling temperature", min=0.0,
+              max=2.0, show_if=both),
+        Param("max_tokens", "int", 512, "GenSelect / tournament: the most tokens of each judgement", min=1,
+              max=32768, show_if=both),
+    )
+
+
+def select_problems(params: dict[str, Any]) -> list[tuple[str, str]]:
+    """The prompts' variables: the candidates must appear, and nothing else may be asked for."""
+    method = params.get("method")
+    checks = {"genselect": ("prompt", GENSELECT_VARS, ("candidates",)),
+              "tournament": ("pair_prompt", PAIR_VARS, ("response_a", "response_b"))}
+    if method not in checks:
+        return []
+    name, allowed, needed = checks[method]
+    text = params.get(name)
+    if not isinstance(text, str):
+        return []  # the type check reports it
+    used = template_variables(text)
+    problems = [(name, f"must contain {{{v}}} (where the candidates go)") for v in needed if v not in used]
+    unknown = [v for v in used if v not in allowed]
+    if unknown:
+        problems.append((name, f"uses unknown variable(s) {', '.join('{' + v + '}' for v in unknown)}; it may use "
+                               f"{', '.join('{' + v + '}' for v in allowed)} (write {{{{ and }}}} for braces)"))
+    return problems
+
+
+def _concurrently(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """fn over items as concurrent requests, so the engine decodes them in one batch; results in order."""
+    if len(items) <= 1:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(max_workers=min(MAX_CONCURRENT, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+def _chat(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+def _sampling(params: dict[str, Any]) -> SamplingParams:
+    return SamplingParams(max_tokens=int(params["max_tokens"]), temperature=float(params["temperature"]))
+
+
+def _clusters_result(method: str, answers: list[str | None], winner: int | None, ties: list[int],
+                     detail: dict[str, Any]) -> VoteResult:
+    clusters = build_clusters(answers)
+    clusters.sort(key=lambda c: -c.count)
+    return VoteResult(method, answers[winner] if winner is not None else None, winner, clusters,
+                      [i for i, a in enumerate(answers) if a is None], [str(i) for i in ties],
+                      TIE_RULE, True, detail)
+
+
+def genselect_vote(cands: list[Candidate], answers: list[str | None], question: str, params: dict[str, Any],
+                   ctx: NodeContext) -> VoteResult:
+    """GenSelect (Toshniwal et al. 2025): each group of at most max_candidates is shown numbered, `draws`
+    judgements name the best, the most named wins; group winners meet again until one group remains."""
+    support = answer_support(answers)
+    entrants = list(range(len(cands)))
+    draws, limit = int(params["draws"]), int(params["max_candidates"])
+    sp = _sampling(params)
+    rounds: list[list[dict[str, Any]]] = []
+    last_ties: list[int] = []
+    while len(entrants) > 1:
+        groups = split_groups(entrants, limit)
+        r = len(rounds)
+
+        def judge(job: tuple[int, list[int]], r: int = r) -> dict[str, Any]:
+            g, group = job
+            if len(group) == 1:  # alone in its group: it goes through without a call
+                return {"group": group, "winner": group[0], "fallback": False, "tied": [], "draws": []}
+            listed = "\n\n".join(f"Candidate {k + 1}:\n{cands[i].text.strip()}" for k, i in enumerate(group))
+            text = render_template(str(params["prompt"]), {"question": question, "candidates": listed,
+                                                           "count": str(len(group))})
+            seed = ctx.seed + (r * 1009 + g) * 64
+            result = ctx.generate(_chat(text), sp, n=draws, seeds=[seed + d for d in range(draws)],
+                                  purpose="select", tag={"genselect_round": r, "group": g})
+            out = []
+            for c in result.completions:
+                pos = parse_pick(c.text, len(group))
+                out.append({"pick": group[pos] if pos is not None else None,
+                            "number": pos + 1 if pos is not None else None,
+                            "reasoning": answer_part(c.text).strip()[:REASONING_CHARS]})
+            winner, tied = majority_pick([d["pick"] for d in out], support)
+            fallback = winner is None
+            if fallback:  # no judgement named a candidate: the tie rule decides
+                winner = min(group, key=lambda i: tie_key(i, support))
+            return {"group": group, "winner": winner, "fallback": fallback, "tied": tied, "draws": out}
+
+        results = _concurrently(judge, list(enumerate(groups)))
+        rounds.append(results)
+        ctx.progress(len(rounds), len(rounds) + (len(results) > 1))
+        entrants = [res["winner"] for res in results]
+        last_ties = results[-1]["tied"] if len(results) == 1 else []
+    winner = entrants[0] if entrants else None
+    return _clusters_result("genselect", answers, winner, last_ties,
+                            {"draws": draws, "max_candidates": limit, "rounds": rounds})
+
+
+def tournament_vote(cands: list[Candidate], answers: list[str | None], question: str, params: dict[str, Any],
+                    ctx: NodeContext) -> VoteResult:
+    """Pairwise tournament (Liu et al. 2024): each pair judged `judgements` times in alternating orders; knockout
+    advances each match's winner (a bye for an odd one out) until one remains, league plays every pair once
+    and ranks by judgements won. Every round's judgements are sent at once."""
+    support = answer_support(answers)
+    orders = judgement_orders(int(params["judgements"]))
+    sp = _sampling(params)
+    league = params["format"] == "league"
+
+    def play(pairs: list[tuple[int, int]], r: int) -> list[dict[str, Any]]:
+        jobs = [(m, j, a, b, swapped) for m, (a, b) in enumerate(pairs) for j, swapped in enumerate(orders)]
+
+        def judge(job: tuple[int, int, int, int, bool]) -> dict[str, Any]:
+            m, j, a, b, swapped = job
+            first, second = (b, a) if swapped else (a, b)
+            text = render_template(str(params["pair_prompt"]), {
+                "question": question, "response_a": cands[first].text.strip(),
+                "response_b": cands[second].text.strip()})
+            seed = ctx.seed + (r * 4099 + m) * 16 + j
+            result = ctx.generate(_chat(text), sp, n=1, seeds=[seed], purpose="select",
+                                  tag={"tournament_round": r, "match": m, "judgement": j})
+            reply = result.completions[0].text
+            verdict = parse_pair_winner(reply)
+            pick = None if verdict is None else (first if verdict == "A" else second)
+            return {"order": "ba" if swapped else "ab", "verdict": verdict, "pick": pick,
+                    "reasoning": answer_part(reply).strip()[:REASONING_CHARS]}
+
+        done = _concurrently(judge, jobs)
+        matches = []
+        for m, (a, b) in enumerate(pairs):
+            mine = [d for job, d in zip(jobs, done, strict=True) if job[0] == m]
+            match = Match(a, b, [d["pick"] for d in mine])
+            matches.append({"a": a, "b": b, "wins": list(match.wins), "winner": match.winner(support),
+                            "tied": match.tied(), "judgements": mine, "_match": match})
+        return matches
+
+    rounds: list[dict[str, Any]] = []
+    entrants = list(range(len(cands)))
+    standings: list[dict[str, Any]] | None = None
+    ties: list[int] = []
+    if league and len(entrants) > 1:
+        matches = play(league_pairs(entrants), 0)
+        standings = league_standings(entrants, [m["_match"] for m in matches], support)
+        rounds.append({"round": 0, "matches": matches, "bye": None})
+        top = standings[0]
+        ties = [s["index"] for s in standings if (s["wins"], s["matches_won"]) == (top["wins"], top["matches_won"])]
+        entrants = [top["index"]]
+    total = max(1, (len(entrants) - 1).bit_length())
+    while len(entrants) > 1:
+        pairs, bye = knockout_pairs(entrants)
+        matches = play(pairs, len(rounds))
+        rounds.append({"round": len(rounds), "matches": matches, "bye": bye})
+        ctx.progress(len(rounds), total)
+        entrants = [m["winner"] for m in matches] + ([bye] if bye is not None else [])
+        if len(entrants) == 1 and matches[-1]["tied"]:
+            ties = [matches[-1]["a"], matches[-1]["b"]]
+    for rnd in rounds:
+        for m in rnd["matches"]:
+            m.pop("_match", None)
+    detail: dict[str, Any] = {"format": params["format"], "judgements": len(orders), "rounds": rounds}
+    if standings is not None:
+        detail["standings"] = standings
+    winner = entrants[0] if entrants else None
+    return _clusters_result("tournament", answers, winner, ties if len(ties) > 1 else [], detail)
+
+
+def question_of(inputs: dict[str, Any], prompt: str) -> str:
+    """The problem shown to the judge: the wired `question`, else the prompt the candidates answered."""
+    question = inputs.get("question")
+    if question is not None and str(question).strip():
+        return str(question).strip()
+    if prompt.strip():
+        return prompt.strip()
+    raise NodeError("genselect / tournament voting needs the problem the candidates answer: wire the voter's "
+                    "`question` input (the candidates carry no prompt)")
