@@ -10,6 +10,7 @@ from plotly.subplots import make_subplots
 
 from app.viz.common import MUTED, WINNER_COLOR, esc, events_of, fmt_num, node_by_id, shorten, wrap_section
 from app.viz.deepconf import stopped_samples_body
+from app.viz.think_exit import early_exit_body
 
 MAX_BARS = 40
 """Answers drawn in the histogram; the rest are summed into one 'other' bar."""
@@ -201,4 +202,5 @@ def samples_table_body(record: dict[str, Any], node_id: str | None = None, limit
     return (f"<h3>Candidates of {esc(node)} ({esc(node_kind)}) · {len(rows)}</h3><table class=mg-samples>"
             "<thead><tr><th class=num>#</th><th>text</th><th>answer</th><th class=num>score</th>"
             "<th class=num>cluster</th><th>winner</th><th class=num>tokens</th></tr></thead><tbody>"
-            + "".join(body) + "</tbody></table>" + more + stopped_samples_body(record, node))
+            + "".join(body) + "</tbody></table>" + more + stopped_samples_body(record, node)
+            + early_exit_body(record, node))
