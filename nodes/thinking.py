@@ -9,7 +9,7 @@ at once; the engine's prefix cache serves the prompt and the thinking it has alr
 purpose "think", so the node context counts their tokens as thinking_tokens.
 
 Early exit (DEER, `think_early_exit`): phase 1 also stops at each reflection point (a line starting "Wait" or
-"Alternatively", or `think_early_exit_delimiter`); there a probe forces the close tag and "Final answer:" and reads
+"Alternatively", or `think_early_exit_delimiter`) after some thinking; there a probe forces the close tag and "Final answer:" and reads
 the trial answer greedily with its log-probabilities. When its mean token probability reaches
 `think_early_exit_confidence` the sample stops thinking and keeps that answer; otherwise thinking goes on from the
 same text. Probes and continuations are new requests whose prompts the prefix cache already holds (the fork is made
@@ -248,6 +248,9 @@ def _think_with_exits(ctx: NodeContext, head: str, think_sp: SamplingParams, see
             thought.tokens += c.completion_tokens
             if c.finish_reason != "stop" or c.stop not in points:
                 return thought, c.finish_reason  # the close tag, the end of generation or the budget
+            if not thought.text.strip():  # nothing thought yet: no answer to try
+                thought.text += c.stop
+                continue
             trial = ctx.generate(head + thought.text + settings.close_tag + "\n" + TRIAL_PREFIX, probe_sp, n=1,
                                  seeds=[seeds[i]], model=model, purpose=PROBE_PURPOSE,
                                  tag={**(tag or {}), "phase": "probe", "sample": i, "at_tokens": thought.tokens})

@@ -277,11 +277,14 @@ def run_ab_mcts(state: SearchState) -> TreeNode | None:
         counts = Counter(node.id for node in picks)
         parents = [tree.nodes[i] for i in counts]
         had = {node.id: any(not c.pruned for c in tree.children(node.id)) for node in parents}
+        first_new = len(tree.nodes)
         children = state._expand(parents, [counts[node.id] for node in parents])
+        for made_now in tree.nodes[first_new:]:  # empty steps included (pruned, never scored)
+            parent = tree.nodes[made_now.parent]  # type: ignore[index]
+            made_now.branch = "deeper" if parent.id != 0 and not had[parent.id] else "wider"
+            made_now.visits, made_now.value = 0, 0.0
         for child in children:
             parent = tree.nodes[child.parent]  # type: ignore[index]
-            child.branch = "deeper" if parent.id != 0 and not had[parent.id] else "wider"
-            child.visits, child.value = 0, 0.0
             score = child.score if child.score is not None else 0.0
             made_at[parent.id].append(score)
             seen.append(score)

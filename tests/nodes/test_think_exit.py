@@ -133,3 +133,19 @@ def test_the_saved_tokens_reach_the_run_summary_and_the_samples_view() -> None:
     assert summary["samples_exited_thinking_early"] == 2 and summary["early_exit_probe_tokens"] == 2
     html = early_exit_body(record, "g")
     assert "2 of 2 samples exited" in html and "about 124 thinking tokens saved" in html
+
+
+def test_no_probe_before_any_thinking() -> None:
+    """A reflection line right after the open tag has nothing to answer from: thinking goes on without a probe."""
+    def reply(prompt: str, seed: int) -> str:
+        if prompt.endswith("<think>"):
+            return "\nWait idea</think>"
+        return deer(prompt, seed)
+
+    rec = EventRecorder(skip=("token",))
+    result = Scheduler(REGISTRY, fake_provider(reply_fn=reply)).run(
+        make("generator", think_early_exit_confidence=0.0001), seed=0, observers=[rec])
+    assert result.status == SUCCEEDED, result.error
+    (sample,) = exit_event(rec)["samples"]
+    assert [p["at_tokens"] for p in sample["probes"]] == [2]  # only after " second idea", not at the empty start
+    assert result.outputs["thinking"] == "Wait second idea"

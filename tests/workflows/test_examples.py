@@ -21,6 +21,7 @@ EXPECTED += ("dvts", "particle_filter", "mcts", "thinking_budget")
 EXPECTED += ("prm_beam",)
 EXPECTED += ("beam_rerank", "diverse_beam")
 EXPECTED += ("code_best_of_n", "alphacode", "plansearch", "plan_to_code")
+EXPECTED += ("rsa", "deer_think", "ab_mcts")
 FILES = sorted(WORKFLOWS.glob("*.yaml"))
 
 
