@@ -9,8 +9,8 @@ at once; the engine's prefix cache serves the prompt and the thinking it has alr
 purpose "think", so the node context counts their tokens as thinking_tokens.
 
 Early exit (DEER, `think_early_exit`): phase 1 also stops at each reflection point (a line starting "Wait" or
-"Alternatively", or `think_early_exit_delimiter`) after some thinking; there a probe forces the close tag and "Final answer:" and reads
-the trial answer greedily with its log-probabilities. When its mean token probability reaches
+"Alternatively", or `think_early_exit_delimiter`) after some thinking; there a probe forces the close tag and
+"Final answer:" and reads the trial answer greedily with its log-probabilities. When its mean token probability reaches
 `think_early_exit_confidence` the sample stops thinking and keeps that answer; otherwise thinking goes on from the
 same text. Probes and continuations are new requests whose prompts the prefix cache already holds (the fork is made
 in this node, not in the engine), so a probe costs its trial tokens plus a cache lookup. Trace event
@@ -57,6 +57,8 @@ THINK_MODES = ("off", "auto", "on")
 MAX_WAITS = 8
 """Most early closes replaced by "Wait" per sample (the model may keep closing at once)."""
 MAX_PARALLEL = 32
+MAX_SEGMENTS = 64
+"""Early exit: most thinking segments (reflection points) per sample, whatever the budget left."""
 
 
 def think_params() -> tuple[Param, ...]:
@@ -235,7 +237,7 @@ def _think_with_exits(ctx: NodeContext, head: str, think_sp: SamplingParams, see
 
     def one(i: int) -> tuple[Thought, str]:
         thought = Thought(probes=[])
-        while True:
+        for _ in range(MAX_SEGMENTS):
             left = settings.budget - thought.tokens
             if left <= 0:
                 return thought, "length"
@@ -264,6 +266,7 @@ def _think_with_exits(ctx: NodeContext, head: str, think_sp: SamplingParams, see
                 exits[i] = replace(answer, text=f"{TRIAL_PREFIX} {answer.text.strip()}")
                 return thought, EXITED
             thought.text += c.stop  # no confident answer yet: think on from the reflection point
+        return thought, "length"  # as many segments as MAX_SEGMENTS: the close tag is forced in, as at the budget
 
     with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL, len(seeds)))) as pool:
         done = list(pool.map(one, range(len(seeds))))

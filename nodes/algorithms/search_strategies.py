@@ -116,10 +116,11 @@ def gaussian_posterior(scores: Sequence[float], prior_mean: float,
     if n == 0:
         return prior_mean, k0, a0, b0
     mean = sum(scores) / n
-    ss = sum((s - mean) ** 2 for s in scores)
+    ss = sum((s - mean) * (s - mean) for s in scores)  # x * x, not x ** 2: a huge score gives inf, not an error
     kappa = k0 + n
+    shift = mean - prior_mean
     return ((k0 * prior_mean + n * mean) / kappa, kappa, a0 + n / 2,
-            b0 + ss / 2 + k0 * n * (mean - prior_mean) ** 2 / (2 * kappa))
+            b0 + ss / 2 + k0 * n * shift * shift / (2 * kappa))
 
 
 def thompson_draw(scores: Sequence[float], rng: random.Random, posterior: str, prior_mean: float = 0.5) -> float:
@@ -142,6 +143,7 @@ def thompson_pick(options: Sequence[Sequence[float]], rng: random.Random, poster
     if not options:
         raise ValueError("no options to pick from")
     draws = [thompson_draw(scores, rng, posterior, prior_mean) for scores in options]
+    draws = [d if not math.isnan(d) else -math.inf for d in draws]  # scores too large for floats draw nothing
     return max(range(len(draws)), key=lambda i: (draws[i], -i))
 
 

@@ -8,6 +8,8 @@ import random
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from app.run.events import EventRecorder
 from app.run.providers import fake_provider
@@ -65,6 +67,14 @@ def test_thompson_pick_is_the_highest_draw_and_prefers_the_better_posterior() ->
     assert picks == [1] * 50
     with pytest.raises(ValueError):
         thompson_pick([], rng, "beta")
+
+
+@given(st.lists(st.lists(st.floats(-1e300, 1e300, allow_nan=False), max_size=6), min_size=1, max_size=5),
+       st.integers(0, 2**32), st.sampled_from(("beta", "gaussian")))
+def test_thompson_pick_always_picks_an_option(options: list[list[float]], seed: int, posterior: str) -> None:
+    seen = [s for o in options for s in o]
+    prior = sum(seen) / len(seen) if seen and posterior == "gaussian" else 0.5
+    assert 0 <= thompson_pick(options, random.Random(seed), posterior, prior) < len(options)
 
 
 def test_auto_posterior_is_beta_while_scores_are_probabilities() -> None:

@@ -149,3 +149,18 @@ def test_no_probe_before_any_thinking() -> None:
     (sample,) = exit_event(rec)["samples"]
     assert [p["at_tokens"] for p in sample["probes"]] == [2]  # only after " second idea", not at the empty start
     assert result.outputs["thinking"] == "Wait second idea"
+
+
+def test_segments_that_write_nothing_cannot_loop_forever() -> None:
+    """A (scripted) model that stops at a reflection line before writing a token never spends its budget: the
+    segments are capped and the close tag is forced in."""
+    from nodes.thinking import MAX_SEGMENTS
+
+    rec = EventRecorder(skip=("token",))
+    result = Scheduler(REGISTRY, fake_provider(replies=["\nWait"])).run(
+        make("generator", think_early_exit_confidence=0.5), seed=0, observers=[rec])
+    assert result.status == SUCCEEDED, result.error
+    think = [e for e in rec.of_type("lm_call") if e.data["purpose"] == "think"]
+    assert len(think) == MAX_SEGMENTS
+    (cand,) = result.outputs["c"].candidates
+    assert cand.meta["think_forced"] and not cand.meta["think_exited"]
