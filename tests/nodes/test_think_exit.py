@@ -10,7 +10,7 @@ import pytest
 from app.run.events import EventRecorder
 from app.run.providers import fake_provider
 from app.run.scheduler import SUCCEEDED, RunResult, Scheduler
-from app.viz.summary import run_summary
+from app.viz.summary import run_summary, summary_html
 from app.viz.think_exit import early_exit_body
 from app.workflow.spec import workflow_from_dict
 from app.workflow.validation import validate
@@ -133,6 +133,9 @@ def test_the_saved_tokens_reach_the_run_summary_and_the_samples_view() -> None:
     assert summary["samples_exited_thinking_early"] == 2 and summary["early_exit_probe_tokens"] == 2
     html = early_exit_body(record, "g")
     assert "2 of 2 samples exited" in html and "about 124 thinking tokens saved" in html
+    cards = summary_html(record)
+    assert "thinking tokens saved by early exit (est.)" in cards and "<b>124</b>" in cards
+    assert "early exit" not in summary_html({**record, "events": []})
 
 
 def test_no_probe_before_any_thinking() -> None:
