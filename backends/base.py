@@ -198,6 +198,9 @@ class Completion:
     """Speculative decoding: draft tokens proposed for this sample."""
     accepted: list[bool] | None = None
     """Speculative decoding: per token of `tokens`, True where it was an accepted draft token."""
+    stop: str = ""
+    """The stop string that ended it (finish_reason "stop"; cut off the text), where the engine knows it: the local
+    engine and the fake do, OpenAI-compatible servers do not say ('')."""
 
 
 @dataclass

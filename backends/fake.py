@@ -145,10 +145,10 @@ class FakeBackend:
         n_prompt = len(self.tokenize(text))
         for i, seed in enumerate(default_seeds(params, n, seeds)):
             reply = self._reply(text, seed)
-            finish = "eog"
+            finish, matched = "eog", ""
             for stop in params.stop:
                 if stop and stop in reply:
-                    reply, finish = reply[: reply.index(stop)], "stop"
+                    reply, finish, matched = reply[: reply.index(stop)], "stop", stop
             words = reply.split()
             if len(words) > params.max_tokens:
                 reply, finish = " ".join(words[: params.max_tokens]), "length"
@@ -178,6 +178,7 @@ class FakeBackend:
                     completion_tokens=len(words),
                     prompt_tokens=n_prompt,
                     time_s=time.perf_counter() - start,
+                    stop=matched,
                 )
             )
         usage = Usage(

@@ -152,6 +152,9 @@ def _describe(record: dict[str, Any]) -> str:
         f"completion tokens {s['completion_tokens']} · saved by adaptive stopping "
         f"~{s['tokens_saved_by_adaptive_stop']} ({s['samples_saved_by_adaptive_stop']} samples not drawn)",
     ]
+    if s["samples_exited_thinking_early"] or s["early_exit_probe_tokens"]:
+        lines.append(f"early exit of thinking: {s['samples_exited_thinking_early']} samples exited · thinking tokens "
+                     f"saved ~{s['thinking_tokens_saved_by_early_exit']} · probe tokens {s['early_exit_probe_tokens']}")
     if run.get("error"):
         lines.append(f"error: {run['error']}")
     if run.get("inputs"):

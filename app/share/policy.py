@@ -41,6 +41,8 @@ SHARE_MAX_PRM_STEPS = 64
 """Share mode: the most steps a PRM scores per candidate (`max_steps`; the chat layout is a turn per step)."""
 SHARE_MAX_SIMULATIONS = 32
 """Share mode: the most MCTS simulations of a search node (each expands and rolls out to the end)."""
+SHARE_MAX_AB_EXPANSIONS = 64
+"""Share mode: the most steps an AB-MCTS search makes (`max_expansions`; each is a sample and a score)."""
 SHARE_MAX_BEAMS = 16
 """Share mode: a sampler's `method: beam` width n (each beam is a sequence of the shared engine)."""
 SHARE_MAX_INPUT_CHARS = 100_000
@@ -546,12 +548,14 @@ def tree_refusals(wf: Workflow, checked: Checked, policy: SharePolicy) -> list[I
     return issues
 
 
-SEARCH_CAPS = (("particles", "particles", SHARE_MAX_PARTICLES), ("mcts", "simulations", SHARE_MAX_SIMULATIONS))
+SEARCH_CAPS = (("particles", "particles", SHARE_MAX_PARTICLES), ("mcts", "simulations", SHARE_MAX_SIMULATIONS),
+               ("ab_mcts", "max_expansions", SHARE_MAX_AB_EXPANSIONS))
 """(strategy, param, share-mode cap) of the search strategies whose cost grows with one param."""
 
 
 def _search_cap_issues(wf: Workflow) -> list[Issue]:
-    """Search nodes whose particles or simulations exceed the share caps (a visitor's run must stay small)."""
+    """Search nodes whose particles, simulations or AB-MCTS steps exceed the share caps (a visitor's run must stay
+    small)."""
     issues: list[Issue] = []
     for node in wf.nodes:
         if node.kind == "sampler" and isinstance(node.params, dict) and node.params.get("method") == "beam":

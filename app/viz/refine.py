@@ -1,4 +1,5 @@
-"""Refinement history: draft → feedback → revision per iteration, with a word-level diff of each revision."""
+"""Refinement history: draft → feedback → revision per iteration, with a word-level diff of each revision; RSA's
+lineage (app/viz/rsa.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 from typing import Any
 
 from app.viz.common import esc, events_of, fmt_num, wrap_section
+from app.viz.rsa import rsa_body
 
 _WORDS = re.compile(r"\s+|[^\s]+")
 
@@ -65,10 +67,10 @@ def refinement_body(record: dict[str, Any], node_id: str | None = None) -> str:
         cards = "".join(_iteration_html(item, chosen is not None and item.get("iteration") == chosen)
                         for item in iterations)
         sections.append(f'<div class="mg-refine" data-node="{esc(owner)}">{head}{cards}</div>')
-    return "".join(sections)
+    return "".join(sections) + rsa_body(record, node_id)
 
 
 def refinement_html(record: dict[str, Any], node_id: str | None = None) -> str:
-    """The history of every refiner (or of one node); '' when the run has no refinement."""
+    """The history of every refiner (or of one node), RSA lineages included; '' when the run has no refinement."""
     body = refinement_body(record, node_id)
     return wrap_section(body) if body else ""

@@ -12,6 +12,7 @@ from app.viz.code_runs import behaviour_note_body, has_test_runs, tests_cell, te
 from app.viz.common import MUTED, WINNER_COLOR, esc, events_of, fmt_num, node_by_id, shorten, wrap_section
 from app.viz.deepconf import stopped_samples_body
 from app.viz.selection import selection_body
+from app.viz.think_exit import early_exit_body
 
 MAX_BARS = 40
 """Answers drawn in the histogram; the rest are summed into one 'other' bar."""
@@ -231,4 +232,4 @@ def samples_table_body(record: dict[str, Any], node_id: str | None = None, limit
             "</th><th class=num>cluster</th><th>winner</th><th class=num>tokens</th>"
             + ("<th>tests</th>" if with_tests else "") + "</tr></thead><tbody>"
             + "".join(body) + "</tbody></table>" + more + stopped_samples_body(record, node)
-            + selection_body(record, node))
+            + selection_body(record, node) + early_exit_body(record, node))

@@ -10,6 +10,7 @@ from typing import Any
 from app.run.status import FAILED, NODE_CACHED
 from app.viz.common import badge, esc, events_of, fmt_num, shorten, wrap_section
 from app.viz.deepconf import CONFIDENCE_MODE, confidence_totals
+from app.viz.think_exit import early_exit_totals, early_exits
 
 
 def request_key(call: dict[str, Any]) -> tuple[Any, ...]:
@@ -76,6 +77,7 @@ def run_summary(record: dict[str, Any]) -> dict[str, Any]:
     evaluated = sum(c.get("prompt_tokens_evaluated", 0) for c in calls)
     saved_samples, saved_tokens = adaptive_savings(record)
     stopped_samples, _ = confidence_totals(record)
+    exited_samples, exit_saved, probe_tokens = early_exit_totals(record)
     by_model: dict[str, int] = defaultdict(int)
     by_purpose: dict[str, int] = defaultdict(int)
     for c in calls:
@@ -98,6 +100,9 @@ def run_summary(record: dict[str, Any]) -> dict[str, Any]:
         "samples_saved_by_adaptive_stop": saved_samples,
         "tokens_saved_by_adaptive_stop": saved_tokens,
         "samples_stopped_by_confidence": stopped_samples,
+        "samples_exited_thinking_early": exited_samples,
+        "thinking_tokens_saved_by_early_exit": exit_saved,
+        "early_exit_probe_tokens": probe_tokens,
         "nodes": len(nodes), "nodes_cached": status_count.get(NODE_CACHED, 0),
         "nodes_failed": status_count.get(FAILED, 0), "node_status": dict(status_count),
         "calls_by_model": dict(by_model), "calls_by_purpose": dict(by_purpose),
@@ -156,6 +161,9 @@ def summary_body(record: dict[str, Any]) -> str:
     shown = CARDS if not s["thinking_tokens"] else (*CARDS, ("thinking_tokens", "of them thinking tokens"))
     if s["samples_stopped_by_confidence"]:
         shown = (*shown, ("samples_stopped_by_confidence", "samples stopped by confidence (DeepConf)"))
+    if early_exits(record):
+        shown = (*shown, ("thinking_tokens_saved_by_early_exit", "thinking tokens saved by early exit (est.)"),
+                 ("early_exit_probe_tokens", "tokens spent on early-exit probes"))
     cards = "".join(f'<div class="mg-card"><b>{fmt_num(s[key])}</b><span>{esc(label)}</span></div>'
                     for key, label in shown)
     parts = [f"<h3>Run {esc(run.get('id'))} · {esc(run.get('workflow'))} {badge(run.get('status'))}</h3>",
@@ -178,7 +186,8 @@ def summary_html(record: dict[str, Any]) -> str:
 
 COMPARE_KEYS = ("status", "wall_s", "lm_calls", "requests", "prompt_tokens", "prompt_tokens_evaluated",
                 "prompt_tokens_cached", "completion_tokens", "thinking_tokens", "tokens_saved_by_prefix_sharing",
-                "tokens_saved_by_adaptive_stop", "samples_stopped_by_confidence", "nodes_cached", "nodes_failed")
+                "tokens_saved_by_adaptive_stop", "samples_stopped_by_confidence", "thinking_tokens_saved_by_early_exit",
+                "nodes_cached", "nodes_failed")
 
 
 def _delta(a: Any, b: Any) -> str:

@@ -1,6 +1,7 @@
 """Search tree: partial solutions with their step scores, pruned branches greyed, the chosen path
 highlighted, full text on hover (figure) or behind expandable rows (HTML outline); per strategy, DVTS's
-subtrees coloured, particle filtering's resampling copies and MCTS's visit counts on the states."""
+subtrees coloured, particle filtering's resampling copies, MCTS's visit counts on the states, AB-MCTS's "wider" and
+"deeper" steps marked (labels and edge colours)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from app.viz.beam_tree import beam_tree_states
 from app.viz.common import MUTED, WINNER_COLOR, esc, events_of, fmt_num, shorten, wrap_for_hover, wrap_section
 
 MAX_OUTLINE_NODES = 600
+BRANCH_STYLES = {"wider": {"color": "#1f77b4", "width": 2}, "deeper": {"color": "#9467bd", "width": 2, "dash": "dash"}}
+"""AB-MCTS: the edge into a step made by going wider (a new child) or deeper (continuing a partial solution)."""
 SUBTREE_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 
 
@@ -20,6 +23,8 @@ def strategy_note(n: dict[str, Any]) -> str:
     """What a strategy recorded on a state: its subtree (DVTS), its generation and copies (particles), its
     visits and mean value (MCTS), as ' · '-joined words ('' for beam and best-first)."""
     parts = []
+    if n.get("branch") in BRANCH_STYLES:
+        parts.append(str(n["branch"]))
     if isinstance(n.get("subtree"), int):
         parts.append(f"subtree {n['subtree']}")
     if isinstance(n.get("generation"), int):
@@ -35,7 +40,9 @@ def strategy_note(n: dict[str, Any]) -> str:
 
 
 def marker_label(n: dict[str, Any]) -> str:
-    """The short label drawn beside a state: MCTS visits, or a particle's resampled copies."""
+    """The short label drawn beside a state: AB-MCTS's wider / deeper, MCTS visits, or a particle's copies."""
+    if n.get("branch") in BRANCH_STYLES:
+        return str(n["branch"])
     if isinstance(n.get("visits"), int):
         return str(n["visits"])
     if isinstance(n.get("copies"), int) and n["copies"] > 0:
@@ -144,6 +151,8 @@ def search_tree_figure(record: dict[str, Any], node_id: str | None = None) -> go
                 else "pruned" if n.get("pruned") else "normal")
         if kind != "chosen" and isinstance(n.get("subtree"), int):
             kind = f"subtree {n['subtree']}" + (" pruned" if kind == "pruned" else "")
+        elif kind == "normal" and n.get("branch") in BRANCH_STYLES:
+            kind = str(n["branch"])
         xs, ys = edge_sets.setdefault(kind, ([], []))
         (x0, y0), (x1, y1) = pos[parent], pos[n["id"]]
         xs.extend([x0, x1, None])
@@ -152,17 +161,18 @@ def search_tree_figure(record: dict[str, Any], node_id: str | None = None) -> go
     scatter = go.Scattergl if big else go.Scatter
     fig = go.Figure()
     styles = {"normal": {"color": "#8fa9c9", "width": 1}, "pruned": {"color": "#d0d0d0", "width": 1, "dash": "dot"},
-              "chosen": {"color": WINNER_COLOR, "width": 4}}
+              "chosen": {"color": WINNER_COLOR, "width": 4}, **BRANCH_STYLES}
     for i, subtree in enumerate(subtrees):  # DVTS: each subtree's branches in its own colour (pruned ones dotted)
         color = SUBTREE_COLORS[i % len(SUBTREE_COLORS)]
         styles[f"subtree {subtree}"] = {"color": color, "width": 2}
         styles[f"subtree {subtree} pruned"] = {"color": color, "width": 1, "dash": "dot"}
+    legend = ("pruned", "chosen", *BRANCH_STYLES)
     for kind, (xs, ys) in edge_sets.items():
         if xs:
             fig.add_trace(scatter(x=xs, y=ys, mode="lines", line=styles[kind], hoverinfo="skip",
                                   name=f"{kind} branch" if not kind.startswith("subtree") else kind,
-                                  showlegend=kind in ("pruned", "chosen") or (kind.startswith("subtree")
-                                                                               and not kind.endswith(" pruned"))))
+                                  showlegend=kind in legend or (kind.startswith("subtree")
+                                                                and not kind.endswith(" pruned"))))
 
     def hover(n: dict[str, Any]) -> str:
         flags = " · pruned" if n.get("pruned") else ""
@@ -206,7 +216,12 @@ def search_tree_figure(record: dict[str, Any], node_id: str | None = None) -> go
 
 
 def _strategy_summary(nodes: list[dict[str, Any]]) -> str:
-    """The title's strategy part: DVTS subtrees, particle generations, MCTS root visits ('' for beam)."""
+    """The title's strategy part: DVTS subtrees, particle generations, AB-MCTS's wider / deeper steps, MCTS root
+    visits ('' for beam)."""
+    branches = [n["branch"] for n in nodes if n.get("branch") in BRANCH_STYLES]
+    if branches:
+        return (f" · {branches.count('wider')} wider, {branches.count('deeper')} deeper (AB-MCTS: labels and edge "
+                "colours)")
     subtrees = {n["subtree"] for n in nodes if isinstance(n.get("subtree"), int)}
     if subtrees:
         return f" · {len(subtrees)} subtrees (coloured)"

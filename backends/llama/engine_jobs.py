@@ -142,6 +142,8 @@ class Sample:
     """The logits it draws from once the grammar process says which tokens may come next (asked, not answered)."""
     row: int = -1
     time_s: float = 0.0
+    stop: str = ""
+    """The stop string that ended the sample (cut off its text)."""
     decoder: Any = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")(errors="replace"))
 
 
@@ -431,7 +433,7 @@ class GenerateJob(PrefillMixin, Job):
             if stop:
                 at = window.find(stop)
                 if at >= 0 and (cut < 0 or at < cut):
-                    cut = at
+                    cut, sample.stop = at, stop
         if cut < 0:
             return False
         sample.text = sample.text[: window_start + cut]
@@ -480,6 +482,7 @@ class GenerateJob(PrefillMixin, Job):
                 completion_tokens=len(s.tokens),
                 prompt_tokens=len(self.prompt),
                 time_s=s.time_s,
+                stop=s.stop,
             )
             for s in self.samples
         ]

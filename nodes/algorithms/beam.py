@@ -5,7 +5,7 @@ Ranking is by score, highest first, ties to the lower id (the earlier generated)
 `to_json()` is the "tree" trace payload: {"nodes": [{"id", "parent", "depth", "text", "score", "lead",
 "pruned", "chosen", "terminal", "finish"} plus, where a strategy sets them, "subtree" (DVTS), "generation" and
 "copies" (particles: the round that drew it, how many particles resampling gave it), "visits", "value" and
-"rollout" (MCTS)], "chosen_path": [ids root..leaf]}.
+"rollout" (MCTS), "branch" (AB-MCTS: "wider" or "deeper")], "chosen_path": [ids root..leaf]}.
 """
 
 from __future__ import annotations
@@ -45,9 +45,12 @@ class TreeNode:
     """MCTS: the sum of the rollout values backed up through the node (mean = value / visits)."""
     rollout: bool | None = None
     """MCTS: the step was drawn by a rollout rather than by expanding a selected node."""
+    branch: str | None = None
+    """AB-MCTS: "wider" (a new child of a node that had children, or of the root) or "deeper" (the first step
+    continuing a partial solution)."""
 
 
-_STRATEGY_FIELDS = ("subtree", "generation", "copies", "visits", "value", "rollout")
+_STRATEGY_FIELDS = ("subtree", "generation", "copies", "visits", "value", "rollout", "branch")
 """Fields only some strategies set: left out of the trace payload while None."""
 
 

@@ -1,9 +1,11 @@
-"""Pure parts of the search strategies beyond beam: DVTS budget split, particle resampling, MCTS (UCT) arithmetic."""
+"""Pure parts of the search strategies beyond beam: DVTS budget split, particle resampling, MCTS (UCT) arithmetic,
+AB-MCTS's Thompson sampling over Beta / normal-inverse-gamma posteriors."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import random
+from collections.abc import Iterable, Sequence
 
 
 def split_budget(total: int, parts: int) -> list[int]:
@@ -85,3 +87,68 @@ def robust_pick(children: Sequence[tuple[float, int]]) -> int:
         raise ValueError("no children to pick from")
     return max(range(len(children)),
                key=lambda i: (children[i][1], children[i][0] / children[i][1] if children[i][1] else -math.inf, -i))
+
+
+# ------------------------------------------------------------------ AB-MCTS: Thompson sampling
+
+
+BETA_PRIOR = (1.0, 1.0)
+"""Beta(1, 1): uniform over [0, 1] before any score is seen."""
+GAUSSIAN_PRIOR = (1.0, 1.0, 0.01)
+"""Normal-inverse-gamma prior strength kappa0, shape alpha0 and scale beta0 (the prior mean is given per decision:
+the mean of every score seen so far, so unbounded scores such as log-likelihoods need no fixed scale)."""
+
+
+def beta_posterior(scores: Sequence[float], prior: tuple[float, float] = BETA_PRIOR) -> tuple[float, float]:
+    """Beta(a + sum s, b + sum (1 - s)): each score in [0, 1] counts as a fractional success (scores outside are
+    clamped to [0, 1])."""
+    clamped = [min(1.0, max(0.0, s)) for s in scores]
+    return prior[0] + sum(clamped), prior[1] + sum(1.0 - s for s in clamped)
+
+
+def gaussian_posterior(scores: Sequence[float], prior_mean: float,
+                       prior: tuple[float, float, float] = GAUSSIAN_PRIOR) -> tuple[float, float, float, float]:
+    """(mean, kappa, alpha, beta) of the normal-inverse-gamma posterior of Gaussian scores with unknown mean and
+    variance: kappa = k0 + n, mean = (k0 mu0 + n xbar) / kappa, alpha = a0 + n / 2,
+    beta = b0 + SS / 2 + k0 n (xbar - mu0)^2 / (2 kappa), SS the squared deviations from xbar."""
+    k0, a0, b0 = prior
+    n = len(scores)
+    if n == 0:
+        return prior_mean, k0, a0, b0
+    mean = sum(scores) / n
+    ss = sum((s - mean) * (s - mean) for s in scores)  # x * x, not x ** 2: a huge score gives inf, not an error
+    kappa = k0 + n
+    shift = mean - prior_mean
+    return ((k0 * prior_mean + n * mean) / kappa, kappa, a0 + n / 2,
+            b0 + ss / 2 + k0 * n * shift * shift / (2 * kappa))
+
+
+def thompson_draw(scores: Sequence[float], rng: random.Random, posterior: str, prior_mean: float = 0.5) -> float:
+    """One draw from the posterior of an option's scores: Beta (`posterior` "beta", scores in [0, 1]) or the
+    normal-inverse-gamma's mean (variance drawn from the inverse gamma, then the mean from its normal)."""
+    if posterior == "beta":
+        a, b = beta_posterior(scores)
+        return rng.betavariate(a, b)
+    if posterior != "gaussian":
+        raise ValueError(f"unknown posterior {posterior!r}: beta or gaussian")
+    mean, kappa, alpha, beta = gaussian_posterior(scores, prior_mean)
+    variance = beta / rng.gammavariate(alpha, 1.0)  # 1 / Gamma(alpha, rate beta) is InvGamma(alpha, beta)
+    return rng.gauss(mean, math.sqrt(variance / kappa))
+
+
+def thompson_pick(options: Sequence[Sequence[float]], rng: random.Random, posterior: str,
+                  prior_mean: float = 0.5) -> int:
+    """Thompson sampling: one draw per option (its scores so far) in order, the index of the highest draw (ties to
+    the lower index). AB-MCTS's option 0 is "generate a new child" (wider), the others its existing children."""
+    if not options:
+        raise ValueError("no options to pick from")
+    draws = [thompson_draw(scores, rng, posterior, prior_mean) for scores in options]
+    draws = [d if not math.isnan(d) else -math.inf for d in draws]  # scores too large for floats draw nothing
+    return max(range(len(draws)), key=lambda i: (draws[i], -i))
+
+
+def posterior_for(scores: Iterable[float], choice: str) -> str:
+    """The posterior family of `choice` ("auto": Beta while every score seen lies in [0, 1], else Gaussian)."""
+    if choice != "auto":
+        return choice
+    return "beta" if all(0.0 <= s <= 1.0 for s in scores) else "gaussian"

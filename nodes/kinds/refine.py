@@ -10,6 +10,8 @@ Trace event "refine":
      "stopped": "threshold" | "no_issues" | "unchanged" | "max_iters", "chosen": iteration index,
      "check": method}
 `score`/`reason` are null without a check; `feedback`/`revision` are null on the last iteration.
+
+`method: rsa` (Recursive Self-Aggregation) runs in nodes/kinds/refine_rsa.py instead (trace event "rsa").
 """
 
 from __future__ import annotations
@@ -37,8 +39,12 @@ from nodes.decoding import (
     prompt_params,
     sampling_params,
 )
+from nodes.kinds.refine_rsa import DEFAULT_AGGREGATE, run_rsa
 from nodes.scoring import RESERVED_VARS, regex_problems, score_texts, scoring_params
 
+METHODS = ("refine", "rsa")
+RSA_VARS = ("solutions",)
+"""The variable the aggregation prompt gets (the subset's candidates, numbered)."""
 CHECKS = ("none", "exact", "contains", "regex", "python", "llm_judge", "likelihood")
 DEFAULT_FEEDBACK = ("Task: {task}\n\nDraft answer:\n{draft}\n\n"
                     "Point out any mistake in the draft in one or two sentences. "
@@ -56,23 +62,38 @@ class Refiner(NodeKind):
     """Iterative refinement with intrinsic (self-critique) or extrinsic (verifier) feedback."""
 
     kind = "refiner"
-    reserved_vars = RESERVED_VARS
+    reserved_vars = RESERVED_VARS + RSA_VARS
     title = "Refiner"
     category = "generate"
     description = ("Self-refine: draft, get feedback (the model's critique or a verifier's verdict), revise; "
-                   "repeat up to max_iters, stopping early when a check passes or the draft stops changing.")
+                   "repeat up to max_iters, stopping early when a check passes or the draft stops changing. "
+                   "method: rsa (recursive self-aggregation): a population of candidates improved for `rounds` "
+                   "rounds, each new candidate combining a random subset of the last population.")
     inputs = (
         Port("draft", TEXT, "A first draft (optional: else the refiner writes one from the prompt)",
              required=False),
         Port("reference", TEXT, "Reference answer for exact/contains/regex/python checks", required=False),
+        Port("candidates", CANDIDATES, "method: rsa: the first population (optional: else `population` samples "
+             "of the prompt)", required=False),
     )
     outputs = (
-        Port("text", TEXT, "The final (or best-scoring) draft"),
-        Port("candidates", CANDIDATES, "Every iteration's draft with its check score; the chosen one wins"),
-        Port("iterations", JSON, "Per iteration: draft, score, reason, feedback, revision"),
+        Port("text", TEXT, "The final (or best-scoring) draft (rsa: the final population's first candidate)"),
+        Port("candidates", CANDIDATES, "Every iteration's draft with its check score; the chosen one wins (rsa: "
+             "the final population, for a voter or verifier after)"),
+        Port("iterations", JSON, "Per iteration: draft, score, reason, feedback, revision (rsa: per round, its "
+             "candidates with the ids of those that fed each)"),
     )
     params = (
         *prompt_params("{question}", description="The task; {name} fills in the input wired as `name`"),
+        Param("method", "choice", "refine", "refine: draft, feedback, revise (self-refine); rsa: recursive "
+              "self-aggregation of a population of candidates", choices=METHODS),
+        Param("population", "int", 4, "rsa: N, the candidates made each round (and drawn first when `candidates` "
+              "is not wired)", min=1, max=64, show_if=("method", ("rsa",))),
+        Param("subset", "int", 2, "rsa: K, the candidates shown together to make each new one (at most N)",
+              min=1, max=16, show_if=("method", ("rsa",))),
+        Param("rounds", "int", 2, "rsa: T, the aggregation rounds", min=1, max=10, show_if=("method", ("rsa",))),
+        Param("aggregate_prompt", "text", DEFAULT_AGGREGATE, "rsa: the aggregation prompt ({task}, {solutions}: the "
+              "subset, numbered)", show_if=("method", ("rsa",))),
         Param("max_iters", "int", 2, "Most revisions", min=1, max=10),
         Param("feedback", "choice", "self", "self: the model critiques its draft; verifier: the check's verdict; "
               "both", choices=("self", "verifier", "both")),
@@ -97,23 +118,32 @@ class Refiner(NodeKind):
 
     @classmethod
     def required_inputs(cls, params: dict[str, Any]) -> list[str]:
+        if params.get("method") == "rsa":
+            return cls._template_inputs(params, ["prompt", "system", "aggregate_prompt"])
         keys = ["prompt", "system", "revise_prompt"]
         if params.get("feedback") in ("self", "both"):
             keys.append("feedback_prompt")
         if params.get("check") == "llm_judge":
             keys.append("judge_prompt")
-        names: list[str] = []
-        for key in keys:
-            for var in template_variables(str(params.get(key) or "")):
-                if var not in RESERVED_VARS and var not in names:
-                    names.append(var)
+        names = cls._template_inputs(params, keys)
         check = params.get("check")
         if check in ("exact", "contains") or (check == "regex" and not params.get("regex")):
             names.append("reference")
         return names
 
     @classmethod
+    def _template_inputs(cls, params: dict[str, Any], keys: list[str]) -> list[str]:
+        names: list[str] = []
+        for key in keys:
+            for var in template_variables(str(params.get(key) or "")):
+                if var not in cls.reserved_vars and var not in names:
+                    names.append(var)
+        return names
+
+    @classmethod
     def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
+        if params.get("method") == "rsa":
+            return decoding_problems(params) + cls._rsa_problems(params)
         problems = decoding_problems(params) + regex_problems(params, params.get("check"))
         if params.get("feedback") in ("verifier", "both") and params.get("check") == "none":
             problems.append(("feedback", "verifier feedback needs a check: set `check` (e.g. regex or python)"))
@@ -121,7 +151,25 @@ class Refiner(NodeKind):
             problems.append(("keep", "keep: best needs a check to score the drafts"))
         return problems
 
+    @staticmethod
+    def _rsa_problems(params: dict[str, Any]) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        n, k = params.get("population"), params.get("subset")
+        if isinstance(n, int) and isinstance(k, int) and not isinstance(n, bool) and not isinstance(k, bool) \
+                and k > n:
+            out.append(("subset", f"subset ({k}) is more than the population N ({n}): each new candidate combines "
+                                  "`subset` distinct candidates of the last round; lower subset or raise population"))
+        if params.get("check") not in ("none", None):
+            out.append(("check", "method: rsa does not check drafts: set check: none and score the final population "
+                                 "with a verifier node after it"))
+        if params.get("keep") == "best":
+            out.append(("keep", "method: rsa outputs the whole final population: set keep: last and choose with a "
+                                "voter after it"))
+        return out
+
     def run(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
+        if params["method"] == "rsa":
+            return run_rsa(inputs, params, ctx)
         values = {k: v for k, v in inputs.items() if k not in ("draft",)}
         task_prompt = build_prompt(params, values)
         task = task_prompt if isinstance(task_prompt, str) else task_prompt[-1]["content"]

@@ -1,4 +1,5 @@
-"""The `search` kind: step-level tree search (beam, best-first, DVTS, particle filtering, MCTS) with a process scorer.
+"""The `search` kind: step-level tree search (beam, best-first, DVTS, particle filtering, MCTS, AB-MCTS) with a
+process scorer.
 
 Each expansion samples `expand_k` next steps of a partial solution (generation stops at the step
 delimiter), each new partial solution is scored (llm_judge on "is it correct so far", likelihood,
@@ -8,13 +9,13 @@ A step containing the end marker, or one after which the model ends generation, 
 branch; `max_depth` bounds every branch. The prompt of every expansion is the rendered task
 followed by the partial solution, so the engine's prefix cache serves the shared part.
 
-DVTS, particle filtering and MCTS live in nodes/kinds/search_strategies.py; every strategy's expansion round
+DVTS, particle filtering, MCTS and AB-MCTS live in nodes/kinds/search_strategies.py; every strategy's expansion round
 sends all its live branches to the engine at once, so they decode as one batch.
 
 Trace event "tree" (SearchTree.to_json() plus): {"strategy", "delimiter", "expansions",
 "answer": chosen solution text, "nodes": [{"id", "parent", "depth", "text", "lead", "score",
 "pruned", "chosen", "terminal", "finish", and per strategy "subtree" | "generation", "copies" |
-"visits", "value", "rollout"}], "chosen_path": [ids]}. Node 0 is the root (empty solution).
+"visits", "value", "rollout", "branch"}], "chosen_path": [ids]}. Node 0 is the root (empty solution).
 """
 
 from __future__ import annotations
@@ -38,13 +39,14 @@ from nodes.base import (
     template_variables,
 )
 from nodes.decoding import build_prompt, decoding_params, decoding_problems, prompt_params, sampling_params
-from nodes.kinds.search_strategies import run_dvts, run_mcts, run_particles, strategy_problems
+from nodes.kinds.search_strategies import run_ab_mcts, run_dvts, run_mcts, run_particles, strategy_problems
 from nodes.scoring import RESERVED_VARS, prm_problems, regex_problems, score_texts, scoring_params
 
 SCORERS = ("llm_judge", "likelihood", "regex", "python", "prm", "reward_model", "none")
 """prm scores a partial solution by its last step's P(good) (search-and-learn); reward_model by the reward of the
 partial solution so far."""
-STRATEGIES = ("beam", "best_first", "dvts", "particles", "mcts")
+STRATEGIES = ("beam", "best_first", "dvts", "particles", "mcts", "ab_mcts")
+POSTERIORS = ("auto", "beta", "gaussian")
 MAX_PARALLEL_REQUESTS = 64
 """Expansion requests in flight at once (a round's branches; the engine batches what is in flight)."""
 MAX_SAMPLES_PER_REQUEST = 32
@@ -77,11 +79,14 @@ class Search(NodeKind):
         Param("strategy", "choice", "beam", "beam: keep the best beam_width per depth; best_first: always "
               "expand the best partial solution; dvts: beam_width x expand_k split into independent greedy "
               "subtrees; particles: particle filtering (resample partial solutions by softmaxed score); "
-              "mcts: Monte Carlo tree search (UCT, rollouts scored by the scorer)", choices=STRATEGIES),
+              "mcts: Monte Carlo tree search (UCT, rollouts scored by the scorer); ab_mcts: adaptive branching MCTS "
+              "(Thompson sampling chooses a new child, wider, or going into an existing one, deeper)",
+              choices=STRATEGIES),
         Param("beam_width", "int", 2, "Partial solutions kept per depth (beam); with expand_k, the samples per "
               "step (dvts)", min=1, max=16, show_if=("strategy", ("beam", "dvts"))),
-        Param("expand_k", "int", 2, "Next steps sampled per expansion", min=1, max=16,
-              show_if=("strategy", ("beam", "best_first", "dvts", "mcts"))),
+        Param("expand_k", "int", 2, "Next steps sampled per expansion (ab_mcts: Thompson draws per round, each "
+              "one new step, decoded as one batch)", min=1, max=16,
+              show_if=("strategy", ("beam", "best_first", "dvts", "mcts", "ab_mcts"))),
         Param("subtrees", "int", 2, "DVTS: independent subtrees sharing the beam_width x expand_k samples of "
               "each step; each keeps only its best step (greedy by score)", min=1, max=64,
               show_if=("strategy", ("dvts",))),
@@ -95,8 +100,11 @@ class Search(NodeKind):
         Param("c_explore", "float", 1.0, "MCTS: exploration constant c of UCT (0 = pure exploitation)",
               min=0.0, max=10.0, show_if=("strategy", ("mcts",))),
         Param("max_depth", "int", 3, "Most steps in a solution", min=1, max=32),
-        Param("max_expansions", "int", 6, "Best-first: most expansions before stopping", min=1, max=256,
-              show_if=("strategy", ("best_first",))),
+        Param("max_expansions", "int", 6, "Best-first: most expansions before stopping; ab_mcts: new steps made "
+              "in all", min=1, max=256, show_if=("strategy", ("best_first", "ab_mcts"))),
+        Param("ab_posterior", "choice", "auto", "AB-MCTS: the score posterior Thompson sampling draws from: beta "
+              "(scores in [0, 1]), gaussian (normal-inverse-gamma, any scale), auto (beta while every score is in "
+              "[0, 1])", choices=POSTERIORS, show_if=("strategy", ("ab_mcts",))),
         Param("step_delimiter", "str", "\n\n", "Text that ends a step (generation stops there)"),
         Param("end_marker", "str", "Answer:", "A step containing this finishes its branch ('' = none)"),
         Param("scorer", "choice", "llm_judge", "How partial solutions are scored", choices=SCORERS),
@@ -296,7 +304,7 @@ class _SearchRun:
     def run(self) -> dict[str, Any]:
         strategy = self.params["strategy"]
         runners = {"beam": _SearchRun._beam, "best_first": _SearchRun._best_first, "dvts": run_dvts,
-                   "particles": run_particles, "mcts": run_mcts}
+                   "particles": run_particles, "mcts": run_mcts, "ab_mcts": run_ab_mcts}
         chosen = runners[strategy](self)
         chosen_path = self.tree.mark_chosen(chosen.id) if chosen is not None else [0]
         answer = self.tree.solution(chosen.id, self.delimiter).strip() if chosen is not None else ""

@@ -1,4 +1,4 @@
-"""The search node's DVTS, particle-filtering and MCTS strategies, over the node's own expand and score steps.
+"""The search node's DVTS, particle-filtering, MCTS and AB-MCTS strategies, over the node's own expand and score steps.
 
 Each takes the running search (its tree, params, context, `_expand` and `_score`) and returns the chosen
 tree node. Every round sends all its live branches to `_expand` together, which has them in flight at once,
@@ -8,15 +8,17 @@ so the engine decodes them as one batch. The arithmetic is in nodes/algorithms/s
 from __future__ import annotations
 
 import random
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import Any, Protocol
 
 from nodes.algorithms.beam import SearchTree, TreeNode
 from nodes.algorithms.search_strategies import (
+    posterior_for,
     robust_pick,
     softmax,
     split_budget,
     systematic_resample,
+    thompson_pick,
     uct_pick,
 )
 from nodes.base import NodeContext
@@ -243,3 +245,73 @@ def _most_visited_path(tree: SearchTree) -> TreeNode | None:
         return node
     finished = [n for n in tree.nodes if n.terminal and n.finish != "empty" and n.score is not None]
     return tree.best(finished) or (node if node.id != 0 else None)
+
+
+# ------------------------------------------------------------------ AB-MCTS
+
+
+def run_ab_mcts(state: SearchState) -> TreeNode | None:
+    """Adaptive Branching MCTS (Inoue et al. 2025, "Wider or Deeper?"), AB-MCTS-A over steps: from the root down,
+    Thompson sampling at each node chooses between generating a new child there (wider) and going into one of its
+    open children, each option's posterior built from the scorer's scores (a new child's option: the scores of the
+    children generated at the node; a child's: every score in its subtree). Generating below a node that had no
+    children continues that partial solution (deeper). Each round makes expand_k such draws at once (parallel
+    Thompson sampling: one batch for the engine), every draw one new step, until max_expansions steps are made.
+    The answer is the best-scoring finished solution (else the best-scoring partial one)."""
+    p = state.params
+    budget, per_round = int(p["max_expansions"]), int(p["expand_k"])
+    choice = str(p.get("ab_posterior") or "auto")
+    tree = state.tree
+    rng = random.Random(f"{state.ctx.seed}:ab_mcts")
+    made_at: dict[int, list[float]] = defaultdict(list)  # scores of the children generated at a node
+    subtree: dict[int, list[float]] = defaultdict(list)  # scores seen in a node's subtree, its own included
+    seen: list[float] = []
+    made = 0
+    tree.root.visits, tree.root.value = 0, 0.0
+    while made < budget:
+        state.ctx.cancel.raise_if_cancelled()
+        posterior = posterior_for(seen, choice)
+        prior_mean = sum(seen) / len(seen) if seen else 0.5
+        picks = [_ab_select(tree, made_at, subtree, rng, posterior, prior_mean)
+                 for _ in range(min(per_round, budget - made))]
+        counts = Counter(node.id for node in picks)
+        parents = [tree.nodes[i] for i in counts]
+        had = {node.id: any(not c.pruned for c in tree.children(node.id)) for node in parents}
+        first_new = len(tree.nodes)
+        children = state._expand(parents, [counts[node.id] for node in parents])
+        for made_now in tree.nodes[first_new:]:  # empty steps included (pruned, never scored)
+            parent = tree.nodes[made_now.parent]  # type: ignore[index]
+            made_now.branch = "deeper" if parent.id != 0 and not had[parent.id] else "wider"
+            made_now.visits, made_now.value = 0, 0.0
+        for child in children:
+            parent = tree.nodes[child.parent]  # type: ignore[index]
+            score = child.score if child.score is not None else 0.0
+            made_at[parent.id].append(score)
+            seen.append(score)
+            node: TreeNode | None = child
+            while node is not None:  # the score joins every ancestor's subtree
+                subtree[node.id].append(score)
+                node.visits = (node.visits or 0) + 1
+                node.value = (node.value or 0.0) + score
+                node = tree.nodes[node.parent] if node.parent is not None else None
+        for node in parents:
+            _exhausted(state, node)
+        made += len(picks)
+        state.ctx.progress(made, budget)
+    finished = [n for n in tree.nodes if n.terminal and n.finish != "empty" and n.id != 0]
+    return tree.best(finished) or tree.best([n for n in tree.nodes[1:] if not n.pruned])
+
+
+def _ab_select(tree: SearchTree, made_at: dict[int, list[float]], subtree: dict[int, list[float]],
+               rng: random.Random, posterior: str, prior_mean: float) -> TreeNode:
+    """Walk down from the root by Thompson sampling until the draw says "a new child here"; the node to expand."""
+    node = tree.root
+    while True:
+        kids = [c for c in tree.children(node.id) if not c.pruned and not c.terminal]
+        if not kids:
+            return node
+        options = [made_at[node.id]] + [subtree[c.id] for c in kids]
+        pick = thompson_pick(options, rng, posterior, prior_mean)
+        if pick == 0:
+            return node
+        node = kids[pick - 1]

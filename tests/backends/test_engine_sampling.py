@@ -129,13 +129,16 @@ def test_max_tokens_is_honoured(llama) -> None:
 def test_stop_string_cuts_the_text(exact_llama) -> None:
     llama = exact_llama
     params = SamplingParams(max_tokens=30)
-    full = llama.generate(QUESTION, params).completions[0].text
+    whole = llama.generate(QUESTION, params).completions[0]
+    full = whole.text
     words = full.split()
     assert len(words) >= 4, full
+    assert whole.stop == ""
     stop = words[3]
-    stopped = llama.generate(QUESTION, SamplingParams(max_tokens=30, stop=(stop,))).completions[0]
+    stopped = llama.generate(QUESTION, SamplingParams(max_tokens=30, stop=("never-written", stop))).completions[0]
     assert stopped.finish_reason == "stop"
     assert stopped.text == full[: full.index(stop)]
+    assert stopped.stop == stop  # which stop string ended it (early exit of thinking tells reflection from the close)
 
 
 def test_end_of_generation_token_finishes_a_chat_reply(llama) -> None:

@@ -65,7 +65,10 @@ def test_splitting_with_hostile_tags_never_loses_or_invents_text(text: str, open
 
 def search_or_thinker(draw: st.DrawFn) -> dict[str, Any]:
     if draw(st.booleans()):
-        params = {"prompt": "{question}", "strategy": draw(st.sampled_from(("dvts", "particles", "mcts"))),
+        params = {"prompt": "{question}",
+                  "strategy": draw(st.sampled_from(("dvts", "particles", "mcts", "ab_mcts"))),
+                  "max_expansions": draw(st.integers(0, 6)),
+                  "ab_posterior": draw(st.sampled_from(("auto", "beta", "gaussian", "x"))),
                   "beam_width": draw(st.integers(1, 3)), "expand_k": draw(st.integers(1, 3)),
                   "subtrees": draw(st.integers(0, 8)), "particles": draw(st.integers(0, 6)),
                   "resample_temperature": draw(st.one_of(st.floats(0, 5), st.just(1e-3))),
@@ -76,7 +79,10 @@ def search_or_thinker(draw: st.DrawFn) -> dict[str, Any]:
         return {"id": "x", "kind": "search", "params": params, "inputs": {"question": "inputs.question"}}
     params = {"prompt": "{question}", "think": draw(st.sampled_from(("off", "auto", "on", True, False, "x"))),
               "think_tags": draw(st.one_of(st.lists(HOSTILE, max_size=3), HOSTILE)),
-              "think_budget": draw(st.integers(0, 40)), "think_min": draw(st.integers(0, 50))}
+              "think_budget": draw(st.integers(0, 40)), "think_min": draw(st.integers(0, 50)),
+              "think_early_exit": draw(st.booleans()),
+              "think_early_exit_confidence": draw(st.one_of(st.floats(-1, 2), st.just(1.0), st.just(1e-6))),
+              "think_early_exit_delimiter": draw(HOSTILE)}
     kind = draw(st.sampled_from(("generator", "sampler")))
     if kind == "sampler":
         params["n"] = draw(st.integers(1, 4))

@@ -1,4 +1,5 @@
-"""Share mode caps the search strategies whose cost grows with one param: particles and MCTS simulations."""
+"""Share mode caps the search strategies whose cost grows with one param: particles, MCTS simulations, AB-MCTS
+steps."""
 
 from __future__ import annotations
 
@@ -6,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from app.share.policy import SHARE_MAX_PARTICLES, SHARE_MAX_SIMULATIONS, SharePolicy, check_workflow_allowed
+from app.share.policy import (
+    SHARE_MAX_AB_EXPANSIONS,
+    SHARE_MAX_PARTICLES,
+    SHARE_MAX_SIMULATIONS,
+    SharePolicy,
+    check_workflow_allowed,
+)
 from app.workflow.spec import workflow_from_dict
 
 
@@ -24,6 +31,7 @@ SHARED = SharePolicy.for_serving("0.0.0.0")
 @pytest.mark.parametrize("params", [
     {"strategy": "particles", "particles": SHARE_MAX_PARTICLES + 1},
     {"strategy": "mcts", "simulations": SHARE_MAX_SIMULATIONS + 1},
+    {"strategy": "ab_mcts", "max_expansions": SHARE_MAX_AB_EXPANSIONS + 1},
 ])
 def test_over_the_cap_is_refused_in_share_mode_only(params: dict[str, Any]) -> None:
     wf = search_wf(**params)
@@ -36,5 +44,7 @@ def test_over_the_cap_is_refused_in_share_mode_only(params: dict[str, Any]) -> N
 def test_at_the_cap_or_another_strategy_passes() -> None:
     assert check_workflow_allowed(search_wf(strategy="particles", particles=SHARE_MAX_PARTICLES), SHARED) == []
     assert check_workflow_allowed(search_wf(strategy="mcts", simulations=SHARE_MAX_SIMULATIONS), SHARED) == []
+    assert check_workflow_allowed(search_wf(strategy="ab_mcts", max_expansions=SHARE_MAX_AB_EXPANSIONS), SHARED) == []
     # the param only counts for its own strategy
     assert check_workflow_allowed(search_wf(strategy="beam", simulations=200), SHARED) == []
+    assert check_workflow_allowed(search_wf(strategy="best_first", max_expansions=200), SHARED) == []

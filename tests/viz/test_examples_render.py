@@ -55,7 +55,7 @@ def test_every_view_renders(name: str, example_records: dict[str, dict[str, Any]
         tree.to_json()
 
     refinement = viz.refinement_html(record)
-    has_refine = any(e["kind"] == "refine" for e in record["events"])
+    has_refine = any(e["kind"] in ("refine", "rsa") for e in record["events"])
     assert bool(refinement) == has_refine
 
     for call in record["lm_calls"][:5]:

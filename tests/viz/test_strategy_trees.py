@@ -89,3 +89,17 @@ def test_the_run_summary_counts_thinking_tokens_apart(trace_store: TraceStore) -
     assert "of them thinking tokens" in viz.summary_html(record)
     plain = record_of(trace_store, strategy="beam")
     assert viz.run_summary(plain)["thinking_tokens"] == 0 and "thinking tokens" not in viz.summary_html(plain)
+
+
+def test_ab_mcts_marks_wider_and_deeper_steps(trace_store: TraceStore) -> None:
+    record = record_of(trace_store, strategy="ab_mcts", max_expansions=8, expand_k=2)
+    fig = viz.search_tree_figure(record)
+    named = traces_named(fig)
+    kept = named["kept"]
+    assert kept.text[0] == "8"  # the root: its visits (every step made below it)
+    assert set(kept.text[1:]) <= {"wider", "deeper"} and {"wider", "deeper"} <= set(kept.text)
+    assert named["wider branch"].line.color != named["deeper branch"].line.color
+    assert "wider" in fig.layout.title.text and "deeper" in fig.layout.title.text
+    assert "wider" in viz.tree_html(record)
+    assert strategy_note({"branch": "deeper", "visits": 2, "value": 1.0}).startswith("deeper · 2 visits")
+    assert marker_label({"branch": "wider", "visits": 3}) == "wider"

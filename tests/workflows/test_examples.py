@@ -22,6 +22,7 @@ EXPECTED += ("prm_beam",)
 EXPECTED += ("beam_rerank", "diverse_beam")
 EXPECTED += ("code_best_of_n", "alphacode", "plansearch", "plan_to_code")
 EXPECTED += ("genselect", "tournament", "self_certainty_bon")
+EXPECTED += ("rsa", "deer_think", "ab_mcts")
 FILES = sorted(WORKFLOWS.glob("*.yaml"))
 
 

@@ -395,3 +395,56 @@ def test_self_certainty_bon(scheduler: Scheduler) -> None:
     (borda,) = events(recorder, "borda", "vote")
     assert borda["detail"]["weighting"] == "borda" and borda["detail"]["power"] == 0.5
     check_vote_adds_up(borda, 6)
+def test_rsa(scheduler: Scheduler) -> None:
+    result, recorder = run_example(scheduler, "rsa")
+    (event,) = events(recorder, "aggregate", "rsa")
+    generations = event["generations"]
+    drawn = result.node_outputs["draw"]["candidates"]
+    assert [c["text"] for c in generations[0]] == [c.text for c in drawn.candidates]  # the wired population
+    assert [len(g) for g in generations] == [3, 3, 3]
+    for before, after in itertools.pairwise(generations):
+        ids = {c["id"] for c in before}
+        assert all(len(set(c["parents"])) == 2 and set(c["parents"]) <= ids for c in after)
+    calls = [e.data for e in recorder.of_type("lm_call") if e.node_id == "aggregate"]
+    assert len(calls) == 6 and all(c["purpose"] == "rsa" for c in calls)
+    for c in calls:  # each aggregation prompt shows exactly the texts of its two parents
+        texts = {x["id"]: x["text"] for g in generations for x in g}
+        assert all(texts[p].strip() in c["prompt"] for p in c["tag"]["parents"]) and "Solution 2:" in c["prompt"]
+    final = result.node_outputs["aggregate"]["candidates"]
+    assert final.texts() == [c["text"] for c in generations[-1]]
+    (vote,) = events(recorder, "vote", "vote")
+    check_vote_adds_up(vote, 3)
+
+
+def test_deer_think(scheduler: Scheduler) -> None:
+    result, recorder = run_example(scheduler, "deer_think")
+    (event,) = events(recorder, "think", "think_early_exit")
+    cands = result.node_outputs["think"]["candidates"].candidates
+    assert len(cands) == len(event["samples"]) == 3
+    calls = [e.data for e in recorder.of_type("lm_call")]
+    probes = [c for c in calls if c["purpose"] == "think_probe"]
+    assert len(probes) == sum(len(s["probes"]) for s in event["samples"])
+    assert all(c["prompt"].endswith("</think>\nFinal answer:") and c["completion_tokens"] <= 16 for c in probes)
+    for sample, cand in zip(event["samples"], cands, strict=True):
+        assert cand.meta["think_exited"] == sample["exited"]
+        assert cand.meta["thinking_tokens"] == sample["thinking_tokens"]
+        assert all(0.0 < p["confidence"] <= 1.0 for p in sample["probes"])
+        if sample["exited"]:  # the last probe was confident and its trial answer is the candidate
+            last = sample["probes"][-1]
+            assert last["confidence"] >= 0.7 and cand.text == f"Final answer: {last['answer']}"
+        else:
+            assert all(p["confidence"] < 0.7 for p in sample["probes"]) and sample["thinking_tokens"] <= 48
+    assert event["probe_tokens"] == sum(c["completion_tokens"] for c in probes)
+    assert result.stats.thinking_tokens == event["thinking_tokens"]  # probes are not thinking
+
+
+def test_ab_mcts(scheduler: Scheduler) -> None:
+    result, recorder = run_example(scheduler, "ab_mcts")
+    nodes = check_search_tree(result.outputs["tree"], "ab_mcts")
+    steps = [n for i, n in nodes.items() if i != 0]
+    assert len(steps) == 6 and all(n["branch"] in ("wider", "deeper") for n in steps)
+    assert all(n["branch"] == "wider" for n in steps if n["parent"] == 0)
+    assert nodes[0]["visits"] == len([n for n in steps if n["finish"] != "empty"])
+    assert any(c.data["purpose"] == "score" for c in recorder.of_type("lm_call"))
+    (vote,) = events(recorder, "vote", "vote")
+    check_vote_adds_up(vote, len(result.node_outputs["search"]["candidates"]))
