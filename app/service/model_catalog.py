@@ -94,6 +94,8 @@ class ModelCatalog:
                 found.append(("added", info))
                 seen.add(info.path)
         loaded = self._loaded_items()
+        pool = self._service.loaded_pool
+        broken: dict[str, str] = pool.broken() if pool is not None and hasattr(pool, "broken") else {}
         rows = []
         shared = self._service.share_mode  # visitors see file names: the machine's folders are the owner's
         for source, info in found:
@@ -106,6 +108,7 @@ class ModelCatalog:
                 "architecture": info.architecture, "device": self.device_for(key),
                 "loaded": info.path in loaded, "weights": self.weights_for(info, loaded.get(info.path)),
                 "speculative": (loaded.get(info.path) or {}).get("speculative", ""),
+                "broken": broken.get(info.name, ""),
                 **_capabilities(source, info, shared),
             })
         return rows

@@ -158,6 +158,7 @@ class LlamaBackend:
                                         "reason": "loaded directly, not through the model pool"},
             "build": build_info(),
             "engine": self.engine.snapshot(),
+            "draft_model": str(self.drafter.model.path) if self.drafter is not None else None,
         }
 
     # -- text --------------------------------------------------------------------------------------------
@@ -385,6 +386,10 @@ class LlamaBackend:
     @property
     def busy(self) -> bool:
         return not self._closed and self.engine.busy
+
+    def engine_stats(self) -> dict[str, Any]:
+        """The engine's counters (requests, decode calls, tokens, speculative drafts accepted, ...)."""
+        return dict(self.engine.stats)
 
     def close(self) -> None:
         """Stop the engine (running requests fail with a clear error), then free the model once no caller

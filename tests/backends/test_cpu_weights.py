@@ -348,8 +348,9 @@ def test_a_q4_0_copy_of_the_target_drafts_for_it(source: Path, made: tuple[Path,
                                                    adaptive=False))
     backend = pool.get(target)
     plain = pool.get(spec_for(source, "original"))
-    assert backend.drafter is not None and backend.drafter.model.path.name.endswith(".gguf")
-    assert model_file_info(backend.drafter.model.path).quantization == "Q4_0"
+    draft_path = backend.info()["draft_model"]  # the pool's backend runs in a worker process: ask it
+    assert draft_path is not None and draft_path.endswith(".gguf")
+    assert model_file_info(draft_path).quantization == "Q4_0"
     prompt = "Repeat exactly: the cat sat on the mat, the cat sat on the mat, the cat sat on the mat."
     params = SamplingParams(max_tokens=32)
     result = backend.generate(prompt, params)
