@@ -265,7 +265,7 @@ class ChoiceResult:
 @dataclass(frozen=True)
 class SpeculativeSpec:
     """A model entry's `speculative:` option: how its engine drafts tokens and verifies them in one decode
-    (backends/llama/speculative.py; docs/speculative.md)."""
+    (backends/llama/worker/speculative.py; docs/speculative.md)."""
 
     method: str = "ngram"
     """"ngram" (prompt lookup over the sequence, its prompt and its sibling samples) or "draft" (a second model)."""
@@ -313,8 +313,8 @@ class ModelSpec:
     n_gpu_layers: int | None = None
     flash_attn: bool = False
     cpu_weights: str | None = None
-    """"auto" | "original" | "q8_0" | "q4_0": which weights run on CPU (backends/llama/cpu_weights.py); None = the
-    source's default (cpu_weights.DEFAULT_CPU_WEIGHTS: original)."""
+    """"auto" | "original" | "q8_0" | "q4_0": which weights run on CPU (backends/llama/models/cpu_weights.py); None =
+    the source's default (cpu_weights.DEFAULT_CPU_WEIGHTS: original)."""
     options: tuple[tuple[str, Any], ...] = ()
     """Extra backend-specific settings as sorted (key, value) pairs (hashable)."""
     base_url: str | None = None

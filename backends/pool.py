@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import BackendError, EngineStoppedError, LLMBackend, ModelBrokenError, ModelSpec
-from backends.llama.bundled import model_path
-from backends.llama.cpu_weights import WeightsChoice, WeightsChooser
 from backends.llama.devices import resolve_device
-from backends.llama.speculative import speculation_summary
+from backends.llama.models.bundled import model_path
+from backends.llama.models.cpu_weights import WeightsChoice, WeightsChooser
+from backends.llama.worker.speculative import speculation_summary
 from backends.llama.worker_backend import CRASHES_BEFORE_BROKEN, load_llama
 
 log = logging.getLogger(__name__)
@@ -78,8 +78,9 @@ class ModelPool:
     `loader` builds a backend (by default `load_llama`: each model in an engine worker process of its own, or
     in this process with $METAGEN_ENGINE_PROCESS=0; tests pass a stub). A model whose engine stops
     CRASHES_BEFORE_BROKEN times in a row is marked broken (`broken()`) and refused until it is unloaded.
-    `weights_dir` is where re-quantised CPU copies and their measurements are kept (backends/llama/cpu_weights.py;
-    the app passes <models>/.cpu-weights); without it every model runs its original weights."""
+    `weights_dir` is where re-quantised CPU copies and their measurements are kept
+    (backends/llama/models/cpu_weights.py; the app passes <models>/.cpu-weights); without it every model runs its
+    original weights."""
 
     def __init__(self, memory_budget_bytes: int | None = None, loader: Loader | None = None,
                  weights_dir: Path | None = None) -> None:

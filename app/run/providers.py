@@ -62,7 +62,7 @@ def llama_provider(pool: Any = None):  # type: ignore[no-untyped-def]
                 return rankers[spec]
         if pool is None:
             from app.platform.paths import models_dir
-            from backends.llama.cpu_weights import WEIGHTS_SUBDIR
+            from backends.llama.models.cpu_weights import WEIGHTS_SUBDIR
             from backends.pool import ModelPool
 
             pool = ModelPool(weights_dir=models_dir() / WEIGHTS_SUBDIR)

@@ -1,5 +1,5 @@
 """Pulling a model for the CLI, the Python API and the Models tab: the models folder, the progress sink, and
-HubErrors turned into UserErrors; the transfer itself is backends/llama/hub.py."""
+HubErrors turned into UserErrors; the transfer itself is backends/llama/models/hub.py."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def tqdm_progress() -> Any:
     """A tqdm bar for one file of a pull (the CLI's and the Python API's progress)."""
     import sys
 
-    from backends.llama.hub_progress import TqdmProgress
+    from backends.llama.models.hub_progress import TqdmProgress
 
     return TqdmProgress(file=sys.stderr)
 
@@ -28,10 +28,10 @@ def tqdm_progress() -> Any:
 def pull_model(ref: str, *, file: str | None = None, revision: str | None = None,
                models_dir: str | Path | None = None, progress: Callable[[], Any] | None = None,
                cancel: Callable[[], bool] | None = None) -> Any:
-    """Pull `USER/REPO[:QUANT]` into the models folder; returns backends.llama.hub.PullResult. UserError (with the
-    HubError's `code`) on anything the user can fix."""
-    from backends.llama.hub import pull
-    from backends.llama.hub_files import HubError
+    """Pull `USER/REPO[:QUANT]` into the models folder; returns backends.llama.models.hub.PullResult. UserError (with
+    the HubError's `code`) on anything the user can fix."""
+    from backends.llama.models.hub import pull
+    from backends.llama.models.hub_files import HubError
 
     try:
         return pull(ref, Path(models_dir) if models_dir else default_models_dir(), filename=file, revision=revision,
@@ -41,8 +41,8 @@ def pull_model(ref: str, *, file: str | None = None, revision: str | None = None
 
 
 def search_models(query: str, limit: int = 20) -> list[dict[str, Any]]:
-    from backends.llama.hub_api import search
-    from backends.llama.hub_files import HubError
+    from backends.llama.models.hub_api import search
+    from backends.llama.models.hub_files import HubError
 
     if not str(query or "").strip():
         raise UserError("type a few letters of a model's name to search, such as qwen3 or llama")
@@ -55,7 +55,7 @@ def search_models(query: str, limit: int = 20) -> list[dict[str, Any]]:
 def remove_model(name: str, models_dir: str | Path | None = None) -> list[Path]:
     """Delete a model of the models folder by file name (every shard of a split one; its partial download too).
     Never a path outside the folder, never the bundled model."""
-    from backends.llama.hub_files import shard_group
+    from backends.llama.models.hub_files import shard_group
 
     folder = Path(models_dir) if models_dir else default_models_dir()
     clean = str(name or "").strip()

@@ -33,7 +33,7 @@ from backends.base import (
     ScoreResult,
     TokenCallback,
 )
-from backends.llama.worker_main import WORKER_CODE, WORKER_PATH_ENV
+from backends.llama.worker.worker_main import WORKER_CODE, WORKER_PATH_ENV
 
 log = logging.getLogger(__name__)
 
@@ -437,7 +437,7 @@ def load_llama(path: Path, spec: ModelSpec, device: dict[str, Any]) -> Any:
     when $METAGEN_ENGINE_PROCESS=0."""
     if engine_process_enabled():
         return WorkerBackend(path, spec, device)
-    from backends.llama.llama_backend import LlamaBackend
+    from backends.llama.worker.llama_backend import LlamaBackend
 
     return LlamaBackend(path, spec, device)
 
@@ -447,6 +447,6 @@ def load_rank(path: Path, spec: ModelSpec) -> Any:
     $METAGEN_ENGINE_PROCESS=0."""
     if engine_process_enabled():
         return WorkerBackend(path, spec, None, kind="rank")
-    from backends.llama.rank_backend import RankBackend
+    from backends.llama.worker.rank_backend import RankBackend
 
     return RankBackend(path, spec)

@@ -13,7 +13,7 @@ import pytest
 
 import metagen
 from backends.base import EngineStoppedError, ModelBrokenError, ModelSpec, SamplingParams
-from backends.llama.bundled import bundled_model_path
+from backends.llama.models.bundled import bundled_model_path
 from backends.llama.worker_backend import WorkerBackend
 from backends.pool import ModelPool
 

@@ -21,8 +21,8 @@ from app.run.scheduler import SUCCEEDED, Scheduler
 from app.workflow.spec import workflow_from_dict
 from app.workflow.validation import validate
 from backends.base import BackendError, ModelFileError, ModelSpec, SamplingParams
-from backends.llama.bundled import bundled_model_path
-from backends.llama.rank_backend import RankBackend, is_rank_model
+from backends.llama.models.bundled import bundled_model_path
+from backends.llama.worker.rank_backend import RankBackend, is_rank_model
 from nodes.registry import default_registry
 from tests.backends.rank_gguf import write_rank_gguf
 

@@ -19,7 +19,7 @@ from backends.base import (
     SpeculativeSpec,
 )
 from backends.beam_search import BeamSettings
-from backends.llama.bundled import bundled_model_path
+from backends.llama.models.bundled import bundled_model_path
 from backends.llama.worker_backend import WorkerBackend
 
 pytestmark = pytest.mark.model
@@ -32,7 +32,7 @@ SPEC = ModelSpec(device="cpu", n_ctx=1024, flash_attn=True,
 
 @pytest.fixture(scope="module")
 def pair() -> Iterator[tuple[Any, Any]]:
-    from backends.llama.llama_backend import LlamaBackend
+    from backends.llama.worker.llama_backend import LlamaBackend
 
     here, there = LlamaBackend(bundled_model_path(), SPEC), WorkerBackend(bundled_model_path(), SPEC)
     yield here, there

@@ -30,10 +30,10 @@ STREAMS = ("generate",)
 def build_backend(kind: str, path: Path, spec: ModelSpec, device: dict[str, Any] | None) -> Any:
     """The backend this worker hosts (imported here, so only the worker loads llama.cpp)."""
     if kind == "rank":
-        from backends.llama.rank_backend import RankBackend
+        from backends.llama.worker.rank_backend import RankBackend
 
         return RankBackend(path, spec)
-    from backends.llama.llama_backend import LlamaBackend
+    from backends.llama.worker.llama_backend import LlamaBackend
 
     return LlamaBackend(path, spec, device)
 
@@ -124,7 +124,7 @@ WORKER_PATH_ENV = "METAGEN_WORKER_SYS_PATH"
 """The studio's sys.path (JSON), so the worker imports the same code the studio runs."""
 
 WORKER_CODE = ("import json, os, sys; sys.path[:0] = json.loads(os.environ.pop('METAGEN_WORKER_SYS_PATH', '[]')); "
-               "from backends.llama.worker_main import main; main(int(sys.argv[1]))")
+               "from backends.llama.worker.worker_main import main; main(int(sys.argv[1]))")
 """What the worker's fresh interpreter runs (`python -c WORKER_CODE FD`), FD its end of the studio's socket."""
 
 

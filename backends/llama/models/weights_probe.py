@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import ModelSpec, SamplingParams
-from backends.llama.llama_backend import LlamaBackend
-from backends.llama.quality_text import QUALITY_PASSAGES, QUALITY_PREFIX
+from backends.llama.models.quality_text import QUALITY_PASSAGES, QUALITY_PREFIX
+from backends.llama.worker.llama_backend import LlamaBackend
 
 log = logging.getLogger(__name__)
 
