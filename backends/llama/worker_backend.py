@@ -138,6 +138,9 @@ class _Worker:
                 message = self.conn.recv()
             except (EOFError, OSError):
                 break
+            except Exception:  # a reply this process cannot unpickle: the stream stays framed, go on
+                log.exception("an answer from the engine worker of %s could not be read", self.owner.path.name)
+                continue
             with self.pending_lock:
                 box = self.pending.get(message[1])
             if box is not None:
