@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from collections.abc import Callable, Sequence
@@ -26,6 +27,15 @@ class ModelFileError(BackendError):
     """A model file is missing, truncated or not GGUF."""
 
 
+class EngineStoppedError(BackendError):
+    """The process running a model's engine stopped (a native crash, an abort, an out-of-memory kill): only its
+    requests in flight fail, and the next request starts a new one. A server error, not the caller's."""
+
+
+class ModelBrokenError(EngineStoppedError):
+    """A model whose engine stopped several times in a row: refused with the reason until it is unloaded."""
+
+
 class CancelledError(RuntimeError):
     """The request or run was cancelled."""
 
@@ -36,10 +46,31 @@ class CancelToken:
     def __init__(self) -> None:
         self._event = threading.Event()
         self.reason = ""
+        self._callbacks: list[Callable[[], None]] = []
+        self._callbacks_lock = threading.Lock()
 
     def cancel(self, reason: str = "cancelled") -> None:
         self.reason = reason
         self._event.set()
+        with self._callbacks_lock:
+            callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback` once when this token is cancelled (at once if it already is, on the cancelling thread
+        otherwise); returns a function that unregisters it. What relays a cancel to another process uses this."""
+        with self._callbacks_lock:
+            if not self._event.is_set():
+                self._callbacks.append(callback)
+
+                def remove() -> None:
+                    with self._callbacks_lock, contextlib.suppress(ValueError):
+                        self._callbacks.remove(callback)
+
+                return remove
+        callback()
+        return lambda: None
 
     @property
     def cancelled(self) -> bool:
@@ -243,7 +274,7 @@ class ChoiceResult:
 @dataclass(frozen=True)
 class SpeculativeSpec:
     """A model entry's `speculative:` option: how its engine drafts tokens and verifies them in one decode
-    (backends/llama/speculative.py; docs/speculative.md)."""
+    (backends/llama/worker/speculative.py; docs/speculative.md)."""
 
     method: str = "ngram"
     """"ngram" (prompt lookup over the sequence, its prompt and its sibling samples) or "draft" (a second model)."""
@@ -291,8 +322,8 @@ class ModelSpec:
     n_gpu_layers: int | None = None
     flash_attn: bool = False
     cpu_weights: str | None = None
-    """"auto" | "original" | "q8_0" | "q4_0": which weights run on CPU (backends/llama/cpu_weights.py); None = the
-    source's default (cpu_weights.DEFAULT_CPU_WEIGHTS: original)."""
+    """"auto" | "original" | "q8_0" | "q4_0": which weights run on CPU (backends/llama/models/cpu_weights.py); None =
+    the source's default (cpu_weights.DEFAULT_CPU_WEIGHTS: original)."""
     options: tuple[tuple[str, Any], ...] = ()
     """Extra backend-specific settings as sorted (key, value) pairs (hashable)."""
     base_url: str | None = None

@@ -7,14 +7,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from backends.llama.grammar_worker import GrammarPool
-from backends.llama.llama_model import LlamaModel
-from backends.llama.prefix_cache import SequenceTable
+from backends.llama.worker.grammar_worker import GrammarPool
+from backends.llama.worker.llama_model import LlamaModel
+from backends.llama.worker.prefix_cache import SequenceTable
 
 
 class EngineView(Protocol):
     """What a job sees of the engine (engine thread only): the llama.cpp handles and model, the sequence
-    table, the shared counters, and the KV/logits operations. backends.llama.engine.Engine implements it."""
+    table, the shared counters, and the KV/logits operations. backends.llama.worker.engine.Engine implements it."""
 
     lib: Any
     """The llama_cpp module (low-level API)."""

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from backends.base import BackendError, LLMBackend, ModelSpec
-from backends.llama.bundled import model_path
-from backends.llama.cpu_weights import WeightsChoice, WeightsChooser
+from backends.base import BackendError, EngineStoppedError, LLMBackend, ModelBrokenError, ModelSpec
 from backends.llama.devices import resolve_device
-from backends.llama.llama_backend import LlamaBackend
-from backends.llama.speculative import speculation_summary
+from backends.llama.models.bundled import model_path
+from backends.llama.models.cpu_weights import WeightsChoice, WeightsChooser
+from backends.llama.worker.speculative import speculation_summary
+from backends.llama.worker_backend import CRASHES_BEFORE_BROKEN, load_llama
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,8 @@ POOL_MEMORY_ENV = "METAGEN_POOL_MEMORY"
 """Environment variable: the pool's memory budget in bytes (suffixes K, M, G accepted, e.g. `4G`)."""
 MIN_DEFAULT_BUDGET = 2 * 1024**3
 
-Loader = Callable[[Path, ModelSpec, dict[str, Any]], LlamaBackend]
+Loader = Callable[[Path, ModelSpec, dict[str, Any]], Any]
+"""Builds a backend for (weights file, spec, device): a WorkerBackend (or a LlamaBackend in-process)."""
 
 
 def _total_ram_bytes() -> int | None:
@@ -62,7 +63,7 @@ def default_memory_budget() -> int:
 @dataclass
 class _Entry:
     key: str
-    backend: LlamaBackend
+    backend: Any
     path: Path
     weights: WeightsChoice | None
     device: dict[str, Any]
@@ -74,16 +75,23 @@ class ModelPool:
     """Thread-safe cache of loaded models. `memory_budget_bytes` (None = `default_memory_budget()`) bounds
     the weights plus KV caches kept loaded: before a new model loads, the least recently used idle models
     are unloaded until it fits, and a model that cannot fit beside busy ones is refused (BackendError).
-    `loader` builds a backend (LlamaBackend; tests pass a stub). `weights_dir` is where re-quantised CPU
-    copies and their measurements are kept (backends/llama/cpu_weights.py; the app passes <models>/.cpu-weights);
-    without it every model runs its original weights."""
+    `loader` builds a backend (by default `load_llama`: each model in an engine worker process of its own, or
+    in this process with $METAGEN_ENGINE_PROCESS=0; tests pass a stub). A model whose engine stops
+    CRASHES_BEFORE_BROKEN times in a row is marked broken (`broken()`) and refused until it is unloaded.
+    `weights_dir` is where re-quantised CPU copies and their measurements are kept
+    (backends/llama/models/cpu_weights.py; the app passes <models>/.cpu-weights); without it every model runs its
+    original weights."""
 
     def __init__(self, memory_budget_bytes: int | None = None, loader: Loader | None = None,
                  weights_dir: Path | None = None) -> None:
         self.memory_budget_bytes = default_memory_budget() if memory_budget_bytes is None else memory_budget_bytes
-        self._loader: Loader = loader or LlamaBackend
+        self._loader: Loader = loader or load_llama
         self.weights = WeightsChooser(weights_dir)
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._broken: dict[str, tuple[str, str]] = {}
+        """Pool key -> (file name, reason) of models refused until unloaded."""
+        self._load_stops: dict[str, int] = {}
+        """Pool key -> engine stops in a row while loading."""
         self._lock = threading.RLock()
 
     @staticmethod
@@ -103,10 +111,16 @@ class ModelPool:
             path = Path(choice.path)
             key = self.key_for(path, device, spec)
             entry = self._entries.get(key)
+            if entry is not None and getattr(entry.backend, "broken", None):
+                self._broken[key] = (path.name, entry.backend.broken)
+                self._close(key)
+                entry = None
+            if key in self._broken:
+                raise ModelBrokenError(f"{path.name} is marked broken: {self._broken[key][1]}")
             if entry is None:
                 self._make_room(path, key)
                 started = time.perf_counter()
-                backend = self._loader(path, self._with_draft_weights(spec, device), device)
+                backend = self._load(key, path, self._with_draft_weights(spec, device), device)
                 backend.weights = choice.to_json()
                 now = time.time()
                 entry = _Entry(key, backend, path, choice, device, now, now)
@@ -116,6 +130,35 @@ class ModelPool:
             entry.last_used = time.time()
             self._entries.move_to_end(key)
             return entry.backend
+
+    def _load(self, key: str, path: Path, spec: ModelSpec, device: dict[str, Any]) -> Any:
+        """The loader's backend; an engine that stops while loading CRASHES_BEFORE_BROKEN times in a row marks the
+        model broken."""
+        try:
+            backend = self._loader(path, spec, device)
+        except EngineStoppedError as exc:
+            stops = self._load_stops.get(key, 0) + 1
+            self._load_stops[key] = stops
+            if stops >= CRASHES_BEFORE_BROKEN:
+                reason = f"{str(exc).split(';')[0]} while loading, {stops} times in a row; unload the model to " \
+                         "try it again, and check the file and this machine's build with `metagen doctor`"
+                self._broken[key] = (path.name, reason)
+                self._load_stops.pop(key, None)
+                raise ModelBrokenError(f"{path.name} is marked broken: {reason}") from exc
+            raise
+        self._load_stops.pop(key, None)
+        return backend
+
+    def broken(self) -> dict[str, str]:
+        """Models marked broken, file name -> the reason (their engine stopped several times in a row); a broken
+        model is refused until it is unloaded (`unload(name)` or `unload()`)."""
+        with self._lock:
+            found = {name: reason for name, reason in self._broken.values()}
+            for e in self._entries.values():
+                reason = getattr(e.backend, "broken", None)
+                if reason:
+                    found[e.path.name] = reason
+        return found
 
     def loaded(self) -> list[dict[str, Any]]:
         """What is loaded now: model id, file, device settings, memory and last use."""
@@ -135,18 +178,26 @@ class ModelPool:
                 "last_used": e.last_used,
                 "busy": e.backend.busy,
                 "speculative": speculation_summary(e.backend),
+                "pid": getattr(e.backend, "pid", None),
+                "broken": getattr(e.backend, "broken", None),
             }
             for e in entries
         ]
 
     def unload(self, key: str | None = None) -> int:
-        """Unload one model (by pool key, model id or file path) or, with None, all; returns how many."""
+        """Unload one model (by pool key, model id, file path or file name) or, with None, all, ending its engine
+        worker; a broken model so named is forgotten (it may load again). Returns how many were loaded."""
         with self._lock:
             if key is None:
                 victims = list(self._entries)
+                self._broken.clear()
             else:
                 victims = [k for k, e in self._entries.items()
-                           if key in (k, e.backend.model_id, str(e.path), e.weights and e.weights.source_path)]
+                           if key in (k, e.backend.model_id, str(e.path), e.path.name,
+                                      e.weights and e.weights.source_path)]
+                for k, (name, _) in list(self._broken.items()):
+                    if key in (k, name) or k.startswith(f"{key}|"):
+                        del self._broken[k]
             for victim in victims:
                 self._close(victim)
         return len(victims)

@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from backends.llama.bundled import bundled_model_path
 from backends.llama.devices import default_threads
-from backends.llama.llama_model import llama_lib
+from backends.llama.models.bundled import bundled_model_path
+from backends.llama.worker.llama_model import llama_lib
 
 
 def step_time(lib: object, model: object, batch_size: int, context: int, flash: bool, threads: int,

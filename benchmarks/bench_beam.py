@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from backends.base import ModelSpec, SamplingParams
 from backends.beam_search import BeamSettings
-from backends.llama.bundled import bundled_model_path
 from backends.llama.devices import default_threads
+from backends.llama.models.bundled import bundled_model_path
 
 PROMPT = "Once upon a time, in a small village at the edge of a great forest, there lived"
 
@@ -42,7 +42,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=default_threads())
     args = parser.parse_args()
-    from backends.llama.llama_backend import LlamaBackend
+    from backends.llama.worker.llama_backend import LlamaBackend
 
     spec = ModelSpec(device="cpu", n_ctx=1024, threads=args.threads, options=(("kv_size", 4096),))
     backend = LlamaBackend(bundled_model_path(), spec)

@@ -40,13 +40,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from backends.base import ModelSpec, SamplingParams
-from backends.llama.bundled import bundled_model_path
-from backends.llama.cpu_weights import choose_weights
 from backends.llama.devices import default_threads, resolve_device
-from backends.llama.llama_backend import LlamaBackend
-from backends.llama.llama_model import llama_lib
-from backends.llama.quantize import quantized_copy
-from backends.llama.weights_probe import quality_logprob
+from backends.llama.models.bundled import bundled_model_path
+from backends.llama.models.cpu_weights import choose_weights
+from backends.llama.models.quantize import quantized_copy
+from backends.llama.models.weights_probe import quality_logprob
+from backends.llama.worker.llama_backend import LlamaBackend
+from backends.llama.worker.llama_model import llama_lib
 
 SHORT_PROMPT = "Once upon a time, in a small village by the sea,"
 PREFIX_SENTENCE = "The committee reviewed every proposal carefully and wrote detailed notes on each one. "

@@ -25,9 +25,9 @@ from app.eval.store import EvalStore
 from app.run.providers import llama_provider
 from app.run.scheduler import Scheduler
 from app.traces.store import TraceStore
-from backends.llama.bundled import bundled_model_path
 from backends.llama.devices import default_threads
-from backends.llama.llama_model import llama_lib
+from backends.llama.models.bundled import bundled_model_path
+from backends.llama.worker.llama_model import llama_lib
 from backends.pool import ModelPool
 from nodes.registry import default_registry
 

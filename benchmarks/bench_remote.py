@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 from backends.base import CancelToken, ModelSpec, SamplingParams  # noqa: E402
-from backends.llama.bundled import bundled_model_path  # noqa: E402
 from backends.llama.devices import default_threads  # noqa: E402
+from backends.llama.models.bundled import bundled_model_path  # noqa: E402
 from backends.remote.openai_backend import OpenAIBackend  # noqa: E402
 from backends.remote.openai_caps import capabilities  # noqa: E402
 from backends.remote.openai_request import sampling_fields  # noqa: E402
@@ -73,7 +73,7 @@ def main() -> None:
     print(f"model {bundled_model_path().name}, {args.threads} thread(s) (CPU), best-of-{args.n} × {args.tokens} "
           f"tokens, median of {args.runs} run(s); load before: {os.getloadavg()[0]:.2f}")
     server = start_llama_server(Path(tempfile.mkdtemp(prefix="bench-remote-")), threads=args.threads, api_key=None)
-    from backends.llama.llama_backend import LlamaBackend
+    from backends.llama.worker.llama_backend import LlamaBackend
 
     local = LlamaBackend(bundled_model_path(), ModelSpec(device="cpu", threads=args.threads, n_ctx=2048))
     remote = OpenAIBackend(ModelSpec(source="openai", base_url=server.base_url, model=MODEL, max_concurrency=args.n))

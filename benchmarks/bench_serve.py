@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 import openai  # noqa: E402
 
-from backends.llama.bundled import bundled_model_path  # noqa: E402
 from backends.llama.devices import default_threads  # noqa: E402
+from backends.llama.models.bundled import bundled_model_path  # noqa: E402
 
 PROMPT = "Once upon a time, in a small village by the sea, there lived"
 LONG_PROMPT = ("The committee reviewed every proposal carefully and wrote detailed notes on each one. " * 50

@@ -163,8 +163,8 @@ def prm_cancel(steps: int, cancel_at: float) -> str:
 
 def prm_tokenise(steps: int) -> str:
     from backends.base import ModelSpec
-    from backends.llama.bundled import bundled_model_path
-    from backends.llama.llama_backend import LlamaBackend
+    from backends.llama.models.bundled import bundled_model_path
+    from backends.llama.worker.llama_backend import LlamaBackend
 
     llama = LlamaBackend(bundled_model_path(), ModelSpec(device="cpu", n_ctx=1024))
     try:

@@ -27,9 +27,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from backends.base import ModelSpec, SamplingParams, SpeculativeSpec
-from backends.llama.bundled import bundled_model_path
 from backends.llama.devices import default_threads
-from backends.llama.llama_model import LlamaModel, llama_lib
+from backends.llama.models.bundled import bundled_model_path
+from backends.llama.worker.llama_model import LlamaModel, llama_lib
 
 DRAFT = (
     "The old lighthouse stood at the edge of the cliff for more than two hundred years. Every night its keeper "
@@ -88,7 +88,7 @@ def verify_costs(threads: int, ks: tuple[int, ...], context: int = 300, reps: in
 
 
 def backend(speculative: SpeculativeSpec | None, threads: int, model: Path):  # type: ignore[no-untyped-def]
-    from backends.llama.llama_backend import LlamaBackend
+    from backends.llama.worker.llama_backend import LlamaBackend
 
     options = (("kv_size", 8192), ("n_seq_max", 16), ("prefix_cache_tokens", 0))
     return LlamaBackend(model, ModelSpec(source="path", path=str(model), device="cpu", n_ctx=2048, threads=threads,

@@ -50,8 +50,8 @@ def section(fn: Callable[[argparse.Namespace], None]) -> Callable[[argparse.Name
 
 def bundled_backend(n_seq_max: int = 32) -> Any:
     from backends.base import ModelSpec
-    from backends.llama.bundled import bundled_model_path
-    from backends.llama.llama_backend import LlamaBackend
+    from backends.llama.models.bundled import bundled_model_path
+    from backends.llama.worker.llama_backend import LlamaBackend
 
     return LlamaBackend(bundled_model_path(), ModelSpec(device="cpu", n_ctx=1024,
                                                         options=(("kv_size", 8192), ("n_seq_max", n_seq_max))))
@@ -64,7 +64,7 @@ def bundled_backend(n_seq_max: int = 32) -> Any:
 def confidence_overhead(args: argparse.Namespace) -> None:
     """The same seeded 16-sample draws with and without token statistics, interleaved; the statistics change no
     token, so both sides decode exactly the same sequences."""
-    import backends.llama.engine_jobs as engine_jobs
+    import backends.llama.worker.engine_jobs as engine_jobs
     from backends.base import SamplingParams
 
     inside = [0.0]
@@ -427,7 +427,7 @@ def self_certainty_overhead(args: argparse.Namespace) -> None:
     """The same seeded draws (--draw-n samples), interleaved, with the engine's token statistics as shipped
     (self-certainty included) and as they were before it; statistics change no token, so both sides decode the
     same sequences. The time inside the statistics is measured apart from the machine's noise."""
-    import backends.llama.engine_jobs as engine_jobs
+    import backends.llama.worker.engine_jobs as engine_jobs
     from backends.base import SamplingParams
 
     shipped = engine_jobs.token_statistics

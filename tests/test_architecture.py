@@ -96,7 +96,7 @@ def _cycles() -> list[list[str]]:
 
 
 def test_the_scan_sees_the_packages() -> None:
-    assert {"app.run.scheduler", "nodes.base", "backends.llama.engine", "app.ui.app"} <= set(MODULES)
+    assert {"app.run.scheduler", "nodes.base", "backends.llama.worker.engine", "app.ui.app"} <= set(MODULES)
     assert "app.run.events" in GRAPH["app.run.scheduler"]
 
 

@@ -31,7 +31,7 @@ from backends.base import (
     Usage,
 )
 from backends.beam_search import BeamResult, BeamSettings
-from backends.llama.speculative import speculation_fields
+from backends.llama.worker.speculative import speculation_fields
 from nodes.base import NodeError, to_jsonable
 from nodes.thinking import THINK_PURPOSE
 

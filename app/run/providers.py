@@ -31,7 +31,7 @@ def llama_provider(pool: Any = None):  # type: ignore[no-untyped-def]
     """The real provider: bundled/path specs go to a llama.cpp ModelPool (one loaded model per file and
     device settings per pool), `source: openai` specs to one OpenAIBackend per server, model and settings,
     `source: fake` specs to a seeded-echo FakeBackend; `pooling: rank` specs to one RankBackend per file and
-    settings (kept beside the pool: a rank model never generates)."""
+    settings (kept beside the pool: a rank model never generates), in a worker process of its own like the pool's."""
     from backends.fake import FakeBackend
 
     fake = FakeBackend()
@@ -53,16 +53,16 @@ def llama_provider(pool: Any = None):  # type: ignore[no-untyped-def]
                     remotes[key] = ReplicaBackend(spec) if spec.replicas else OpenAIBackend(spec)
                 return remotes[key]
         if spec.pooling == "rank":
-            from backends.llama.rank_backend import RankBackend
+            from backends.llama.worker_backend import load_rank
             from backends.pool import model_path
 
             with remotes_lock:
                 if spec not in rankers:
-                    rankers[spec] = RankBackend(model_path(spec), spec)
+                    rankers[spec] = load_rank(model_path(spec), spec)
                 return rankers[spec]
         if pool is None:
             from app.platform.paths import models_dir
-            from backends.llama.cpu_weights import WEIGHTS_SUBDIR
+            from backends.llama.models.cpu_weights import WEIGHTS_SUBDIR
             from backends.pool import ModelPool
 
             pool = ModelPool(weights_dir=models_dir() / WEIGHTS_SUBDIR)

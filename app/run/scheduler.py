@@ -317,8 +317,8 @@ class _DagRun:
 
     def _record_model(self, alias: str, backend: LLMBackend) -> None:
         """A run-level `model` event when a model that knows its weights (a llama.cpp model from the pool:
-        backends.llama.cpu_weights.WeightsChoice) is first used: which weights ran and why, so the trace says what
-        produced the numbers."""
+        backends.llama.models.cpu_weights.WeightsChoice) is first used: which weights ran and why, so the trace says
+        what produced the numbers."""
         weights = getattr(backend, "weights", None)
         if weights is not None:
             self.bus.emit(Event(ev.NODE_EVENT, self.run_id, None, {

@@ -23,7 +23,7 @@ from app.serve.errors import ApiError, bad_param
 from app.serve.jobs import Job
 from app.serve.params import ApiRequest
 from app.service.studio import StudioService
-from backends.base import BackendError, GenerateResult, LLMBackend, Prompt, SamplingParams
+from backends.base import BackendError, EngineStoppedError, GenerateResult, LLMBackend, Prompt, SamplingParams
 
 DEFAULT_CHAT_MAX_TOKENS = 1024
 DEFAULT_COMPLETION_MAX_TOKENS = 16
@@ -72,6 +72,8 @@ def _generate(job: Job, backend_for: Callable[[], LLMBackend], prompt: Prompt, p
 
 def backend_error(exc: BackendError) -> ApiError:
     text = str(exc)
+    if isinstance(exc, EngineStoppedError):  # the engine's process stopped: the server's fault, not the request's
+        return ApiError(500, text, code="engine_stopped")
     param = "response_format" if "json_schema" in text or "grammar" in text else None
     code = "context_length_exceeded" if "context" in text.lower() else "invalid_request"
     return ApiError(400, text, param=param, code=code)

@@ -20,8 +20,8 @@ from app.serve.errors import ApiError, bad_param
 from app.serve.jobs import Job
 from app.service.studio import StudioService
 from backends.base import RankResult
-from backends.llama.gguf import read_gguf_header
-from backends.llama.rank_backend import rank_head_problem
+from backends.llama.models.gguf import read_gguf_header
+from backends.llama.worker.rank_backend import rank_head_problem
 
 MAX_DOCUMENTS = 1000
 

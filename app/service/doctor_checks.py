@@ -235,9 +235,9 @@ def check_canary(command: list[str] | None = None, timeout_s: float = CANARY_TIM
 def check_models(folder: Path) -> dict[str, str]:
     """The models folder: its GGUF files and sizes, invalid ones, leftover `.part` downloads; the bundled model."""
     from backends.base import ModelFileError
-    from backends.llama.bundled import bundled_model_path
-    from backends.llama.gguf import find_model_files, read_gguf_header
-    from backends.llama.hub_transfer import PART_SUFFIX
+    from backends.llama.models.bundled import bundled_model_path
+    from backends.llama.models.gguf import find_model_files, read_gguf_header
+    from backends.llama.models.hub_transfer import PART_SUFFIX
 
     problems: list[str] = []
     try:

@@ -31,11 +31,11 @@ def describe(source: str, info: Any) -> dict[str, Any]:
 def local_models(models_dir: str | Path, skipped: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:
     """The bundled model, then every readable GGUF under `models_dir` (partial downloads are not models); files that
     cannot be read are left out, and listed in `skipped` as (path, reason)."""
-    from backends.llama.gguf import model_file_info, scan_models
+    from backends.llama.models.gguf import model_file_info, scan_models
 
     rows = []
     try:
-        from backends.llama.bundled import bundled_model_path
+        from backends.llama.models.bundled import bundled_model_path
 
         rows.append(describe("bundled", model_file_info(bundled_model_path())))
     except Exception as exc:  # the bundled package missing is not a reason to hide the folder's models

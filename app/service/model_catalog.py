@@ -68,11 +68,11 @@ class ModelCatalog:
         return self.device_settings()
 
     def entries(self) -> list[dict[str, Any]]:
-        from backends.llama.gguf import model_file_info, scan_models
+        from backends.llama.models.gguf import model_file_info, scan_models
 
         found: list[tuple[str, Any]] = []
         try:
-            from backends.llama.bundled import bundled_model_path
+            from backends.llama.models.bundled import bundled_model_path
 
             found.append(("bundled", model_file_info(bundled_model_path())))
         except Exception as exc:
@@ -94,6 +94,8 @@ class ModelCatalog:
                 found.append(("added", info))
                 seen.add(info.path)
         loaded = self._loaded_items()
+        pool = self._service.loaded_pool
+        broken: dict[str, str] = pool.broken() if pool is not None and hasattr(pool, "broken") else {}
         rows = []
         shared = self._service.share_mode  # visitors see file names: the machine's folders are the owner's
         for source, info in found:
@@ -106,6 +108,7 @@ class ModelCatalog:
                 "architecture": info.architecture, "device": self.device_for(key),
                 "loaded": info.path in loaded, "weights": self.weights_for(info, loaded.get(info.path)),
                 "speculative": (loaded.get(info.path) or {}).get("speculative", ""),
+                "broken": broken.get(info.name, ""),
                 **_capabilities(source, info, shared),
             })
         return _distinct_names(rows)
@@ -113,14 +116,14 @@ class ModelCatalog:
     @property
     def weights_dir(self) -> Path:
         """Where CPU-fast copies of models and their measurements are kept."""
-        from backends.llama.cpu_weights import WEIGHTS_SUBDIR
+        from backends.llama.models.cpu_weights import WEIGHTS_SUBDIR
 
         return Path(self._service.models_dir) / WEIGHTS_SUBDIR
 
     def weights_for(self, info: Any, loaded: dict[str, Any] | None) -> str:
         """Which weights run for this model on CPU, or would: the loaded model's choice, else a stored
-        measurement, else what its file type means (backends/llama/cpu_weights.py)."""
-        from backends.llama.cpu_weights import decision_summary, find_decision, lacks_fast_cpu_path
+        measurement, else what its file type means (backends/llama/models/cpu_weights.py)."""
+        from backends.llama.models.cpu_weights import decision_summary, find_decision, lacks_fast_cpu_path
 
         weights = (loaded or {}).get("weights")
         if weights:
@@ -144,8 +147,8 @@ class ModelCatalog:
             raise UserError("this app runs with --dry-run (a fake model); start it without --dry-run to measure "
                             "models")
         from backends.base import BackendError
-        from backends.llama.cpu_weights import decision_summary, make_and_measure
         from backends.llama.devices import resolve_device
+        from backends.llama.models.cpu_weights import decision_summary, make_and_measure
 
         entry = next((e for e in self.entries() if e["key"] == key), None)
         if entry is None:
@@ -184,7 +187,7 @@ class ModelCatalog:
             raise UserError("adding model files is disabled on a shared app; the owner can add them to the "
                             "models folder")
         from backends.base import BackendError
-        from backends.llama.gguf import model_file_info
+        from backends.llama.models.gguf import model_file_info
 
         clean = str(path or "").strip().strip('"')
         if not clean:

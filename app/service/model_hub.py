@@ -46,9 +46,9 @@ class ModelHub:
         """The repo's downloadable GGUFs (shards as one) with quant, size, memory needed at `n_ctx`, whether it
         fits, and the recommended one (Q4_K_M when it fits, else the largest that fits)."""
         self._owner_only()
-        from backends.llama.hub_api import repo_files
-        from backends.llama.hub_files import HubError, gguf_groups, parse_ref, quant_of
-        from backends.llama.hub_fit import available_memory, fit, remote_metadata
+        from backends.llama.models.hub_api import repo_files
+        from backends.llama.models.hub_files import HubError, gguf_groups, parse_ref, quant_of
+        from backends.llama.models.hub_fit import available_memory, fit, remote_metadata
 
         try:
             name, _ = parse_ref(repo)
@@ -78,7 +78,7 @@ class ModelHub:
         """Pull one file (all its shards) of `repo` into the models folder; `report(name, done, total, rate)`."""
         self._owner_only()
         from app.service.model_pull import pull_model
-        from backends.llama.hub_progress import CallbackProgress
+        from backends.llama.models.hub_progress import CallbackProgress
 
         if not self._busy.acquire(blocking=False):
             raise UserError("a pull is already running; wait for it or cancel it", code="busy")
@@ -119,7 +119,7 @@ class ModelHub:
         cache unknown) fit the memory free on this machine now (None when that is unknown)."""
         self._owner_only()
         from app.service.model_roles import catalog_entries
-        from backends.llama.hub_fit import available_memory, fit
+        from backends.llama.models.hub_fit import available_memory, fit
 
         free, where = available_memory(_build_info())
         return [{**e, "fits_here": fit(int(float(e.get("size_gb") or 0) * 1e9), None, 0, free)["fits"],

@@ -16,7 +16,7 @@ BUNDLED_ALIAS = "bundled"
 def bundled_path() -> Path | None:
     """The bundled model's file, or None when it is not installed."""
     try:
-        from backends.llama.bundled import bundled_model_path
+        from backends.llama.models.bundled import bundled_model_path
 
         return Path(bundled_model_path())
     except Exception as exc:  # no bundled model installed: the folder's files are still served
@@ -26,7 +26,7 @@ def bundled_path() -> Path | None:
 
 def folder_model_paths(models_dir: Path, policy: SharePolicy) -> list[Path]:
     """The models folder's files (share mode: the policy's choices)."""
-    from backends.llama.gguf import find_model_files
+    from backends.llama.models.gguf import find_model_files
 
     return [Path(p) for p in policy.model_choices] if policy.share_mode else list(find_model_files(models_dir))
 

@@ -1,5 +1,5 @@
 """Pulling a model for the CLI, the Python API and the Models tab: the models folder, the progress sink, and
-HubErrors turned into UserErrors; the transfer itself is backends/llama/hub.py."""
+HubErrors turned into UserErrors; the transfer itself is backends/llama/models/hub.py."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def tqdm_progress() -> Any:
     """A tqdm bar for one file of a pull (the CLI's and the Python API's progress)."""
     import sys
 
-    from backends.llama.hub_progress import TqdmProgress
+    from backends.llama.models.hub_progress import TqdmProgress
 
     return TqdmProgress(file=sys.stderr)
 
@@ -28,11 +28,11 @@ def tqdm_progress() -> Any:
 def pull_model(ref: str, *, file: str | None = None, revision: str | None = None,
                models_dir: str | Path | None = None, progress: Callable[[], Any] | None = None,
                cancel: Callable[[], bool] | None = None, verify: bool = True) -> Any:
-    """Pull `USER/REPO[:QUANT]` into the models folder; returns backends.llama.hub.PullResult. UserError (with the
-    HubError's `code`) on anything the user can fix. `verify=False` takes a file with no size or sha256 listed."""
+    """Pull `USER/REPO[:QUANT]` into the models folder; returns backends.llama.models.hub.PullResult. UserError (with
+    the HubError's `code`) on anything the user can fix. `verify=False` takes a file with no size or sha256 listed."""
     from app.workflow.model_refs import HubNeed, record_pull
-    from backends.llama.hub import pull
-    from backends.llama.hub_files import HubError, parse_ref
+    from backends.llama.models.hub import pull
+    from backends.llama.models.hub_files import HubError, parse_ref
 
     folder = Path(models_dir) if models_dir else default_models_dir()
     try:
@@ -62,8 +62,8 @@ def pull_needed_models(models: dict[str, Any], *, models_dir: str | Path | None 
 
 
 def search_models(query: str, limit: int = 20) -> list[dict[str, Any]]:
-    from backends.llama.hub_api import search
-    from backends.llama.hub_files import HubError
+    from backends.llama.models.hub_api import search
+    from backends.llama.models.hub_files import HubError
 
     if not str(query or "").strip():
         raise UserError("type a few letters of a model's name to search, such as qwen3 or llama")
@@ -76,7 +76,7 @@ def search_models(query: str, limit: int = 20) -> list[dict[str, Any]]:
 def remove_model(name: str, models_dir: str | Path | None = None) -> list[Path]:
     """Delete a model of the models folder by file name (every shard of a split one; its partial download too).
     Never a path outside the folder, never the bundled model."""
-    from backends.llama.hub_files import shard_group
+    from backends.llama.models.hub_files import shard_group
 
     folder = Path(models_dir) if models_dir else default_models_dir()
     clean = str(name or "").strip()
@@ -98,8 +98,8 @@ def describe_needed_models(models: dict[str, Any], models_dir: str | Path | None
     """The `source: hub` models not in the models folder yet, each with the file and its size when the Hub says
     (what the studio shows before it offers to pull: "this workflow needs X (397 MB)")."""
     from app.workflow.model_refs import hub_needs
-    from backends.llama.hub_api import repo_files
-    from backends.llama.hub_files import HubError, select_files
+    from backends.llama.models.hub_api import repo_files
+    from backends.llama.models.hub_files import HubError, select_files
 
     folder = Path(models_dir) if models_dir else default_models_dir()
     described = []

@@ -137,7 +137,7 @@ class StudioService:
     def pool(self) -> Any:
         """The app's one llama.cpp ModelPool (created on first use)."""
         if self._pool is None and not self.dry_run:
-            from backends.llama.cpu_weights import WEIGHTS_SUBDIR
+            from backends.llama.models.cpu_weights import WEIGHTS_SUBDIR
             from backends.pool import ModelPool
 
             self._pool = ModelPool(memory_budget_bytes=self.policy.memory_budget_bytes,  # share mode: far below

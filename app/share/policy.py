@@ -16,7 +16,7 @@ from app.workflow.model_specs import model_int
 from app.workflow.problems import Issue
 from app.workflow.spec import Workflow
 from app.workflow.subworkflows import Checked, child_runs, descendants, prefixed
-from backends.llama.gguf import find_model_files
+from backends.llama.models.gguf import find_model_files
 
 log = logging.getLogger(__name__)
 

@@ -143,7 +143,7 @@ def local_hub_file(need: HubNeed, models_folder: Path) -> Path | None:
         return named if named.is_file() else None
     if not need.quant or not models_folder.is_dir():
         return None
-    from backends.llama.hub_files import quant_of
+    from backends.llama.models.hub_files import quant_of
 
     stem = _repo_stem(need.repo)
     for path in sorted(models_folder.glob("*.gguf")):

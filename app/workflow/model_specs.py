@@ -20,7 +20,7 @@ from app.workflow.spec import Workflow
 from app.workflow.speculative_spec import EXAMPLE as SPECULATIVE_EXAMPLE
 from app.workflow.speculative_spec import check_speculative, speculative_from_dict
 from backends.base import ModelSpec
-from backends.llama.cpu_weights import CPU_WEIGHTS
+from backends.llama.models.cpu_weights import CPU_WEIGHTS
 
 DEFAULT_MODEL_ALIAS = "main"
 MODEL_SOURCES = ("bundled", "path", "openai", "hub", "fake")

@@ -11,8 +11,8 @@ from app.workflow.model_specs import DEFAULT_MODEL_ALIAS
 from app.workflow.problems import Issue
 from app.workflow.spec import NodeSpec, Workflow
 from backends.base import ModelFileError
-from backends.llama.gguf import read_gguf_header
-from backends.llama.rank_backend import rank_head_problem
+from backends.llama.models.gguf import read_gguf_header
+from backends.llama.worker.rank_backend import rank_head_problem
 
 SCORING_APIS = ("rerank", "pooling")
 GENERATING_KINDS = ("generator", "sampler", "search", "refiner")

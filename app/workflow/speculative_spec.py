@@ -105,7 +105,7 @@ def _draft_issues(alias: str, entry: Mapping[str, Any], draft: Any, models: Mapp
 def vocabulary_problem(target: Mapping[str, Any], draft: Mapping[str, Any]) -> str | None:
     """Why two local entries' GGUF files have different vocabularies, or None (also when a file cannot be read:
     the model checks report that)."""
-    from backends.llama.gguf import read_gguf_metadata
+    from backends.llama.models.gguf import read_gguf_metadata
     from backends.pool import model_path
 
     keys = ("tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens", "tokenizer.ggml.bos_token_id",

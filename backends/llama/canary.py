@@ -17,7 +17,7 @@ def run_canary(model_path: str | None = None) -> dict:
     """Decodes CANARY_TOKENS greedy tokens; `ok` is whether the text holds the expected word (else it is garbage)."""
     import llama_cpp  # here, not at the top: the import itself may crash a broken build (the caller runs us in a child)
 
-    from backends.llama.bundled import bundled_model_path
+    from backends.llama.models.bundled import bundled_model_path
 
     path = model_path or str(bundled_model_path())
     model = llama_cpp.Llama(model_path=path, n_ctx=128, n_threads=max(1, min(4, os.cpu_count() or 1)),

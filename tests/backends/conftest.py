@@ -7,13 +7,13 @@ from collections.abc import Iterator
 import pytest
 
 from backends.base import ModelSpec
-from backends.llama.bundled import bundled_model_path
+from backends.llama.models.bundled import bundled_model_path
 
 
 @pytest.fixture(scope="session")
 def llama() -> Iterator[object]:
     """The bundled SmolLM2 on a real llama.cpp engine (context 1024, 4096 shared KV cells)."""
-    from backends.llama.llama_backend import LlamaBackend
+    from backends.llama.worker.llama_backend import LlamaBackend
 
     backend = LlamaBackend(
         bundled_model_path(),
@@ -27,7 +27,7 @@ def llama() -> Iterator[object]:
 def exact_llama() -> Iterator[object]:
     """The same with flash attention on: repeated requests reproduce each other bit for bit, so tests can
     compare the texts of separate requests exactly."""
-    from backends.llama.llama_backend import LlamaBackend
+    from backends.llama.worker.llama_backend import LlamaBackend
 
     backend = LlamaBackend(
         bundled_model_path(),

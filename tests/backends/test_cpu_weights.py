@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from backends.base import ModelFileError, ModelSpec, SamplingParams
-from backends.llama.bundled import bundled_model_path
-from backends.llama.cpu_weights import (
+from backends.llama.models.bundled import bundled_model_path
+from backends.llama.models.cpu_weights import (
     COPY_KIND,
     WeightsChooser,
     choose_weights,
@@ -24,8 +24,8 @@ from backends.llama.cpu_weights import (
     judge,
     lacks_fast_cpu_path,
 )
-from backends.llama.gguf import find_model_files, model_file_info
-from backends.llama.quantize import PARTIAL_SUFFIX, QuantizeError, quantized_copy, source_digest
+from backends.llama.models.gguf import find_model_files, model_file_info
+from backends.llama.models.quantize import PARTIAL_SUFFIX, QuantizeError, quantized_copy, source_digest
 
 CPU = {"device": "cpu", "requested": "cpu", "n_gpu_layers": 0, "threads": 2, "n_ctx": 512, "flash_attn": "on"}
 
@@ -92,7 +92,7 @@ def test_which_types_lack_a_fast_cpu_path() -> None:
 
 def test_defaults_and_bad_values() -> None:
     from backends.base import BackendError
-    from backends.llama.cpu_weights import DEFAULT_CPU_WEIGHTS
+    from backends.llama.models.cpu_weights import DEFAULT_CPU_WEIGHTS
 
     assert effective_choice(ModelSpec(source="path", path="x.gguf")) == "original"
     assert effective_choice(ModelSpec()) == DEFAULT_CPU_WEIGHTS.get("bundled", "original")
@@ -183,7 +183,7 @@ def test_llama_cpp_failing_to_write_leaves_nothing_and_falls_back(source: Path, 
     long_name = tmp_path / ("m" * 225 + ".gguf")  # its partial file's name is too long for the file system
     os.link(source, long_name)
     folder = tmp_path / "w"
-    with caplog.at_level(logging.WARNING, logger="backends.llama.cpu_weights"):
+    with caplog.at_level(logging.WARNING, logger="backends.llama.models.cpu_weights"):
         choice = choose_weights(long_name, spec_for(long_name, "q8_0"), CPU, folder)
     assert choice.ran == "original" and choice.path == str(long_name)
     assert "could not convert" in choice.reason and "original weights are used instead" in choice.reason
@@ -284,7 +284,7 @@ def test_pool_loads_the_chosen_weights_and_is_deterministic(choice: str, source:
 @pytest.mark.model
 def test_real_probe_measures_both_files(source: Path, made: tuple[Path, Path],
                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    import backends.llama.weights_probe as probe
+    import backends.llama.models.weights_probe as probe
 
     monkeypatch.setattr(probe, "QUALITY_PASSAGES", probe.QUALITY_PASSAGES[1:3])  # a third of the text: quicker
     original, copy = probe.measure_pair(source, made[1], spec_for(source, None), dict(CPU), rounds=1)
@@ -348,8 +348,9 @@ def test_a_q4_0_copy_of_the_target_drafts_for_it(source: Path, made: tuple[Path,
                                                    adaptive=False))
     backend = pool.get(target)
     plain = pool.get(spec_for(source, "original"))
-    assert backend.drafter is not None and backend.drafter.model.path.name.endswith(".gguf")
-    assert model_file_info(backend.drafter.model.path).quantization == "Q4_0"
+    draft_path = backend.info()["draft_model"]  # the pool's backend runs in a worker process: ask it
+    assert draft_path is not None and draft_path.endswith(".gguf")
+    assert model_file_info(draft_path).quantization == "Q4_0"
     prompt = "Repeat exactly: the cat sat on the mat, the cat sat on the mat, the cat sat on the mat."
     params = SamplingParams(max_tokens=32)
     result = backend.generate(prompt, params)

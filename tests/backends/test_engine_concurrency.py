@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from backends.base import BackendError, CancelledError, CancelToken, ModelSpec, SamplingParams
-from backends.llama.bundled import bundled_model_path
+from backends.llama.models.bundled import bundled_model_path
 
 pytestmark = pytest.mark.model
 
@@ -76,7 +76,7 @@ def test_context_overflow_is_a_clear_error_and_the_engine_stays_usable(llama) ->
 
 
 def test_generation_stops_at_the_context_limit() -> None:
-    from backends.llama.llama_backend import LlamaBackend
+    from backends.llama.worker.llama_backend import LlamaBackend
 
     backend = LlamaBackend(bundled_model_path(), ModelSpec(device="cpu", n_ctx=48, options=(("kv_size", 256),)))
     try:
@@ -90,7 +90,7 @@ def test_generation_stops_at_the_context_limit() -> None:
 
 
 def test_full_kv_cache_fails_that_request_and_the_next_succeeds() -> None:
-    from backends.llama.llama_backend import LlamaBackend
+    from backends.llama.worker.llama_backend import LlamaBackend
 
     spec = ModelSpec(device="cpu", n_ctx=128, options=(("kv_size", 128), ("n_seq_max", 8)))
     backend = LlamaBackend(bundled_model_path(), spec)
@@ -142,7 +142,7 @@ def test_cells_of_other_requests_do_not_change_a_requests_numbers() -> None:
     """The engine shares one KV cache between requests: with the default settings (flash attention, llama.cpp's
     choice on CPU) a prompt's logprobs are the same whether the cache is empty or other requests' cells sit in
     front of it. (Without flash attention this build's numbers move with the cache layout; see devices.py.)"""
-    from backends.llama.llama_backend import LlamaBackend
+    from backends.llama.worker.llama_backend import LlamaBackend
 
     question = [{"role": "user", "content": "Write a short story about a fox and a crow."}]
     params = SamplingParams(max_tokens=3, temperature=0.0, logprobs=0)

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from backends.base import BackendError, ModelSpec, SamplingParams
-from backends.llama.bundled import bundled_model_path
+from backends.llama.models.bundled import bundled_model_path
 
 pytestmark = pytest.mark.model
 
@@ -22,7 +22,7 @@ def fresh_prompt(text: str) -> list[dict[str, str]]:
 
 
 def small_engine(**options: object):
-    from backends.llama.llama_backend import LlamaBackend
+    from backends.llama.worker.llama_backend import LlamaBackend
 
     opts = tuple(sorted({"kv_size": 1024, "n_seq_max": 8, **options}.items()))
     return LlamaBackend(bundled_model_path(), ModelSpec(device="cpu", n_ctx=512, options=opts))

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from backends.base import ModelFileError
-from backends.llama.bundled import bundled_model_path
-from backends.llama.gguf import content_fingerprint, model_file_info, read_gguf_metadata, scan_models
+from backends.llama.models.bundled import bundled_model_path
+from backends.llama.models.gguf import content_fingerprint, model_file_info, read_gguf_metadata, scan_models
 
 
 @pytest.fixture(scope="module")

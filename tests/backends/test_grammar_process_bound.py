@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from backends.base import SamplingParams
-from backends.llama import grammar_worker
+from backends.llama.worker import grammar_worker
 
 
 class _SlowWorker:

@@ -17,9 +17,9 @@ import yaml
 
 from backends.base import BackendError, CancelledError, CancelToken, SamplingParams
 from backends.grammar.grammar_constraints import grammar_for
-from backends.llama import grammar_worker
-from backends.llama.bundled import bundled_model_path
-from backends.llama.sampling_chain import SequenceSampler
+from backends.llama.models.bundled import bundled_model_path
+from backends.llama.worker import grammar_worker
+from backends.llama.worker.sampling_chain import SequenceSampler
 from tests.fuzz.strategies import ISSUE_24_DELAYED, ISSUE_24_GRAMMAR
 
 pytestmark = pytest.mark.model

@@ -17,7 +17,7 @@ from backends.grammar.grammar_check import (
     schema_problem,
 )
 from backends.grammar.grammar_constraints import grammar_for, schema_to_grammar
-from backends.llama.sampling_chain import SequenceSampler
+from backends.llama.worker.sampling_chain import SequenceSampler
 
 NESTED_5000 = "root ::= " + "(" * 5000 + '"a"' + ")" * 5000
 """Segfaults llama.cpp's recursive grammar parser (exit 139) when it gets that far."""

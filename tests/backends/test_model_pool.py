@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from backends.base import BackendError, LLMBackend, ModelFileError, ModelSpec
-from backends.llama.bundled import bundled_model_path
 from backends.llama.devices import build_info, resolve_device
+from backends.llama.models.bundled import bundled_model_path
 from backends.pool import ModelPool
 
 

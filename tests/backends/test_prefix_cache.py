@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from backends.base import BackendError
-from backends.llama.prefix_cache import SequenceTable, common_prefix_len
+from backends.llama.worker.prefix_cache import SequenceTable, common_prefix_len
 
 
 @pytest.mark.parametrize(

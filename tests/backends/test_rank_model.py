@@ -21,8 +21,8 @@ from app.run.scheduler import SUCCEEDED, Scheduler
 from app.workflow.spec import workflow_from_dict
 from app.workflow.validation import validate
 from backends.base import BackendError, ModelFileError, ModelSpec, SamplingParams
-from backends.llama.bundled import bundled_model_path
-from backends.llama.rank_backend import RankBackend, is_rank_model
+from backends.llama.models.bundled import bundled_model_path
+from backends.llama.worker.rank_backend import RankBackend, is_rank_model
 from nodes.registry import default_registry
 from tests.backends.rank_gguf import write_rank_gguf
 
@@ -133,8 +133,12 @@ def test_rank_models_and_generators_are_refused_in_each_others_place(rank_file: 
 
 
 def test_the_provider_builds_a_rank_backend_that_refuses_to_generate(rank_file: Path) -> None:
+    from backends.llama.worker_backend import WorkerBackend
+
     backend = llama_provider()(ModelSpec(source="path", path=str(rank_file), pooling="rank"))
-    assert isinstance(backend, RankBackend)
+    assert isinstance(backend, WorkerBackend) and backend.kind == "rank"  # the rank model in a worker of its own
+    assert backend.info()["backend"] == "llama.cpp (rank pooling)"
+    assert len(backend.rank("a question", ["one answer", "another"]).scores) == 2
     try:
         with pytest.raises(BackendError, match="rank_model_generates"):
             backend.generate("x", SamplingParams())

@@ -8,7 +8,7 @@ import pytest
 
 from backends.base import BackendError, SamplingParams, validate_params
 from backends.grammar.grammar_constraints import grammar_for, schema_to_grammar
-from backends.llama.sampling_chain import seed32
+from backends.llama.worker.sampling_chain import seed32
 
 
 def test_defaults_are_valid() -> None:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from backends.base import CancelledError, CancelToken, ModelSpec, SamplingParams, SpeculativeSpec
-from backends.llama.bundled import bundled_model_path
+from backends.llama.models.bundled import bundled_model_path
 
 pytestmark = pytest.mark.model
 
@@ -27,7 +27,7 @@ def engine(speculative: SpeculativeSpec | None, n_seq_max: int = 16, prefix_cach
     """Prompts are not kept between requests by default: llama.cpp's flash attention rounds differently over a
     KV cache laid out by earlier requests (measured: a plain engine's own logprobs then move by up to 0.18 nats
     against a fresh evaluation), so the two engines compared here start every request from the same layout."""
-    from backends.llama.llama_backend import LlamaBackend
+    from backends.llama.worker.llama_backend import LlamaBackend
 
     options = (("kv_size", 4096), ("n_seq_max", n_seq_max), ("prefix_cache_tokens", prefix_cache_tokens))
     return LlamaBackend(bundled_model_path(), ModelSpec(device="cpu", n_ctx=1024, flash_attn=True, options=options,
@@ -249,7 +249,7 @@ def test_concurrent_requests_share_the_speculative_batch(spec) -> None:  # type:
 
 
 def test_the_grammar_process_says_how_much_of_a_draft_its_grammar_allows(spec) -> None:  # type: ignore[no-untyped-def]
-    from backends.llama import grammar_worker
+    from backends.llama.worker import grammar_worker
 
     model = spec.model
     worker = grammar_worker.GrammarWorker(bundled_model_path())
@@ -271,7 +271,7 @@ def test_drafts_the_grammar_forbids_never_reach_the_batch(spec, monkeypatch) -> 
     """Issue 32: the pre-check was lost when grammars moved to the grammar process (a sampler chain without its
     grammar let every draft through, to be rejected only after its decode). The prompt puts "maybe" after each
     answer, so the prompt lookup drafts " maybe, ..." that the yes/no grammar forbids."""
-    from backends.llama.speculative_job import SpeculativeGenerateJob
+    from backends.llama.worker.speculative_job import SpeculativeGenerateJob
 
     drafts: list[list[int]] = []
     original = SpeculativeGenerateJob.add_draft_tokens

@@ -3,7 +3,7 @@ and prompt, and the adaptive draft length."""
 
 from __future__ import annotations
 
-from backends.llama.speculative import ADAPTIVE_MIN_RATE, DraftLength, NgramPool
+from backends.llama.worker.speculative import ADAPTIVE_MIN_RATE, DraftLength, NgramPool
 
 
 def test_lookup_finds_the_continuation_in_the_prompt() -> None:

@@ -24,7 +24,7 @@ CATALOG_FILE = "Qwen3-0.6B-Q4_K_M.gguf"
 
 @pytest.fixture(scope="module")
 def hub_studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[StudioServer, FakeHub]]:
-    from backends.llama.bundled import bundled_model_path
+    from backends.llama.models.bundled import bundled_model_path
 
     hub = FakeHub(chunk=1 << 20, delay_s=0.03)  # ~3 s for the 98 MB file: progress is visible
     hub.add(REPO, {FILE: Path(bundled_model_path()), "README.md": b"# smol\n"})

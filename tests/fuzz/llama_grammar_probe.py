@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def _load_vocab(lib: Any) -> tuple[Any, Any]:
-    from backends.llama.bundled import bundled_model_path
+    from backends.llama.models.bundled import bundled_model_path
 
     params = lib.llama_model_default_params()
     params.vocab_only = True

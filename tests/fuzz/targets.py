@@ -590,8 +590,8 @@ def check_sampling(example: tuple[str, str], backend: Any) -> str:
 @contextmanager
 def open_sampling(tmp_dir: Path) -> Iterator[Check]:
     from backends.base import ModelSpec
-    from backends.llama.bundled import bundled_model_path
-    from backends.llama.llama_backend import LlamaBackend
+    from backends.llama.models.bundled import bundled_model_path
+    from backends.llama.worker.llama_backend import LlamaBackend
 
     backend = LlamaBackend(bundled_model_path(), ModelSpec(device="cpu", n_ctx=512, options=(
         ("kv_size", 1024), ("n_seq_max", 4))))

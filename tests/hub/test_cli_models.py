@@ -59,7 +59,7 @@ def test_search(fake_hub: FakeHub, tmp_path: Path) -> None:
 @pytest.mark.model
 def test_run_a_workflow_on_a_pulled_model(fake_hub: FakeHub, tmp_path: Path) -> None:
     import metagen as mg
-    from backends.llama.bundled import bundled_model_path
+    from backends.llama.models.bundled import bundled_model_path
 
     fake_hub.add("tester/SmolLM2-GGUF", {"SmolLM2-135M-Instruct-Q4_1.gguf": Path(bundled_model_path())})
     path = mg.pull("tester/SmolLM2-GGUF", models_dir=tmp_path / "models", progress=False)

@@ -75,7 +75,7 @@ def test_shared_app_refuses(fake_hub: FakeHub, tmp_path: Path) -> None:
 
 def test_recommended_says_whether_each_fits_this_machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from app.ui.get_model import recommended_rows
-    from backends.llama import hub_fit
+    from backends.llama.models import hub_fit
 
     monkeypatch.setattr(hub_fit, "available_memory", lambda build: (2_000_000_000, "RAM"))  # 2 GB free
     service = service_for(tmp_path)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from backends.llama.gguf import ModelFileError, read_gguf_header
+from backends.llama.models.gguf import ModelFileError, read_gguf_header
 from tests.backends.rank_gguf import write_rank_gguf
 
 ARRAY = 9

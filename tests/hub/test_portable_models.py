@@ -109,7 +109,7 @@ def _metagen(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.model
 def test_cli_pulls_on_first_use_with_pull(fake_hub: FakeHub, tmp_path: Path) -> None:
-    from backends.llama.bundled import bundled_model_path
+    from backends.llama.models.bundled import bundled_model_path
 
     fake_hub.add(SMOL_REPO, {SMOL_FILE: Path(bundled_model_path())})
     wf = tmp_path / "portable.yaml"

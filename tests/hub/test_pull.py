@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from backends.llama.hub import pull
-from backends.llama.hub_files import HubError, HubFile, quant_of, select_files
+from backends.llama.models.hub import pull
+from backends.llama.models.hub_files import HubError, HubFile, quant_of, select_files
 from tests.fake_hub import FakeHub
 from tests.hub.conftest import TINY_REPO
 

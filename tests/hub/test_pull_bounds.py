@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from backends.llama import hub_api, hub_transfer
-from backends.llama.hub import pull
-from backends.llama.hub_api import repo_files
-from backends.llama.hub_files import HubError
+from backends.llama.models import hub_api, hub_transfer
+from backends.llama.models.hub import pull
+from backends.llama.models.hub_api import repo_files
+from backends.llama.models.hub_files import HubError
 from tests import fake_hub as fake_module
 from tests.fake_hub import FakeHub
 from tests.hub.conftest import TINY_REPO

@@ -60,7 +60,7 @@ def start_llama_server(folder: Path, threads: int = 1, api_key: str | None = API
                        port: int | None = None) -> LlamaServer:
     """Start llama_cpp.server on the bundled model and wait until /v1/models answers. `--interrupt_requests False`
     unless `default_flags` (as a user starts it: then it cuts a stream short whenever another request arrives)."""
-    from backends.llama.bundled import bundled_model_path
+    from backends.llama.models.bundled import bundled_model_path
 
     folder.mkdir(parents=True, exist_ok=True)
     port = port or free_port()

@@ -90,8 +90,8 @@ def test_json_schema_and_grammar_constrain_the_output(remote: OpenAIBackend) -> 
 
 
 def test_judges_and_scores_match_the_embedded_engine(remote: OpenAIBackend) -> None:
-    from backends.llama.bundled import bundled_model_path
-    from backends.llama.llama_backend import LlamaBackend
+    from backends.llama.models.bundled import bundled_model_path
+    from backends.llama.worker.llama_backend import LlamaBackend
 
     local = LlamaBackend(bundled_model_path(), ModelSpec(device="cpu", n_ctx=1024, options=(("n_seq_max", 4),)))
     try:

@@ -12,7 +12,7 @@ import pytest
 from app.serve.catalog import FileModel, WorkflowModel, find_model, list_models
 from app.service.errors import UserError
 from app.service.studio import StudioService
-from backends.llama.bundled import bundled_model_path
+from backends.llama.models.bundled import bundled_model_path
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLED = bundled_model_path().name

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from backends.base import ModelSpec
-from backends.llama.rank_backend import RankBackend
+from backends.llama.worker.rank_backend import RankBackend
 from backends.remote.openai_backend import OpenAIBackend
 from tests.backends.rank_gguf import write_rank_gguf
 from tests.serve.conftest import ServeProcess, start_serve, stop_serve

@@ -13,7 +13,7 @@ from app.share.policy import SharePolicy, check_workflow_allowed, resolve_model_
 from app.workflow.model_specs import model_specs
 from app.workflow.spec import workflow_from_dict
 from backends.base import ModelSpec
-from backends.llama.bundled import bundled_model_path
+from backends.llama.models.bundled import bundled_model_path
 from backends.pool import ModelPool
 from tests.studio_fixtures import studio_service
 

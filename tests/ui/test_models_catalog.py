@@ -11,7 +11,7 @@ from app.service.errors import UserError
 from app.service.studio import StudioService
 from app.share.policy import SharePolicy
 from app.ui.models_tab import human_size, model_rows
-from backends.llama.bundled import bundled_model_path
+from backends.llama.models.bundled import bundled_model_path
 
 pytestmark = pytest.mark.model
 

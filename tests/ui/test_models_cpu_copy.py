@@ -32,9 +32,9 @@ def fake_measure(source: Path, copy: Path, spec: Any, device: dict[str, Any],
 
 def test_make_cpu_copy_writes_once_measures_and_shows_the_result(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    import backends.llama.weights_probe
+    import backends.llama.models.weights_probe
 
-    monkeypatch.setattr(backends.llama.weights_probe, "measure_pair", fake_measure)
+    monkeypatch.setattr(backends.llama.models.weights_probe, "measure_pair", fake_measure)
     service = make(tmp_path)
     bundled = next(e for e in service.models.entries() if e["key"] == "bundled")
     assert bundled["weights"].startswith("original; Q4_1 has no fast CPU matrix path")

@@ -45,8 +45,8 @@ IDLE_WORKERS = 2
 MAX_WORKERS = 4
 """Children per model at once (about 70 MB each): more grammar-constrained requests wait to be admitted."""
 _POLL_S = 0.02
-_ROOT = str(Path(__file__).resolve().parents[1])
-_CHILD = f"import sys; sys.path.insert(0, {_ROOT!r}); from backends.llama.grammar_worker import main; main()"
+_ROOT = str(Path(__file__).resolve().parents[3])  # the folder holding backends/
+_CHILD = f"import sys; sys.path.insert(0, {_ROOT!r}); from backends.llama.worker.grammar_worker import main; main()"
 _TOKEN_DATA = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])  # struct llama_token_data
 
 TOO_AMBIGUOUS = (

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 import httpx
 
-from backends.llama.hub_files import HubError, HubFile
+from backends.llama.models.hub_files import HubError, HubFile
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 
 from backends.base import ModelFileError
-from backends.llama.gguf import kv_cache_bytes, read_gguf_header
-from backends.llama.hub_api import check_online, client, file_url
+from backends.llama.models.gguf import kv_cache_bytes, read_gguf_header
+from backends.llama.models.hub_api import check_online, client, file_url
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from typing import Protocol
 
 import httpx
 
-from backends.llama.hub_api import client, raise_for_hub
-from backends.llama.hub_files import HubError
+from backends.llama.models.hub_api import client, raise_for_hub
+from backends.llama.models.hub_files import HubError
 
 log = logging.getLogger(__name__)
 

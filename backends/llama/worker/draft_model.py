@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 
 from backends.base import BackendError
-from backends.llama.batch import BatchBuilder
-from backends.llama.llama_model import LlamaModel, capture_native_log
-from backends.llama.prefix_cache import common_prefix_len
+from backends.llama.worker.batch import BatchBuilder
+from backends.llama.worker.llama_model import LlamaModel, capture_native_log
+from backends.llama.worker.prefix_cache import common_prefix_len
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import BackendError, ChatMessage, ModelFileError, Prompt
-from backends.llama.gguf import read_gguf_header
+from backends.llama.models.gguf import read_gguf_header
 
 log = logging.getLogger(__name__)
 

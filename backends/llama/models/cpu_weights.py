@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import BackendError, ModelFileError, ModelSpec
-from backends.llama.gguf import content_fingerprint, model_file_info
-from backends.llama.quantize import QUANT_FTYPES, QuantizeError, quantized_copy, source_digest
+from backends.llama.models.gguf import content_fingerprint, model_file_info
+from backends.llama.models.quantize import QUANT_FTYPES, QuantizeError, quantized_copy, source_digest
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ def measure_and_record(source: Path, copy: Path, spec: ModelSpec, device: dict[s
     """Measure the original against the copy now, and store the decision beside the copy. `together`: load
     both at once (or a function that says whether there is memory for that)."""
     if measure is None:
-        from backends.llama.weights_probe import measure_pair as measure
+        from backends.llama.models.weights_probe import measure_pair as measure
     log.info("measuring %s against its q8_0 copy on this machine (once; about 10-60 s)", source.name)
     started = time.perf_counter()
     both = together() if callable(together) else together

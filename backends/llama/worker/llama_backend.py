@@ -27,17 +27,17 @@ from backends.base import (
 )
 from backends.beam_search import BeamResult, BeamSettings, check_beam_settings
 from backends.grammar.grammar_constraints import grammar_for
-from backends.llama.beam_job import BeamJob
-from backends.llama.bundled import model_path
 from backends.llama.devices import build_info, resolve_device
-from backends.llama.draft_model import DraftModel
-from backends.llama.engine import Engine
-from backends.llama.engine_jobs import GenerateRequest, Job, ScoreJob, check_fits
-from backends.llama.engine_positions import PositionLogprobsJob, shared_prefix_len
-from backends.llama.gguf import content_fingerprint, kv_cache_bytes, model_file_info
-from backends.llama.llama_model import LlamaModel
-from backends.llama.sampling_chain import SequenceSampler
-from backends.llama.speculative_job import speculative_job
+from backends.llama.models.bundled import model_path
+from backends.llama.models.gguf import content_fingerprint, kv_cache_bytes, model_file_info
+from backends.llama.worker.beam_job import BeamJob
+from backends.llama.worker.draft_model import DraftModel
+from backends.llama.worker.engine import Engine
+from backends.llama.worker.engine_jobs import GenerateRequest, Job, ScoreJob, check_fits
+from backends.llama.worker.engine_positions import PositionLogprobsJob, shared_prefix_len
+from backends.llama.worker.llama_model import LlamaModel
+from backends.llama.worker.sampling_chain import SequenceSampler
+from backends.llama.worker.speculative_job import speculative_job
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +158,7 @@ class LlamaBackend:
                                         "reason": "loaded directly, not through the model pool"},
             "build": build_info(),
             "engine": self.engine.snapshot(),
+            "draft_model": str(self.drafter.model.path) if self.drafter is not None else None,
         }
 
     # -- text --------------------------------------------------------------------------------------------
@@ -385,6 +386,10 @@ class LlamaBackend:
     @property
     def busy(self) -> bool:
         return not self._closed and self.engine.busy
+
+    def engine_stats(self) -> dict[str, Any]:
+        """The engine's counters (requests, decode calls, tokens, speculative drafts accepted, ...)."""
+        return dict(self.engine.stats)
 
     def close(self) -> None:
         """Stop the engine (running requests fail with a clear error), then free the model once no caller

@@ -11,9 +11,9 @@ import numpy as np
 from backends.base import BackendError, CancelToken
 from backends.beam_search import Beam, BeamResult, BeamSearch, BeamSettings
 from backends.engine_protocol import EngineView
-from backends.llama.batch import BatchBuilder
-from backends.llama.engine_jobs import Job, PrefillMixin, acquire_with_source
-from backends.llama.grammar_worker import GrammarWorker
+from backends.llama.worker.batch import BatchBuilder
+from backends.llama.worker.engine_jobs import Job, PrefillMixin, acquire_with_source
+from backends.llama.worker.grammar_worker import GrammarWorker
 
 
 def top_allowed(logits: np.ndarray, k: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:

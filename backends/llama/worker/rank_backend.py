@@ -25,8 +25,8 @@ from backends.base import (
     Usage,
 )
 from backends.llama.devices import resolve_device
-from backends.llama.gguf import GGUFHeader, content_fingerprint, read_gguf_header
-from backends.llama.llama_model import LlamaModel
+from backends.llama.models.gguf import GGUFHeader, content_fingerprint, read_gguf_header
+from backends.llama.worker.llama_model import LlamaModel
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from backends.base import ModelSpec, SamplingParams
-from backends.llama.llama_backend import LlamaBackend
-from backends.llama.quality_text import QUALITY_PASSAGES, QUALITY_PREFIX
+from backends.llama.models.quality_text import QUALITY_PASSAGES, QUALITY_PREFIX
+from backends.llama.worker_backend import load_llama
 
 log = logging.getLogger(__name__)
 
@@ -43,14 +43,14 @@ def probe_spec(spec: ModelSpec) -> ModelSpec:
                                               *[(k, v) for k, v in spec.options if k == "flash_attn"]))
 
 
-def quality_logprob(backend: LlamaBackend) -> tuple[float, int]:
+def quality_logprob(backend: Any) -> tuple[float, int]:
     """(mean log-probability per token, tokens) of the quality passages after QUALITY_PREFIX."""
     scores = backend.score(QUALITY_PREFIX, ["\n\n" + passage for passage in QUALITY_PASSAGES]).scores
     tokens = sum(s.n_tokens for s in scores)
     return sum(s.logprob for s in scores) / max(1, tokens), tokens
 
 
-def _step_seconds(backend: LlamaBackend, n: int, seed: int) -> float:
+def _step_seconds(backend: Any, n: int, seed: int) -> float:
     params = SamplingParams(max_tokens=PROBE_TOKENS, temperature=0.8, top_k=40, seed=seed)
     started = time.perf_counter()
     result = backend.generate(PROBE_PROMPT, params, n=n)
@@ -66,7 +66,7 @@ def measure_pair(original: Path, candidate: Path, spec: ModelSpec, device: dict[
     device = {**device, "n_ctx": small.n_ctx}
     paths = (original, candidate)
     if together:
-        backends = [LlamaBackend(p, small, device) for p in paths]
+        backends = [load_llama(p, small, device) for p in paths]
         try:
             return _measure(backends, rounds)
         finally:
@@ -74,7 +74,7 @@ def measure_pair(original: Path, candidate: Path, spec: ModelSpec, device: dict[
                 backend.close()
     results = []
     for path in paths:
-        backend = LlamaBackend(path, small, device)
+        backend = load_llama(path, small, device)
         try:
             results.append(_measure([backend], rounds)[0])
         finally:
@@ -82,7 +82,7 @@ def measure_pair(original: Path, candidate: Path, spec: ModelSpec, device: dict[
     return results[0], results[1]
 
 
-def _measure(backends: list[LlamaBackend], rounds: int) -> tuple[WeightsMeasurement, ...]:
+def _measure(backends: list[Any], rounds: int) -> tuple[WeightsMeasurement, ...]:
     # The quality text first, on a fresh engine: a score's last digits move a little with what else sits in
     # the KV cache (about 0.002 here), so the cache layout is the same for every file and every machine.
     quality = [quality_logprob(backend) for backend in backends]

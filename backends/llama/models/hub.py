@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backends.base import ModelFileError
-from backends.llama.gguf import model_file_info
-from backends.llama.hub_api import check_online, file_url, repo_files
-from backends.llama.hub_files import HubError, HubFile, parse_ref, select_files
-from backends.llama.hub_transfer import Progress, file_sha256, part_path, transfer
+from backends.llama.models.gguf import model_file_info
+from backends.llama.models.hub_api import check_online, file_url, repo_files
+from backends.llama.models.hub_files import HubError, HubFile, parse_ref, select_files
+from backends.llama.models.hub_transfer import Progress, file_sha256, part_path, transfer
 
 log = logging.getLogger(__name__)
 

@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 
 from backends.base import BackendError, CancelledError
-from backends.llama.batch import BatchBuilder
-from backends.llama.engine_jobs import Job
-from backends.llama.grammar_worker import GrammarPool
-from backends.llama.llama_model import LlamaModel, capture_native_log
-from backends.llama.prefix_cache import SequenceTable, common_prefix_len
+from backends.llama.worker.batch import BatchBuilder
+from backends.llama.worker.engine_jobs import Job
+from backends.llama.worker.grammar_worker import GrammarPool
+from backends.llama.worker.llama_model import LlamaModel, capture_native_log
+from backends.llama.worker.prefix_cache import SequenceTable, common_prefix_len
 
 log = logging.getLogger(__name__)
 

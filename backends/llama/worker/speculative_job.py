@@ -16,10 +16,10 @@ import time
 
 from backends.base import GenerateResult, SpeculativeSpec
 from backends.engine_protocol import EngineView
-from backends.llama.batch import BatchBuilder
-from backends.llama.draft_model import DraftModel
-from backends.llama.engine_jobs import GenerateJob, GenerateRequest, Sample
-from backends.llama.speculative import DraftLength, NgramPool
+from backends.llama.worker.batch import BatchBuilder
+from backends.llama.worker.draft_model import DraftModel
+from backends.llama.worker.engine_jobs import GenerateJob, GenerateRequest, Sample
+from backends.llama.worker.speculative import DraftLength, NgramPool
 
 
 class SpeculativeGenerateJob(GenerateJob):

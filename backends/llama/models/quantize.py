@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from backends.base import ModelFileError
-from backends.llama.gguf import model_file_info
+from backends.llama.models.gguf import model_file_info
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def quantized_copy(source: Path, folder: Path, kind: str = "q8_0", threads: int 
 
 
 def _write_copy(source: Path, target: Path, kind: str, threads: int | None) -> None:
-    from backends.llama.llama_model import llama_lib
+    from backends.llama.worker.llama_model import llama_lib
 
     lib = llama_lib()
     try:

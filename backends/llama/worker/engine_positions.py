@@ -10,9 +10,15 @@ import numpy as np
 
 from backends.base import CancelToken, StepLogprobsResult
 from backends.engine_protocol import EngineView
-from backends.llama.batch import BatchBuilder
-from backends.llama.engine_jobs import ForkedContinuationsMixin, Job, PrefillMixin, acquire_with_source, log_softmax_at
-from backends.llama.prefix_cache import common_prefix_len
+from backends.llama.worker.batch import BatchBuilder
+from backends.llama.worker.engine_jobs import (
+    ForkedContinuationsMixin,
+    Job,
+    PrefillMixin,
+    acquire_with_source,
+    log_softmax_at,
+)
+from backends.llama.worker.prefix_cache import common_prefix_len
 
 
 def logprobs_of(logits: np.ndarray, tokens: Sequence[int]) -> list[float]:

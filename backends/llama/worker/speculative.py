@@ -120,7 +120,8 @@ def speculation_summary(backend: Any) -> str:
     option = f"{spec.method} k={spec.k} ngram={spec.ngram}" if spec.method == "ngram" else \
         f"{spec.method} {spec.draft_alias} k={spec.k}"
     option += " adaptive" if spec.adaptive else ""
-    stats = getattr(getattr(backend, "engine", None), "stats", None) or {}
+    engine_stats = getattr(backend, "engine_stats", None)
+    stats = engine_stats() if callable(engine_stats) else getattr(getattr(backend, "engine", None), "stats", None) or {}
     drafted, accepted = int(stats.get("draft_tokens", 0)), int(stats.get("draft_accepted", 0))
     if not drafted:
         return f"{option} · nothing drafted yet"

@@ -29,9 +29,9 @@ from backends.base import (
     Usage,
 )
 from backends.engine_protocol import EngineView
-from backends.llama.batch import BatchBuilder
-from backends.llama.grammar_worker import GrammarWorker
-from backends.llama.sampling_chain import SequenceSampler
+from backends.llama.worker.batch import BatchBuilder
+from backends.llama.worker.grammar_worker import GrammarWorker
+from backends.llama.worker.sampling_chain import SequenceSampler
 from backends.token_stats import ConfidenceWindow, StatsScratch, token_statistics
 
 
@@ -103,8 +103,8 @@ class Job:
         return 0
 
     def add_draft_tokens(self, batch: BatchBuilder, budget: int) -> int:
-        """Up to `budget` speculative draft tokens behind this step's decode tokens (backends/llama/speculative_job.py);
-        returns how many were added."""
+        """Up to `budget` speculative draft tokens behind this step's decode tokens
+        (backends/llama/worker/speculative_job.py); returns how many were added."""
         return 0
 
     def rollback(self) -> None:
