@@ -522,6 +522,13 @@ def selection_eval(args: argparse.Namespace) -> None:
 # ---------------------------------------------------------------------------------------- rsa_throughput
 
 
+def _warm_up(backend: Any) -> None:
+    """One small batched draw first, so that neither side of a comparison pays for the engine's first decode."""
+    from backends.base import SamplingParams
+
+    backend.generate([{"role": "user", "content": "Warm up: say hi."}], SamplingParams(max_tokens=8, seed=1), n=8)
+
+
 def _node_rates(recorder: Any, node: str) -> tuple[int, float]:
     """(completion tokens, seconds) of one node in a recorded run."""
     tokens = sum(e.data["completion_tokens"] for e in recorder.of_type("lm_call") if e.node_id == node)
@@ -551,6 +558,7 @@ def rsa_throughput(args: argparse.Namespace) -> None:
     sampled: list[tuple[int, float]] = []
     aggregated: list[tuple[int, float]] = []
     try:
+        _warm_up(backend)
         for item in items:
             wf = workflow_from_dict({
                 "version": 1, "name": "bench", "models": {"main": {"source": "bundled"}},
@@ -611,6 +619,7 @@ def early_exit_overhead(args: argparse.Namespace) -> None:
     rows: dict[str, dict[str, float]] = {name: {"think": 0, "probe": 0, "s": 0.0, "saved": 0, "exited": 0}
                                          for name in sides}
     try:
+        _warm_up(backend)
         for item in items:
             for name, extra in sides.items():
                 wf = workflow_from_dict({
