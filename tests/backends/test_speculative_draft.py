@@ -103,7 +103,9 @@ def test_several_samples_each_get_their_own_draft_sequence(drafted) -> None:  # 
     assert drafted.drafter._seqs == {}  # every draft sequence was given back
     assert len(drafted.drafter._free) == drafted.engine.n_seq_max
     greedy = drafted.generate(repeat_prompt("trees"), SamplingParams(max_tokens=24), n=3)  # drafts on copied cells
-    assert greedy.usage.draft_accepted >= 0.9 * greedy.usage.draft_tokens > 0
+    # cells copied wrongly would reject nearly every draft; right ones accept most (55 of 63 on an AVX2-only EPYC,
+    # where the batched target and the one-sequence draft differ in more near-ties than on AVX-512)
+    assert greedy.usage.draft_accepted >= 0.75 * greedy.usage.draft_tokens > 0
 
 
 def test_grammar_constrained_draft_model_output_satisfies_the_grammar(drafted) -> None:  # type: ignore[no-untyped-def]

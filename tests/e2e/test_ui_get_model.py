@@ -28,8 +28,13 @@ def hub_studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Studi
 
     hub = FakeHub(chunk=1 << 20, delay_s=0.03)  # ~3 s for the 98 MB file: progress is visible
     hub.add(REPO, {FILE: Path(bundled_model_path()), "README.md": b"# smol\n"})
-    # the catalog's first generator, served with the bundled model's bytes: a Recommended row pulls it
-    hub.add(CATALOG_REPO, {CATALOG_FILE: Path(bundled_model_path())})
+    # the catalog's first generator, served as a tiny GGUF of its own (the bundled model's bytes would be found
+    # already here, under the name the first test pulled, and not downloaded): a Recommended row pulls it
+    from tests.backends.rank_gguf import write_rank_gguf
+
+    catalog_file = tmp_path_factory.mktemp("catalog") / CATALOG_FILE
+    write_rank_gguf(catalog_file, seed=3)
+    hub.add(CATALOG_REPO, {CATALOG_FILE: catalog_file})
     hub.start()
     saved = {k: os.environ.get(k) for k in ("HF_ENDPOINT", "HF_HUB_OFFLINE", "HF_HUB_CACHE")}
     os.environ["HF_ENDPOINT"] = hub.url
