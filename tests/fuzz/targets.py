@@ -32,7 +32,8 @@ KNOWN_CODES = frozenset({
     "yaml_syntax", "too_large", "yaml_aliases", "empty", "bad_structure", "bad_version", "unsupported_version",
     "unknown_key", "bad_layout", "not_found",
     # validation (app/workflow/validation.py, model_specs.py)
-    "bad_model", "model_not_pulled", "bad_input", "missing_id", "bad_id", "unknown_kind", "io_in_nodes", "bad_param", "bad_grammar",
+    "bad_model", "model_not_pulled", "bad_input", "missing_id", "bad_id", "unknown_kind", "io_in_nodes", "bad_param",
+    "bad_grammar",
     "unknown_model", "unknown_port", "unknown_ref", "type_mismatch", "missing_input", "duplicate_id", "cycle",
     "no_outputs",
     # speculative decoding (app/workflow/speculative_spec.py)
