@@ -75,7 +75,9 @@ def graded_output(wf: Workflow, registry: NodeRegistry) -> Graded:
 
 def apply_overrides(wf: Workflow, registry: NodeRegistry, values: dict[str, Any]) -> tuple[Workflow,
                                                                                            dict[str, list[str]]]:
-    """A copy of `wf` with each given value set on the nodes whose kind declares that param."""
+    """A copy of `wf` with each given value set on the nodes whose kind declares that param, where it is in force
+    (a param shown only for some method, such as a voter's judge temperature for genselect, is left alone on a
+    majority voter)."""
     given = {k: v for k, v in values.items() if v is not None}
     if not given:
         return wf, {}
@@ -83,14 +85,23 @@ def apply_overrides(wf: Workflow, registry: NodeRegistry, values: dict[str, Any]
     nodes = []
     for node in wf.nodes:
         cls = registry.get(node.kind)
-        declared = {p.name for p in cls.params} if cls is not None else set()
         params = dict(node.params or {})
+        declared = {p.name for p in cls.params if _in_force(p, cls.params, params)} if cls is not None else set()
         for key, value in given.items():
             if key in declared:
                 params[key] = value
                 touched[key].append(node.id)
         nodes.append(replace(node, params=params))
     return replace(wf, nodes=nodes), touched
+
+
+def _in_force(param: Any, all_params: Any, values: dict[str, Any]) -> bool:
+    """Whether a node's param applies with its other params as set (its `show_if` met, defaults counted)."""
+    if param.show_if is None:
+        return True
+    other, allowed = param.show_if
+    default = next((p.default for p in all_params if p.name == other), None)
+    return values.get(other, default) in allowed
 
 
 def answer_overrides(wf: Workflow, registry: NodeRegistry, graded: Graded,

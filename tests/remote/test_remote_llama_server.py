@@ -89,6 +89,10 @@ def test_json_schema_and_grammar_constrain_the_output(remote: OpenAIBackend) -> 
         remote.generate("x", SamplingParams(max_tokens=4, grammar="root ::= ("))
 
 
+TOLERANCE = 0.3
+"""Nats between the server's and the engine's log-probabilities of the same text (numerics differ by CPU)."""
+
+
 def test_judges_and_scores_match_the_embedded_engine(remote: OpenAIBackend) -> None:
     from backends.llama.models.bundled import bundled_model_path
     from backends.llama.worker.llama_backend import LlamaBackend
@@ -98,18 +102,20 @@ def test_judges_and_scores_match_the_embedded_engine(remote: OpenAIBackend) -> N
         prefix = "The capital of France is"
         there = remote.score(prefix, [" Paris.", " London", ""])
         here = local.score(prefix, [" Paris.", " London", ""])
+        # the server and the engine lay out their batches differently: their values differ by up to ~0.25 nat on an
+        # AVX2-only EPYC (0.05 elsewhere); a misaligned token would be off by whole nats
         for a, b in zip(there.scores, here.scores, strict=True):
             assert a.n_tokens == b.n_tokens
-            assert a.logprob == pytest.approx(b.logprob, abs=0.05)
+            assert a.logprob == pytest.approx(b.logprob, abs=TOLERANCE)
         assert there.scores[0].logprob > there.scores[1].logprob
         raw = "Question: Is Paris in France? Answer yes or no.\nAnswer:"
         choices = [" No", " Paris", " Paris is", " yes", " perhaps"]
         got = remote.choice_logprobs(raw, choices).logprobs
         want = local.choice_logprobs(raw, choices).logprobs
         for choice in (" No", " Paris", " Paris is"):  # among the top alternatives: the same value
-            assert got[choice] == pytest.approx(want[choice], abs=0.05), choice
+            assert got[choice] == pytest.approx(want[choice], abs=TOLERANCE), choice
         for choice in (" yes", " perhaps"):  # rarer than the top 20: their bound, never below the value
-            assert got[choice] >= want[choice] - 0.05, choice
+            assert got[choice] >= want[choice] - TOLERANCE, choice
         judged = remote.choice_logprobs([{"role": "user", "content": "Is Paris in France? Reply Yes or No."}],
                                         ["Yes", "No"])
         assert set(judged.logprobs) == {"Yes", "No"} and all(v < 0 for v in judged.logprobs.values())
