@@ -44,8 +44,12 @@ def test_an_ambiguous_schema_ends_at_the_cap_and_the_server_goes_on(capped: Serv
             assert "cap of 2 s" in reply.json()["error"]["message"]
         elif reply.status_code == 400:
             assert "too ambiguous" in reply.json()["error"]["message"]
-        else:
-            assert all(json.loads(c["message"]["content"]) for c in reply.json()["choices"])
+        else:  # finished within the cap: JSON, unless max_tokens cut it (as on an AVX2-only EPYC, fast enough here)
+            for choice in reply.json()["choices"]:
+                if choice["finish_reason"] != "length":
+                    assert json.loads(choice["message"]["content"]), choice
+                else:
+                    assert choice["message"]["content"].lstrip().startswith("{"), choice
         after = http.post("/chat/completions", json={"model": model, "max_tokens": 4, "messages": [
             {"role": "user", "content": "Say yes."}]})
         assert after.status_code == 200, after.text
