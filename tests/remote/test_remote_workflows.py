@@ -97,7 +97,9 @@ def test_every_example_runs_on_a_remote_server(path: Path, llama_server: LlamaSe
             return
         assert result.status == FAILED and LOCAL_ONLY[path.stem] in (result.error or ""), result.error
         return
-    result = scheduler.run(wf, seed=3, observers=[store])
+    # no caches: an earlier example's identical requests (deer_think's thinking phase is thinking_budget's) would
+    # answer this one's from the sample cache, and the remote server would see no call of it
+    result = scheduler.run(wf, seed=3, observers=[store], use_cache=False)
     assert store.flush()
     record = store.get_run(result.run_id)
     if result.status != SUCCEEDED:  # only a node that needs scoring may fail, and then with the documented words
