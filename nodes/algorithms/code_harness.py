@@ -10,9 +10,7 @@ These results are the score's detail and the behaviour voter's signal, never the
 this process and could forge them, so the supervisor passes on only these event types.
 """
 
-HARNESS = r'''
-import ast, io, json, os, sys
-SPEC = os.environ.get("METAGEN_SANDBOX", "::32:0").split(":")
+CHILD_LIMITS = r'''SPEC = os.environ.get("METAGEN_SANDBOX", "::32:0").split(":")
 RESULTS = os.fdopen(int(os.environ["METAGEN_RESULT_FD"]), "w", buffering=1)
 RESULTS.write(json.dumps({"type": "start"}) + "\n")
 RESULTS.flush()
@@ -28,7 +26,13 @@ try:
 except Exception as exc:
     RESULTS.write(json.dumps({"type": "load_error", "error": f"limits refused: {exc}"}) + "\n")
     sys.exit(3)
-del resource
+'''
+"""The start every confined child shares: its result channel, its request, then the sandbox's uid and limits
+(refused: exit 3). Spliced into this harness and into the supervisor."""
+
+HARNESS = r'''
+import ast, io, json, os, sys
+''' + CHILD_LIMITS + r'''del resource
 
 def emit(**data):
     RESULTS.write(json.dumps(data) + "\n")

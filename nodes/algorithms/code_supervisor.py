@@ -18,25 +18,11 @@ itself undumpable (no process of its uid can read its memory or its file descrip
 See docs/security.md for what stays open.
 """
 
+from nodes.algorithms.code_harness import CHILD_LIMITS
+
 SUPERVISOR = r'''
 import ast, builtins, json, os, secrets, subprocess, sys
-SPEC = os.environ.get("METAGEN_SANDBOX", "::32:0").split(":")
-RESULTS = os.fdopen(int(os.environ["METAGEN_RESULT_FD"]), "w", buffering=1)
-RESULTS.write(json.dumps({"type": "start"}) + "\n")
-RESULTS.flush()
-req = json.loads(sys.stdin.read())
-try:
-    import resource
-    if SPEC[3] == "1":  # under bwrap: bwrap ran as root, the candidate never does
-        if SPEC[0]:
-            os.setgroups([]); os.setgid(int(SPEC[0])); os.setuid(int(SPEC[0]))
-        mem = int(SPEC[1]) * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-        resource.setrlimit(resource.RLIMIT_NPROC, (int(SPEC[2]), int(SPEC[2])))
-except Exception as exc:
-    RESULTS.write(json.dumps({"type": "load_error", "error": f"limits refused: {exc}"}) + "\n")
-    sys.exit(3)
-try:  # PR_SET_DUMPABLE 0: /proc/<this pid>/mem, fd, environ belong to root, out of the candidate's reach
+''' + CHILD_LIMITS + r'''try:  # PR_SET_DUMPABLE 0: /proc/<pid>/mem, fd, environ stay root's, out of reach
     import ctypes
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)
 except Exception:
