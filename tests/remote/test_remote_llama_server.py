@@ -59,6 +59,10 @@ def test_streamed_generation_reports_tokens_and_usage(remote: OpenAIBackend) -> 
 
 def test_n_samples_without_server_side_n_are_seeded_requests(remote: OpenAIBackend) -> None:
     params = SamplingParams(max_tokens=8, temperature=1.0, top_k=0, seed=7)
+    # the requests run at once and the server serves them in any order: the first evaluates the prompt afresh, the
+    # others reuse its prefix cache (logits that differ in the last bits, enough to flip a temperature-1 sample), so
+    # the prompt is cached first and every request below reads the same prefix
+    remote.generate(QUESTION, SamplingParams(max_tokens=1, temperature=0))
     seen: set[int] = set()
     first = remote.generate(QUESTION, params, n=4, on_token=lambda i, t: seen.add(i), cancel=CancelToken())
     assert [c.seed for c in first.completions] == [7, 8, 9, 10]
