@@ -65,7 +65,7 @@ def _sweep(sweep: Any) -> Any:
                     f"got {type(sweep).__name__}")
 
 
-def evaluate(workflows: Any, data: Any, *, metric: str, output: str = "answer", sweep: Any = None,
+def evaluate(workflows: Any, data: Any, *, metric: str | None = None, output: str = "answer", sweep: Any = None,
              map: dict[str, str] | None = None, limit: int | None = None,
              concurrency: int | None = None, resume: str | None = None, progress: bool = True,
              repeats: int = 1, share_samples: bool = False, bootstrap: int = 0,
@@ -76,7 +76,8 @@ def evaluate(workflows: Any, data: Any, *, metric: str, output: str = "answer", 
     Args:
         workflows: a `Workflow`, a path, a list of those, or {name: workflow}.
         data: a JSONL/CSV path (or a dataset's name), a list of dicts, or a pandas DataFrame.
-        metric: "exact", "number", "contains", "regex:PATTERN", "python:FILE" or "output:NAME".
+        metric: "exact", "number", "contains", "math", "choice", "regex:PATTERN", "python:FILE", "output:NAME" or
+            "tests"; None (the default): the dataset's own (its NAME.meta.yaml, as `metagen eval`), else "exact".
         output: the workflow output graded (a workflow without it uses its only output).
         sweep: {"node.param": [values]} (the grid is the product of the axes).
         map: {workflow input: dataset column} where the names differ.
@@ -98,7 +99,8 @@ def evaluate(workflows: Any, data: Any, *, metric: str, output: str = "answer", 
         ...                       sweep={"think.n": [1, 2, 4]}, limit=10)    # doctest: +SKIP
         >>> ev.to_pandas().groupby("label").correct.mean()                   # doctest: +SKIP
     """
-    expect("metric", metric, str, 'a metric name such as "exact" or "number"')
+    if metric is not None:
+        expect("metric", metric, str, 'a metric name such as "exact" or "number", or None for the dataset\'s own')
     expect("output", output, str, "an output name (str)")
     if map is not None:
         expect("map", map, dict, "a dict of workflow input -> dataset column")

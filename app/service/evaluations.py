@@ -440,7 +440,7 @@ class EvaluationService:
 
     # ------------------------------------------------------------------ in the caller's thread (Python API)
 
-    def evaluate(self, workflows: list[tuple[str, str]], data: Any, *, metric: str, output: str | None = None,
+    def evaluate(self, workflows: list[tuple[str, str]], data: Any, *, metric: str | None, output: str | None = None,
                  sweeps: list[str] | dict[str, Any] | None = None, mapping: dict[str, str] | None = None,
                  limit: int | None = None, concurrency: int | None = None, resume: str | None = None,
                  on_progress: Callable[[Progress], None] | None = None, repeats: int = 1,

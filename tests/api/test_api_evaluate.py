@@ -44,6 +44,15 @@ def test_greedy_against_self_consistency_with_a_sweep(studio: metagen.Studio) ->
         result.figure("nope")
 
 
+def test_without_a_metric_the_dataset_declares_its_own(studio: metagen.Studio, tmp_path: Path) -> None:
+    declared = metagen.evaluate(metagen.load("chain_of_thought"), DATA, limit=2, studio=studio, progress=False)
+    assert declared.summary["metric"] == "number"  # datasets/arithmetic.meta.yaml says so, as for `metagen eval`
+    rows = tmp_path / "plain.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
+    plain = metagen.evaluate(metagen.load("chain_of_thought"), str(rows), studio=studio, progress=False)
+    assert plain.summary["metric"] == "exact"  # nothing declared: exact match
+
+
 def test_points_are_the_cli_json_points(studio: metagen.Studio, tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     result = metagen.evaluate(metagen.load("chain_of_thought"), ROWS, metric="number", studio=studio,
