@@ -20,6 +20,9 @@ Sections:
                        vote at equal samples on datasets/arithmetic.jsonl (--limit items, --samples N)
   rsa_throughput       recursive self-aggregation's rounds against a plain sampler in the same runs: completion
                        tokens per second of node time, and sequences decoded together (issue 38 target: >= 0.8x)
+  methods_table        each issue-38 example workflow against a majority vote at its own sample count (the same
+                       sampler, samples shared), through `metagen eval --baseline --share-samples --json` on
+                       datasets/arithmetic.jsonl: accuracy, the paired difference and tokens per item (--limit)
   early_exit_overhead  DEER's probes on the bundled model (not a thinking model: the overhead only): probe tokens
                        and time per thinking token against the same sampler thinking without early exit
 """
@@ -656,6 +659,83 @@ def early_exit_overhead(args: argparse.Namespace) -> None:
     if exits["saved"]:
         print(f"  probes cost {exits['probe'] / exits['saved']:.1%} of the thinking tokens they saved at 0.9 "
               "(issue 38 target < 10% is for a thinking model)")
+
+
+# ---------------------------------------------------------------------------------------- methods_table
+
+
+def _first_sampler(example: dict[str, Any]) -> dict[str, Any]:
+    return next(n for n in example["nodes"] if n["kind"] == "sampler")
+
+
+def _majority(name: str, sampler_params: dict[str, Any], n: int) -> dict[str, Any]:
+    """A majority vote over n samples of this sampler (the baseline at a method's sample count)."""
+    drop = ("think_early_exit", "think_early_exit_confidence", "think_early_exit_delimiter")
+    params = {k: v for k, v in sampler_params.items() if k not in drop}
+    return _workflow(name, [
+        {"id": "think", "kind": "sampler", "inputs": {"question": "inputs.question"}, "params": {**params, "n": n}},
+        {"id": "vote", "kind": "voter", "params": VOTE, "inputs": {"candidates": "think.candidates"}}])
+
+
+def methods_baselines() -> list[tuple[list[str], str, dict[str, Any]]]:
+    """(example files, baseline label, baseline workflow): each method against a majority vote over as many
+    samples as it draws, from its own sampler (so --share-samples gives both the same samples where they can)."""
+    examples = {name: yaml.safe_load((ROOT / "workflows" / f"{name}.yaml").read_text(encoding="utf-8"))
+                for name in ("genselect", "tournament", "self_certainty_bon", "rsa", "deer_think", "ab_mcts")}
+    rsa = examples["rsa"]
+    refine = next(n for n in rsa["nodes"] if n["kind"] == "refiner")["params"]
+    rsa_samples = _first_sampler(rsa)["params"]["n"] + refine["population"] * refine["rounds"]
+    search = next(n for n in examples["ab_mcts"]["nodes"] if n["kind"] == "search")["params"]
+    search_sampler = {"prompt": search["prompt"], "temperature": search["temperature"],
+                      "max_tokens": search["max_tokens"] * search["max_depth"], **VOTE}
+    groups = [(["genselect", "tournament"], _first_sampler(examples["genselect"])["params"]),
+              (["self_certainty_bon"], _first_sampler(examples["self_certainty_bon"])["params"]),
+              (["rsa"], {**_first_sampler(rsa)["params"], "n": rsa_samples}),
+              (["deer_think"], _first_sampler(examples["deer_think"])["params"]),
+              (["ab_mcts"], {**search_sampler, "n": search["max_expansions"]})]
+    out = []
+    for names, params in groups:
+        label = f"majority@{params['n']}-for-{names[0]}"
+        out.append(([str(ROOT / "workflows" / f"{n}.yaml") for n in names], label,
+                    _majority(label, params, int(params["n"]))))
+    return out
+
+
+@section
+def methods_table(args: argparse.Namespace) -> None:
+    import json
+    import subprocess
+
+    print(f"methods_table: datasets/arithmetic.jsonl, first {args.limit} items, metric number, each method paired "
+          "with a majority vote over as many samples from its own sampler (--share-samples)")
+    print(f"  {'method':<26} {'acc':>6} {'95% CI':>9} {'baseline':<34} {'acc':>6} {'diff (95% CI), p':>28} "
+          f"{'tokens/item':>11} {'baseline':>9}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for files, label, baseline in methods_baselines():
+            path = Path(tmp) / f"{label.replace('@', '_')}.yaml"
+            path.write_text(yaml.safe_dump(baseline, sort_keys=False), encoding="utf-8")
+            started = time.perf_counter()
+            done = subprocess.run(
+                [sys.executable, "-m", "app.cli", "eval", *files, str(path), "--data", "arithmetic", "--metric",
+                 "number", "--limit", str(args.limit), "--baseline", label, "--share-samples", "--json", "-q",
+                 "--db", str(Path(tmp) / "traces.db")], cwd=ROOT, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                print(f"  {label}: metagen eval failed ({done.returncode}): {done.stderr.strip()[-400:]}")
+                continue
+            result = json.loads(done.stdout)
+            points = {p["workflow"]: p for p in result["points"]}
+            base = points[label]
+            base_tokens = base["cost_tokens"] / max(base["total"], 1)
+            for c in result["comparisons"]:
+                method = c["a"] if c["b"] == label else c["b"]
+                sign = 1 if c["a"] == method else -1
+                p = points[method]
+                diff = f"{sign * c['diff']:+.0%} ({sign * c['ci'][0 if sign > 0 else 1]:+.0%}.." \
+                       f"{sign * c['ci'][1 if sign > 0 else 0]:+.0%}), p={c['p_value']:.2f}"
+                print(f"  {method:<26} {p['accuracy']:>6.0%} {p['ci'][0]:>4.0%}-{p['ci'][1]:<4.0%} {label:<34} "
+                      f"{base['accuracy']:>6.0%} {diff:>28} {p['cost_tokens'] / max(p['total'], 1):>11.0f} "
+                      f"{base_tokens:>9.0f}")
+            print(f"    ({time.perf_counter() - started:.0f} s)", flush=True)
 
 
 def main() -> None:
