@@ -119,6 +119,13 @@ def main() -> None:
     ratios = {name: med[(name, "batch")] / med[(name, "seq")] for name in backends}
     print(f"{'A  per-token ratio best-of / sequential':44} {ratios['in-process']:12.3f} {ratios['worker']:12.3f} "
           f"{ratios['worker'] / ratios['in-process']:17.3f}x")
+    # the same ratios run by run (both sides measured minutes apart at most), then their median: drift in the
+    # machine's load between runs cancels within a run
+    paired = {case: statistics.median(w / i for w, i in zip(times[("worker", case)], times[("in-process", case)],
+                                                             strict=True))
+              for case in ("batch", "seq", "stream")}
+    print(f"paired by run (median of per-run worker/in-process): best-of-{n} s/token {paired['batch']:.3f}x, "
+          f"sequential {paired['seq']:.3f}x, stream tokens/s {paired['stream']:.3f}x")
     added = (med[("worker", "first")] - med[("in-process", "first")]) * 1000
     print(f"C  added latency to the first token: {added:.2f} ms "
           f"({len(times[('worker', 'first')])} requests each)")

@@ -4,6 +4,7 @@ and score outputs."""
 from __future__ import annotations
 
 import ast
+import contextvars
 import json
 import logging
 import math
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from nodes.algorithms.choice import choice_letter, reference_letter
+from nodes.algorithms.code_exec import ExecLimits
 from nodes.algorithms.code_tests import run_code_tests
 from nodes.algorithms.extract import AnswerSpec, canonical_number, extract_answer, normalize_text, parse_number
 from nodes.algorithms.math_equiv import default_checker, math_available
@@ -63,6 +65,10 @@ class MetricError(ValueError):
 
 
 GradeFn = Callable[[Any, dict[str, Any], str | None, dict[str, Any]], Grade]
+
+grading_stop: contextvars.ContextVar[Callable[[], bool] | None] = contextvars.ContextVar("grading_stop", default=None)
+"""Set by the evaluation around an item's grading: polled by graders that run programs (the `tests` metric), so a
+cancelled evaluation kills its candidates' programs at once instead of waiting out their time limits."""
 
 
 @dataclass
@@ -309,7 +315,7 @@ def _tests_metric(output: Any, row: dict[str, Any], reference: str | None, outpu
     if not tests.strip() and not pairs:
         return _wrong("the item has no tests (a `tests` or `io_tests` column)")
     report = run_code_tests(as_text(output), tests=tests, entry_point=str(row.get("entry_point") or ""),
-                            io_tests=pairs if isinstance(pairs, list) else [])
+                            io_tests=pairs if isinstance(pairs, list) else [], limits=ExecLimits(stop=grading_stop.get()))
     if report.ungraded:
         return ungraded(report.ungraded)
     return Grade(score=report.score, correct=report.passed_all, detail=report.reason)

@@ -187,15 +187,27 @@ def _metric(metric: str, preset: TaskPreset | None) -> tuple[Metric | None, str 
         return None, f"metric {metric!r}: {exc}"
 
 
-def make_plan(sources: list[WorkflowSource], dataset_path: Path | None, *, registry: NodeRegistry,
-              metric: str | None = "exact", output: str | None = None, sweeps: list[str] = (),  # type: ignore[assignment]
-              mapping: dict[str, str] | None = None, reference: str | None = None, limit: int | None = None,
-              shuffle: bool = False, seed: int = 0, task: str | None = None) -> EvalPlan:
-    """Check everything and build the plan; EvalSetupError with every problem otherwise. A `task` preset makes
-    the dataset's prompts and references and gives the metric when `metric` is None; without a preset, the
-    dataset's meta file (`dataset_meta.declared_metric`) does, else exact match."""
-    problems: list[str] = []
-    preset = _preset(task)
+@dataclass
+class _PlanChecks:
+    """What every workflow of a plan is checked against, and what the checks found so far."""
+
+    dataset: Dataset
+    registry: NodeRegistry
+    axes: list[SweepAxis]
+    grader: Metric | None
+    preset: TaskPreset | None
+    output: str | None
+    mapping: dict[str, str] | None
+    reference: str | None
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    used_axes: set[tuple[str, str]] = field(default_factory=set)
+
+
+def _plan_metric(metric: str | None, preset: TaskPreset | None, dataset_path: Path | None,
+                 problems: list[str]) -> tuple[str, Metric | None]:
+    """The metric spec in force (given, else the preset's, else the dataset's NAME.meta.yaml, else exact) and its
+    grader (None, with the problem added, when it cannot be used)."""
     if not metric and preset is None:  # the dataset's own (its NAME.meta.yaml), else exact match
         try:
             metric = declared_metric(dataset_path)
@@ -205,65 +217,71 @@ def make_plan(sources: list[WorkflowSource], dataset_path: Path | None, *, regis
     grader, why = _metric(metric, preset)
     if why:
         problems.append(why)
-    try:
-        dataset = _load_data(dataset_path, preset)
-    except EvalSetupError as exc:
-        raise EvalSetupError(problems + exc.problems) from None
+    return metric, grader
+
+
+def _parse_axes(sweeps: list[str], problems: list[str]) -> list[SweepAxis]:
     axes: list[SweepAxis] = []
     for text in sweeps:
         try:
             axes.append(parse_sweep(text))
         except SweepError as exc:
             problems.append(f"--sweep {text}: {exc}")
-    if not sources:
-        problems.append("no workflow given: name one or more workflow files")
-    workflows: list[EvalWorkflow] = []
-    warnings: list[str] = []
-    used_axes: set[tuple[str, str]] = set()
-    for source in sources:
-        label = str(source.path) if source.path else (source.name or "<editor>")
-        try:
-            wf, name = _load(source)
-        except WorkflowError as exc:
-            problems.extend(f"{label}: {i.format()}" for i in exc.issues)
-            continue
-        except OSError as exc:
-            problems.append(f"{label}: {exc}")
-            continue
-        wf_problems = errors(validate(wf, registry))
-        if wf_problems:
-            problems.extend(f"{label}: {i.format()}" for i in wf_problems)
-            continue
-        graded, why = _graded_output(wf, output)
-        if why:
-            problems.append(f"{label} {why}")
-            continue
-        applicable = _applicable(wf, axes, registry)
-        used_axes |= {(a.node, a.param) for a in applicable}
-        problems.extend(f"{label}: {p}" for p in check_axes(wf, applicable, registry))
-        try:
-            binding = bind(dataset, wf.inputs, mapping, reference)
-            check_rows(dataset, binding, wf.inputs)
-        except DatasetError as exc:
-            problems.extend(f"{label} on {dataset.path.name}: {p}" for p in (exc.problems or [str(exc)]))
-            continue
-        try:
-            points = grid(applicable)
-        except SweepError as exc:
-            problems.append(f"{label}: {exc}")
-            continue
-        variants = [apply_point(wf, p) for p in points]
-        if grader is not None:  # the reference is graded by reference metrics, and by a code preset (its tests)
-            warnings.extend(grading_leaks(wf, name, binding, grader.name, grader.needs_reference
-                                          or (preset is not None and preset.metric == grader.name == "tests")))
-        warnings.extend(default_selection(wf, name, binding))
-        for point, variant in zip(points, variants, strict=True):
-            problems.extend(f"{label} at {point}: {i.format()}" for i in errors(validate(variant, registry)))
-        workflows.append(EvalWorkflow(name=_unique(name, [w.name for w in workflows]), source=label,
-                                      workflow=wf, binding=binding, points=points, variants=variants,
-                                      sampler=_single_sampler(wf), output=graded or DEFAULT_OUTPUT))
-    for axis in axes:
-        if (axis.node, axis.param) not in used_axes and workflows:
+    return axes
+
+
+def _plan_workflow(source: WorkflowSource, checks: _PlanChecks, taken: list[str]) -> EvalWorkflow | None:
+    """One workflow checked against the dataset, metric and sweep (its problems and warnings added to `checks`);
+    None when it cannot run."""
+    label = str(source.path) if source.path else (source.name or "<editor>")
+    problems = checks.problems
+    try:
+        wf, name = _load(source)
+    except WorkflowError as exc:
+        problems.extend(f"{label}: {i.format()}" for i in exc.issues)
+        return None
+    except OSError as exc:
+        problems.append(f"{label}: {exc}")
+        return None
+    wf_problems = errors(validate(wf, checks.registry))
+    if wf_problems:
+        problems.extend(f"{label}: {i.format()}" for i in wf_problems)
+        return None
+    graded, why = _graded_output(wf, checks.output)
+    if why:
+        problems.append(f"{label} {why}")
+        return None
+    applicable = _applicable(wf, checks.axes, checks.registry)
+    checks.used_axes |= {(a.node, a.param) for a in applicable}
+    problems.extend(f"{label}: {p}" for p in check_axes(wf, applicable, checks.registry))
+    try:
+        binding = bind(checks.dataset, wf.inputs, checks.mapping, checks.reference)
+        check_rows(checks.dataset, binding, wf.inputs)
+    except DatasetError as exc:
+        problems.extend(f"{label} on {checks.dataset.path.name}: {p}" for p in (exc.problems or [str(exc)]))
+        return None
+    try:
+        points = grid(applicable)
+    except SweepError as exc:
+        problems.append(f"{label}: {exc}")
+        return None
+    variants = [apply_point(wf, p) for p in points]
+    grader, preset = checks.grader, checks.preset
+    if grader is not None:  # the reference is graded by reference metrics, and by a code preset (its tests)
+        checks.warnings.extend(grading_leaks(wf, name, binding, grader.name, grader.needs_reference
+                                             or (preset is not None and preset.metric == grader.name == "tests")))
+    checks.warnings.extend(default_selection(wf, name, binding))
+    for point, variant in zip(points, variants, strict=True):
+        problems.extend(f"{label} at {point}: {i.format()}" for i in errors(validate(variant, checks.registry)))
+    return EvalWorkflow(name=_unique(name, taken), source=label, workflow=wf, binding=binding, points=points,
+                        variants=variants, sampler=_single_sampler(wf), output=graded or DEFAULT_OUTPUT)
+
+
+def _unused_axes(checks: _PlanChecks, workflows: list[EvalWorkflow]) -> list[str]:
+    """A problem for each sweep axis that no workflow has."""
+    problems = []
+    for axis in checks.axes:
+        if (axis.node, axis.param) not in checks.used_axes and workflows:
             nodes = ", ".join(sorted({n.id for w in workflows for n in w.workflow.nodes}))
             if "/" in axis.node:
                 problems.append(f"--sweep {axis.key}: no workflow has a workflow node {axis.node.split('/')[0]!r} "
@@ -271,6 +289,34 @@ def make_plan(sources: list[WorkflowSource], dataset_path: Path | None, *, regis
                 continue
             problems.append(f"--sweep {axis.node}.{axis.param}: no workflow has a node {axis.node!r} with a param "
                             f"{axis.param!r} (nodes: {nodes})")
+    return problems
+
+
+def make_plan(sources: list[WorkflowSource], dataset_path: Path | None, *, registry: NodeRegistry,
+              metric: str | None = "exact", output: str | None = None, sweeps: list[str] = (),  # type: ignore[assignment]
+              mapping: dict[str, str] | None = None, reference: str | None = None, limit: int | None = None,
+              shuffle: bool = False, seed: int = 0, task: str | None = None) -> EvalPlan:
+    """Check everything and build the plan; EvalSetupError with every problem otherwise. A `task` preset makes
+    the dataset's prompts and references and gives the metric when `metric` is None; without a preset, the
+    dataset's meta file (`dataset_meta.declared_metric`) does, else exact match."""
+    problems: list[str] = []
+    preset = _preset(task)
+    metric, grader = _plan_metric(metric, preset, dataset_path, problems)
+    try:
+        dataset = _load_data(dataset_path, preset)
+    except EvalSetupError as exc:
+        raise EvalSetupError(problems + exc.problems) from None
+    axes = _parse_axes(list(sweeps), problems)
+    if not sources:
+        problems.append("no workflow given: name one or more workflow files")
+    checks = _PlanChecks(dataset=dataset, registry=registry, axes=axes, grader=grader, preset=preset, output=output,
+                         mapping=mapping, reference=reference, problems=problems)
+    workflows: list[EvalWorkflow] = []
+    for source in sources:
+        planned = _plan_workflow(source, checks, [w.name for w in workflows])
+        if planned is not None:
+            workflows.append(planned)
+    problems.extend(_unused_axes(checks, workflows))
     if problems:
         raise EvalSetupError(problems)
     assert grader is not None
@@ -281,7 +327,7 @@ def make_plan(sources: list[WorkflowSource], dataset_path: Path | None, *, regis
                     output=output or DEFAULT_OUTPUT, axes=axes, seed=seed, shuffle=shuffle, limit=limit,
                     mapping=dict(mapping or {}), reference=workflows[0].binding.reference if workflows else None,
                     task=task or None, data_given=str(dataset_path) if task and dataset_path is not None else None,
-                    warnings=list(dict.fromkeys(warnings)))
+                    warnings=list(dict.fromkeys(checks.warnings)))
 
 
 def plan_from_config(config: dict[str, Any], registry: NodeRegistry) -> EvalPlan:

@@ -12,7 +12,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from app.eval.metrics import grade_samples
+from app.eval.metrics import grade_samples, grading_stop
 from app.eval.plan import EvalPlan, EvalWorkflow, repeat_seed, split_key
 from app.eval.servers import plan_concurrency, served_since, served_snapshot
 from app.eval.store import EvalStore
@@ -272,6 +272,7 @@ class Evaluation:
         if result.status != SUCCEEDED:
             values.update(score=0.0, correct=False, detail=(result.error or result.status)[:500])
             return values
+        stopping = grading_stop.set(lambda: self.cancel_token.cancelled)  # a cancel kills the graded programs
         try:  # a metric that fails on one row's data fails that item, never the whole evaluation
             grade = self.plan.metric.grade(output, row, reference, result.outputs)
             texts = _sample_texts(result, wf.sampler, output)
@@ -281,6 +282,10 @@ class Evaluation:
             values.update(status=UNGRADED, score=0.0, correct=False,
                           detail=f"ungraded: the metric failed: {type(exc).__name__}: {exc}"[:500])
             return values
+        finally:
+            grading_stop.reset(stopping)
+        if self.cancel_token.cancelled:  # graded while cancelling: not recorded, a resume redoes it
+            return None
         if grade.ungraded:
             values.update(status=UNGRADED, score=0.0, correct=False, detail=grade.detail[:500])
             return values

@@ -97,7 +97,12 @@ def run_code_tests(text: str, *, tests: str = "", entry_point: str = "", io_test
     total = (count_tests(tests, entry_point) if tests.strip() else 0) + len(io_cases)
     if result.refused:
         return TestReport(0.0, 0, total, result.refused, isolated=False, ungraded=result.refused)
+    if result.cancelled:  # killed by the stop (a cancel, the run's cap): no verdict on the candidate
+        return TestReport(0.0, 0, total, KILLED_BY_STOP, isolated=result.isolated, ungraded=KILLED_BY_STOP)
     return _report(result, total, len(request["probes"]), limits, bool(request["tests"].strip()), len(io_cases))
+
+
+KILLED_BY_STOP = "stopped while running: the run was cancelled or reached its cap; the candidate was not graded"
 
 
 def _report(result: ExecResult, total: int, n_probes: int, limits: ExecLimits, has_tests: bool,

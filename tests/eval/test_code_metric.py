@@ -51,3 +51,25 @@ def test_reference_solutions_pass_and_stubs_fail(row: dict) -> None:
 def test_an_item_without_tests_is_wrong_with_a_reason() -> None:
     grade = parse_metric("tests").grade("x = 1", {"question": "q"}, None, {})
     assert not grade.correct and "no tests" in grade.detail
+
+
+def test_a_cancelled_evaluation_stops_the_program_being_graded() -> None:
+    """The runner sets `grading_stop` to its cancel: a program looping under grading is killed when it turns
+    True (its grade says stopped, not timed out after its 5 s) and a stop already set runs nothing."""
+    import threading
+
+    from app.eval.metrics import grading_stop
+
+    row = next(r for r in ROWS if r["entry_point"] == "add_numbers")
+    metric = parse_metric("tests")
+    cancelled = threading.Event()
+    threading.Timer(0.5, cancelled.set).start()
+    token = grading_stop.set(cancelled.is_set)
+    try:
+        grade = metric.grade("def add_numbers(a, b):\n    while True: pass", row, None, {})
+        assert grade.ungraded and "stopped" in grade.detail and "timed out" not in grade.detail
+        again = metric.grade(SOLUTIONS["add_numbers"], row, None, {})
+        assert again.ungraded and "not run" in again.detail
+    finally:
+        grading_stop.reset(token)
+    assert metric.grade(SOLUTIONS["add_numbers"], row, None, {}).correct  # outside an evaluation: no stop
