@@ -229,16 +229,23 @@ class Refiner(NodeKind):
                 stopped = "unchanged"
                 break
             draft = revision
-        chosen = len(iterations) - 1
-        if params["keep"] == "best" and any(r["score"] is not None for r in iterations):
-            chosen = max(range(len(iterations)), key=lambda i: (iterations[i]["score"] or 0.0, -i))
-        candidates = [
-            Candidate(text=r["draft"], index=i, source=ctx.node_id, score=r["score"],
-                      scores={ctx.node_id: r["score"]} if r["score"] is not None else {},
-                      meta={"iteration": r["iteration"], "feedback": r["feedback"], "reason": r["reason"]})
-            for i, r in enumerate(iterations)
-        ]
-        ctx.event("refine", {"iterations": iterations, "stopped": stopped, "chosen": chosen, "check": check})
-        ctx.progress(max_iters, max_iters)
-        return {"text": iterations[chosen]["draft"], "iterations": iterations,
-                "candidates": CandidateSet(candidates, prompt=task, winner=chosen)}
+        return _refine_outputs(iterations, stopped, task, params, ctx)
+
+
+def _refine_outputs(iterations: list[dict[str, Any]], stopped: str, task: str, params: dict[str, Any],
+                    ctx: NodeContext) -> dict[str, Any]:
+    """The refiner's outputs from its iterations: the last draft (or with `keep: best` the best-scored one), every
+    draft as a candidate, and the trace event saying why the loop stopped."""
+    chosen = len(iterations) - 1
+    if params["keep"] == "best" and any(r["score"] is not None for r in iterations):
+        chosen = max(range(len(iterations)), key=lambda i: (iterations[i]["score"] or 0.0, -i))
+    candidates = [
+        Candidate(text=r["draft"], index=i, source=ctx.node_id, score=r["score"],
+                  scores={ctx.node_id: r["score"]} if r["score"] is not None else {},
+                  meta={"iteration": r["iteration"], "feedback": r["feedback"], "reason": r["reason"]})
+        for i, r in enumerate(iterations)
+    ]
+    ctx.event("refine", {"iterations": iterations, "stopped": stopped, "chosen": chosen, "check": params["check"]})
+    ctx.progress(params["max_iters"], params["max_iters"])
+    return {"text": iterations[chosen]["draft"], "iterations": iterations,
+            "candidates": CandidateSet(candidates, prompt=task, winner=chosen)}
