@@ -131,17 +131,14 @@ def layout_tree(nodes: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
             for k, (x, y) in pos.items()}
 
 
-def search_tree_figure(record: dict[str, Any], node_id: str | None = None) -> go.Figure | None:
-    """The search tree as a figure, or None when the run has none."""
-    found = tree_nodes(record, node_id)
-    if found is None or not found[1]:
-        return None
-    owner, nodes = found
-    pos = layout_tree(nodes)
+EdgeSets = dict[str, tuple[list[float | None], list[float | None]]]
+
+
+def _edge_sets(nodes: list[dict[str, Any]], pos: dict[str, tuple[float, float]]) -> EdgeSets:
+    """The tree's edges as line coordinates, one set per style: normal, pruned, chosen, a DVTS subtree (pruned or
+    not) or an AB-MCTS branch (wider / deeper)."""
     by_id = {n["id"]: n for n in nodes}
-    edge_sets: dict[str, tuple[list[float | None], list[float | None]]] = {
-        "normal": ([], []), "pruned": ([], []), "chosen": ([], [])}
-    subtrees = sorted({n["subtree"] for n in nodes if isinstance(n.get("subtree"), int)})
+    edge_sets: EdgeSets = {"normal": ([], []), "pruned": ([], []), "chosen": ([], [])}
     for n in nodes:
         parent = n.get("parent")
         if parent is None or str(parent) not in pos:
@@ -157,11 +154,13 @@ def search_tree_figure(record: dict[str, Any], node_id: str | None = None) -> go
         (x0, y0), (x1, y1) = pos[parent], pos[n["id"]]
         xs.extend([x0, x1, None])
         ys.extend([y0, y1, None])
-    big = len(nodes) > 1500
-    scatter = go.Scattergl if big else go.Scatter
-    fig = go.Figure()
+    return edge_sets
+
+
+def _add_edges(fig: go.Figure, scatter: Any, nodes: list[dict[str, Any]], edge_sets: EdgeSets) -> None:
     styles = {"normal": {"color": "#8fa9c9", "width": 1}, "pruned": {"color": "#d0d0d0", "width": 1, "dash": "dot"},
               "chosen": {"color": WINNER_COLOR, "width": 4}, **BRANCH_STYLES}
+    subtrees = sorted({n["subtree"] for n in nodes if isinstance(n.get("subtree"), int)})
     for i, subtree in enumerate(subtrees):  # DVTS: each subtree's branches in its own colour (pruned ones dotted)
         color = SUBTREE_COLORS[i % len(SUBTREE_COLORS)]
         styles[f"subtree {subtree}"] = {"color": color, "width": 2}
@@ -174,14 +173,19 @@ def search_tree_figure(record: dict[str, Any], node_id: str | None = None) -> go
                                   showlegend=kind in legend or (kind.startswith("subtree")
                                                                 and not kind.endswith(" pruned"))))
 
-    def hover(n: dict[str, Any]) -> str:
-        flags = " · pruned" if n.get("pruned") else ""
-        flags += " · chosen" if n.get("chosen") else ""
-        note = strategy_note(n)
-        flags += f"<br>{esc(note)}" if note else ""
-        return (f"<b>{esc(n['id'])}</b> · depth {fmt_num(n.get('depth'))} · score {fmt_num(n.get('score'), 3)}"
-                f"{flags}<br>{wrap_for_hover(n.get('text'))}")
 
+def _hover(n: dict[str, Any]) -> str:
+    flags = " · pruned" if n.get("pruned") else ""
+    flags += " · chosen" if n.get("chosen") else ""
+    note = strategy_note(n)
+    flags += f"<br>{esc(note)}" if note else ""
+    return (f"<b>{esc(n['id'])}</b> · depth {fmt_num(n.get('depth'))} · score {fmt_num(n.get('score'), 3)}"
+            f"{flags}<br>{wrap_for_hover(n.get('text'))}")
+
+
+def _add_states(fig: go.Figure, scatter: Any, nodes: list[dict[str, Any]],
+                pos: dict[str, tuple[float, float]]) -> None:
+    """The states as markers: kept ones coloured by score (the chosen path ringed), pruned ones muted."""
     live = [n for n in nodes if not n.get("pruned")]
     pruned = [n for n in nodes if n.get("pruned")]
     scores = [n.get("score") for n in live if isinstance(n.get("score"), int | float)]
@@ -197,15 +201,29 @@ def search_tree_figure(record: dict[str, Any], node_id: str | None = None) -> go
                     "colorbar": {"title": {"text": "step score"}, "thickness": 12},
                     "line": {"color": [WINNER_COLOR if n.get("chosen") else "#555" for n in live],
                              "width": [3 if n.get("chosen") else 0.5 for n in live]}},
-            hovertext=[hover(n) for n in live], hoverinfo="text"))
+            hovertext=[_hover(n) for n in live], hoverinfo="text"))
     if pruned:
         fig.add_trace(scatter(
             x=[pos[n["id"]][0] for n in pruned], y=[pos[n["id"]][1] for n in pruned], mode="markers",
             name="pruned", marker={"size": 7, "color": MUTED, "opacity": 0.6},
-            hovertext=[hover(n) for n in pruned], hoverinfo="text"))
+            hovertext=[_hover(n) for n in pruned], hoverinfo="text"))
+
+
+def search_tree_figure(record: dict[str, Any], node_id: str | None = None) -> go.Figure | None:
+    """The search tree as a figure, or None when the run has none."""
+    found = tree_nodes(record, node_id)
+    if found is None or not found[1]:
+        return None
+    owner, nodes = found
+    pos = layout_tree(nodes)
+    scatter = go.Scattergl if len(nodes) > 1500 else go.Scatter
+    fig = go.Figure()
+    _add_edges(fig, scatter, nodes, _edge_sets(nodes, pos))
+    _add_states(fig, scatter, nodes, pos)
     depth = int(max((x for x, _ in pos.values()), default=0))
+    pruned = sum(1 for n in nodes if n.get("pruned"))
     fig.update_layout(
-        title={"text": f"Search tree of {owner} · {len(nodes)} states · {len(pruned)} pruned · "
+        title={"text": f"Search tree of {owner} · {len(nodes)} states · {pruned} pruned · "
                        f"{sum(1 for n in nodes if n.get('chosen'))} on the chosen path{_strategy_summary(nodes)}",
                "font": {"size": 14}},
         height=min(max(360, 18 * (max((y for _, y in pos.values()), default=0) + 2)), 1400),
