@@ -315,7 +315,8 @@ def _tests_metric(output: Any, row: dict[str, Any], reference: str | None, outpu
     if not tests.strip() and not pairs:
         return _wrong("the item has no tests (a `tests` or `io_tests` column)")
     report = run_code_tests(as_text(output), tests=tests, entry_point=str(row.get("entry_point") or ""),
-                            io_tests=pairs if isinstance(pairs, list) else [], limits=ExecLimits(stop=grading_stop.get()))
+                            io_tests=pairs if isinstance(pairs, list) else [],
+                            limits=ExecLimits(stop=grading_stop.get()))
     if report.ungraded:
         return ungraded(report.ungraded)
     return Grade(score=report.score, correct=report.passed_all, detail=report.reason)
