@@ -289,6 +289,59 @@ class _GbnfParser:
                            + (" (a ')' without its '(')" if c == ")" else ""), pos)
         return self.space(pos, True)
 
+    def atom(self, pos: int, nested: bool) -> tuple[int, int | None] | None:
+        """(position past it, its size for a repetition) of the literal, class, rule name, token or `.` at pos;
+        None when something else starts there."""
+        c = self.char(pos)
+        if c == '"':
+            start = pos
+            pos, size = self.literal(pos)
+            self.add(size, 0, pos)
+            self.shapes.items([self.shapes.terminal((False, ((code, code),)))  # "" adds nothing (and cannot
+                               for code in _codes(self.text[start + 1:pos - 1])])  # be repeated)
+            return self.space(pos, nested), size or None
+        if c == "[":
+            start = pos
+            pos, size = self.char_class(pos)
+            self.add(size, 0, pos)
+            self.shapes.items([self.shapes.terminal(_class(self.text[start + 1:pos - 1]))] if size else [])
+            return self.space(pos, nested), size or None
+        if c and _is_word_char(c):
+            end = self.name_end(pos)
+            self.refs.setdefault(self.text[pos:end], pos)
+            self.add(1, 0, pos)
+            self.shapes.item(self.shapes.rule_id(self.text[pos:end], pos))
+            return self.space(end, nested), 1
+        if c and c in "<!":
+            pos = self.token(pos)
+            self.add(1, 0, pos)
+            self.shapes.items([self.shapes.terminal(None)])
+            return self.space(pos, nested), 1
+        if c == ".":
+            self.add(1, 0, pos)
+            self.shapes.items([self.shapes.terminal((True, ()))])
+            return self.space(pos + 1, nested), 1
+        return None
+
+    def bounded_repeat(self, pos: int, last: int | None, nested: bool) -> tuple[int, int | None]:
+        """Past a `{m}`, `{m,}` or `{m,n}` at pos, applied to the item before it."""
+        at = pos
+        pos, low = self.count(self.space(pos + 1, nested))
+        pos = self.space(pos, nested)
+        high: int | None = low
+        if self.char(pos) == ",":
+            pos = self.space(pos + 1, nested)
+            high = None
+            if "0" <= self.char(pos) <= "9":
+                pos, high = self.count(pos)
+                pos = self.space(pos, nested)
+        elif self.char(pos) != "}":
+            raise _RefusedError("expecting ',' or '}' in {m,n}", pos)
+        if self.char(pos) != "}":
+            raise _RefusedError("expecting '}' to close {m,n}", pos)
+        last = self.repeat(last, low, high, self.text[at:pos + 1], at)
+        return self.space(pos + 1, nested), last
+
     def alternatives(self, pos: int) -> int:
         """Past the body of one rule: alternatives of sequences, groups nested with an explicit stack."""
         opened: list[int] = []  # positions of the open '('
@@ -296,39 +349,9 @@ class _GbnfParser:
         while True:
             nested = bool(opened)
             c = self.char(pos)
-            if c == '"':
-                start = pos
-                pos, size = self.literal(pos)
-                self.add(size, 0, pos)
-                last = size or None
-                self.shapes.items([self.shapes.terminal((False, ((code, code),)))  # "" adds nothing (and cannot
-                                   for code in _codes(self.text[start + 1:pos - 1])])  # be repeated)
-                pos = self.space(pos, nested)
-            elif c == "[":
-                start = pos
-                pos, size = self.char_class(pos)
-                self.add(size, 0, pos)
-                last = size or None
-                self.shapes.items([self.shapes.terminal(_class(self.text[start + 1:pos - 1]))] if size else [])
-                pos = self.space(pos, nested)
-            elif c and _is_word_char(c):
-                end = self.name_end(pos)
-                self.refs.setdefault(self.text[pos:end], pos)
-                self.add(1, 0, pos)
-                last = 1
-                self.shapes.item(self.shapes.rule_id(self.text[pos:end], pos))
-                pos = self.space(end, nested)
-            elif c and c in "<!":
-                pos = self.token(pos)
-                self.add(1, 0, pos)
-                last = 1
-                self.shapes.items([self.shapes.terminal(None)])
-                pos = self.space(pos, nested)
-            elif c == ".":
-                self.add(1, 0, pos)
-                last = 1
-                self.shapes.items([self.shapes.terminal((True, ()))])
-                pos = self.space(pos + 1, nested)
+            atom = self.atom(pos, nested)
+            if atom is not None:
+                pos, last = atom
             elif c == "(":
                 if len(opened) >= MAX_NESTING:
                     raise _RefusedError(f"groups are nested more than {MAX_NESTING} deep", pos)
@@ -352,22 +375,7 @@ class _GbnfParser:
                 last = self.repeat(last, low, high, c, pos)
                 pos = self.space(pos + 1, nested)
             elif c == "{":
-                at = pos
-                pos, low = self.count(self.space(pos + 1, nested))
-                pos = self.space(pos, nested)
-                high: int | None = low
-                if self.char(pos) == ",":
-                    pos = self.space(pos + 1, nested)
-                    high = None
-                    if "0" <= self.char(pos) <= "9":
-                        pos, high = self.count(pos)
-                        pos = self.space(pos, nested)
-                elif self.char(pos) != "}":
-                    raise _RefusedError("expecting ',' or '}' in {m,n}", pos)
-                if self.char(pos) != "}":
-                    raise _RefusedError("expecting '}' to close {m,n}", pos)
-                last = self.repeat(last, low, high, self.text[at:pos + 1], at)
-                pos = self.space(pos + 1, nested)
+                pos, last = self.bounded_repeat(pos, last, nested)
             elif opened:
                 if not c:
                     raise _RefusedError("a '(' is never closed", opened[-1])
