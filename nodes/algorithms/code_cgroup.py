@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import secrets
 import signal
 import time
@@ -51,6 +52,57 @@ def _read_int(path: Path) -> int | None:
         return None
 
 
+PREFIX = "metagen-code-"
+_STALE = re.compile(rf"{PREFIX}(\d+)-[0-9a-f]{{8}}")
+_swept: set[Path] = set()
+"""The parent folders already cleared of stale cgroups by this process (once each)."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale(parent: Path) -> int:
+    """Remove the cgroups a killed studio left under `parent` (named for a process that no longer exists), killing
+    any candidate program still in them first; once per parent and process. How many were removed."""
+    if parent in _swept:
+        return 0
+    _swept.add(parent)
+    removed = 0
+    try:
+        children = [d for d in parent.iterdir() if d.is_dir()]
+    except OSError:
+        return 0
+    for d in children:
+        match = _STALE.fullmatch(d.name)
+        if match is None or _alive(int(match.group(1))):
+            continue
+        if not ((d / "cgroup.kill").exists() and _write(d / "cgroup.kill", "1")):  # v1: one by one
+            for pid in (d / "cgroup.procs").read_text().split() if (d / "cgroup.procs").exists() else []:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, PermissionError, ValueError):
+                    pass
+        for _ in range(100):
+            try:
+                d.rmdir()
+                removed += 1
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.01)
+    if removed:
+        log.info("removed %d cgroup(s) left under %s by a studio that was killed", removed, parent)
+    return removed
+
+
 @dataclass
 class RunCgroup:
     """The cgroup folder(s) of one program: one v2 folder, or one per v1 controller."""
@@ -68,7 +120,7 @@ class RunCgroup:
         """A fresh cgroup holding at most `memory_bytes` and `max_pids` tasks, or None where none can be made."""
         if os.environ.get(CGROUP_ENV, "").lower() == "none" or not ROOT.is_dir():
             return None
-        name = f"metagen-code-{os.getpid()}-{secrets.token_hex(4)}"
+        name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
         return cls._v2(name, memory_bytes, max_pids) or cls._v1(name, memory_bytes, max_pids)
 
     @classmethod
@@ -76,6 +128,7 @@ class RunCgroup:
         own = _own_path("")
         if own is None or not (ROOT / "cgroup.controllers").exists():
             return None
+        sweep_stale(ROOT / own.lstrip("/"))
         d = ROOT / own.lstrip("/") / name
         try:
             d.mkdir()
@@ -98,6 +151,7 @@ class RunCgroup:
             base = ROOT / controller
             if own is None or not base.is_dir():
                 return cls._undo(dirs)
+            sweep_stale(base / own.lstrip("/"))
             d = base / own.lstrip("/") / name
             try:
                 d.mkdir()

@@ -103,3 +103,50 @@ def test_a_tree_watch_kill_is_named_for_what_it_stopped() -> None:
         result = ExecResult(-9, "", "", "", False, False, stopped_by=stopped_by)
         assert words in _death(result, limits), stopped_by
     assert "CPU time limit" in _death(ExecResult(-9, "", "", "", False, False), limits)
+
+
+def _dead_pid() -> int:
+    """A process id no process has now (a child that has been reaped)."""
+    import subprocess
+
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def test_stale_cgroups_of_a_killed_studio_are_swept(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Folders named for a process that is gone are removed once per parent; a live process's and foreign ones
+    stay (a plain folder stands in for a cgroup: rmdir is what removes both)."""
+    from nodes.algorithms import code_cgroup
+
+    monkeypatch.setattr(code_cgroup, "_swept", set())
+    stale = tmp_path / f"metagen-code-{_dead_pid()}-0a1b2c3d"
+    live = tmp_path / f"metagen-code-{os.getpid()}-0a1b2c3d"
+    foreign = tmp_path / "metagen-code-notapid-0a1b2c3d"
+    for d in (stale, live, foreign):
+        d.mkdir()
+    assert code_cgroup.sweep_stale(tmp_path) == 1
+    assert not stale.exists() and live.exists() and foreign.exists()
+    stale.mkdir()
+    assert code_cgroup.sweep_stale(tmp_path) == 0 and stale.exists()  # once per parent and process
+
+
+def test_a_real_stale_cgroup_is_swept_when_the_next_one_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nodes.algorithms import code_cgroup
+
+    monkeypatch.delenv(CGROUP_ENV, raising=False)
+    first = RunCgroup.create(64 << 20, 8)
+    if first is None:
+        pytest.skip("no cgroup can be made here")
+    parents = [d.parent for d in first.dirs]
+    first.remove()
+    stale = [p / f"metagen-code-{_dead_pid()}-0a1b2c3d" for p in parents]
+    for d in stale:
+        d.mkdir()  # what a killed studio leaves: its cgroup folders, empty
+    monkeypatch.setattr(code_cgroup, "_swept", set())
+    second = RunCgroup.create(64 << 20, 8)
+    assert second is not None
+    try:
+        assert not any(d.exists() for d in stale)
+    finally:
+        second.remove()
