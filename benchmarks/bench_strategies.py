@@ -22,7 +22,8 @@ Sections:
                        tokens per second of node time, and sequences decoded together (issue 38 target: >= 0.8x)
   methods_table        each issue-38 example workflow against a majority vote at its own sample count (the same
                        sampler, samples shared), through `metagen eval --baseline --share-samples --json` on
-                       datasets/arithmetic.jsonl: accuracy, the paired difference and tokens per item (--limit)
+                       datasets/arithmetic.jsonl: accuracy, the paired difference and tokens per item (--limit;
+                       --model FILE.gguf runs every workflow on that model instead of the bundled one)
   early_exit_overhead  DEER's probes on the bundled model (not a thinking model: the overhead only): probe tokens
                        and time per thinking token against the same sampler thinking without early exit
 """
@@ -677,11 +678,17 @@ def _majority(name: str, sampler_params: dict[str, Any], n: int) -> dict[str, An
         {"id": "vote", "kind": "voter", "params": VOTE, "inputs": {"candidates": "think.candidates"}}])
 
 
-def methods_baselines() -> list[tuple[list[str], str, dict[str, Any]]]:
-    """(example files, baseline label, baseline workflow): each method against a majority vote over as many
-    samples as it draws, from its own sampler (so --share-samples gives both the same samples where they can)."""
+METHOD_EXAMPLES = ("genselect", "tournament", "self_certainty_bon", "rsa", "deer_think", "ab_mcts")
+
+
+def methods_baselines(model: dict[str, Any]) -> list[tuple[list[dict[str, Any]], str, dict[str, Any]]]:
+    """(example workflows, baseline label, baseline workflow): each method against a majority vote over as many
+    samples as it draws, from its own sampler (so --share-samples gives both the same samples where they can);
+    every workflow's `main` model is `model`."""
     examples = {name: yaml.safe_load((ROOT / "workflows" / f"{name}.yaml").read_text(encoding="utf-8"))
-                for name in ("genselect", "tournament", "self_certainty_bon", "rsa", "deer_think", "ab_mcts")}
+                for name in METHOD_EXAMPLES}
+    for example in examples.values():
+        example["models"] = {"main": model}
     rsa = examples["rsa"]
     refine = next(n for n in rsa["nodes"] if n["kind"] == "refiner")["params"]
     rsa_samples = _first_sampler(rsa)["params"]["n"] + refine["population"] * refine["rounds"]
@@ -696,8 +703,9 @@ def methods_baselines() -> list[tuple[list[str], str, dict[str, Any]]]:
     out = []
     for names, params in groups:
         label = f"majority@{params['n']}-for-{names[0]}"
-        out.append(([str(ROOT / "workflows" / f"{n}.yaml") for n in names], label,
-                    _majority(label, params, int(params["n"]))))
+        baseline = _majority(label, params, int(params["n"]))
+        baseline["models"] = {"main": model}
+        out.append(([examples[n] for n in names], label, baseline))
     return out
 
 
@@ -706,17 +714,23 @@ def methods_table(args: argparse.Namespace) -> None:
     import json
     import subprocess
 
-    print(f"methods_table: datasets/arithmetic.jsonl, first {args.limit} items, metric number, each method paired "
-          "with a majority vote over as many samples from its own sampler (--share-samples)")
+    model: dict[str, Any] = {"source": "bundled"}
+    if args.model:
+        model = {"source": "path", "path": str(Path(args.model).expanduser().resolve())}
+    print(f"methods_table: {model}, datasets/arithmetic.jsonl, first {args.limit} items, metric number, each method "
+          "paired with a majority vote over as many samples from its own sampler (--share-samples)")
     print(f"  {'method':<26} {'acc':>6} {'95% CI':>9} {'baseline':<34} {'acc':>6} {'diff (95% CI), p':>28} "
           f"{'tokens/item':>11} {'baseline':>9}")
     with tempfile.TemporaryDirectory() as tmp:
-        for files, label, baseline in methods_baselines():
-            path = Path(tmp) / f"{label.replace('@', '_')}.yaml"
-            path.write_text(yaml.safe_dump(baseline, sort_keys=False), encoding="utf-8")
+        for workflows, label, baseline in methods_baselines(model):
+            files = []
+            for data in [*workflows, baseline]:
+                path = Path(tmp) / f"{data['name'].replace('@', '_')}.yaml"
+                path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+                files.append(str(path))
             started = time.perf_counter()
             done = subprocess.run(
-                [sys.executable, "-m", "app.cli", "eval", *files, str(path), "--data", "arithmetic", "--metric",
+                [sys.executable, "-m", "app.cli", "eval", *files, "--data", "arithmetic", "--metric",
                  "number", "--limit", str(args.limit), "--baseline", label, "--share-samples", "--json", "-q",
                  "--db", str(Path(tmp) / "traces.db")], cwd=ROOT, capture_output=True, text=True, check=False)
             if done.returncode != 0:
@@ -746,6 +760,7 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=16, help="DeepConf group size in tokens (deepconf_online)")
     parser.add_argument("--keep", type=float, default=0.9, help="DeepConf online keep (deepconf_online)")
     parser.add_argument("--samples", type=int, default=4, help="samples per item (selection_eval)")
+    parser.add_argument("--model", default="", help="a GGUF file instead of the bundled model (methods_table)")
     parser.add_argument("--draw-n", type=int, default=16, help="samples per draw (self_certainty_overhead)")
     parser.add_argument("--draw-tokens", type=int, default=96, help="tokens per sample (self_certainty_overhead)")
     args = parser.parse_args()
