@@ -64,7 +64,7 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # someone else's process: alive
     return True
 
 
@@ -74,30 +74,15 @@ def sweep_stale(parent: Path) -> int:
     if parent in _swept:
         return 0
     _swept.add(parent)
-    removed = 0
     try:
-        children = [d for d in parent.iterdir() if d.is_dir()]
+        stale = [d for d in parent.iterdir()
+                 if (m := _STALE.fullmatch(d.name)) is not None and d.is_dir() and not _alive(int(m.group(1)))]
     except OSError:
         return 0
-    for d in children:
-        match = _STALE.fullmatch(d.name)
-        if match is None or _alive(int(match.group(1))):
-            continue
-        if not ((d / "cgroup.kill").exists() and _write(d / "cgroup.kill", "1")):  # v1: one by one
-            for pid in (d / "cgroup.procs").read_text().split() if (d / "cgroup.procs").exists() else []:
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except (ProcessLookupError, PermissionError, ValueError):
-                    pass
-        for _ in range(100):
-            try:
-                d.rmdir()
-                removed += 1
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                time.sleep(0.01)
+    for d in stale:
+        version = 2 if (d / "cgroup.kill").exists() else 1
+        RunCgroup(version, [d], None, d, 0, [d / "cgroup.procs"]).remove()
+    removed = sum(1 for d in stale if not d.exists())
     if removed:
         log.info("removed %d cgroup(s) left under %s by a studio that was killed", removed, parent)
     return removed
