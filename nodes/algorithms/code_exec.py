@@ -32,6 +32,7 @@ from pathlib import Path
 from nodes.algorithms.code_cgroup import RunCgroup
 from nodes.algorithms.code_leftovers import remove_uid_files
 from nodes.algorithms.code_tree import TreeWatch
+from nodes.algorithms.confined.prelude import SETTINGS_ENV, Settings
 
 log = logging.getLogger(__name__)
 
@@ -275,7 +276,7 @@ def run_confined(args: list[str], stdin: str, limits: ExecLimits, *, files: dict
             cwd = SANDBOX_DIR if isolated else str(scratch)
             env = {"PATH": "/usr/bin:/bin", "HOME": cwd, "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                    "PYTHONIOENCODING": "utf-8", "PYTHONDONTWRITEBYTECODE": "1",
-                   "METAGEN_SANDBOX": f"{uid or ''}:{mem_mb}:{nproc}:{int(isolated)}"}
+                   SETTINGS_ENV: Settings(uid, mem_mb, nproc, isolated).to_json()}
             argv = [python, "-I", "-S", *args]
             if isolated:
                 disk = int(limits.disk_mb) << 20 if sized else None

@@ -2,9 +2,9 @@
 
 `run_code_tests` runs one candidate (the last fenced code block of its text, else the whole text) against
 assert tests / a `check(candidate)` function / stdin-stdout pairs and extra inputs (`probes`), through the
-supervisor of `code_supervisor.py` (the verdict) and the harness of `code_harness.py` (the breakdown), and returns a
-`TestReport`: the verdict (`passed_all`: the benchmark's own rule, the whole test program runs to its end
-without an exception, and every stdin/stdout pair matches), per-test results (the detail, never the verdict),
+supervisor of `confined/supervisor.py` (the verdict) and the harness of `confined/harness.py` (the breakdown),
+and returns a `TestReport`: the verdict (`passed_all`: the benchmark's own rule, the whole test program runs to
+its end without an exception, and every stdin/stdout pair matches), per-test results (the detail, never the verdict),
 the outputs on the probes (its behaviour), stdout / stderr tails, and the score (1 when the verdict passes,
 else the fraction of tests passed, below 1). Nothing raises: a timeout, a crash or a syntax error is a reason;
 a sandbox that could not start at all is `ungraded` (the grader failed, not the candidate).
@@ -21,8 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from nodes.algorithms.code_exec import ExecLimits, ExecResult, run_confined
-from nodes.algorithms.code_harness import HARNESS
-from nodes.algorithms.code_supervisor import supervisor_program
+from nodes.algorithms.confined import ENTRY, program_files
 
 FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
 
@@ -92,8 +91,7 @@ def run_code_tests(text: str, *, tests: str = "", entry_point: str = "", io_test
     io_cases = list(io_tests or [])
     request = {"code": extract_code(text), "tests": tests or "", "entry_point": entry_point or "",
                "io_tests": io_cases, "probes": [str(p) for p in probes or []], "timeout_s": limits.timeout_s}
-    result = run_confined(["supervisor.py"], json.dumps(request), limits,
-                          files={"supervisor.py": supervisor_program(), "harness.py": HARNESS}, isolate=isolate)
+    result = run_confined([ENTRY], json.dumps(request), limits, files=program_files(), isolate=isolate)
     total = (count_tests(tests, entry_point) if tests.strip() else 0) + len(io_cases)
     if result.refused:
         return TestReport(0.0, 0, total, result.refused, isolated=False, ungraded=result.refused)

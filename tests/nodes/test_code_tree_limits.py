@@ -13,7 +13,7 @@ import pytest
 from nodes.algorithms import code_exec
 from nodes.algorithms.code_cgroup import CGROUP_ENV, RunCgroup
 from nodes.algorithms.code_exec import ExecLimits, ExecResult, process_shares, run_confined
-from nodes.algorithms.code_harness import HARNESS
+from nodes.algorithms.confined import HARNESS, program_files
 
 # four children each try to hold 200 MB (a file `held-N` says one did); the tree may hold 256 MB
 GREEDY = """import os, time
@@ -48,7 +48,7 @@ FILLER = ("import os\nfor i in range(200):\n    with open(f'f{i}', 'wb') as f:\n
 def harnessed(code: str, tests: str, limits: ExecLimits) -> ExecResult:
     """The candidate `code` run as the tests verifier runs it: in the harness, as the run's uid, with its limits."""
     request = {"code": code, "tests": tests, "entry_point": "", "io_tests": [], "probes": []}
-    return run_confined(["harness.py"], json.dumps(request), limits, files={"harness.py": HARNESS})
+    return run_confined([HARNESS], json.dumps(request), limits, files=program_files())
 
 
 @pytest.fixture(params=["cgroup", "no-cgroup"])
