@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import os
 import platform
@@ -26,27 +27,31 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
+
+
+def _build_facts() -> ModuleType:
+    """backends/llama/build_facts.py loaded by path: this script runs before the app is installed, and loading the
+    one module (not the `backends` package) keeps it to the standard library."""
+    path = Path(__file__).resolve().parent.parent / "backends" / "llama" / "build_facts.py"
+    spec = importlib.util.spec_from_file_location("metagen_build_facts", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as an import would
+    spec.loader.exec_module(module)
+    return module
+
+
+facts = _build_facts()
 
 DEFAULT_VERSION = "0.3.36"
 NO_AMX_FLAGS = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 PORTABLE_CMAKE = "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
 GPU_CMAKE = {"cuda": "-DGGML_CUDA=on", "vulkan": "-DGGML_VULKAN=on", "metal": "-DGGML_METAL=on"}
-KEY_FILE = ".llama-build.json"
 
 
 def say(message: str) -> None:
     print(f"[build_engine] {message}", flush=True)
-
-
-def cpu_features() -> str:
-    """The CPU's feature flags (Linux), so a wheel built natively elsewhere is never taken for this CPU's."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("flags", "Features")):
-                return " ".join(sorted(line.split(":", 1)[1].split()))
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def compiler_accepts(flags: str) -> bool:
@@ -54,21 +59,21 @@ def compiler_accepts(flags: str) -> bool:
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not compiler:
         return False
-    probe = subprocess.run([compiler, *shlex.split(flags), "-x", "c", "-E", "-"], input="", text=True,
-                           capture_output=True, check=False)
+    try:
+        probe = subprocess.run([compiler, *shlex.split(flags), "-x", "c", "-E", "-"], input="", text=True,
+                               capture_output=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
     return probe.returncode == 0
 
 
 def detect_gpu() -> str:
-    """cuda when nvcc is on PATH and a driver sees a GPU, else the CPU build (METAGEN_GPU overrides)."""
+    """cuda when nvcc is on PATH and a driver sees a GPU (nvidia-smi, within its timeout), else the CPU build
+    (METAGEN_GPU overrides)."""
     chosen = os.environ.get("METAGEN_GPU", "").strip().lower()
     if chosen:
         return "" if chosen == "cpu" else chosen
-    if shutil.which("nvcc") and shutil.which("nvidia-smi"):
-        seen = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, check=False)
-        if seen.returncode == 0 and seen.stdout.strip():
-            return "cuda"
-    return ""
+    return "cuda" if shutil.which("nvcc") and facts.gpu_driver() else ""
 
 
 def build_config(portable: bool) -> dict:
@@ -89,7 +94,7 @@ def build_config(portable: bool) -> dict:
 
 
 def build_key(version: str, config: dict) -> str:
-    shape = json.dumps({"version": version, "python": sys.version.split()[0], "cpu": cpu_features(),
+    shape = json.dumps({"version": version, "python": sys.version.split()[0], "cpu": facts.cpu_signature(),
                         "machine": platform.machine(), **config}, sort_keys=True)
     return hashlib.sha256(shape.encode()).hexdigest()[:16]
 
@@ -125,8 +130,8 @@ def build_wheel(version: str, config: dict, target: Path) -> Path:
 def installed_key(venv: Path) -> str:
     """The build key of the installed llama-cpp-python: the recorded one, if pip still has that very wheel
     installed (a later `pip install llama-cpp-python` of other flags leaves the record behind)."""
+    key = str(facts.read_build_record(venv).get("key", ""))
     try:
-        key = json.loads((venv / KEY_FILE).read_text()).get("key", "")
         from importlib.metadata import distribution
 
         origin = distribution("llama-cpp-python").read_text("direct_url.json") or ""
@@ -137,16 +142,11 @@ def installed_key(venv: Path) -> str:
 
 def native_failed(venv: Path) -> str:
     """The key of a native build whose canary crashed here (then the portable build is kept)."""
-    try:
-        return json.loads((venv / KEY_FILE).read_text()).get("native_failed", "")
-    except (OSError, ValueError):
-        return ""
+    return str(facts.read_build_record(venv).get("native_failed", ""))
 
 
 def remember_native_failed(venv: Path, key: str) -> None:
-    record = json.loads((venv / KEY_FILE).read_text())
-    record["native_failed"] = key
-    (venv / KEY_FILE).write_text(json.dumps(record, indent=1) + "\n")
+    facts.write_build_record({**facts.read_build_record(venv), "native_failed": key}, venv)
 
 
 def install(version: str, config: dict, venv: Path, force: bool) -> None:
@@ -157,22 +157,15 @@ def install(version: str, config: dict, venv: Path, force: bool) -> None:
     wheel = build_wheel(version, config, wheel_dir(key))
     subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "--force-reinstall", "--no-cache-dir",
                     str(wheel)], check=True)
-    (venv / KEY_FILE).write_text(json.dumps({"key": key, "version": version, **config}, indent=1) + "\n")
+    facts.write_build_record({"key": key, "version": version, **config}, venv)
     say(f"installed {wheel.name} (build {key})")
 
 
 def canary() -> tuple[bool, str]:
     """Decodes a few tokens of the bundled model in a child process: (ok, what happened). The child's command is
-    canary_report.canary_command() ($METAGEN_CANARY_COMMAND replaces it, e.g. in the tests of a broken build)."""
-    from_repo = str(Path(__file__).resolve().parent.parent)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (from_repo, os.environ.get("PYTHONPATH")) if p))
-    from backends.llama.canary_report import canary_command, describe_exit  # (after sys.path is the repo's)
-
-    try:
-        done = subprocess.run(canary_command(), capture_output=True, text=True, env=env, timeout=300, check=False)
-    except subprocess.TimeoutExpired:
-        return False, "the canary decode did not finish in 300 s"
-    return describe_exit(done.returncode, done.stdout, done.stderr)
+    build_facts.canary_command() ($METAGEN_CANARY_COMMAND replaces it, e.g. in the tests of a broken build)."""
+    outcome = facts.run_canary()
+    return outcome.ok, outcome.sentence
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,7 +175,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--canary-only", action="store_true", help="only run the canary decode")
     parser.add_argument("--no-canary", action="store_true", help="build and install only (before the app is)")
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     venv = Path(sys.prefix)
     native = build_config(portable=False)
     portable_already = native["automatic"] and native_failed(venv) == build_key(args.version, native)

@@ -44,10 +44,11 @@ def pytest_configure(config: object) -> None:
 def engine_header_lines() -> list[str]:
     """The engine build this run tests (llama_print_system_info, read in a child process: a broken build may crash
     on import), so CI's log says which CPU features and GPU backend the results come from."""
-    from app.service.doctor_checks import build_record, engine_system_info
+    from app.service.doctor_checks import engine_system_info
+    from backends.llama.build_facts import read_build_record
 
     info, error = engine_system_info(timeout_s=120)
-    record = build_record()
+    record = read_build_record()
     built = (f"build {record.get('key')} (amx={record.get('amx')}, portable={record.get('portable')}, "
              f"cflags={record.get('cflags') or '(none)'})" if record else "not built by `make setup`")
     return [f"llama.cpp: {built}", *(f"llama_print_system_info: {line}" for line in (info.splitlines() or [error]))]

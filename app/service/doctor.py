@@ -10,6 +10,7 @@ from typing import Any
 
 from app.platform import paths
 from app.service import doctor_checks as checks
+from backends.llama.build_facts import gpu_driver
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ def run_doctor(models_dir: Path | None = None, trace_db: Path | None = None, poo
     add(_guarded("packages", checks.check_packages))
     system_info, error = checks.engine_system_info()
     add(_guarded("engine build", checks.check_engine_build, system_info, error))
-    add(_guarded("GPU", checks.check_gpu, system_info, checks.gpu_driver()))
+    add(_guarded("GPU", checks.check_gpu, system_info, gpu_driver()))
     if canary:
         add(_guarded("canary decode", checks.check_canary, canary_command))
     broken = _guarded("broken models", checks.check_broken_models, pool)

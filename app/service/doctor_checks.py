@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import os
 import platform
 import re
@@ -15,6 +14,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from backends.llama.build_facts import CANARY_TIMEOUT_S, cpu_flags, read_build_record, run_canary, signal_name
+
 OK, WARN, PROBLEM = "ok", "warn", "problem"
 STATUSES = (OK, WARN, PROBLEM)
 
@@ -22,13 +23,10 @@ PACKAGE = "metagen-studio"
 SETUP_FIX = "run `make setup` in the repository (or `pip install -e .` in your environment)"
 REBUILD_FIX = ("rebuild the engine for this CPU: `rm -rf .venv && make setup` (builds without llama.cpp's AMX kernels "
                "unless METAGEN_AMX=1, keyed on this CPU's features)")
-CANARY_TIMEOUT_S = 300.0
 CHROMIUM = "/usr/bin/chromium"
 MIN_FREE_BYTES = 1 << 30
 LOW_FREE_BYTES = 5 << 30
 AMX_OPT_IN_ENV = "METAGEN_AMX"
-BUILD_RECORD = ".llama-build.json"
-"""What scripts/build_engine.py wrote into the environment about the installed engine build (its flags)."""
 
 CPU_FEATURES = {
     "SSE3": ("pni", "sse3"), "SSSE3": ("ssse3",), "AVX": ("avx",), "AVX2": ("avx2",), "F16C": ("f16c",),
@@ -101,19 +99,6 @@ def check_packages() -> dict[str, str]:
 # ---------------------------------------------------------------------------------------------- the engine build
 
 
-def cpu_flags(cpuinfo: str | None = None) -> set[str]:
-    """The CPU's feature flags from /proc/cpuinfo (empty where there is none: macOS, Windows)."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
-        except OSError:
-            return set()
-    for line in cpuinfo.splitlines():
-        if line.startswith(("flags", "Features")):
-            return set(line.split(":", 1)[1].split())
-    return set()
-
-
 def build_features(system_info: str) -> set[str]:
     """The features a llama.cpp build was compiled with ('AVX2 = 1' in llama_print_system_info)."""
     return {name for name, value in re.findall(r"\b([A-Z][A-Z0-9_]*) = (\d+)", system_info) if value == "1"}
@@ -151,44 +136,22 @@ def engine_system_info(timeout_s: float = 120.0) -> tuple[str, str]:
     except subprocess.TimeoutExpired:
         return "", f"importing llama_cpp did not finish in {timeout_s:g} s"
     if done.returncode != 0:
-        from backends.llama.canary_report import signal_name
-
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
         return "", f"importing llama_cpp failed ({signal_name(done.returncode)}): {tail}"
     return done.stdout.strip(), ""
-
-
-def build_record(prefix: str | None = None) -> dict[str, Any]:
-    """The flags scripts/build_engine.py recorded for the installed build ({} for a build from elsewhere)."""
-    try:
-        return json.loads((Path(prefix or sys.prefix) / BUILD_RECORD).read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 def check_engine_build(system_info: str, error: str = "", cpuinfo: str | None = None) -> dict[str, str]:
     if error:
         return check("engine build", PROBLEM, error, REBUILD_FIX)
     result = compare_build(system_info, cpu_flags(cpuinfo), os.environ.get(AMX_OPT_IN_ENV, "") == "1")
-    record = build_record()
+    record = read_build_record()
     version = re.search(r"VERSION = (\S+)", system_info)
     facts = [f"llama-cpp-python {version.group(1)}" if version else "",
              f"build {record['key']}" if record.get("key") else "not built by `make setup`",
              "portable (GGML_NATIVE=OFF)" if record.get("portable") else ""]
     result["detail"] = "; ".join(f for f in facts if f) + "; " + result["detail"]
     return result
-
-
-def gpu_driver() -> str:
-    """What nvidia-smi says it sees ('' when there is no NVIDIA driver)."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return ""
-    try:
-        seen = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return seen.stdout.strip().splitlines()[0] if seen.returncode == 0 and seen.stdout.strip() else ""
 
 
 def check_gpu(system_info: str, driver: str) -> dict[str, str]:
@@ -210,22 +173,15 @@ def check_gpu(system_info: str, driver: str) -> dict[str, str]:
 
 def check_canary(command: list[str] | None = None, timeout_s: float = CANARY_TIMEOUT_S) -> dict[str, str]:
     """Decodes a few tokens of the bundled model in a child process (backends/llama/canary.py), with its tokens/s."""
-    from backends.llama.canary_report import canary_command, describe_exit
-
-    repo = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH")) if p))
-    try:
-        done = subprocess.run(command or canary_command(), capture_output=True, text=True, env=env,
-                              timeout=timeout_s, check=False)
-    except subprocess.TimeoutExpired:
-        return check("canary decode", PROBLEM, f"the canary decode did not finish in {timeout_s:g} s",
-                     "check what else loads this machine; then " + REBUILD_FIX)
-    except OSError as exc:
-        return check("canary decode", PROBLEM, f"cannot start the canary: {exc}", SETUP_FIX)
-    ok, sentence = describe_exit(done.returncode, done.stdout, done.stderr)
-    if ok:
-        return check("canary decode", OK, sentence)
-    return check("canary decode", PROBLEM, sentence, REBUILD_FIX + "; if it still fails, `CMAKE_ARGS="
+    outcome = run_canary(command, timeout_s)
+    if outcome.ok:
+        return check("canary decode", OK, outcome.sentence)
+    if outcome.failure == "timeout":
+        return check("canary decode", PROBLEM, outcome.sentence, "check what else loads this machine; then "
+                     + REBUILD_FIX)
+    if outcome.failure == "start":
+        return check("canary decode", PROBLEM, outcome.sentence, SETUP_FIX)
+    return check("canary decode", PROBLEM, outcome.sentence, REBUILD_FIX + "; if it still fails, `CMAKE_ARGS="
                  "'-DGGML_NATIVE=OFF' make setup` builds a portable engine")
 
 

@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import queue
-import signal
 import socket
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from backends.base import (
     ScoreResult,
     TokenCallback,
 )
+from backends.llama.build_facts import signal_name
 from backends.llama.worker.worker_main import WORKER_CODE, WORKER_PATH_ENV
 
 log = logging.getLogger(__name__)
@@ -56,15 +56,8 @@ def engine_process_enabled() -> bool:
 
 
 def stop_cause(exitcode: int | None) -> str:
-    """'SIGSEGV' for a process ended by a signal, 'exit code 3' otherwise."""
-    if exitcode is None:
-        return "the pipe to it closed"
-    if exitcode < 0:
-        try:
-            return signal.Signals(-exitcode).name
-        except ValueError:
-            return f"signal {-exitcode}"
-    return f"exit code {exitcode}"
+    """'SIGSEGV' for a process ended by a signal, 'exit status 3' otherwise (build_facts.signal_name)."""
+    return "the pipe to it closed" if exitcode is None else signal_name(exitcode)
 
 
 class _Worker:

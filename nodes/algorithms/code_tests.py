@@ -156,6 +156,9 @@ def _reason(events: list[dict[str, Any]], tests: list[dict[str, Any]], result: E
         return f"{passed}/{total} passed; first failure: {what}: {failed.get('error')}"[:500]
     if not any(e.get("type") == "done" for e in events):
         return f"{passed}/{total} passed; then {_death(result, limits)}"
+    cut = next((e for e in events if e.get("type") == "breakdown_error"), None)
+    if cut is not None:  # the supervisor stopped waiting for the per-test breakdown
+        return f"{passed}/{total} passed; then {cut.get('error')}"[:500]
     return f"{passed}/{total} tests passed" if total else "no tests to run"
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from app.cli.main import main as metagen
 from app.service import doctor_checks as checks
+from backends.llama.build_facts import read_build_record
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO / "scripts" / "build_engine.py"
@@ -63,7 +64,7 @@ def test_libggml_cpu_holds_no_amx_instructions_unless_asked_for() -> None:
     libraries = ggml_cpu_libraries()
     assert libraries, "no libggml-cpu in llama_cpp's lib folder"
     found = {lib.name: amx_instructions(disassemble(lib)) for lib in libraries}
-    record = checks.build_record()
+    record = read_build_record()
     if os.environ.get(checks.AMX_OPT_IN_ENV) == "1":  # asked for: then the build must have been made with them
         assert record.get("amx") is True, f"METAGEN_AMX=1 but the installed build was made without: {record}"
         return
