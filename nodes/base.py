@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from backends.base import (
     CancelToken,
@@ -19,6 +19,8 @@ from backends.base import (
     StepLogprobsResult,
 )
 from backends.beam_search import BeamResult, BeamSettings
+
+R = TypeVar("R")
 
 # ---------------------------------------------------------------- port types
 
@@ -374,6 +376,13 @@ class NodeContext(Protocol):
 
     def code_limit_caps(self) -> tuple[float, int] | None:
         """The most (timeout_s, memory_mb) one candidate program may have (share mode: the owner's flags)."""
+        ...
+
+    def map(self, fn: Callable[[Any], R], items: Sequence[Any], *, limit: int | None = None) -> list[R]:
+        """`fn` over `items` as concurrent requests, so the engine decodes them as one batch (at most what the
+        run's engines batch at once, and `limit`); the results in the items' order. A cancelled run (or one at its
+        cap) starts no further item and raises its stop; else the first exception in the items' order is raised
+        once the items already running ended. Never start a thread pool in a node: this is the run's."""
         ...
 
     def run_workflow(self, runs: Sequence[dict[str, Any]], mapped: bool) -> list[dict[str, Any]]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -43,6 +42,8 @@ EXTRACTING_METHODS = ("exact", "python", "llm_judge")
 RESERVED_VARS = ("candidate", "answer", "reference", "partial", "draft", "problem", "task", "feedback")
 """Variables the scoring methods fill in per candidate; never required as wired inputs."""
 
+PYTHON_VERIFIERS = 2
+"""Python verifier child processes of one scoring node at once (CPU work, not engine requests)."""
 LIKELIHOOD_AGGREGATES = ("mean", "sum")
 NORMALIZE = ("sigmoid", "none")
 
@@ -341,8 +342,7 @@ def _score_python(job: ScoringJob) -> list[Verdict]:
         reason = res.reason or ("passed" if res.passed else "failed")
         return Verdict(res.score, reason if res.ok else f"error: {reason}", job.answers[i])
 
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return list(pool.map(run_one, range(len(job.texts))))
+    return ctx.map(run_one, range(len(job.texts)), limit=PYTHON_VERIFIERS)
 
 
 def _score_tests(job: ScoringJob) -> list[Verdict]:
@@ -382,9 +382,7 @@ def _score_llm_judge(job: ScoringJob) -> list[Verdict]:
         p = judge_probability(result.logprobs, yes, no)
         return Verdict(p, f"P({yes}) = {p:.3f}", job.answers[i])
 
-    # concurrent requests, so the engine can batch them
-    with ThreadPoolExecutor(max_workers=max(1, min(8, len(job.texts)))) as pool:
-        return list(pool.map(judge_one, range(len(job.texts))))
+    return job.ctx.map(judge_one, range(len(job.texts)))  # concurrent requests, so the engine can batch them
 
 
 def _score_likelihood(job: ScoringJob) -> list[Verdict]:

@@ -25,7 +25,6 @@ thinking; otherwise a thinking block at the start of the text is split off. No b
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -56,7 +55,6 @@ THINK_PURPOSE = "think"
 THINK_MODES = ("off", "auto", "on")
 MAX_WAITS = 8
 """Most early closes replaced by "Wait" per sample (the model may keep closing at once)."""
-MAX_PARALLEL = 32
 MAX_SEGMENTS = 64
 """Early exit: most thinking segments (reflection points) per sample, whatever the budget left."""
 
@@ -211,8 +209,7 @@ def generate_thinking(ctx: NodeContext, prompt: Prompt, sp: SamplingParams, n: i
         result = ctx.generate(prompts[i], sp, n=1, seeds=[seeds[i]], model=model, tag=where)
         return result.completions[0]
 
-    with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL, n))) as pool:
-        answers = [_clean(c, settings) for c in pool.map(answer, range(n))]
+    answers = [_clean(c, settings) for c in ctx.map(answer, range(n))]
     for t in thoughts:
         t.text = t.text.strip()
     if settings.early_exit:
@@ -268,8 +265,7 @@ def _think_with_exits(ctx: NodeContext, head: str, think_sp: SamplingParams, see
             thought.text += c.stop  # no confident answer yet: think on from the reflection point
         return thought, "length"  # as many segments as MAX_SEGMENTS: the close tag is forced in, as at the budget
 
-    with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL, len(seeds)))) as pool:
-        done = list(pool.map(one, range(len(seeds))))
+    done = ctx.map(one, range(len(seeds)))
     return [t for t, _ in done], [f for _, f in done], exits
 
 
@@ -321,8 +317,7 @@ def _waits(ctx: NodeContext, head: str, think_sp: SamplingParams, seeds: list[in
         todo = [i for i in range(len(thoughts)) if early(i)]
         if not todo:
             return
-        with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL, len(todo)))) as pool:
-            list(pool.map(go_on, todo))
+        ctx.map(go_on, todo)
 
 
 def _one_phase(ctx: NodeContext, prompt: Prompt, sp: SamplingParams, n: int, seeds: list[int],

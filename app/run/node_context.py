@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from app.run import events as ev
 from app.run.events import Event, EventBus
-from app.run.run_pool import RunPool
+from app.run.run_pool import ENGINE_BATCH, RunPool
 from app.run.sample_cache import SampleCache, choice_key, sample_key, score_key, shared_seed
 from app.run.status import budget_stop_reason, is_budget_stop
 from backends.base import (
@@ -83,6 +83,8 @@ class RunStats(TokenCounts):
 
 
 _Counts = TypeVar("_Counts", bound=TokenCounts)
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def without_cache_hits(usage: _Counts) -> _Counts:
@@ -114,6 +116,9 @@ class RunState:
         self.child_runs = 0
         self.pool = RunPool(name=f"run-{run_id}")
         """The run's bounded helper threads, shared by all its sub-workflow runs."""
+        self.fanout = RunPool(ENGINE_BATCH - 1, name=f"run-{run_id}-fanout")
+        """The helper threads of its nodes' `NodeContext.map` (with each asking thread: as many requests at once as
+        its engines batch; the scheduler sizes it from the run's models, `fanout_width`)."""
 
     def reserve_child_runs(self, n: int) -> None:
         """Count `n` sub-workflow runs about to start; a BudgetExceededError when they would pass the cap."""
@@ -198,6 +203,23 @@ class RunNodeContext:
         if self._subworkflows is None:
             raise NodeError(f"node {self.node_id!r} has no sub-workflow to run")
         return self._subworkflows(runs, mapped)
+
+    def map(self, fn: Callable[[T], R], items: Sequence[T], *, limit: int | None = None) -> list[R]:
+        """`fn` over `items` as concurrent requests on the run's fan-out pool (at most what its engines batch at
+        once, and `limit`), so the engine decodes a round as one batch; the results in the items' order. Once the
+        run is cancelled or at its cap no further item starts and that stop is raised; else the first exception
+        in the items' order is raised after the items already running ended (none starts after a failure)."""
+        if not items:
+            return []
+        futures = self._state.fanout.map(lambda _i, item: fn(item), items, self.cancel, limit=limit, fail_fast=True)
+        if self.cancel.cancelled:
+            reason = self.cancel.reason or "cancelled"
+            raise (BudgetExceededError if is_budget_stop(reason) else CancelledError)(reason)
+        for future in futures:
+            error = future.exception()
+            if error is not None:
+                raise error
+        return [future.result() for future in futures]
 
     def _emit(self, type_: str, data: dict[str, Any]) -> None:
         self._state.bus.emit(Event(type_, self._state.run_id, self.node_id, data))

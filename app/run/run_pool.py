@@ -4,15 +4,19 @@ asked, so nested fan-out (mapped sub-workflows) never starts a thread per candid
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
-from backends.base import CancelledError, CancelToken
+from backends.base import CancelledError, CancelToken, ModelSpec
 
 T = TypeVar("T")
 DEFAULT_HELPERS = 8
 """Helper threads one run may hold for its sub-workflows, on top of the scheduler's workers."""
+ENGINE_BATCH = 64
+"""Sequences a llama.cpp engine decodes in one batch unless its model sets n_seq_max (the worker's default)."""
+REMOTE_CONCURRENCY = 8
+"""Requests in flight to a remote server unless its model sets max_concurrency (the remote backend's default)."""
 
 
 def _run_into(fut: Future[Any], fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
@@ -87,12 +91,15 @@ class RunPool:
         _run_into(fut, fn, args)
         return fut
 
-    def map(self, fn: Callable[[int, Any], T], items: Sequence[Any], cancel: CancelToken) -> list[Future[T]]:
-        """`fn(index, item)` for every item, this thread and the free helpers taking the next item in turn; once
-        `cancel` is set no further item starts (its future holds a CancelledError). Returns when all are done."""
+    def map(self, fn: Callable[[int, Any], T], items: Sequence[Any], cancel: CancelToken, *,
+            limit: int | None = None, fail_fast: bool = False) -> list[Future[T]]:
+        """`fn(index, item)` for every item, this thread and the free helpers (at most `limit` threads in all)
+        taking the next item in turn; once `cancel` is set no further item starts (its future holds a
+        CancelledError), nor, with `fail_fast`, once an item raised. Returns when all are done."""
         futures: list[Future[T]] = [Future() for _ in items]
         lock = threading.Lock()
         next_index = [0]
+        failed: list[int] = []
 
         def work() -> None:
             while True:
@@ -104,10 +111,16 @@ class RunPool:
                 if cancel.cancelled:
                     futures[i].set_exception(CancelledError(cancel.reason or "cancelled"))
                     continue
+                if failed:
+                    futures[i].set_exception(CancelledError(f"not started: item {failed[0]} failed"))
+                    continue
                 _run_into(futures[i], fn, (i, items[i]))
+                if fail_fast and futures[i].exception() is not None:
+                    failed.append(i)
 
         helpers: list[threading.Event] = []
-        for _ in range(len(items) - 1):
+        threads = len(items) if limit is None else max(1, min(int(limit), len(items)))
+        for _ in range(threads - 1):
             if not self._take():
                 break
             finished = threading.Event()
@@ -118,3 +131,17 @@ class RunPool:
         for finished in helpers:
             finished.wait()
         return futures
+
+
+def fanout_width(specs: Iterable[ModelSpec]) -> int:
+    """Requests one run's nodes may have in flight at once through `NodeContext.map`: the most any of its models
+    serves together (a llama.cpp engine's parallel sequences, n_seq_max; a remote server's max_concurrency over
+    its replicas), so a round of requests is one engine batch and no more threads than that wait on it."""
+    widths = [ENGINE_BATCH]
+    for spec in specs:
+        if spec.source == "openai":
+            servers = spec.replicas or ((spec.base_url or "", spec.max_concurrency),)
+            widths.append(sum(int(c or spec.max_concurrency or REMOTE_CONCURRENCY) for _, c in servers))
+        else:
+            widths.append(int(spec.option("n_seq_max", ENGINE_BATCH) or ENGINE_BATCH))
+    return max(1, max(widths[1:] or widths))

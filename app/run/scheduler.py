@@ -20,6 +20,7 @@ from app.run.node_context import Budget as Budget  # re-exported: callers build 
 from app.run.node_context import BudgetExceededError as BudgetExceededError
 from app.run.node_context import RunNodeContext, RunState, RunStats
 from app.run.preflight import prm_token_issues
+from app.run.run_pool import RunPool, fanout_width
 from app.run.sample_cache import SampleCache
 from app.run.status import BUDGET_EXCEEDED as BUDGET_EXCEEDED  # the statuses, re-exported for callers
 from app.run.status import CANCELLED as CANCELLED
@@ -38,6 +39,7 @@ from backends.base import (
 )
 from nodes.base import NodeError, NodeKind, to_jsonable
 from nodes.registry import NodeRegistry
+from nodes.seeds import derive_seed as derive_seed  # re-exported: callers derive seeds from here
 
 log = logging.getLogger(__name__)
 
@@ -81,12 +83,6 @@ class RunResult:
             "stats": self.stats.to_json(),
             "error": self.error,
         }
-
-
-def derive_seed(run_seed: int, *parts: object) -> int:
-    """A 31-bit seed that depends only on the run seed and the given parts (e.g. node id)."""
-    digest = hashlib.sha256("\x1f".join(map(str, (run_seed, *parts))).encode()).digest()
-    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
 def _truncate(value: Any, limit: int = 300) -> str:
@@ -212,6 +208,7 @@ class Scheduler:
         state = RunState(run_id, budget, cancel, bus, self.samples if use_cache else None, hide_cache_hits=hide)
         state.shared_seed = seed if share_samples else None
         specs = model_specs(wf)
+        state.fanout = RunPool(fanout_width(specs.values()) - 1, name=f"run-{run_id}-fanout")
         token_problems = prm_token_issues(wf, specs, self.provider)  # needs the PRM's vocabulary: loads it
         if token_problems:
             raise WorkflowError(token_problems)

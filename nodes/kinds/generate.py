@@ -15,7 +15,6 @@ text, logprob, score, status kept / finished / pruned), and `method: cot_decodin
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
@@ -40,6 +39,7 @@ from nodes.base import (
 )
 from nodes.beam_decoding import BEAM_PARAMS, beam_problems, beam_settings
 from nodes.decoding import build_prompt, decoding_params, decoding_problems, prompt_params, sampling_params
+from nodes.seeds import sample_seeds
 from nodes.thinking import (
     ThinkingResult,
     ThinkSettings,
@@ -161,13 +161,12 @@ class Generator(NodeKind):
 
         def one(i: int) -> GenerateResult:
             prompt = build_prompt(params, {**inputs, mapped: source.candidates[i].text})
-            seed = ctx.seed + i
+            seed = sample_seeds(ctx.seed, 1, start=i)[0]
             return ctx.generate(prompt, sampling_params(params, seed), n=1, seeds=[seed],
                                 tag={"for_each": mapped, "item": i})
 
         # concurrent requests, so the engine can batch them
-        with ThreadPoolExecutor(max_workers=max(1, min(8, total))) as pool:
-            results = list(pool.map(one, range(total)))
+        results = ctx.map(one, range(total))
         candidates = []
         for i, (item, result) in enumerate(zip(source.candidates, results, strict=True)):
             cand = candidate_from(result.completions[0], i, ctx.node_id)
@@ -258,7 +257,7 @@ class Sampler(NodeKind):
         if spec.extract == "keep":
             spec = AnswerSpec("auto", spec.pattern, spec.normalize)
         thought = generate_thinking(ctx, build_prompt(params, inputs), sampling_params(params, ctx.seed), n,
-                                    [ctx.seed + i for i in range(n)], settings)
+                                    sample_seeds(ctx.seed, n), settings)
         ctx.progress(n, n)
         return {"candidates": CandidateSet(thinking_candidates(thought, ctx.node_id, spec), prompt=thought.prompt_text),
                 "thinking": [t.text for t in thought.thoughts]}
@@ -280,7 +279,7 @@ class Sampler(NodeKind):
             return {"candidates": self._adaptive(prompt, sp, n, spec, params, ctx)}
         if params["adaptive"] == "confidence":
             return {"candidates": deepconf_online(prompt, sp, n, spec, params, ctx)}
-        result = ctx.generate(prompt, sp, n=n, seeds=[ctx.seed + i for i in range(n)])
+        result = ctx.generate(prompt, sp, n=n, seeds=sample_seeds(ctx.seed, n))
         candidates = [candidate_from(c, i, ctx.node_id, spec) for i, c in enumerate(result.completions)]
         ctx.progress(n, n)
         return {"candidates": CandidateSet(candidates, prompt=result.prompt_text)}
@@ -294,7 +293,7 @@ class Sampler(NodeKind):
         decision = None
         for size in batch_plan(n, params["batch_size"], params["min_samples"]):
             start = len(candidates)
-            result = ctx.generate(prompt, sp, n=size, seeds=[ctx.seed + start + i for i in range(size)],
+            result = ctx.generate(prompt, sp, n=size, seeds=sample_seeds(ctx.seed, size, start=start),
                                   tag={"adaptive_batch": len(batches)})
             batches.append(size)
             candidates += [candidate_from(c, start + i, ctx.node_id, spec)
@@ -323,7 +322,7 @@ def deepconf_online(prompt: Any, sp: SamplingParams, n: int, spec: AnswerSpec, p
     are left out of the candidates (they have no trustworthy answer) and reported in the trace."""
     group, keep = params["group_size"], params["keep"]
     warm = min(params["min_samples"], n)
-    first = ctx.generate(prompt, sp, n=warm, seeds=[ctx.seed + i for i in range(warm)], tag={"deepconf": "warmup"})
+    first = ctx.generate(prompt, sp, n=warm, seeds=sample_seeds(ctx.seed, warm), tag={"deepconf": "warmup"})
     kept = [candidate_from(c, i, ctx.node_id, spec) for i, c in enumerate(first.completions)]
     warmup = [sample_confidence(c.meta.get("token_stats") or {}, "lowest_group", group) for c in kept]
     confidences = [v for v in warmup if v is not None]
@@ -339,7 +338,7 @@ def deepconf_online(prompt: Any, sp: SamplingParams, n: int, spec: AnswerSpec, p
     decision = stop_decision([c.answer for c in kept], n, warm)
     while drawn < n and not decision.stop:
         size = min(params["batch_size"], n - drawn)
-        result = ctx.generate(prompt, stop_sp, n=size, seeds=[ctx.seed + drawn + i for i in range(size)],
+        result = ctx.generate(prompt, stop_sp, n=size, seeds=sample_seeds(ctx.seed, size, start=drawn),
                               tag={"deepconf": "final", "adaptive_batch": len(batches)})
         for i, c in enumerate(result.completions):
             cand = candidate_from(c, drawn + i, ctx.node_id, spec)
@@ -387,8 +386,7 @@ def cot_decoding(prompt: Any, sp: SamplingParams, n: int, spec: AnswerSpec, ctx:
         return ctx.generate(rendered + first_top[i][0], replace(greedy, logprobs=2), n=1, seeds=[ctx.seed],
                             tag={"cot_branch": i, "first_token": first_top[i][0]})
 
-    with ThreadPoolExecutor(max_workers=max(1, min(8, len(first_top)))) as pool:
-        results = list(pool.map(branch, range(len(first_top))))
+    results = ctx.map(branch, range(len(first_top)))
     candidates: list[Candidate] = []
     branches: list[dict[str, Any]] = []
     for i, ((token, logprob), result) in enumerate(zip(first_top, results, strict=True)):

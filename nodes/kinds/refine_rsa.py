@@ -14,15 +14,13 @@ generation 0 is the first population (no parents); ids are "generation.index".
 from __future__ import annotations
 
 import random
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from nodes.algorithms.rsa import draw_subsets, numbered_solutions
 from nodes.base import Candidate, CandidateSet, NodeContext, NodeError
 from nodes.decoding import build_prompt, sampling_params
+from nodes.seeds import sample_seeds
 
-MAX_PARALLEL = 64
-"""Requests of a round in flight at once (the engine batches what is in flight)."""
 DEFAULT_AGGREGATE = ("Task: {task}\n\nHere are several candidate solutions to the task. Some may be wrong.\n\n"
                      "{solutions}\n\nUse the correct parts and fix the mistakes: write one improved, complete "
                      "solution to the task. Reply with the solution only.")
@@ -43,7 +41,7 @@ def run_rsa(inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) ->
             raise NodeError(f"method: rsa: the wired population has {len(texts)} candidate(s), fewer than subset "
                             f"= {k}: draw more samples upstream or lower subset")
     else:
-        first = [ctx.seed + i for i in range(n)]
+        first = sample_seeds(ctx.seed, n)
         result = ctx.generate(task_prompt, sampling_params(params, first[0]), n=n, seeds=first, purpose="rsa",
                               tag={"rsa_round": 0})
         texts = [c.text.strip() for c in result.completions]
@@ -53,9 +51,8 @@ def run_rsa(inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) ->
     for r in range(1, rounds + 1):
         last = generations[-1]
         subsets = draw_subsets(len(last), n, k, random.Random(f"{ctx.seed}:rsa:{r}"))
-        with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL, n))) as pool:  # one engine batch per round
-            made = list(pool.map(lambda i, r=r, last=last, subsets=subsets: _aggregate(
-                ctx, params, values, task, r, i, [last[j] for j in subsets[i]]), range(n)))
+        made = ctx.map(lambda i, r=r, last=last, subsets=subsets: _aggregate(  # one engine batch per round
+            ctx, params, values, task, r, i, [last[j] for j in subsets[i]]), range(n))
         generations.append([{"id": f"{r}.{i}", "text": t, "parents": [last[j]["id"] for j in subsets[i]]}
                             for i, t in enumerate(made)])
         ctx.progress(r, rounds)
@@ -76,7 +73,7 @@ def _aggregate(ctx: NodeContext, params: dict[str, Any], values: dict[str, Any],
     """One new candidate of round `round_`: the model combines the `shown` candidates (seed + round x N + index)."""
     prompt = build_prompt({**params, "prompt": params["aggregate_prompt"]},
                           {**values, "task": task, "solutions": numbered_solutions([s["text"] for s in shown])})
-    seed = ctx.seed + round_ * int(params["population"]) + index
+    seed = sample_seeds(ctx.seed, 1, start=round_ * int(params["population"]) + index)[0]
     result = ctx.generate(prompt, sampling_params(params, seed), n=1, seeds=[seed], purpose="rsa",
                           tag={"rsa_round": round_, "rsa_index": index, "parents": [s["id"] for s in shown]})
     return result.completions[0].text.strip()

@@ -21,7 +21,6 @@ Trace event "tree" (SearchTree.to_json() plus): {"strategy", "delimiter", "expan
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from backends.base import GenerateResult
@@ -41,14 +40,13 @@ from nodes.base import (
 from nodes.decoding import build_prompt, decoding_params, decoding_problems, prompt_params, sampling_params
 from nodes.kinds.search_strategies import run_ab_mcts, run_dvts, run_mcts, run_particles, strategy_problems
 from nodes.scoring import RESERVED_VARS, prm_problems, regex_problems, score_texts, scoring_params
+from nodes.seeds import sample_seeds
 
 SCORERS = ("llm_judge", "likelihood", "regex", "python", "prm", "reward_model", "none")
 """prm scores a partial solution by its last step's P(good) (search-and-learn); reward_model by the reward of the
 partial solution so far."""
 STRATEGIES = ("beam", "best_first", "dvts", "particles", "mcts", "ab_mcts")
 POSTERIORS = ("auto", "beta", "gaussian")
-MAX_PARALLEL_REQUESTS = 64
-"""Expansion requests in flight at once (a round's branches; the engine batches what is in flight)."""
 MAX_SAMPLES_PER_REQUEST = 32
 """Samples in one request (DVTS's first step draws beam_width x expand_k at once, up to 256; the engine runs at
 most n_seq_max sequences, 64 by default)."""
@@ -176,13 +174,12 @@ class _SearchRun:
         def one(piece: tuple[int, TreeNode, int, str, int]) -> GenerateResult:
             _, node, n, lead, start = piece
             return self.ctx.generate(self._prompt_after(node) + lead, self.sp, n=n,
-                                     seeds=[self.ctx.seed + start + i for i in range(n)],
+                                     seeds=sample_seeds(self.ctx.seed, n, start=start),
                                      purpose="expand", parent=f"{self.ctx.node_id}:{node.id}",
                                      tag={"depth": node.depth + 1, "tree_node": node.id, "lead": lead})
 
         # one request per live branch, all in flight at once: the engine decodes them as one batch
-        with ThreadPoolExecutor(max_workers=max(1, min(MAX_PARALLEL_REQUESTS, len(pieces)))) as pool:
-            results = list(pool.map(one, pieces))
+        results = self.ctx.map(one, pieces)
         merged: list[GenerateResult] = []
         for i in range(len(requests)):
             parts = [r for piece, r in zip(pieces, results, strict=True) if piece[0] == i]

@@ -14,9 +14,7 @@ Trace detail (the vote event's "detail"):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 from backends.base import SamplingParams
 from nodes.algorithms.selection import (
@@ -35,9 +33,7 @@ from nodes.algorithms.selection import (
 )
 from nodes.algorithms.voting import VoteResult, build_clusters
 from nodes.base import Candidate, NodeContext, NodeError, Param, render_template, template_variables
-
-T = TypeVar("T")
-R = TypeVar("R")
+from nodes.seeds import sample_seeds
 
 DEFAULT_GENSELECT_PROMPT = (
     "Here is a problem and {count} candidate solutions.\n\nProblem:\n{question}\n\n{candidates}\n\n"
@@ -49,8 +45,6 @@ DEFAULT_PAIR_PROMPT = (
     "with a line \"Winner: A\" or \"Winner: B\".")
 GENSELECT_VARS = ("question", "candidates", "count")
 PAIR_VARS = ("question", "response_a", "response_b")
-MAX_CONCURRENT = 64
-"""Requests in flight at once: the engine's sequences (n_seq_max) by default, so a round is one batch."""
 REASONING_CHARS = 2000
 """Each judgement's text kept in the vote event (the LM call in the trace keeps all of it)."""
 TIE_RULE = "the candidate whose answer more candidates share, then the lowest index"
@@ -100,14 +94,6 @@ def select_problems(params: dict[str, Any]) -> list[tuple[str, str]]:
     return problems
 
 
-def _concurrently(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
-    """fn over items as concurrent requests, so the engine decodes them in one batch; results in order."""
-    if len(items) <= 1:
-        return [fn(x) for x in items]
-    with ThreadPoolExecutor(max_workers=min(MAX_CONCURRENT, len(items))) as pool:
-        return list(pool.map(fn, items))
-
-
 def _chat(text: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": text}]
 
@@ -146,8 +132,7 @@ def genselect_vote(cands: list[Candidate], answers: list[str | None], question: 
             listed = "\n\n".join(f"Candidate {k + 1}:\n{cands[i].text.strip()}" for k, i in enumerate(group))
             text = render_template(str(params["prompt"]), {"question": question, "candidates": listed,
                                                            "count": str(len(group))})
-            seed = ctx.seed + (r * 1009 + g) * 64
-            result = ctx.generate(_chat(text), sp, n=draws, seeds=[seed + d for d in range(draws)],
+            result = ctx.generate(_chat(text), sp, n=draws, seeds=sample_seeds(ctx.seed, draws, "genselect", r, g),
                                   purpose="select", tag={"genselect_round": r, "group": g})
             out = []
             for c in result.completions:
@@ -161,7 +146,7 @@ def genselect_vote(cands: list[Candidate], answers: list[str | None], question: 
                 winner = min(group, key=lambda i: tie_key(i, support))
             return {"group": group, "winner": winner, "fallback": fallback, "tied": tied, "draws": out}
 
-        results = _concurrently(judge, list(enumerate(groups)))
+        results = ctx.map(judge, list(enumerate(groups)))
         rounds.append(results)
         ctx.progress(len(rounds), len(rounds) + (len(results) > 1))
         entrants = [res["winner"] for res in results]
@@ -190,8 +175,8 @@ def tournament_vote(cands: list[Candidate], answers: list[str | None], question:
             text = render_template(str(params["pair_prompt"]), {
                 "question": question, "response_a": cands[first].text.strip(),
                 "response_b": cands[second].text.strip()})
-            seed = ctx.seed + (r * 4099 + m) * 16 + j
-            result = ctx.generate(_chat(text), sp, n=1, seeds=[seed], purpose="select",
+            result = ctx.generate(_chat(text), sp, n=1, seeds=sample_seeds(ctx.seed, 1, "tournament", r, m, j),
+                                  purpose="select",
                                   tag={"tournament_round": r, "match": m, "judgement": j})
             reply = result.completions[0].text
             verdict = parse_pair_winner(reply)
@@ -199,7 +184,7 @@ def tournament_vote(cands: list[Candidate], answers: list[str | None], question:
             return {"order": "ba" if swapped else "ab", "verdict": verdict, "pick": pick,
                     "reasoning": answer_part(reply).strip()[:REASONING_CHARS]}
 
-        done = _concurrently(judge, jobs)
+        done = ctx.map(judge, jobs)
         matches = []
         for m, (a, b) in enumerate(pairs):
             mine = [d for job, d in zip(jobs, done, strict=True) if job[0] == m]

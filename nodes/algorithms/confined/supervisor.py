@@ -66,7 +66,7 @@ class Guard(ast.NodeTransformer):
     def __init__(self, names: set[str]) -> None:
         self.names = names
 
-    def visit_Call(self, node: ast.Call) -> ast.AST:  # noqa: N802 (ast.NodeTransformer's naming)
+    def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         if isinstance(node.func, ast.Name) and node.func.id in self.names:
             return ast.Call(func=ast.Name("__mg_plain", ast.Load()), args=[node], keywords=[])
