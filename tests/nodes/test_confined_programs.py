@@ -52,7 +52,7 @@ def test_the_programs_are_what_a_run_copies_and_ruff_checks_them() -> None:
 def test_settings_round_trip_through_json() -> None:
     for settings in (Settings(), Settings(1_900_000_123, 512, 32, True), Settings(None, 128, 4, False)):
         text = settings.to_json()
-        assert json.loads(text) == settings._asdict()
+        assert json.loads(text) == settings.as_dict()
         assert Settings.from_json(text) == settings
 
 
@@ -66,6 +66,8 @@ def test_settings_round_trip_through_json() -> None:
     '{"uid": null, "memory_mb": true, "processes": 32, "isolated": true}',
     '{"uid": null, "memory_mb": 512, "processes": -1, "isolated": true}',
     '{"uid": null, "memory_mb": 512, "processes": 32, "isolated": 1}',
+    '{"uid": null, "memory_mb": 0, "processes": 32, "isolated": true}',
+    "",
 ])
 def test_malformed_settings_are_refused_with_a_reason(text: str) -> None:
     with pytest.raises(SettingsError, match=prelude.SETTINGS_ENV):

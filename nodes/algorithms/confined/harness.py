@@ -16,8 +16,11 @@ import ast
 import io
 import os
 import sys
-from types import CodeType
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at run time (a cost every confined run would pay)
+if TYPE_CHECKING:
+    from types import CodeType
+    from typing import Any
 
 if __package__:
     from nodes.algorithms.confined import prelude

@@ -11,7 +11,10 @@ import ast
 import json
 import os
 import sys
-from typing import IO, Any, NamedTuple
+
+TYPE_CHECKING = False  # typing is not imported at run time: every confined program would pay for it
+if TYPE_CHECKING:
+    from typing import IO, Any
 
 SETTINGS_ENV = "METAGEN_SANDBOX"
 """The program's settings, a JSON object (`Settings.to_json`), set by code_exec.run_confined."""
@@ -25,20 +28,37 @@ class SettingsError(ValueError):
     """The settings string is not what code_exec writes: the program refuses to start."""
 
 
-class Settings(NamedTuple):
+class Settings:
     """What the sandbox tells a program about its confinement."""
 
-    uid: int | None = None
-    """The throw-away uid to drop to (root under bubblewrap only), None to stay."""
-    memory_mb: int = 0
-    """Address space of each process, set after dropping to the uid (under bubblewrap only)."""
-    processes: int = 32
-    """Processes (threads included) the uid may have at once (under bubblewrap only)."""
-    isolated: bool = False
-    """Under bubblewrap: the program itself sets the uid and the last limits (bwrap needed more to start)."""
+    __slots__ = ("isolated", "memory_mb", "processes", "uid")
+    FIELDS = ("uid", "memory_mb", "processes", "isolated")
+
+    def __init__(self, uid: int | None = None, memory_mb: int = 0, processes: int = 32,
+                 isolated: bool = False) -> None:
+        self.uid = uid
+        """The throw-away uid to drop to (root under bubblewrap only), None to stay."""
+        self.memory_mb = memory_mb
+        """Address space of each process, set after dropping to the uid (under bubblewrap only)."""
+        self.processes = processes
+        """Processes (threads included) the uid may have at once (under bubblewrap only)."""
+        self.isolated = isolated
+        """Under bubblewrap: the program itself sets the uid and the last limits (bwrap needed more to start)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.FIELDS}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Settings) and self.as_dict() == other.as_dict()
+
+    def __hash__(self) -> int:
+        return hash(tuple(self.as_dict().values()))
+
+    def __repr__(self) -> str:
+        return "Settings(" + ", ".join(f"{k}={v!r}" for k, v in self.as_dict().items()) + ")"
 
     def to_json(self) -> str:
-        return json.dumps(self._asdict(), sort_keys=True)
+        return json.dumps(self.as_dict(), sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Settings:
@@ -50,7 +70,7 @@ class Settings(NamedTuple):
             raise SettingsError(f"{SETTINGS_ENV} is not JSON ({exc}); expected an object like {example}") from exc
         if not isinstance(data, dict):
             raise SettingsError(f"{SETTINGS_ENV} is a {type(data).__name__}, not an object like {example}")
-        missing, unknown = set(cls._fields) - set(data), set(data) - set(cls._fields)
+        missing, unknown = set(cls.FIELDS) - set(data), set(data) - set(cls.FIELDS)
         if missing or unknown:
             raise SettingsError(f"{SETTINGS_ENV} lacks {sorted(missing)} / has unknown {sorted(unknown)}; "
                                 f"expected exactly the keys of {example}")
@@ -61,6 +81,9 @@ class Settings(NamedTuple):
             raise SettingsError(f"{SETTINGS_ENV}: uid must be null or a uid above 0, not {data['uid']!r}")
         if type(data["isolated"]) is not bool:
             raise SettingsError(f"{SETTINGS_ENV}: isolated must be true or false, not {data['isolated']!r}")
+        if data["isolated"] and not (data["memory_mb"] and data["processes"]):
+            raise SettingsError(f"{SETTINGS_ENV}: an isolated program needs memory_mb and processes above 0, "
+                                f"not {data['memory_mb']!r} and {data['processes']!r}")
         return cls(**data)
 
 

@@ -27,8 +27,11 @@ import select
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at run time (a cost every confined run would pay)
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 if __package__:
     from nodes.algorithms.confined import prelude
