@@ -296,7 +296,7 @@ def _capabilities(source: str, info: Any, shared: bool) -> dict[str, Any]:
     from app.service.local_models import describe
 
     row = describe("bundled" if source == "bundled" else "path", info)
-    keep = {k: row[k] for k in ("file", "chat_template", "thinking_template", "rank_head", "entry")}
+    keep = {k: row[k] for k in ("file", "chat_template", "thinking_template", "rank_head", "prompt_format", "entry")}
     if shared and source != "bundled":
         keep["entry"] = {**keep["entry"], "path": info.name}
     return keep
