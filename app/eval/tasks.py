@@ -108,11 +108,14 @@ def _public_tests_spec(path: Path, spec: Any) -> dict[str, Any]:
 
 def public_tests(task: TaskPreset, row: dict[str, Any]) -> str:
     """The preset's public tests of a row: its template's lines, or the asserts of the docstring examples its
-    `docstring` template renders (those calling the row's `entry_point`), keeping only the first `asserts` assert
-    lines."""
+    `docstring` template renders (those calling the row's `entry_point`; `assert callable(entry_point)` when it
+    shows none), keeping only the first `asserts` assert lines."""
     spec = task.public_tests
     if "docstring" in spec:
-        lines = docstring_asserts(render(spec["docstring"], row), str(row.get("entry_point") or ""))
+        entry_point = str(row.get("entry_point") or "")
+        lines = docstring_asserts(render(spec["docstring"], row), entry_point)
+        if not lines and entry_point.isidentifier():  # no examples: the candidate must at least define it
+            lines = [f"assert callable({entry_point})"]
     else:
         lines = render(spec["template"], row).splitlines()
     kept, seen = [], 0
