@@ -101,7 +101,8 @@ class ModelCatalog:
         for source, info in found:
             key = "bundled" if source == "bundled" else info.path
             rows.append({
-                "key": info.name if shared and key != "bundled" else key, "source": source, "name": info.name,
+                "key": info.name if shared and key != "bundled" else key, "source": source,
+                "name": Path(info.path).name if source == "bundled" else info.name,  # its GGUF name is a run's
                 "path": info.name if shared else info.path,
                 "size_bytes": info.size_bytes,
                 "quantization": info.quantization, "context_length": info.context_length,
