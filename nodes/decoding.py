@@ -142,11 +142,28 @@ def render(template: str, values: Mapping[str, Any]) -> str:
     return render_template(template, dict(values))
 
 
+def is_raw(params: Mapping[str, Any]) -> bool:
+    """Raw mode: the prompt is text the model continues (no chat template), its completion kept verbatim."""
+    return params.get("mode") == "raw"
+
+
+ECHO_PARAM = Param("echo", "bool", False, "Raw mode: each candidate is the prompt followed by its completion "
+                   "(a base model completing a function body: the candidate is the whole program, as HumanEval "
+                   "grades prompt + completion)", show_if=("mode", ("raw",)))
+
+
+def completion_text(params: Mapping[str, Any], prompt: Prompt) -> dict[str, Any]:
+    """How a completion becomes a candidate's text (candidate_from's keywords): stripped in chat mode; verbatim in
+    raw mode, after the prompt itself when `echo` is on."""
+    raw = is_raw(params)
+    return {"verbatim": raw, "prefix": prompt if raw and params.get("echo") and isinstance(prompt, str) else ""}
+
+
 def build_prompt(params: Mapping[str, Any], values: Mapping[str, Any], template_key: str = "prompt") -> Prompt:
     """Chat messages (system + user) or a raw prompt string from the node's templates."""
     user = render(params[template_key] or "", values)
     system = render(params["system"] or "", values)
-    if params["mode"] == "raw":
+    if is_raw(params):
         return f"{system}\n\n{user}" if system else user
     messages: list[ChatMessage] = []
     if system:

@@ -9,13 +9,15 @@
   if (window.MetagenConnection) return;
 
   const PING_MS = 2000;        // while connected
-  const RETRY_MS = 1000;       // while lost: reconnect soon after the server is back
+  const RETRY_MS = 1000;       // while lost: the first retries come soon, so a restart is seen quickly,
+  const RETRY_MAX_MS = 8000;   // then back off (doubling) up to this: a server down for long is not asked 1/s
   const TIMEOUT_MS = 2500;     // a ping unanswered this long counts as failed
   const FAILS_TO_LOSE = 2;     // one slow answer is not a lost server
   const LOST_TEXT = "Lost the connection to the studio server; reconnecting…";
 
   let fails = 0;
   let lost = false;
+  let retryMs = RETRY_MS;
   const listeners = [];
 
   function healthUrl() {
@@ -59,11 +61,17 @@
     }
     if (answered) {
       fails = 0;
+      retryMs = RETRY_MS;
       setLost(false);
     } else if (++fails >= FAILS_TO_LOSE) {
       setLost(true);
     }
-    setTimeout(ping, lost ? RETRY_MS : PING_MS);
+    if (lost) {
+      setTimeout(ping, retryMs);
+      retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
+    } else {
+      setTimeout(ping, PING_MS);
+    }
   }
 
   window.MetagenConnection = {

@@ -8,9 +8,10 @@ main input has another name take it with `--map INPUT=question`.
 Preset keys: name, title, description, dataset (a file or hf:OWNER/NAME[:CONFIG][@SPLIT], or a list of them whose
 rows are joined), prompt, reference
 {column | template, pattern}, choices {correct, others} or {column, answer_index}, metric, gold, notes, and
-public_tests {template, asserts}: the examples a code workflow may see and select with (a `public_tests` column:
-the template's lines with only its first `asserts` assert lines, as MBPP shows its first test), apart from the
-hidden tests the `tests` metric grades with.
+public_tests {template, asserts} or {docstring, asserts}: the examples a code workflow may see and select with (a
+`public_tests` column: the template's lines, or the asserts made of the docstring examples of the text `docstring`
+renders (HumanEval's `>>> f(x)` lines), with only the first `asserts` assert lines, as MBPP shows its first test),
+apart from the hidden tests the `tests` metric grades with.
 `gold` is the dataset's own right answer as a model would write it (a template over the row's columns, with
 `{reference}` the preset's reference): `metagen eval check` grades it with the preset's metric (app/eval/gold.py).
 """
@@ -27,6 +28,7 @@ from typing import Any
 import yaml
 
 from app.eval.datasets import Dataset, DatasetError, load_dataset
+from app.eval.docstring_tests import docstring_asserts
 from app.eval.hub_datasets import is_hub_spec
 from app.platform import resources
 
@@ -95,20 +97,32 @@ def _public_tests_spec(path: Path, spec: Any) -> dict[str, Any]:
     if spec is None:
         return {}
     asserts = spec.get("asserts", 1) if isinstance(spec, dict) else None
-    if not isinstance(spec, dict) or not isinstance(spec.get("template"), str) or not isinstance(asserts, int) \
-            or isinstance(asserts, bool) or asserts < 1 or set(spec) - {"template", "asserts"}:
-        raise TaskError(f"task preset {path.name}: public_tests must be {{template: TEXT, asserts: N}} (N >= 1: how "
-                        "many of the template's assert lines the workflow may see)")
-    return {"template": spec["template"], "asserts": asserts}
+    sources = [k for k in ("template", "docstring") if isinstance(spec, dict) and isinstance(spec.get(k), str)]
+    if not isinstance(spec, dict) or len(sources) != 1 or not isinstance(asserts, int) or isinstance(asserts, bool) \
+            or asserts < 1 or set(spec) - {"template", "docstring", "asserts"}:
+        raise TaskError(f"task preset {path.name}: public_tests must be {{template: TEXT, asserts: N}} or "
+                        "{docstring: TEXT, asserts: N} (the docstring examples of TEXT, `>>> f(x)` then the value, "
+                        "as asserts; N >= 1: how many assert lines the workflow may see)")
+    return {sources[0]: spec[sources[0]], "asserts": asserts}
 
 
 def public_tests(task: TaskPreset, row: dict[str, Any]) -> str:
-    """The preset's public tests of a row: its template's lines, keeping only the first `asserts` assert lines."""
+    """The preset's public tests of a row: its template's lines, or the asserts of the docstring examples its
+    `docstring` template renders (those calling the row's `entry_point`; `assert callable(entry_point)` when it
+    shows none), keeping only the first `asserts` assert lines."""
+    spec = task.public_tests
+    if "docstring" in spec:
+        entry_point = str(row.get("entry_point") or "")
+        lines = docstring_asserts(render(spec["docstring"], row), entry_point)
+        if not lines and entry_point.isidentifier():  # no examples: the candidate must at least define it
+            lines = [f"assert callable({entry_point})"]
+    else:
+        lines = render(spec["template"], row).splitlines()
     kept, seen = [], 0
-    for line in render(task.public_tests["template"], row).splitlines():
+    for line in lines:
         if line.strip().startswith("assert"):
             seen += 1
-            if seen > task.public_tests["asserts"]:
+            if seen > spec["asserts"]:
                 continue
         if line.strip():
             kept.append(line)
@@ -208,7 +222,8 @@ def source_columns(task: TaskPreset) -> list[str]:
     """The columns of its dataset a preset reads (its prompt's, its reference's, its choices'): what a local copy
     given in place of the Hub's must have."""
     made = {"options", TESTS_COLUMN, PUBLIC_TESTS_COLUMN}
-    texts = [task.prompt, str(task.reference.get("template") or ""), str(task.public_tests.get("template") or "")]
+    texts = [task.prompt, str(task.reference.get("template") or ""), str(task.public_tests.get("template") or ""),
+             str(task.public_tests.get("docstring") or "")]
     columns = [m.group(1) for text in texts for m in _FIELD.finditer(text)]
     if task.reference and "template" not in task.reference:
         columns.append(str(task.reference.get("column", REFERENCE_COLUMN)))

@@ -37,6 +37,7 @@ from backends.base import (
     LLMBackend,
     ModelSpec,
 )
+from backends.llama.models.prompt_formats import model_prompt_format
 from nodes.base import NodeError, NodeKind, to_jsonable
 from nodes.registry import NodeRegistry
 from nodes.seeds import derive_seed as derive_seed  # re-exported: callers derive seeds from here
@@ -319,7 +320,8 @@ class _DagRun:
         weights = getattr(backend, "weights", None)
         if weights is not None:
             self.bus.emit(Event(ev.NODE_EVENT, self.run_id, None, {
-                "kind": "model", "alias": alias, "model_id": backend.model_id, "weights": to_jsonable(weights)}))
+                "kind": "model", "alias": alias, "model_id": backend.model_id, "weights": to_jsonable(weights),
+                "prompt_format": model_prompt_format(getattr(backend, "path", None))}))
 
     # -- the loop
     def execute(self) -> RunResult:

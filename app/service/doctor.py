@@ -66,11 +66,11 @@ class DoctorReport:
         return "\n".join(lines)
 
     def to_markdown(self) -> str:
-        """The Models tab's report."""
-        icon = {checks.OK: "✅", checks.WARN: "⚠️", checks.PROBLEM: "❌"}
+        """The Models tab's report, marked as the CLI marks it (`[ok]`, `[!]`, `[x]`: emoji were empty boxes in
+        browsers without an emoji font)."""
         lines = [f"**{self.summary()}**", ""]
         for c in self.checks:
-            lines.append(f"- {icon[c['status']]} **{c['name']}**: {_md(c['detail'])}")
+            lines.append(f"- `{MARKS[c['status']]}` **{c['name']}**: {_md(c['detail'])}")
             if c["fix"]:
                 lines.append(f"  - fix: {_md(c['fix'])}")
         return "\n".join(lines)

@@ -10,7 +10,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -308,8 +308,24 @@ def check_chromium(path: str = CHROMIUM) -> dict[str, str]:
                  "does not need it", "`make system-deps` (installs chromium with apt)")
 
 
-def check_hub_env(env: dict[str, str] | None = None) -> dict[str, str]:
-    """HF_ENDPOINT, whether a Hub token is set (never its value) and offline mode."""
+HUB_PROBE_TIMEOUT_S = 4.0
+
+
+def hub_reachable(endpoint: str) -> str | None:
+    """None when the Hub at `endpoint` answers (any HTTP status below 500), else why not, in a few words."""
+    import httpx
+
+    try:
+        answer = httpx.get(endpoint.rstrip("/") + "/api/models", params={"limit": 1}, timeout=HUB_PROBE_TIMEOUT_S)
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None if answer.status_code < 500 else f"it answered HTTP {answer.status_code}"
+
+
+def check_hub_env(env: dict[str, str] | None = None,
+                  reach: Callable[[str], str | None] | None = None) -> dict[str, str]:
+    """HF_ENDPOINT, whether a Hub token is set (never its value), offline mode, and whether the Hub answers (unless
+    offline: `reach`, by default one short request)."""
     env = dict(os.environ) if env is None else env
     endpoint = env.get("HF_ENDPOINT", "")
     token = any(env.get(k) for k in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"))
@@ -320,7 +336,14 @@ def check_hub_env(env: dict[str, str] | None = None) -> dict[str, str]:
     if endpoint and not re.match(r"https?://[^\s/]+", endpoint):
         return check("Hugging Face Hub", WARN, detail + ": not an http(s) URL",
                      "set HF_ENDPOINT to a URL such as https://huggingface.co, or unset it")
-    return check("Hugging Face Hub", OK, detail)
+    if not offline:
+        url = endpoint or "https://huggingface.co"
+        why = (reach or hub_reachable)(url)
+        if why:
+            return check("Hugging Face Hub", WARN, f"{detail}; {url} cannot be reached ({why}): pulls from the Hub "
+                         "fail until it can", "check the network or proxy, or work offline: set HF_HUB_OFFLINE=1 and "
+                         "put GGUF files into the models folder (`metagen models list` shows them)")
+    return check("Hugging Face Hub", OK, detail + ("" if offline else "; the Hub answers"))
 
 
 def check_traces(path: Path) -> dict[str, str]:

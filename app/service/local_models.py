@@ -25,7 +25,7 @@ def describe(source: str, info: Any) -> dict[str, Any]:
             "size_bytes": info.size_bytes, "quantization": info.quantization, "quant": info.quantization,
             "architecture": info.architecture, "context_length": info.context_length,
             "chat_template": bool(info.chat_template), "thinking_template": info.thinking,
-            "rank_head": info.rank_head, "entry": model_entry(source, info)}
+            "rank_head": info.rank_head, "prompt_format": info.prompt_format, "entry": model_entry(source, info)}
 
 
 def local_models(models_dir: str | Path, skipped: list[tuple[str, str]] | None = None) -> list[dict[str, Any]]:

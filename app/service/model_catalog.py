@@ -101,7 +101,8 @@ class ModelCatalog:
         for source, info in found:
             key = "bundled" if source == "bundled" else info.path
             rows.append({
-                "key": info.name if shared and key != "bundled" else key, "source": source, "name": info.name,
+                "key": info.name if shared and key != "bundled" else key, "source": source,
+                "name": Path(info.path).name if source == "bundled" else info.name,  # its GGUF name is a run's
                 "path": info.name if shared else info.path,
                 "size_bytes": info.size_bytes,
                 "quantization": info.quantization, "context_length": info.context_length,
@@ -296,7 +297,7 @@ def _capabilities(source: str, info: Any, shared: bool) -> dict[str, Any]:
     from app.service.local_models import describe
 
     row = describe("bundled" if source == "bundled" else "path", info)
-    keep = {k: row[k] for k in ("file", "chat_template", "thinking_template", "rank_head", "entry")}
+    keep = {k: row[k] for k in ("file", "chat_template", "thinking_template", "rank_head", "prompt_format", "entry")}
     if shared and source != "bundled":
         keep["entry"] = {**keep["entry"], "path": info.name}
     return keep

@@ -17,19 +17,31 @@ from app.ui.remote_check import remote_check_section, remote_servers_section
 
 log = logging.getLogger(__name__)
 
-MODEL_COLUMNS = ["name", "source", "size", "quant", "context", "arch", "device", "loaded", "path", "CPU weights",
-                 "speculation"]
+MODEL_COLUMNS = ["name", "source", "size", "quant", "context", "arch", "prompts", "device", "loaded", "path",
+                 "CPU weights", "speculation"]
 """Short headers: the long ones wrapped mid-word ('quant isati on') in the narrow columns."""
 
 
 def model_rows(service: StudioService) -> tuple[list[list[Any]], list[tuple[str, str]]]:
     entries = service.models.entries()
     rows = [[e["name"], e["source"], human_size(e["size_bytes"]), e["quantization"], e["context_length"],
-             e["architecture"], e["device"], "yes" if e["loaded"] else "no", e["path"], e.get("weights", ""),
+             e["architecture"], prompts_label(e.get("prompt_format")), e["device"], "yes" if e["loaded"] else "no",
+             e["path"], e.get("weights", ""),
              e.get("speculative", "")]
             for e in entries]
     choices = [(f"{e['name']} ({e['source']})", e["key"]) for e in entries]
     return rows, choices
+
+
+PROMPT_LABELS = {"template": "own template", "architecture": "{name} turns", "base model": "plain text (base)",
+                 "fallback": "ChatML (guessed)"}
+
+
+def prompts_label(prompt_format: dict[str, str] | None) -> str:
+    """How chat messages reach the model, in a few words (its full sentence is in `models list --json`)."""
+    if not prompt_format:
+        return ""
+    return PROMPT_LABELS.get(prompt_format.get("source", ""), "").format(name=prompt_format.get("name", ""))
 
 
 def blank_if_none(value: int | None) -> str:

@@ -385,47 +385,40 @@ def prompt_logprobs(lp: dict[str, Any], start: int, end: int) -> list[float] | N
     return out
 
 
-def probe(http: RemoteHttp, model: str) -> Capabilities:
-    """Contact the server: list its models, then find what it does for `model` (about ten tiny requests)."""
-    started = time.perf_counter()
-    listing = http.get_json("/models")
-    entries = listing.get("data") if isinstance(listing, dict) else None
-    entries = [e for e in entries or [] if isinstance(e, dict)]
-    ids = tuple(str(e.get("id")) for e in entries)
-    kind = detect_kind(entries, http)
-    p = _Prober(http, model, kind)
-    notes: list[str] = []
-    if ids and model not in ids:
-        notes.append(f"the server does not list {model!r} (it lists {', '.join(ids[:8])})")
-    plain = p.completion()
-    completions = plain is not None
-    n = logprobs = top = False
-    echo = "no"
-    if completions:
-        answer = p.completion(n=2, temperature=1.0, seed=1)
-        n = answer is not None and len(answer["choices"]) == 2
-        first = p.completion(logprobs=2)
-        if first is not None:
-            lp = first["choices"][0].get("logprobs") or {}
-            logprobs = _first_logprob(first["choices"][0]) is not None
-            tops = lp.get("top_logprobs") or []
-            top = bool(tops) and isinstance(tops[0], dict) and len(tops[0]) >= 2
-            if logprobs:
-                echo = p.echo(first["choices"][0])
+def _completion_caps(p: _Prober) -> dict[str, Any]:
+    """What /completions does: plain answers, n, logprobs and top logprobs, echo."""
+    completions = p.completion() is not None
+    caps: dict[str, Any] = {"completions": completions, "n": False, "logprobs": False, "top_logprobs": False,
+                            "echo": "no"}
+    if not completions:
+        return caps
+    answer = p.completion(n=2, temperature=1.0, seed=1)
+    caps["n"] = answer is not None and len(answer["choices"]) == 2
+    first = p.completion(logprobs=2)
+    if first is not None:
+        lp = first["choices"][0].get("logprobs") or {}
+        caps["logprobs"] = _first_logprob(first["choices"][0]) is not None
+        tops = lp.get("top_logprobs") or []
+        caps["top_logprobs"] = bool(tops) and isinstance(tops[0], dict) and len(tops[0]) >= 2
+        if caps["logprobs"]:
+            caps["echo"] = p.echo(first["choices"][0])
+    return caps
+
+
+def _chat_caps(p: _Prober) -> dict[str, Any]:
+    """What /chat/completions does: answers at all, and top logprobs."""
     chat_answer = p.chat(logprobs=True, top_logprobs=2)
     chat_logprobs = False
     if chat_answer is not None:
         content = (chat_answer["choices"][0].get("logprobs") or {}).get("content") or []
         chat_logprobs = bool(content) and len(content[0].get("top_logprobs") or []) >= 2
-    chat = chat_answer is not None or p.chat() is not None
-    if not completions and not chat and p.malformed:
-        raise MalformedAnswerError(f"the server at {http.base_url} answered {p.malformed}, not an OpenAI-shaped answer "
-                           "(a list of choices); is base_url an OpenAI-compatible API?")
-    if not completions and not chat:
-        raise BackendError(f"the server at {http.base_url} answered neither /completions nor /chat/completions for "
-                           f"model {model!r}; check the model name (it lists: {', '.join(ids[:8]) or 'nothing'}).")
-    grammar = None
-    forced = False
+    return {"chat": chat_answer is not None or p.chat() is not None, "chat_logprobs": chat_logprobs}
+
+
+def _constraint_caps(p: _Prober, kind: str, completions: bool, logprobs: bool) -> dict[str, Any]:
+    """Which grammar and JSON-schema fields the server holds to (the first that works, in GRAMMAR_METHODS' and
+    SCHEMA_METHODS' order), and whether a grammar forces logprobs of given text."""
+    grammar, forced = None, False
     for method in GRAMMAR_METHODS.get(kind, ()):
         held, raw = p.constrained(grammar_fields(method, PROBE_GRAMMAR), "QZ", completions, logprobs)
         if held:
@@ -438,21 +431,47 @@ def probe(http: RemoteHttp, model: str) -> Capabilities:
             if held:
                 json_schema = method
                 break
-    stream, stream_usage, stream_logprobs = p.stream(completions, logprobs if completions else chat_logprobs)
-    if echo == "misaligned":
+    return {"grammar": grammar, "json_schema": json_schema, "forced_logprobs": forced}
+
+
+def _answers_nothing(http: RemoteHttp, model: str, ids: tuple[str, ...], p: _Prober) -> BackendError:
+    if p.malformed:
+        return MalformedAnswerError(f"the server at {http.base_url} answered {p.malformed}, not an OpenAI-shaped "
+                                    "answer (a list of choices); is base_url an OpenAI-compatible API?")
+    return BackendError(f"the server at {http.base_url} answered neither /completions nor /chat/completions for "
+                        f"model {model!r}; check the model name (it lists: {', '.join(ids[:8]) or 'nothing'}).")
+
+
+def probe(http: RemoteHttp, model: str) -> Capabilities:
+    """Contact the server: list its models, then find what it does for `model` (about ten tiny requests)."""
+    started = time.perf_counter()
+    listing = http.get_json("/models")
+    entries = listing.get("data") if isinstance(listing, dict) else None
+    entries = [e for e in entries or [] if isinstance(e, dict)]
+    ids = tuple(str(e.get("id")) for e in entries)
+    kind = detect_kind(entries, http)
+    p = _Prober(http, model, kind)
+    notes: list[str] = []
+    if ids and model not in ids:
+        notes.append(f"the server does not list {model!r} (it lists {', '.join(ids[:8])})")
+    plain = _completion_caps(p)
+    chat = _chat_caps(p)
+    if not plain["completions"] and not chat["chat"]:
+        raise _answers_nothing(http, model, ids, p)
+    constraints = _constraint_caps(p, kind, plain["completions"], plain["logprobs"])
+    stream, stream_usage, stream_logprobs = p.stream(
+        plain["completions"], plain["logprobs"] if plain["completions"] else chat["chat_logprobs"])
+    if plain["echo"] == "misaligned":
         notes.append("echo logprobs are shifted by one token (llama-cpp-python with a model without BOS); "
-                     "scoring uses forced decoding instead" if grammar and forced else
-                     "echo logprobs are shifted by one token, so they cannot score text")
-    interrupts = stream and p.interrupts(completions)
+                     "scoring uses forced decoding instead" if constraints["grammar"] and constraints["forced_logprobs"]
+                     else "echo logprobs are shifted by one token, so they cannot score text")
+    interrupts = stream and p.interrupts(plain["completions"])
     if interrupts:
         notes.append("the server cuts a streamed answer short whenever another request arrives (llama_cpp.server "
                      "without --interrupt_requests False): Metagen fetches its answers unstreamed")
-    return Capabilities(kind=kind, model=model, models=ids, model_listed=not ids or model in ids,
-                        completions=completions, chat=chat, n=n, logprobs=logprobs, top_logprobs=top,
-                        chat_logprobs=chat_logprobs, echo=echo,
-                        grammar=grammar, json_schema=json_schema, forced_logprobs=forced, stream=stream,
-                        stream_usage=stream_usage, stream_logprobs=stream_logprobs, interrupts_streams=interrupts,
-                        tokenize=p.tokenize(),
+    return Capabilities(kind=kind, model=model, models=ids, model_listed=not ids or model in ids, **plain, **chat,
+                        **constraints, stream=stream, stream_usage=stream_usage, stream_logprobs=stream_logprobs,
+                        interrupts_streams=interrupts, tokenize=p.tokenize(),
                         probe_s=round(time.perf_counter() - started, 3), notes=tuple(notes))
 
 

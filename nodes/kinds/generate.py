@@ -38,7 +38,15 @@ from nodes.base import (
     template_variables,
 )
 from nodes.beam_decoding import BEAM_PARAMS, beam_problems, beam_settings
-from nodes.decoding import build_prompt, decoding_params, decoding_problems, prompt_params, sampling_params
+from nodes.decoding import (
+    ECHO_PARAM,
+    build_prompt,
+    completion_text,
+    decoding_params,
+    decoding_problems,
+    prompt_params,
+    sampling_params,
+)
 from nodes.seeds import sample_seeds
 from nodes.thinking import (
     ThinkingResult,
@@ -55,10 +63,13 @@ COT_MAX_BRANCHES = 20
 """cot_decoding reads the first tokens from the engine's top-k log-probabilities, which stop at 20."""
 
 
-def candidate_from(c: Completion, index: int, source: str, spec: AnswerSpec | None = None) -> Candidate:
-    """A traced completion as a candidate (text stripped; answer extracted when a spec is given; the token
-    statistics, when recorded, in meta["token_stats"] for the confidence verifier)."""
-    text = c.text.strip()
+def candidate_from(c: Completion, index: int, source: str, spec: AnswerSpec | None = None, *,
+                   verbatim: bool = False, prefix: str = "") -> Candidate:
+    """A traced completion as a candidate (text stripped, or kept verbatim: a raw completion continues its prompt,
+    so its first line's indentation is part of it; after `prefix`, the echoed prompt, when given; answer extracted
+    when a spec is given; the token statistics, when recorded, in meta["token_stats"] for the confidence
+    verifier)."""
+    text = prefix + c.text if verbatim else c.text.strip()
     cand = Candidate(
         text=text,
         index=index,
@@ -102,12 +113,14 @@ class Generator(NodeKind):
                    "Chain generators for chain of thought or draft-then-answer; `for_each` maps the prompt "
                    "over a candidate set (one completion per candidate).")
     outputs = (
-        Port("text", TEXT, "The completion, whitespace stripped (for_each: all completions as a numbered list)"),
+        Port("text", TEXT, "The completion, whitespace stripped in chat mode and verbatim in raw mode (for_each: "
+                           "all completions as a numbered list)"),
         Port("candidates", CANDIDATES, "The completion(s) as a candidate set, for verifiers and voters"),
         Port("thinking", TEXT, "think: the thinking before the answer ('' without one); never in `text`"),
     )
     params = (
         *prompt_params("{question}"),
+        ECHO_PARAM,
         Param("for_each", "str", "", "Name of an input holding a candidate set: run the prompt once per "
               "candidate, {name} being that candidate's text ('' = one completion)"),
         *decoding_params(temperature=0.0, max_tokens=128),
@@ -146,7 +159,7 @@ class Generator(NodeKind):
             return self._for_each(mapped, inputs, params, ctx)
         prompt = build_prompt(params, inputs)
         result = ctx.generate(prompt, sampling_params(params, ctx.seed), n=1, seeds=[ctx.seed])
-        candidate = candidate_from(result.completions[0], 0, ctx.node_id)
+        candidate = candidate_from(result.completions[0], 0, ctx.node_id, **completion_text(params, prompt))
         return {"text": candidate.text,
                 "candidates": CandidateSet([candidate], prompt=result.prompt_text)}
 
@@ -169,7 +182,8 @@ class Generator(NodeKind):
         results = ctx.map(one, range(total))
         candidates = []
         for i, (item, result) in enumerate(zip(source.candidates, results, strict=True)):
-            cand = candidate_from(result.completions[0], i, ctx.node_id)
+            text = completion_text(params, result.prompt_text)
+            cand = candidate_from(result.completions[0], i, ctx.node_id, **text)
             cand.meta = {"from": {"source": item.source, "index": item.index}}
             candidates.append(cand)
         ctx.progress(total, total)
@@ -192,6 +206,7 @@ class Sampler(NodeKind):
                Port("thinking", JSON, "think: each sample's thinking, in sample order ([] without thinking)"))
     params = (
         *prompt_params("{question}"),
+        ECHO_PARAM,
         Param("method", "choice", "sample",
               "sample: n seeded samples; cot_decoding: the n most likely first tokens, each branch continued "
               "greedily and scored by its answer's top-1/top-2 probability margin (the best one is the winner); "
@@ -280,7 +295,8 @@ class Sampler(NodeKind):
         if params["adaptive"] == "confidence":
             return {"candidates": deepconf_online(prompt, sp, n, spec, params, ctx)}
         result = ctx.generate(prompt, sp, n=n, seeds=sample_seeds(ctx.seed, n))
-        candidates = [candidate_from(c, i, ctx.node_id, spec) for i, c in enumerate(result.completions)]
+        text = completion_text(params, prompt)
+        candidates = [candidate_from(c, i, ctx.node_id, spec, **text) for i, c in enumerate(result.completions)]
         ctx.progress(n, n)
         return {"candidates": CandidateSet(candidates, prompt=result.prompt_text)}
 
@@ -296,7 +312,7 @@ class Sampler(NodeKind):
             result = ctx.generate(prompt, sp, n=size, seeds=sample_seeds(ctx.seed, size, start=start),
                                   tag={"adaptive_batch": len(batches)})
             batches.append(size)
-            candidates += [candidate_from(c, start + i, ctx.node_id, spec)
+            candidates += [candidate_from(c, start + i, ctx.node_id, spec, **completion_text(params, prompt))
                            for i, c in enumerate(result.completions)]
             ctx.progress(len(candidates), n)
             decision = stop_decision([c.answer for c in candidates], n, params["min_samples"])

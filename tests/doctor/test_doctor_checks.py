@@ -91,8 +91,29 @@ def test_the_hub_settings_never_show_the_token() -> None:
     assert result["status"] == checks.OK
     assert secret not in str(result) and "HF_TOKEN set" in result["detail"]
     assert "https://mirror.example" in result["detail"] and "offline" in result["detail"]
-    assert "not set" in checks.check_hub_env({})["detail"]
+    assert "not set" in checks.check_hub_env({}, reach=lambda url: None)["detail"]
     assert checks.check_hub_env({"HF_ENDPOINT": "mirror.example"})["status"] == checks.WARN
+
+
+def test_an_unreachable_hub_is_a_warning_with_what_to_do() -> None:
+    """Right after a pull proved the Hub unreachable, doctor said it was fine: it only read the settings."""
+    refused = checks.check_hub_env({"HF_ENDPOINT": "http://127.0.0.1:9"})  # the discard port: nothing listens
+    assert refused["status"] == checks.WARN and "cannot be reached" in refused["detail"]
+    assert "HF_HUB_OFFLINE=1" in refused["fix"]
+    asked: list[str] = []
+    offline = checks.check_hub_env({"HF_HUB_OFFLINE": "1"}, reach=lambda url: asked.append(url) or "down")
+    assert offline["status"] == checks.OK and not asked  # offline: never asked
+
+
+def test_a_hub_that_answers_is_fine() -> None:
+    from tests.fake_hub import FakeHub
+
+    hub = FakeHub().start()
+    try:
+        result = checks.check_hub_env({"HF_ENDPOINT": hub.url})
+    finally:
+        hub.stop()
+    assert result["status"] == checks.OK and "the Hub answers" in result["detail"]
 
 
 def test_trace_database_quick_check(tmp_path: Path) -> None:

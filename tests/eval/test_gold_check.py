@@ -18,7 +18,7 @@ from tests.eval.preset_rows import ROWS
 from tests.eval.test_ungraded import ECHO
 
 HUMANEVAL_ROWS = problems()[:12]
-ALL_ROWS = {**ROWS, "humaneval": HUMANEVAL_ROWS}
+ALL_ROWS = {**ROWS, "humaneval": HUMANEVAL_ROWS, "humaneval_base": HUMANEVAL_ROWS}
 
 
 def _write(path: Path, rows: list[dict]) -> Path:

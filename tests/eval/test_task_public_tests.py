@@ -31,9 +31,9 @@ def test_mbpp_shows_the_first_assert_and_grades_with_all() -> None:
     assert with_setup["public_tests"] == 'import math\nassert remove_Occ("hello","l") == "heo"\n'
 
 
-def test_humaneval_makes_no_public_tests() -> None:
-    """HumanEval's examples are docstring lines, not asserts: it makes no `public_tests` column."""
-    assert not load_task("humaneval").public_tests
+def test_humaneval_makes_its_public_tests_from_the_docstring_examples() -> None:
+    """HumanEval's examples are docstring lines (`>>> f(x)` then the value): the preset makes them asserts."""
+    assert load_task("humaneval").public_tests == {"docstring": "{prompt}", "asserts": 10}
 
 
 def test_code_best_of_n_selects_with_the_public_tests_under_task_mbpp(tmp_path: Path) -> None:
@@ -47,6 +47,7 @@ def test_code_best_of_n_selects_with_the_public_tests_under_task_mbpp(tmp_path: 
 
 
 @pytest.mark.parametrize("spec", ['{asserts: 1}', '{template: "{test_list}", asserts: 0}',
+                                  '{template: "{test_list}", docstring: "{prompt}"}',
                                   '{template: "{test_list}", take: 1}', '"{test_list}"'])
 def test_a_bad_public_tests_spec_is_refused(tmp_path: Path, spec: str) -> None:
     (tmp_path / "t.yaml").write_text(f"name: t\ndataset: x.jsonl\nprompt: '{{text}}'\nreference: {{column: a}}\n"

@@ -10,7 +10,7 @@ import pytest
 from app.service.errors import UserError
 from app.service.studio import StudioService
 from app.share.policy import SharePolicy
-from app.ui.models_tab import human_size, model_rows
+from app.ui.models_tab import MODEL_COLUMNS, human_size, model_rows
 from backends.llama.models.bundled import bundled_model_path
 
 pytestmark = pytest.mark.model
@@ -34,7 +34,8 @@ def test_lists_the_bundled_model_with_its_facts_and_loads_and_unloads_it(tmp_pat
     service.models.load("bundled")
     assert next(e for e in service.models.entries() if e["key"] == "bundled")["loaded"] is True
     rows, choices = model_rows(service)
-    assert rows[0][7] == "yes" and ("SmolLM2" in rows[0][8] or rows[0][8].endswith(".gguf"))
+    loaded, path = rows[0][MODEL_COLUMNS.index("loaded")], rows[0][MODEL_COLUMNS.index("path")]
+    assert loaded == "yes" and ("SmolLM2" in path or path.endswith(".gguf"))
     assert choices[0][1] == "bundled"
     assert service.models.unload("bundled") is True
     assert next(e for e in service.models.entries() if e["key"] == "bundled")["loaded"] is False
@@ -85,3 +86,14 @@ def test_two_files_of_one_model_show_their_files(tmp_path: Path) -> None:
     names = [e["name"] for e in make(tmp_path).models.entries()]
     assert len(set(names)) == len(names), names
     assert any(n.endswith("· smol-a.gguf") for n in names) and any(n.endswith("· smol-b.gguf") for n in names)
+
+
+def test_the_bundled_model_is_named_by_its_file_and_says_how_prompts_reach_it(tmp_path: Path) -> None:
+    """Its GGUF's own name is a training run's ("Smollm2 135M 8k Lc100K Mix1 Ep2"); everything else says the file."""
+    from tests.studio_fixtures import studio_service
+
+    service = studio_service(tmp_path)
+    bundled = next(e for e in service.models.entries() if e["source"] == "bundled")
+    assert bundled["name"] == bundled_model_path().name
+    rows, _ = model_rows(service)
+    assert rows[0][MODEL_COLUMNS.index("prompts")] == "own template"

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from backends.base import ModelFileError
+from backends.llama.models.prompt_formats import prompt_format
 
 log = logging.getLogger(__name__)
 
@@ -266,6 +267,9 @@ class ModelFileInfo:
     """The chat template opens a thinking block (<think>, Qwen3's enable_thinking)."""
     rank_head: bool = False
     """A classification head on rank pooling: a reranker / reward model (`pooling: rank`), not a generator."""
+    prompt_format: dict[str, str] | None = None
+    """How chat messages reach it (prompt_formats.PromptFormat.to_json): its template, its architecture's turns,
+    or plain text for a base model."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -301,6 +305,7 @@ def model_file_info(path: str | Path) -> ModelFileInfo:
         architecture=str(arch) if arch else None,
         thinking=isinstance(template, str) and any(t in template for t in THINKING_MARKERS),
         rank_head=_has_rank_head(header, arch),
+        prompt_format=prompt_format(meta).to_json(),
     )
 
 

@@ -13,15 +13,9 @@ from typing import Any
 
 from backends.base import BackendError, ChatMessage, ModelFileError, Prompt
 from backends.llama.models.gguf import read_gguf_header
+from backends.llama.models.prompt_formats import PromptFormat, prompt_format
 
 log = logging.getLogger(__name__)
-
-FALLBACK_CHAT_TEMPLATE = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-"""ChatML, used (with a warning) for models whose GGUF carries no chat template."""
-
 
 @functools.lru_cache(maxsize=1)
 def llama_lib() -> Any:
@@ -99,6 +93,10 @@ class LlamaModel:
         self.eos_text = self._token_text(self.eos_id)
         template = lib.llama_model_chat_template(self.ptr, None)
         self.chat_template: str | None = template.decode("utf-8", errors="replace") if template else None
+        metadata = dict(self.header.metadata)
+        if self.chat_template:  # what llama.cpp reads is the word (a template named by the file, or its own)
+            metadata["tokenizer.chat_template"] = self.chat_template
+        self.prompt_format: PromptFormat = prompt_format(metadata)
         self._formatters: dict[bool, Any] = {}
         self._formatter_lock = threading.Lock()
 
@@ -177,12 +175,10 @@ class LlamaModel:
             if add_generation_prompt not in self._formatters:
                 from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-                template = self.chat_template
-                if template is None:
-                    log.warning("model %s has no chat template; using ChatML", self.path.name)
-                    template = FALLBACK_CHAT_TEMPLATE
+                if self.prompt_format.source != "template":
+                    log.info("model %s: chat messages as %s", self.path.name, self.prompt_format.describe())
                 self._formatters[add_generation_prompt] = Jinja2ChatFormatter(
-                    template=template,
+                    template=self.prompt_format.template,
                     eos_token=self.eos_text,
                     bos_token=self.bos_text,
                     add_generation_prompt=add_generation_prompt,
@@ -200,6 +196,7 @@ class LlamaModel:
             "n_layer": int(self._lib.llama_model_n_layer(self.ptr)),
             "n_embd": int(self._lib.llama_model_n_embd(self.ptr)),
             "has_chat_template": self.chat_template is not None,
+            "prompt_format": self.prompt_format.to_json(),
         }
 
     def close(self) -> None:
