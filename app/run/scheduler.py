@@ -37,7 +37,7 @@ from backends.base import (
     LLMBackend,
     ModelSpec,
 )
-from backends.llama.models.prompt_formats import model_prompt_format
+from backends.llama.models.gguf import model_prompt_format
 from nodes.base import NodeError, NodeKind, to_jsonable
 from nodes.registry import NodeRegistry
 from nodes.seeds import derive_seed as derive_seed  # re-exported: callers derive seeds from here

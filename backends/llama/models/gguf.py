@@ -309,6 +309,17 @@ def model_file_info(path: str | Path) -> ModelFileInfo:
     )
 
 
+def model_prompt_format(path: Any) -> dict[str, str] | None:
+    """The prompt format of a model file as JSON (for a run's trace); None for anything that is not a readable GGUF
+    (a remote model, a fake)."""
+    if not isinstance(path, (str, Path)):
+        return None
+    try:
+        return model_file_info(path).prompt_format
+    except (OSError, ValueError, ModelFileError):
+        return None
+
+
 THINKING_MARKERS = ("<think>", "enable_thinking", "reasoning_content")
 RANK_POOLING = 4
 """llama.cpp's LLAMA_POOLING_TYPE_RANK."""

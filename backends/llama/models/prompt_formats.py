@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 _SYSTEM_INTO_FIRST_USER = (
@@ -122,16 +121,3 @@ def prompt_format(metadata: Mapping[str, Any]) -> PromptFormat:
         return PromptFormat("chatml", FALLBACK, CHATML)
     return PromptFormat(name, ARCHITECTURE, TURN_FORMATS[name])
 
-
-def model_prompt_format(path: Any) -> dict[str, str] | None:
-    """The prompt format of a model file as JSON (for a run's trace); None for anything that is not a readable GGUF
-    (a remote model, a fake)."""
-    from backends.base import BackendError
-    from backends.llama.models.gguf import model_file_info
-
-    if not isinstance(path, (str, Path)):
-        return None
-    try:
-        return model_file_info(path).prompt_format
-    except (OSError, ValueError, BackendError):
-        return None
