@@ -36,13 +36,22 @@ def _make_draft(ui: Any) -> str:
     box = ui.page.locator("[data-testid=yaml-editor]")
     box.fill(ui.yaml().replace("name: chain-of-thought", "name: my-draft-cot", 1))
     ui.page.wait_for_function("(k) => (localStorage.getItem(k) || '').includes('my-draft-cot')", arg=DRAFT_KEY)
-    return str(ui.page.evaluate("(k) => localStorage.getItem(k)", DRAFT_KEY))
+    ui.settle()
+    return _stored_yaml(ui)
+
+
+def _stored_yaml(ui: Any) -> str:
+    return str(ui.page.evaluate("(k) => JSON.parse(localStorage.getItem(k)).yaml", DRAFT_KEY))
 
 
 def _dialogs(ui: Any) -> list[str]:
+    """Questions the page asks from now on, each answered No; leaving the page (beforeunload) is allowed."""
     seen: list[str] = []
 
     def dismiss(dialog: Any) -> None:
+        if dialog.type == "beforeunload":
+            dialog.accept()
+            return
         seen.append(dialog.message)
         dialog.dismiss()
 
@@ -60,7 +69,7 @@ def test_a_workflow_link_opens_its_workflow_and_offers_the_draft(ui: Any, studio
     assert ui.yaml() == saved and not dialogs  # the link's workflow, not the draft, and nothing asked
     banner = ui.page.locator("[data-testid=draft-banner]")
     assert banner.is_visible() and "unsaved draft of 'my-draft-cot'" in banner.inner_text()
-    assert ui.page.evaluate("(k) => localStorage.getItem(k)", DRAFT_KEY) == stored  # kept, not overwritten
+    assert _stored_yaml(ui) == stored  # kept, not overwritten by the link's workflow
     shot(ui.page, "draft-offered")
 
     ui.page.locator("[data-testid=open-draft]").click()
