@@ -205,6 +205,10 @@
       if (running.length) text += " · " + running.map(([id, n]) => id + " " + (n.tokens || 0) + " tokens").join(", ");
     }
     if (snap.finished && snap.elapsed_s) text += " in " + Number(snap.elapsed_s).toFixed(1) + " s";
+    const states = Object.values(snap.nodes || {}).map((n) => n.state);
+    if (snap.status === "succeeded" && states.length && states.every((st) => st === "cached")) {
+      text += " · the same question was answered before, so this is that answer again";
+    }
     if (snap.error) text += ". " + snap.error;
     return text;
   }

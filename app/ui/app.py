@@ -34,6 +34,9 @@ EDITOR_TAB, TRACES_TAB, EVALUATE_TAB, MODELS_TAB = "editor", "traces", "evaluate
 
 APP_CSS = """
 footer { display: none !important; }
+/* no page navbar: the studio and its app page (/app, app_page.py) link to each other themselves (Gradio 6.31 draws
+   it even beside gr.Navbar(visible=False)) */
+.nav-holder { display: none !important; }
 .gradio-container { max-width: 100% !important; }
 #mg-banner { font-size: 13px; }
 /* table headers stay one line ("context", never "conte xt" in a 220 px tall header row) */
@@ -78,7 +81,6 @@ def build_app(service: StudioService) -> gr.Blocks:
     with gr.Blocks(title=APP_TITLE, analytics_enabled=False, fill_width=True,
                    delete_cache=GRADIO_CACHE_CLEANUP) as demo:
         banner = service.policy.describe() + (" · dry run (fake model)" if service.dry_run else "")
-        gr.Navbar(visible=False)  # the studio and its app page (/app, app_page.py) link to each other themselves
         gr.Markdown(f"**{APP_TITLE}** · {banner}", elem_id="mg-banner")
         with gr.Tabs(selected=EDITOR_TAB) as tabs:
             with gr.Tab("Editor", id=EDITOR_TAB, elem_id="mg-tab-editor"):

@@ -51,7 +51,7 @@ APP_MARKUP = """
     <summary>How it was decided</summary>
     <div class="ap-decided-body" data-testid="app-decided-body">Loading…</div>
   </details>
-  <footer class="ap-foot" data-testid="app-policy"></footer>
+  <div class="ap-foot" data-testid="app-policy"></div>
 </main>
 """
 
@@ -146,6 +146,5 @@ def mount_app_page(demo: gr.Blocks, service: StudioService) -> None:
     """Add the app page to the studio's Blocks as its page `/app` (outside the Blocks context): same service,
     queue, login and share policy; Gradio serves that page's component alone, not the editor's."""
     with demo.route("App", f"/{APP_ROUTE}", show_in_navbar=False):
-        gr.Navbar(visible=False)
         app_page(service)
 

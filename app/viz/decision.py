@@ -22,7 +22,6 @@ CSS = """
 .mg-decided .mg-vote-bar{height:14px;border-radius:3px;min-width:2px}
 .mg-decided .mg-vote-n{text-align:right;font-variant-numeric:tabular-nums}
 .mg-decided .mg-scroll{overflow-x:auto;max-width:100%}
-.mg-decided table.mg-samples{min-width:520px}
 """
 
 

@@ -1,6 +1,7 @@
-"""A share link always opens what it names, even when the browser holds an unsaved draft: the draft is offered
-(a notice with an "Open draft" button) and kept, never restored over the link (issue 43 §2.3: the page restored the
-draft, then asked before replacing it with the link's workflow; a dismissed question left the draft open)."""
+"""Links in the local studio (dry run): a share link always opens what it names, even when the browser holds an
+unsaved draft: the draft is offered (a notice with an "Open draft" button) and kept, never restored over the link
+(issue 43 §2.3: the page restored the draft, then asked before replacing it with the link's workflow; a dismissed
+question left the draft open). "Copy app link" makes a link that opens the workflow's app page."""
 
 from __future__ import annotations
 
@@ -92,3 +93,22 @@ def test_a_payload_link_opens_its_workflow_and_discarding_the_draft_keeps_the_li
     ui.page.wait_for_function("(k) => (localStorage.getItem(k) || '').includes('linked_demo')", arg=DRAFT_KEY)
     ui.reload()
     ui.wait_yaml(lambda t: "linked_demo" in t)
+
+
+def test_copy_app_link_opens_the_workflows_app_page(ui: Any, shot: Any) -> None:
+    ui.open()
+    ui.open_saved("self_consistency")
+    ui.page.locator("[data-testid=app-link-btn]").click()
+    url = ui.page.locator("[data-testid=app-url]")
+    ui.page.wait_for_function("document.querySelector('[data-testid=app-url]').value !== ''")
+    assert url.input_value() == ui.server.url + "?app=self_consistency"
+    assert "without the editor" in ui.page.locator("[data-testid=share-note]").inner_text()
+    shot(ui.page, "app-link")
+    ui.page.goto(url.input_value())
+    ui.page.wait_for_selector("[data-testid=app-page][data-ready='1']", timeout=60_000)
+    assert ui.page.locator("[data-testid=app-title]").inner_text() == "Self-consistency"
+    assert ui.page.locator("[data-testid=app-input-question]").input_value() == "What is 3 + 4?"
+    ui.page.locator("[data-testid=app-run]").click()
+    ui.page.wait_for_function("document.querySelector('[data-testid=app-status]').dataset.status === 'succeeded'")
+    assert ui.page.locator("[data-testid=app-output-answer]").inner_text().strip()
+    assert ui.page.locator("[data-testid=app-outputs] details[data-port=votes]").count() == 1  # JSON folded
