@@ -137,6 +137,7 @@
     const note = root.querySelector('[data-testid="share-note"]');
     const runRow = root.querySelector('[data-testid="share-run-row"]');
     const runUrl = root.querySelector('[data-testid="share-run-url"]');
+    const appUrl = root.querySelector('[data-testid="app-url"]');
 
     /** Show the popover, shifted left as far as needed to stay inside the window (its button sits at the
      *  toolbar's right end, so a box anchored at the button's left edge ran off the screen). */
@@ -148,7 +149,8 @@
       if (overflow > 0) box.style.left = -Math.min(overflow, Math.max(0, rect.left - 8)) + "px";
     }
 
-    async function makeLinks() {
+    /** Make the links for the editor's workflow; `which` ("share" or "app") is the one copied. */
+    async function makeLinks(which) {
       if (!window.MetagenUI) return;
       const state = window.MetagenUI.state();
       if (state.yamlError) {
@@ -174,15 +176,18 @@
         return;
       }
       url.value = result.url;
+      appUrl.value = result.app_url || "";
       kind.textContent = result.kind === "workflow" ? "Saved workflow" : "Workflow in the link";
       runRow.hidden = !result.run_url;
       runUrl.value = result.run_url || "";
-      const copied = await copyText(result.url, url);
-      note.textContent = result.note + (copied ? " Copied to the clipboard." : " Select the link and copy it.");
+      const app = which === "app" && result.app_url;
+      const copied = await copyText(app ? result.app_url : result.url, app ? appUrl : url);
+      note.textContent = (app ? "The app link opens a page with the workflow's inputs, Run and the answer, " +
+        "without the editor." : result.note) + (copied ? " Copied to the clipboard." : " Select the link and copy it.");
     }
 
     root.addEventListener("click", async (e) => {
-      const target = e.target.closest('[data-testid="share-link-btn"], [data-share]');
+      const target = e.target.closest('[data-testid="share-link-btn"], [data-testid="app-link-btn"], [data-share]');
       if (!target) return;
       e.preventDefault();
       if (target.dataset.share === "close") {
@@ -191,8 +196,10 @@
         note.textContent = (await copyText(url.value, url)) ? "Copied to the clipboard." : "Select the link and copy it.";
       } else if (target.dataset.share === "copy-run") {
         note.textContent = (await copyText(runUrl.value, runUrl)) ? "Run link copied." : "Select the link and copy it.";
+      } else if (target.dataset.share === "copy-app") {
+        note.textContent = (await copyText(appUrl.value, appUrl)) ? "App link copied." : "Select the link and copy it.";
       } else {
-        await makeLinks();
+        await makeLinks(target.dataset.testid === "app-link-btn" ? "app" : "share");
       }
     });
   }

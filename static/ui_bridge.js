@@ -39,6 +39,9 @@
     pythonConfirmed: false, // the user saw and accepted its python code (asked before the first run, see run())
     linked: {},            // sub-workflows a ?wf= link carried (name -> YAML): sent with checks and runs, never saved
     linkedPorts: {},       // their ports, drawn instead of the folder's workflows of the same name
+    offeredDraft: null,    // a draft kept aside while the page shows what its link names (offered, never restored
+                           // over the link); stays in storage until opened or discarded
+    openedYaml: null,      // the YAML as last opened (Open draft asks before replacing edits made since)
   };
 
   const LINKED_CALLS = ["mg_parse_yaml", "mg_from_editor", "mg_run"];  // the calls that check or run the workflow
@@ -88,13 +91,13 @@
     S.el.dirty.hidden = !dirty;
     if (dirty) {
       saveDraft();
-    } else {
+    } else if (!S.offeredDraft) {  // an offered draft is the visitor's until they open or discard it
       try { localStorage.removeItem(DRAFT_KEY); } catch (e) { /* storage off: nothing to clear */ }
     }
   }
 
   function saveDraft() {
-    if (!S.dirty) return;
+    if (!S.dirty || S.offeredDraft) return;  // never over a draft on offer (beforeunload still warns)
     try {
       localStorage.setItem(DRAFT_KEY, JSON.stringify({
         name: S.name, yaml: S.el.yaml.value, saved_at: new Date().toISOString(), origin: S.origin,
@@ -307,7 +310,7 @@
     S.linkedPorts = linkedPorts || {};
     if (hadLinked || Object.keys(S.linkedPorts).length) applyWorkflowPorts();
     S.pythonConfirmed = false;
-    S.el.draft.hidden = true;  // a restored draft's banner speaks of that draft only (start() shows it after this)
+    if (!S.offeredDraft) S.el.draft.hidden = true;  // a restored draft's banner speaks of that draft only
     if (result.error && typeof result.error === "object") {
       // the file does not parse: show its text and the error; the canvas is left as it was
       setYamlText(result.yaml || "");
@@ -321,6 +324,7 @@
     }
     setName(name);
     setDirty(dirty);
+    S.openedYaml = S.el.yaml.value;
     clearRunView();
   }
 
@@ -494,11 +498,8 @@
       const actions = {
         new: newWorkflow, save: () => save(false), "save-as": () => save(true), download: download,
         run: run, cancel: cancel,
-        "discard-draft": () => {
-          S.el.draft.hidden = true;
-          setDirty(false);
-          notice("Draft discarded.", "ok");
-        },
+        "discard-draft": discardDraft,
+        "open-draft": openOfferedDraft,
       };
       const action = actions[target.dataset.action];
       if (action) { e.preventDefault(); action(); }
@@ -611,22 +612,10 @@
 
     const draft = readDraft();
     let restored = false;
-    if (draft && typeof draft.yaml === "string" && draft.yaml.trim()) {
-      const linked = draft.origin === "link" && draft.children && typeof draft.children === "object"
-        ? draft.children : {};
-      const result = await call("mg_parse_yaml", { text: draft.yaml, children: linked });
-      if (typeof result.error !== "string") {
-        result.yaml = draft.yaml;
-        applyOpened(result, draft.name, true,
-          draft.origin === "upload" || draft.origin === "link" ? draft.origin : "file", linked,
-          Object.keys(linked).length ? draft.children_ports : {});
-        S.el.draft.hidden = false;
-        const title = draft.name || (result.workflow && result.workflow.name) || "";
-        S.el.draft.querySelector(".mg-draft-text").textContent = "Restored your unsaved draft" +
-          (title ? " of '" + title + "'" : "") +
-          (draft.saved_at ? " from " + new Date(draft.saved_at).toLocaleString() : "") + ".";
-        restored = true;
-      }
+    if (usableDraft(draft) && linkInPage()) {
+      offerDraft(draft);  // the link opens what it names (static/share_links.js); the draft waits beside it
+    } else if (usableDraft(draft)) {
+      restored = await restoreDraft(draft);
     }
     if (!restored) {
       const result = await call("mg_from_editor", { workflow: EMPTY });
@@ -636,6 +625,91 @@
     if (S.runs.length) schedulePoll();
     (element.querySelector(".mg-page") || element).setAttribute("data-ready", "1");
     window.dispatchEvent(new CustomEvent("metagen:ready"));
+  }
+
+  // ------------------------------------------------------------------ drafts beside a link
+
+  function usableDraft(draft) {
+    return !!(draft && typeof draft.yaml === "string" && draft.yaml.trim());
+  }
+
+  /** The page's address opens a workflow (?workflow= or ?wf=, static/share_links.js): a draft must not stand
+   *  in for it. */
+  function linkInPage() {
+    const params = new URLSearchParams(window.location.search);
+    return ["workflow", "wf"].some((key) => (params.get(key) || "").trim() !== "");
+  }
+
+  function draftTitle(draft, workflowName) {
+    const title = draft.name || workflowName || "";
+    return (title ? " of '" + title + "'" : "") +
+      (draft.saved_at ? " from " + new Date(draft.saved_at).toLocaleString() : "");
+  }
+
+  function draftButton(action, text) {
+    let button = S.el.draft.querySelector("[data-action=" + action + "]");
+    if (!button) {
+      button = document.createElement("button");
+      button.className = "mg-btn";
+      button.dataset.action = action;
+      button.setAttribute("data-testid", action);
+      button.textContent = text;
+      S.el.draft.querySelector(".mg-draft-text").after(button);
+    }
+    return button;
+  }
+
+  /** Keep `draft` aside and say so, with a button that opens it. */
+  function offerDraft(draft) {
+    S.offeredDraft = draft;
+    let title = draft.name || "";
+    if (!title) {
+      const named = /^name:\s*(.+)$/m.exec(draft.yaml);
+      title = named ? named[1].trim().replace(/^["']|["']$/g, "") : "";
+    }
+    S.el.draft.querySelector(".mg-draft-text").textContent = "You have an unsaved draft" +
+      draftTitle(draft, title) + ". The link opened its own workflow; your draft is kept.";
+    draftButton("open-draft", "Open draft").hidden = false;
+    S.el.draft.hidden = false;
+  }
+
+  /** Load a stored draft into the editor; false when it no longer parses (it is then left in storage). */
+  async function restoreDraft(draft) {
+    const linked = draft.origin === "link" && draft.children && typeof draft.children === "object"
+      ? draft.children : {};
+    const result = await call("mg_parse_yaml", { text: draft.yaml, children: linked });
+    if (typeof result.error === "string") return false;
+    result.yaml = draft.yaml;
+    S.offeredDraft = null;
+    applyOpened(result, draft.name, true,
+      draft.origin === "upload" || draft.origin === "link" ? draft.origin : "file", linked,
+      Object.keys(linked).length ? draft.children_ports : {});
+    const open = S.el.draft.querySelector("[data-action=open-draft]");
+    if (open) open.hidden = true;
+    S.el.draft.hidden = false;
+    S.el.draft.querySelector(".mg-draft-text").textContent = "Restored your unsaved draft" +
+      draftTitle(draft, result.workflow && result.workflow.name) + ".";
+    return true;
+  }
+
+  async function openOfferedDraft() {
+    const draft = S.offeredDraft;
+    if (!draft) return;
+    const edited = S.dirty && S.el.yaml.value !== S.openedYaml;  // the linked workflow, changed since it opened
+    if (edited && !confirmDiscard()) return;
+    if (!(await restoreDraft(draft))) notice("The draft no longer loads; it is kept in this browser.", "error");
+  }
+
+  function discardDraft() {
+    S.el.draft.hidden = true;
+    if (S.offeredDraft) {  // the draft aside goes; what the link opened stays as it is
+      S.offeredDraft = null;
+      try { localStorage.removeItem(DRAFT_KEY); } catch (e) { /* storage off: nothing to clear */ }
+      saveDraft();
+    } else {
+      setDirty(false);
+    }
+    notice("Draft discarded.", "ok");
   }
 
   /** Open YAML from outside the workflows folder (a ?wf= link, a traced run): "link" origin unless told.
@@ -657,7 +731,7 @@
     refreshLists: (r) => { fillSelect(S.el.openSelect, r.workflows, "Open…"); applyWorkflowPorts(r.workflow_ports); },
     state: () => ({
       name: S.name, dirty: S.dirty, yamlError: S.yamlError, currentRun: S.currentRun, linked: S.linked,
-      linkedPorts: S.linkedPorts, origin: S.origin,
+      linkedPorts: S.linkedPorts, origin: S.origin, draftOffered: !!S.offeredDraft,
       runs: S.runs.map((r) => ({ run_id: r.run_id, status: r.status })),
     }),
   };

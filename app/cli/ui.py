@@ -8,6 +8,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from app.cli.share_flags import add_share_arguments, launch_with_share, policy_from_args
 
@@ -30,6 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--dry-run", action="store_true", help="answer with a scripted fake model instead of llama.cpp")
     p.add_argument("--fake-latency", type=float, default=0.0, metavar="SECONDS",
                    help="with --dry-run: delay each fake model request (to watch live progress)")
+    p.add_argument("--app", default=None, metavar="NAME", help="serve only the app page of workflow NAME (a saved "
+                   "workflow or an example): its inputs, Run and the answer, no editor")
     add_share_arguments(p)
     api = p.add_argument_group("the OpenAI-compatible API on /v1 (see `metagen serve`)")
     keys = api.add_mutually_exclusive_group()
@@ -47,10 +50,27 @@ def listen_error(host: str, port: int, exc: OSError) -> str:
     return f"cannot listen on {host}:{port}: {exc.strerror or exc}; pick another --port or --host"
 
 
+def _blocks(service: Any, app: str | None) -> tuple[Any, Any]:
+    """The Gradio app to serve and its launch arguments: the whole studio, or with --app one workflow's app page
+    (None, after saying why, when there is no such workflow)."""
+    if not app:
+        from app.ui.app import build_app, launch_kwargs
+
+        return build_app(service), launch_kwargs
+    from app.service.errors import UserError
+    from app.ui.app_alone import alone_launch_kwargs, build_app_page
+
+    try:
+        return build_app_page(service, app), alone_launch_kwargs
+    except UserError as exc:
+        names = ", ".join(sorted({*service.list_workflows(), *service.list_examples()})) or "none"
+        print(f"error: --app {app}: {exc} (workflows here: {names})", file=sys.stderr)
+        return None, None
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from app.service.studio import StudioService
-    from app.ui.app import build_app, launch_kwargs
 
     if not 0 < args.port < 65536:
         print(f"error: --port must be between 1 and 65535, got {args.port}", file=sys.stderr)
@@ -80,16 +100,20 @@ def cmd_ui(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         fake_latency_s=max(0.0, args.fake_latency) if args.dry_run else 0.0,
     )
-    demo = build_app(service)
+    demo, kwargs_for = _blocks(service, args.app)
+    if demo is None:
+        service.close()
+        return 2
     api = studio_config(service, api_keys=api_keys, all_remote=bool(args.share),
                         share_rules_everywhere=bool(getattr(args, "share_mode", False)) or env_share_mode())
     try:
         launched = launch_with_share(demo, host=args.host, port=args.port, share=args.share,
                                      inbrowser=not args.no_browser, quiet=True, show_error=False,
-                                     **launch_kwargs(service, api))
+                                     **kwargs_for(service, api))
         key_note = "API key required" if api_keys else "no API key: only this machine may call it"
         api_line = f"OpenAI-compatible API: {launched.local_url.rstrip('/')}/v1 ({key_note})"
-        for line in [*launched.lines(policy), api_line, "Ctrl+C stops it."]:
+        app_line = [f"App page of {args.app!r} alone (no editor)."] if args.app else []
+        for line in [*launched.lines(policy), *app_line, api_line, "Ctrl+C stops it."]:
             print(line, file=sys.stderr, flush=True)
         demo.block_thread()
     except OSError as exc:

@@ -15,6 +15,8 @@ from app.platform.scratch import ScratchFolder, remove_stale
 from app.serve.config import ServeConfig, studio_config
 from app.serve.routes import api_routes
 from app.service.studio import StudioService
+from app.ui.app_links import app_link_middleware
+from app.ui.app_page import mount_app_page
 from app.ui.assets import asset_tags
 from app.ui.editor_page import editor_page
 from app.ui.evaluate_tab import evaluate_tab
@@ -32,6 +34,9 @@ EDITOR_TAB, TRACES_TAB, EVALUATE_TAB, MODELS_TAB = "editor", "traces", "evaluate
 
 APP_CSS = """
 footer { display: none !important; }
+/* no page navbar: the studio and its app page (/app, app_page.py) link to each other themselves (Gradio 6.31 draws
+   it even beside gr.Navbar(visible=False)) */
+.nav-holder { display: none !important; }
 .gradio-container { max-width: 100% !important; }
 #mg-banner { font-size: 13px; }
 /* table headers stay one line ("context", never "conte xt" in a 220 px tall header row) */
@@ -88,6 +93,7 @@ def build_app(service: StudioService) -> gr.Blocks:
             with gr.Tab("Models", id=MODELS_TAB, elem_id="mg-tab-models") as models:
                 models_tab(service, models)
         wire_run_links(demo, service, tabs, traces_view)
+    mount_app_page(demo, service)
     demo.queue(default_concurrency_limit=4)
     return demo
 
@@ -98,7 +104,8 @@ def launch_kwargs(service: StudioService, api: ServeConfig | None = None) -> dic
     through Gradio's `app_kwargs`, is where the app Gradio creates starts its route list. In share mode
     Gradio's traffic monitoring (`/monitoring`, `/monitoring/summary`, open to anyone by default) is off."""
     return {
-        "app_kwargs": {"routes": api_routes(service, api or studio_config(service))},
+        "app_kwargs": {"routes": api_routes(service, api or studio_config(service)),
+                       "middleware": app_link_middleware(service.policy.share_mode)},  # ?app= -> the app page
         "theme": gr.themes.Default(),
         "css": APP_CSS,
         "allowed_paths": [str(static_dir())],

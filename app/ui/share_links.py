@@ -23,6 +23,7 @@ from app.share.deeplink import (
     run_link,
     workflow_link,
 )
+from app.ui.app_links import app_link, app_payload_link
 from app.ui.assets import asset_tags
 from app.ui.editor_page import linked_children
 from app.ui.endpoints import endpoint, visitor_for
@@ -42,10 +43,16 @@ SHARE_MARKUP = """
 <div class="mg-share" data-testid="share-links">
   <button class="mg-btn" type="button" data-testid="share-link-btn" title="Copy a link to this workflow">
     Copy share link</button>
+  <button class="mg-btn" type="button" data-testid="app-link-btn"
+    title="Copy a link to this workflow's app page: its inputs, Run and the answer, without the editor">
+    Copy app link</button>
   <div class="mg-share-box" data-testid="share-box" hidden>
     <div class="mg-share-row"><span class="mg-share-label" data-testid="share-kind"></span>
       <input class="mg-share-url" data-testid="share-url" readonly aria-label="Share link">
       <button class="mg-btn" type="button" data-share="copy" data-testid="share-copy">Copy</button></div>
+    <div class="mg-share-row"><span class="mg-share-label">App page</span>
+      <input class="mg-share-url" data-testid="app-url" readonly aria-label="App link">
+      <button class="mg-btn" type="button" data-share="copy-app" data-testid="app-copy">Copy</button></div>
     <div class="mg-share-row" data-testid="share-run-row" hidden><span class="mg-share-label">This run's trace</span>
       <input class="mg-share-url" data-testid="share-run-url" readonly aria-label="Link to the run">
       <button class="mg-btn" type="button" data-share="copy-run" data-testid="share-run-copy">Copy</button></div>
@@ -129,7 +136,7 @@ def sl_make_links(service: StudioService, payload: dict[str, Any]) -> dict[str, 
     yaml_text = _text(payload.get("yaml"))
     result: dict[str, Any] = {}
     if name and not dirty and name in service.list_workflows():
-        result.update(kind=WORKFLOW, url=workflow_link(base, name),
+        result.update(kind=WORKFLOW, url=workflow_link(base, name), app_url=app_link(base, name),
                       note=f"Opens the saved workflow '{name}' from this app's workflows folder.")
     else:
         if not yaml_text.strip():
@@ -141,10 +148,13 @@ def sl_make_links(service: StudioService, payload: dict[str, Any]) -> dict[str, 
         carried = f", with its {len(children)} sub-workflow{'s' if len(children) != 1 else ''}," if children else ""
         try:
             result.update(kind=PAYLOAD, url=payload_link(base, yaml_text, children),
+                          app_url=app_payload_link(base, yaml_text, children),
                           note=f"The whole workflow{carried} is inside the link (it opens in the editor and is "
                                "not run).")
         except DeepLinkError as exc:
             raise UserError(str(exc)) from None
+    if service.share_mode:
+        result["note"] += " In this shared app the link opens the workflow's app page, which links to the editor."
     run_id = _text(payload.get("run_id"))
     if run_id:
         try:

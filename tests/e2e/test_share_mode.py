@@ -153,7 +153,7 @@ def test_python_verifier_and_model_paths_refused_in_the_editor(page: Any, studio
 
 def test_linked_workflow_with_python_opens_but_is_refused(page: Any, studio: Any, page_watch: Any) -> None:
     page_watch.allow("401")
-    _login(page, studio, "?wf=" + encode_workflow(PYTHON_WF))
+    _login(page, studio, "?studio=1&wf=" + encode_workflow(PYTHON_WF))  # the editor, not the app page
     page.wait_for_function("document.querySelector('[data-testid=notice]').innerText.includes('from the link')",
                            timeout=20_000)
     page.wait_for_function("document.querySelector('[data-testid=issues]').innerText.includes('python_disabled')",
@@ -163,7 +163,7 @@ def test_linked_workflow_with_python_opens_but_is_refused(page: Any, studio: Any
 
 def test_traversal_in_a_workflow_link_is_refused(page: Any, studio: Any, page_watch: Any) -> None:
     page_watch.allow("401")
-    _login(page, studio, "?workflow=" + urllib.parse.quote("../../../etc/passwd"))
+    _login(page, studio, "?studio=1&workflow=" + urllib.parse.quote("../../../etc/passwd"))
     page.wait_for_function("document.querySelector('[data-testid=notice]').innerText.includes('Cannot open')",
                            timeout=20_000)
     assert "names are not paths" in page.locator("[data-testid=notice]").inner_text()
