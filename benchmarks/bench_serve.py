@@ -9,10 +9,14 @@ called over HTTP with the openai SDK:
      row A's short prompt and on a ~700-token prompt new to the server (its evaluation is what n shares: 16
      separate requests that arrive together each evaluate it);
   C. time to first token of a streamed workflow answer (chain_of_thought: its answer node streams once its
-     reasoning node is done), with the time to the first byte and to the end.
+     reasoning node is done), with the time to the first byte and to the end;
+  D. the MCP door (`metagen serve --mcp`, benchmarks/serve_probe.py) against /v1/chat/completions on the same server:
+     one call at a time to a workflow without a model call (the doors' own cost; target: the MCP tool call adds
+     ≤ 5 ms per request) and to a short generation, then --clients concurrent calls of a --tokens generation through
+     each door (the engine's mean sequences per decode step say whether MCP calls are batched as /v1 calls are).
 Each row is the median of --runs runs, the two sides interleaved run by run so drifting load hits them alike.
 
-Usage: python benchmarks/bench_serve.py [--runs 3] [--clients 16] [--tokens 64] [--threads N]
+Usage: python benchmarks/bench_serve.py [--runs 3] [--clients 16] [--tokens 64] [--threads N] [--only-mcp]
 """
 
 from __future__ import annotations
@@ -146,6 +150,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=default_threads())
+    parser.add_argument("--only-mcp", action="store_true", help="only the MCP rows (D)")
+    parser.add_argument("--calls", type=int, default=40, help="D: sequential calls per door for the latency rows")
     args = parser.parse_args()
     model_path = bundled_model_path()
     home = Path(tempfile.mkdtemp(prefix="bench-serve-"))
@@ -160,6 +166,10 @@ def main() -> None:
         importlib.util.find_spec("pydantic_settings") is not None
     print(f"model {model_path.name}, {args.threads} threads (CPU), {args.clients} clients × {args.tokens} tokens, "
           f"median of {args.runs} run(s); load before: {os.getloadavg()[0]:.2f}")
+    if args.only_mcp:
+        mcp_door_rows(args, env, home)
+        shutil.rmtree(home, ignore_errors=True)
+        return
     mg_port, lc_port = free_port(), free_port()
     mg_url, lc_url = f"http://127.0.0.1:{mg_port}/v1", f"http://127.0.0.1:{lc_port}/v1"
     metagen_cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(mg_port),
@@ -229,8 +239,112 @@ def main() -> None:
     print("\nC. streamed workflow answer (chain_of_thought)")
     print(f"  first byte {first_byte * 1000:.0f} ms · first answer token {first_token * 1000:.0f} ms · "
           f"end {end * 1000:.0f} ms")
+    mcp_door_rows(args, env, home)
     print(f"\nload after: {os.getloadavg()[0]:.2f}")
     shutil.rmtree(home, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- D. the MCP door against /v1/chat/completions
+
+MCP_WORKFLOWS = {
+    "echo": "version: 1\nname: echo\ndescription: A template, no model call.\ninputs:\n  text: {type: text}\n"
+            "nodes:\n- id: say\n  kind: template\n  params: {template: 'You said: {text}'}\n"
+            "  inputs: {text: inputs.text}\noutputs: {answer: say.text}\n",
+    "short": "version: 1\nname: short\ndescription: Eight greedy tokens.\nmodels:\n  main: {source: bundled}\n"
+             "inputs:\n  text: {type: text}\nnodes:\n- id: say\n  kind: generator\n  model: main\n"
+             "  params: {prompt: '{text}', max_tokens: 8, temperature: 0.0}\n  inputs: {text: inputs.text}\n"
+             "outputs: {answer: say.text}\n",
+    "story": "version: 1\nname: story\ndescription: A sampled story of --tokens tokens.\nmodels:\n"
+             "  main: {source: bundled}\ninputs:\n  text: {type: text}\nnodes:\n- id: say\n  kind: generator\n"
+             "  model: main\n  params: {prompt: '{text}', max_tokens: TOKENS, temperature: 0.8}\n"
+             "  inputs: {text: inputs.text}\noutputs: {answer: say.text}\n",
+}
+
+
+async def _chat_call(http: httpx.AsyncClient, model: str, text: str) -> tuple[float, int]:
+    started = time.perf_counter()
+    reply = await http.post("/v1/chat/completions", json={"model": model, "messages": [
+        {"role": "user", "content": text}]})
+    reply.raise_for_status()
+    return time.perf_counter() - started, reply.json()["usage"]["total_tokens"]
+
+
+async def _mcp_call(client: object, name: str, text: str) -> tuple[float, int]:
+    started = time.perf_counter()
+    result = await client.call_tool(name, {"text": text})  # type: ignore[attr-defined]
+    if result.is_error:
+        raise RuntimeError(f"MCP call of {name} failed: {result.content}")
+    return time.perf_counter() - started, result.structured_content["stats"]["tokens"]
+
+
+async def _concurrent(call: Callable[..., object], n: int, *args: object) -> float:
+    import anyio
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for i in range(n):
+            tg.start_soon(call, *args[:-1], f"{args[-1]} ({i})")
+    return time.perf_counter() - started
+
+
+async def _engine_step(http: httpx.AsyncClient, call: Callable[[], object]) -> tuple[float, float]:
+    """(wall seconds, completion tokens per decode step of the engine) over `call`."""
+    before = (await http.get("/probe/engine-stats")).json()
+    wall = await call()  # type: ignore[misc]
+    after = (await http.get("/probe/engine-stats")).json()
+    steps = after["decode_calls"] - before["decode_calls"]
+    return wall, (after["completion_tokens"] - before["completion_tokens"]) / max(1, steps)
+
+
+async def _mcp_door(base: str, args: argparse.Namespace) -> dict[str, list[float]]:
+    from mcp import Client
+
+    rows: dict[str, list[float]] = {k: [] for k in (
+        "chat_echo", "mcp_echo", "chat_short", "mcp_short", "chat_wall", "mcp_wall", "chat_seq", "mcp_seq")}
+    async with httpx.AsyncClient(base_url=base, timeout=600) as http, Client(f"{base}/mcp") as client:
+        for name in ("echo", "short"):  # warm-up: model load, the client's tool list, first-call caches
+            await _chat_call(http, name, "warm up")
+            await _mcp_call(client, name, "warm up")
+        for i in range(args.calls):  # interleaved, one call at a time
+            for name, calls in (("echo", args.calls), ("short", max(1, args.calls // 4))):
+                if i < calls:
+                    rows[f"chat_{name}"].append((await _chat_call(http, name, f"Hello number {i}."))[0])
+                    rows[f"mcp_{name}"].append((await _mcp_call(client, name, f"Hello number {i}."))[0])
+        for run in range(args.runs):
+            doors = [("chat", lambda: _concurrent(_chat_call, args.clients, http, "story", PROMPT)),
+                     ("mcp", lambda: _concurrent(_mcp_call, args.clients, client, "story", PROMPT))]
+            for door, call in (doors if run % 2 == 0 else list(reversed(doors))):
+                wall, per_step = await _engine_step(http, call)
+                rows[f"{door}_wall"].append(wall)
+                rows[f"{door}_seq"].append(per_step)
+    return rows
+
+
+def mcp_door_rows(args: argparse.Namespace, env: dict[str, str], home: Path) -> None:
+    """Section D: the MCP door against /v1/chat/completions on one `serve_probe.py` server."""
+    import anyio
+
+    folder = home / "mcp-workflows"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in MCP_WORKFLOWS.items():
+        (folder / f"{name}.yaml").write_text(text.replace("TOKENS", str(args.tokens)), encoding="utf-8")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    command = [sys.executable, str(ROOT / "benchmarks" / "serve_probe.py"), str(port), str(folder)]
+    with server(command, env, f"{base}/v1/models", home / "serve_probe.log"):
+        rows = anyio.run(_mcp_door, base, args)
+    ms = {k: statistics.median(v) * 1000 for k, v in rows.items() if k.startswith(("chat_e", "mcp_e", "chat_sh",
+                                                                                    "mcp_sh"))}
+    print(f"\nD. MCP tool call (streamable HTTP) vs /v1/chat/completions, one server (median of {args.calls} "
+          "sequential calls)")
+    for what, key in (("workflow without a model call (template)", "echo"), ("8 greedy tokens", "short")):
+        added = ms[f"mcp_{key}"] - ms[f"chat_{key}"]
+        print(f"  {what:<42} chat {ms[f'chat_{key}']:7.1f} ms · MCP {ms[f'mcp_{key}']:7.1f} ms · "
+              f"added {added:+6.1f} ms (target ≤ 5 ms)")
+    print(f"  {args.clients} concurrent calls × {args.tokens} sampled tokens (median of {args.runs} run(s)):")
+    for door, label in (("chat", "/v1/chat/completions"), ("mcp", "MCP tools/call")):
+        print(f"    {label:<22} {statistics.median(rows[f'{door}_wall']):6.2f} s · mean sequences per decode step "
+              f"{statistics.median(rows[f'{door}_seq']):5.2f}")
 
 
 if __name__ == "__main__":
