@@ -1,7 +1,7 @@
 """The MCP doors with the `mcp` SDK's own client on the bundled model: `metagen mcp` over stdio (spawned as
 `python -m app.cli.main mcp`) and `metagen serve --mcp` over streamable HTTP behind an API key. Each lists the
-tools, calls self_consistency receiving progress, cancels a long run mid-way (the trace says cancelled within a
-second of the cancel) and answers a bad input with a coded tool error."""
+tools, calls self_consistency receiving progress, cancels a long run mid-way (the trace store says cancelled, long
+before the run's 2048 tokens) and answers a bad input with a coded tool error."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from tests.serve.conftest import API_KEY, ServeProcess, start_serve, stop_serve
 pytestmark = pytest.mark.model
 
 COUNT = {"question": "1, 2, 3, 4, 5, 6, 7, 8,"}
+STOP_BOUND_S = 10.0
 CLEAN_ENV = ("METAGEN_WORKFLOWS", "METAGEN_TRACE_DB", "METAGEN_MODELS", "METAGEN_SHARE_MODE", "METAGEN_API_KEY")
 
 
@@ -78,9 +79,18 @@ async def _session(client: Client) -> dict[str, Any]:
                 tg.cancel_scope.cancel()
         out["cancelled_at"] = time.time()
         out["run_id"] = str(seen[0][2]).split()[1]
-        await anyio.sleep(0.5)
-        out["trace"] = resource_json(await client.read_resource(f"metagen://runs/{out['run_id']}"))
+        out["trace"] = await _ended(client, out["run_id"])
     return out
+
+
+async def _ended(client: Client, run_id: str, wait_s: float = 30) -> dict[str, Any]:
+    """The run's summary (the resource) once it has ended."""
+    with anyio.fail_after(wait_s):
+        while True:
+            summary = resource_json(await client.read_resource(f"metagen://runs/{run_id}"))
+            if summary["run"]["status"] != "running":
+                return summary
+            await anyio.sleep(0.1)
 
 
 def _check(out: dict[str, Any], db: Path) -> None:
@@ -97,9 +107,11 @@ def _check(out: dict[str, Any], db: Path) -> None:
     assert out["bad"].is_error and text_of(out["bad"]).startswith("[unknown_input] ")
     run = _stored_run(db, out["run_id"])
     assert run["status"] == "cancelled" and "MCP client cancelled" in run["error"]
-    assert run["ended_at"] - out["cancelled_at"] < 1.0
-    assert run["completion_tokens"] < 2048
-    assert out["trace"]["run"]["status"] == "cancelled"
+    # Liveness: a cancel that never reached the run would leave it decoding its 2048 tokens. How soon it stops is
+    # bounded by one decode step of the engine; the in-process test holds the door itself to 1 s, and
+    # benchmarks/bench_serve.py measures it on the real model.
+    assert run["ended_at"] - out["cancelled_at"] < STOP_BOUND_S, run["ended_at"] - out["cancelled_at"]
+    assert out["trace"]["totals"]["completion_tokens"] < 2048 and out["trace"]["run"]["status"] == "cancelled"
 
 
 def _stored_run(db: Path, run_id: str) -> dict[str, Any]:
