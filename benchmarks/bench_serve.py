@@ -296,28 +296,32 @@ async def _engine_step(http: httpx.AsyncClient, call: Callable[[], object]) -> t
     return wall, (after["completion_tokens"] - before["completion_tokens"]) / max(1, steps)
 
 
-async def _mcp_door(base: str, args: argparse.Namespace) -> dict[str, list[float]]:
+async def _mcp_door(base: str, args: argparse.Namespace) -> None:
     from mcp import Client
 
-    rows: dict[str, list[float]] = {k: [] for k in (
-        "chat_echo", "mcp_echo", "chat_short", "mcp_short", "chat_wall", "mcp_wall", "chat_seq", "mcp_seq")}
-    async with httpx.AsyncClient(base_url=base, timeout=600) as http, Client(f"{base}/mcp") as client:
+    async with httpx.AsyncClient(base_url=base, timeout=1800) as http, Client(f"{base}/mcp") as client:
         for name in ("echo", "short"):  # warm-up: model load, the client's tool list, first-call caches
             await _chat_call(http, name, "warm up")
             await _mcp_call(client, name, "warm up")
-        for i in range(args.calls):  # interleaved, one call at a time
-            for name, calls in (("echo", args.calls), ("short", max(1, args.calls // 4))):
-                if i < calls:
-                    rows[f"chat_{name}"].append((await _chat_call(http, name, f"Hello number {i}."))[0])
-                    rows[f"mcp_{name}"].append((await _mcp_call(client, name, f"Hello number {i}."))[0])
+        print("\nD. MCP tool call (streamable HTTP) vs /v1/chat/completions on one server, calls one at a time, "
+              "interleaved (median)", flush=True)
+        for name, what, calls in (("echo", "workflow without a model call (template)", args.calls),
+                                  ("short", "8 greedy tokens", max(1, args.calls // 10))):
+            chat, mcp = [], []
+            for i in range(calls):
+                chat.append((await _chat_call(http, name, f"Hello number {i}."))[0] * 1000)
+                mcp.append((await _mcp_call(client, name, f"Hello number {i}."))[0] * 1000)
+            added = statistics.median(mcp) - statistics.median(chat)
+            print(f"  {what:<42} chat {statistics.median(chat):7.1f} ms · MCP {statistics.median(mcp):7.1f} ms · "
+                  f"added {added:+6.1f} ms (target ≤ 5 ms; {calls} calls each)", flush=True)
+        print(f"  {args.clients} concurrent calls × {args.tokens} sampled tokens:", flush=True)
         for run in range(args.runs):
-            doors = [("chat", lambda: _concurrent(_chat_call, args.clients, http, "story", PROMPT)),
-                     ("mcp", lambda: _concurrent(_mcp_call, args.clients, client, "story", PROMPT))]
+            doors = [("/v1/chat/completions", lambda: _concurrent(_chat_call, args.clients, http, "story", PROMPT)),
+                     ("MCP tools/call", lambda: _concurrent(_mcp_call, args.clients, client, "story", PROMPT))]
             for door, call in (doors if run % 2 == 0 else list(reversed(doors))):
                 wall, per_step = await _engine_step(http, call)
-                rows[f"{door}_wall"].append(wall)
-                rows[f"{door}_seq"].append(per_step)
-    return rows
+                print(f"    {door:<22} {wall:7.2f} s · mean sequences per decode step {per_step:5.2f} "
+                      f"(run {run + 1})", flush=True)
 
 
 def mcp_door_rows(args: argparse.Namespace, env: dict[str, str], home: Path) -> None:
@@ -332,19 +336,7 @@ def mcp_door_rows(args: argparse.Namespace, env: dict[str, str], home: Path) -> 
     base = f"http://127.0.0.1:{port}"
     command = [sys.executable, str(ROOT / "benchmarks" / "serve_probe.py"), str(port), str(folder)]
     with server(command, env, f"{base}/v1/models", home / "serve_probe.log"):
-        rows = anyio.run(_mcp_door, base, args)
-    ms = {k: statistics.median(v) * 1000 for k, v in rows.items() if k.startswith(("chat_e", "mcp_e", "chat_sh",
-                                                                                    "mcp_sh"))}
-    print(f"\nD. MCP tool call (streamable HTTP) vs /v1/chat/completions, one server (median of {args.calls} "
-          "sequential calls)")
-    for what, key in (("workflow without a model call (template)", "echo"), ("8 greedy tokens", "short")):
-        added = ms[f"mcp_{key}"] - ms[f"chat_{key}"]
-        print(f"  {what:<42} chat {ms[f'chat_{key}']:7.1f} ms · MCP {ms[f'mcp_{key}']:7.1f} ms · "
-              f"added {added:+6.1f} ms (target ≤ 5 ms)")
-    print(f"  {args.clients} concurrent calls × {args.tokens} sampled tokens (median of {args.runs} run(s)):")
-    for door, label in (("chat", "/v1/chat/completions"), ("mcp", "MCP tools/call")):
-        print(f"    {label:<22} {statistics.median(rows[f'{door}_wall']):6.2f} s · mean sequences per decode step "
-              f"{statistics.median(rows[f'{door}_seq']):5.2f}")
+        anyio.run(_mcp_door, base, args)
 
 
 if __name__ == "__main__":
