@@ -33,13 +33,13 @@ def _service(tmp_path: Path, **kwargs: Any) -> StudioService:
     return service
 
 
-def _with_client(service: StudioService, fn: ClientFn, *, share: bool = False) -> Any:
+def _with_client(service: StudioService, fn: ClientFn, *, share: bool = False, mode: str = "auto") -> Any:
     config = studio_config(service)
     caller = Caller(remote=share, policy=config.remote_policy if share else service.policy)
     server = build_mcp_server(service, config, lambda request: caller)
 
     async def main() -> Any:
-        async with Client(server) as client:
+        async with Client(server, mode=mode) as client:
             return await fn(client)
 
     return anyio.run(main)
@@ -136,7 +136,10 @@ def test_share_mode_refuses_what_v1_refuses(tmp_path: Path) -> None:
     assert shared.is_error and text_of(shared).startswith("[refused_by_share_mode] ")
 
 
-def test_a_cancelled_call_stops_its_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_cancelled_call_stops_its_run(tmp_path: Path, mode: str) -> None:
+    """auto: the 2026-07-28 protocol in process (the call's scope cancelled); legacy: the initialize handshake over
+    JSON-RPC streams, where the client sends notifications/cancelled."""
     service = studio_service(tmp_path, reply=lambda prompt, i: "slow")
     copy_workflows(service.workflows_dir)
     service.scheduler.provider = _slow(service.scheduler.provider)
@@ -157,7 +160,7 @@ def test_a_cancelled_call_stops_its_run(tmp_path: Path) -> None:
         return time.time()
 
     try:
-        cancelled_at = _with_client(service, cancel_mid_run)
+        cancelled_at = _with_client(service, cancel_mid_run, mode=mode)
         run_id = started[0].split()[1]
         run = _ended_run(service, run_id)
     finally:
