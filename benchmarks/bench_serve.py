@@ -9,10 +9,14 @@ called over HTTP with the openai SDK:
      row A's short prompt and on a ~700-token prompt new to the server (its evaluation is what n shares: 16
      separate requests that arrive together each evaluate it);
   C. time to first token of a streamed workflow answer (chain_of_thought: its answer node streams once its
-     reasoning node is done), with the time to the first byte and to the end.
+     reasoning node is done), with the time to the first byte and to the end;
+  D. the MCP door (`metagen serve --mcp`, benchmarks/serve_probe.py) against /v1/chat/completions on the same server:
+     one call at a time to a workflow without a model call (the doors' own cost; target: the MCP tool call adds
+     ≤ 5 ms per request) and to a short generation, then --clients concurrent calls of a --tokens generation through
+     each door (the engine's mean sequences per decode step say whether MCP calls are batched as /v1 calls are).
 Each row is the median of --runs runs, the two sides interleaved run by run so drifting load hits them alike.
 
-Usage: python benchmarks/bench_serve.py [--runs 3] [--clients 16] [--tokens 64] [--threads N]
+Usage: python benchmarks/bench_serve.py [--runs 3] [--clients 16] [--tokens 64] [--threads N] [--only-mcp]
 """
 
 from __future__ import annotations
@@ -146,6 +150,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=default_threads())
+    parser.add_argument("--only-mcp", action="store_true", help="only the MCP rows (D)")
+    parser.add_argument("--calls", type=int, default=40, help="D: sequential calls per door for the latency rows")
     args = parser.parse_args()
     model_path = bundled_model_path()
     home = Path(tempfile.mkdtemp(prefix="bench-serve-"))
@@ -160,6 +166,10 @@ def main() -> None:
         importlib.util.find_spec("pydantic_settings") is not None
     print(f"model {model_path.name}, {args.threads} threads (CPU), {args.clients} clients × {args.tokens} tokens, "
           f"median of {args.runs} run(s); load before: {os.getloadavg()[0]:.2f}")
+    if args.only_mcp:
+        mcp_door_rows(args, env, home)
+        shutil.rmtree(home, ignore_errors=True)
+        return
     mg_port, lc_port = free_port(), free_port()
     mg_url, lc_url = f"http://127.0.0.1:{mg_port}/v1", f"http://127.0.0.1:{lc_port}/v1"
     metagen_cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(mg_port),
@@ -229,8 +239,105 @@ def main() -> None:
     print("\nC. streamed workflow answer (chain_of_thought)")
     print(f"  first byte {first_byte * 1000:.0f} ms · first answer token {first_token * 1000:.0f} ms · "
           f"end {end * 1000:.0f} ms")
+    mcp_door_rows(args, env, home)
     print(f"\nload after: {os.getloadavg()[0]:.2f}")
     shutil.rmtree(home, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- D. the MCP door against /v1/chat/completions
+
+MCP_WORKFLOWS = {
+    "echo": "version: 1\nname: echo\ndescription: A template, no model call.\ninputs:\n  text: {type: text}\n"
+            "nodes:\n- id: say\n  kind: template\n  params: {template: 'You said: {text}'}\n"
+            "  inputs: {text: inputs.text}\noutputs: {answer: say.text}\n",
+    "short": "version: 1\nname: short\ndescription: Eight greedy tokens.\nmodels:\n  main: {source: bundled}\n"
+             "inputs:\n  text: {type: text}\nnodes:\n- id: say\n  kind: generator\n  model: main\n"
+             "  params: {prompt: '{text}', max_tokens: 8, temperature: 0.0}\n  inputs: {text: inputs.text}\n"
+             "outputs: {answer: say.text}\n",
+    "story": "version: 1\nname: story\ndescription: A sampled story of --tokens tokens.\nmodels:\n"
+             "  main: {source: bundled}\ninputs:\n  text: {type: text}\nnodes:\n- id: say\n  kind: generator\n"
+             "  model: main\n  params: {prompt: '{text}', max_tokens: TOKENS, temperature: 0.8}\n"
+             "  inputs: {text: inputs.text}\noutputs: {answer: say.text}\n",
+}
+
+
+async def _chat_call(http: httpx.AsyncClient, model: str, text: str) -> tuple[float, int]:
+    started = time.perf_counter()
+    reply = await http.post("/v1/chat/completions", json={"model": model, "messages": [
+        {"role": "user", "content": text}]})
+    reply.raise_for_status()
+    return time.perf_counter() - started, reply.json()["usage"]["total_tokens"]
+
+
+async def _mcp_call(client: object, name: str, text: str) -> tuple[float, int]:
+    started = time.perf_counter()
+    result = await client.call_tool(name, {"text": text})  # type: ignore[attr-defined]
+    if result.is_error:
+        raise RuntimeError(f"MCP call of {name} failed: {result.content}")
+    return time.perf_counter() - started, result.structured_content["stats"]["tokens"]
+
+
+async def _concurrent(call: Callable[..., object], n: int, *args: object) -> float:
+    import anyio
+
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for i in range(n):
+            tg.start_soon(call, *args[:-1], f"{args[-1]} ({i})")
+    return time.perf_counter() - started
+
+
+async def _engine_step(http: httpx.AsyncClient, call: Callable[[], object]) -> tuple[float, float]:
+    """(wall seconds, completion tokens per decode step of the engine) over `call`."""
+    before = (await http.get("/probe/engine-stats")).json()
+    wall = await call()  # type: ignore[misc]
+    after = (await http.get("/probe/engine-stats")).json()
+    steps = after["decode_calls"] - before["decode_calls"]
+    return wall, (after["completion_tokens"] - before["completion_tokens"]) / max(1, steps)
+
+
+async def _mcp_door(base: str, args: argparse.Namespace) -> None:
+    from mcp import Client
+
+    async with httpx.AsyncClient(base_url=base, timeout=1800) as http, Client(f"{base}/mcp") as client:
+        for name in ("echo", "short"):  # warm-up: model load, the client's tool list, first-call caches
+            await _chat_call(http, name, "warm up")
+            await _mcp_call(client, name, "warm up")
+        print("\nD. MCP tool call (streamable HTTP) vs /v1/chat/completions on one server, calls one at a time, "
+              "interleaved (median)", flush=True)
+        for name, what, calls in (("echo", "workflow without a model call (template)", args.calls),
+                                  ("short", "8 greedy tokens", max(1, args.calls // 10))):
+            chat, mcp = [], []
+            for i in range(calls):
+                chat.append((await _chat_call(http, name, f"Hello number {i}."))[0] * 1000)
+                mcp.append((await _mcp_call(client, name, f"Hello number {i}."))[0] * 1000)
+            added = statistics.median(m - c for m, c in zip(mcp, chat, strict=True))  # pairs: drifting load cancels
+            print(f"  {what:<42} chat {statistics.median(chat):7.1f} ms · MCP {statistics.median(mcp):7.1f} ms · "
+                  f"added {added:+6.1f} ms per call, median of pairs (target ≤ 5 ms; {calls} calls each)",
+                  flush=True)
+        print(f"  {args.clients} concurrent calls × {args.tokens} sampled tokens:", flush=True)
+        for run in range(args.runs):
+            doors = [("/v1/chat/completions", lambda: _concurrent(_chat_call, args.clients, http, "story", PROMPT)),
+                     ("MCP tools/call", lambda: _concurrent(_mcp_call, args.clients, client, "story", PROMPT))]
+            for door, call in (doors if run % 2 == 0 else list(reversed(doors))):
+                wall, per_step = await _engine_step(http, call)
+                print(f"    {door:<22} {wall:7.2f} s · mean sequences per decode step {per_step:5.2f} "
+                      f"(run {run + 1})", flush=True)
+
+
+def mcp_door_rows(args: argparse.Namespace, env: dict[str, str], home: Path) -> None:
+    """Section D: the MCP door against /v1/chat/completions on one `serve_probe.py` server."""
+    import anyio
+
+    folder = home / "mcp-workflows"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in MCP_WORKFLOWS.items():
+        (folder / f"{name}.yaml").write_text(text.replace("TOKENS", str(args.tokens)), encoding="utf-8")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    command = [sys.executable, str(ROOT / "benchmarks" / "serve_probe.py"), str(port), str(folder)]
+    with server(command, env, f"{base}/v1/models", home / "serve_probe.log"):
+        anyio.run(_mcp_door, base, args)
 
 
 if __name__ == "__main__":

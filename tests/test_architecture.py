@@ -11,8 +11,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("app", "nodes", "backends", "metagen")
-APP_LAYERS = ["platform", "workflow", "run", "traces", "viz", "share", "eval", "service", "serve", "ui", "desktop",
-              "cli"]
+APP_LAYERS = ["platform", "workflow", "run", "traces", "viz", "share", "eval", "service", "serve", "mcp", "ui",
+              "desktop", "cli"]
 """Sub-packages of app/ from the bottom up; a package may import only those before it (viz, traces and share
 sit side by side: see ALLOWED_SIDEWAYS)."""
 ALLOWED_SIDEWAYS: set[tuple[str, str]] = set()

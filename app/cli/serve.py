@@ -7,6 +7,7 @@ import logging
 import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.cli.share_flags import add_cap_arguments
 from app.cli.ui import listen_error
@@ -14,6 +15,12 @@ from app.share.policy import (
     SHARE_MODE_ENV,
     env_share_mode,
 )
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+
+    from app.serve.config import ServeConfig
+    from app.service.studio import StudioService
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +57,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add_cap_arguments(g)
     g.add_argument("--share-mode", action="store_true",
                    help=f"apply these rules to requests from this machine too (also ${SHARE_MODE_ENV}=1)")
+    p.add_argument("--mcp", action="store_true", help="also serve every workflow as an MCP tool at /mcp "
+                   "(streamable HTTP; the same API key and share-mode rules; docs/mcp.md)")
     p.add_argument("--dry-run", action="store_true", help="answer with a scripted fake model instead of llama.cpp")
     p.add_argument("--fake-latency", type=float, default=0.0, metavar="SECONDS",
                    help="with --dry-run: delay each fake model request")
@@ -88,10 +97,22 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _app(service: StudioService, config: ServeConfig, args: argparse.Namespace) -> Starlette:
+    """The server's ASGI app: /v1, and with --mcp the MCP endpoint beside it."""
+    from app.serve.server import build_server
+
+    if not args.mcp:
+        return build_server(service, config)
+    from app.mcp.http import McpHttp
+
+    endpoint = McpHttp(service, config, args.host)
+    return build_server(service, config, extra_routes=endpoint.routes(), lifespan=endpoint.lifespan)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from app.serve.catalog import model_files
     from app.serve.config import ServeConfig, bind_problem, load_api_keys, remote_policy_for
-    from app.serve.server import build_server, make_server
+    from app.serve.server import make_server
     from app.service.studio import StudioService
     from app.share.policy import SharePolicy
     from app.share.run_gate import RunGate
@@ -123,10 +144,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                max_queue=args.max_queue)
     config = ServeConfig(remote_policy=remote, gate=RunGate(args.max_concurrent_runs, args.max_queue),
                          api_keys=keys, share_rules_everywhere=args.share_mode or env_share_mode())
-    server = make_server(build_server(service, config), args.host, args.port)
+    server = make_server(_app(service, config, args), args.host, args.port, lifespan=args.mcp)
     shown = f"[{args.host}]" if ":" in args.host else args.host
     lines = [f"OpenAI-compatible API: http://{shown}:{args.port}/v1  ({len(service.list_workflows())} workflow(s) "
              f"from {service.workflows_dir}, {len(model_files(service, service.policy))} model file(s))",
+             *([f"MCP (streamable HTTP): http://{shown}:{args.port}/mcp"] if args.mcp else []),
              "requests from other machines: " + remote.describe(),
              "API key required." if keys else "No API key: only this machine may call it.",
              "Ctrl+C stops it."]

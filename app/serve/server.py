@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import uvicorn
@@ -10,7 +12,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from app.platform.shutdown import arm_forced_exit
 from app.serve.config import ServeConfig
@@ -21,14 +23,18 @@ from app.service.studio import StudioService
 log = logging.getLogger(__name__)
 
 
-def build_server(service: StudioService, config: ServeConfig) -> Starlette:
+def build_server(service: StudioService, config: ServeConfig, *, extra_routes: Sequence[BaseRoute] = (),
+                 lifespan: Callable[[Any], AbstractAsyncContextManager[None]] | None = None) -> Starlette:
+    """The /v1 routes, /health and the index; `extra_routes` beside them (the MCP endpoint), with the
+    `lifespan` they need running while the server serves."""
+
     async def index(request: Request) -> Response:
         return JSONResponse({"name": "Metagen Studio", "api": API_PREFIX, "openai_compatible": True,
                              "routes": ["GET /v1/models", "POST /v1/chat/completions", "POST /v1/completions",
                                         "POST /v1/rerank"]})
 
-    return Starlette(routes=[Route("/", index), *api_routes(service, config)],
-                     exception_handlers={HTTPException: route_error, Exception: route_error})
+    return Starlette(routes=[Route("/", index), *api_routes(service, config), *extra_routes],
+                     exception_handlers={HTTPException: route_error, Exception: route_error}, lifespan=lifespan)
 
 
 GRACEFUL_SHUTDOWN_S = 2
@@ -44,8 +50,9 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def make_server(app: Starlette, host: str, port: int) -> uvicorn.Server:
-    """A uvicorn server for `app` (call `.run()`; it stops on Ctrl+C / SIGTERM, the process within 5 s)."""
+def make_server(app: Starlette, host: str, port: int, *, lifespan: bool = False) -> uvicorn.Server:
+    """A uvicorn server for `app` (call `.run()`; it stops on Ctrl+C / SIGTERM, the process within 5 s);
+    `lifespan`: run the app's lifespan (build_server's, for the MCP endpoint)."""
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
-                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, lifespan="off")
+                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, lifespan="on" if lifespan else "off")
     return _Server(config)
