@@ -153,3 +153,34 @@ def test_no_budget_says_what_to_give(tmp_path: Path) -> None:
             service.tune(TuneOptions(data=str(data), metric="number"))
     finally:
         service.close()
+
+
+def test_workflows_that_do_not_fit_are_skipped_with_the_reason(tmp_path: Path) -> None:
+    service, data = _setup(tmp_path, {"chain_of_thought": (0.3, 5), "good": (0.9, 5)})
+    (tmp_path / "examples" / "needs_passage.yaml").write_text(
+        WORKFLOW.format(name="needs_passage").replace("inputs:\n  question: {type: text, default: Q1}",
+                                                      "inputs:\n  question: {type: text, default: Q1}\n"
+                                                      "  passage: {type: text}"))
+    try:
+        result = service.tune(TuneOptions(data=str(data), metric="number", budget_tokens=200,
+                                          out=str(tmp_path / "o.yaml")))
+    finally:
+        service.close()
+    skipped = {c["label"]: c for c in result.candidates if c["status"] == "skipped"}
+    assert "passage" in skipped["needs_passage"]["reason"]
+    assert result.recommended["label"] == "good"
+
+
+def test_model_override_replaces_generating_models_only() -> None:
+    from app.eval.tune.errors import TuneError
+    from app.eval.tune.model_override import model_entry, replace_models
+
+    assert model_entry("http://a:8000/v1,http://b:8000/v1#Qwen/Qwen2.5-7B") == {
+        "source": "openai", "base_url": ["http://a:8000/v1", "http://b:8000/v1"], "model": "Qwen/Qwen2.5-7B"}
+    assert model_entry("unsloth/Qwen3-0.6B-GGUF:Q4_K_M") == {"source": "hub", "repo": "unsloth/Qwen3-0.6B-GGUF",
+                                                            "quant": "Q4_K_M"}
+    with pytest.raises(TuneError, match="no such file"):
+        model_entry("missing.gguf")
+    data = {"models": {"main": {"source": "bundled"}, "rm": {"source": "path", "path": "x.gguf", "pooling": "rank"}}}
+    out = replace_models(data, {"source": "fake"})
+    assert out["models"] == {"main": {"source": "fake"}, "rm": data["models"]["rm"]}

@@ -5,6 +5,7 @@ test, the report and the recommended workflow written."""
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from app.eval.tune.split import race_slices, split_items
 from app.eval.tune.writer import default_path, write_recommended
 from app.platform import paths
 from app.run.scheduler import Budget, Scheduler
-from app.run.status import CANCELLED, SUCCEEDED, UNGRADED
+from app.run.status import CANCELLED, FAILED, SUCCEEDED, UNGRADED
 from backends.base import CancelToken
 from nodes.registry import NodeRegistry
 
@@ -108,8 +109,8 @@ class Tuner:
         self.cancel_token = cancel or CancelToken()
         self.on_progress = on_progress
         self.tune_id = uuid.uuid4().hex[:12]
-        self._evaluation: Evaluation | None = None
-        self._started = time.perf_counter()
+        self._errors: list[str] = []
+        self._progress_lock = threading.Lock()
 
     # ------------------------------------------------------------------ set-up
 
@@ -166,6 +167,10 @@ class Tuner:
         self._race(state)
         finalists = [c.label for c in state.candidates if c.status == FINALIST]
         self._run_items(state, finalists, state.test, TEST, 0)
+        if not self.cancel_token.cancelled and not state.results.get(cands.BASELINE):
+            self.store.finish(self.tune_id, FAILED, "no item of the baseline could be graded")
+            raise TuneError(f"no item of greedy {cands.BASELINE} could be graded ({'; '.join(self._errors)[:300]}); "
+                            "check --metric against the dataset (`metagen eval` with the same data shows why)")
         self.store.finish(self.tune_id, CANCELLED if self.cancel_token.cancelled else SUCCEEDED,
                           self.cancel_token.reason if self.cancel_token.cancelled else None)
         if self.cancel_token.cancelled:
@@ -220,16 +225,20 @@ class Tuner:
                                 total_budget=budget, name=f"tune {self.tune_id}")
         evaluation.only = {index[label] for label in labels}
         finished = self.store.finished_keys(self.tune_id)
-        counter = {"done": sum(1 for w in evaluation.only for i in items if (w, 0, i) in finished),
+        pre = sum(1 for w in evaluation.only for i in items if (w, 0, i) in finished)
+        counter = {"done": pre, "pre": pre,
                    "total": len(evaluation.only) * len(items), "at": 0.0, "start": time.perf_counter()}
         evaluation.on_progress = lambda _p: self._progress(state, phase, round_no, labels, items, counter)
         remove = self.cancel_token.on_cancel(lambda: evaluation.cancel(self.cancel_token.reason or "cancelled"))
         try:
             self._progress(state, phase, round_no, labels, items, counter, step=0)
-            evaluation.run(resume=True)
+            status = evaluation.run(resume=True)
         finally:
             remove()
             plan.items = full
+        if status == FAILED:  # e.g. one candidate's outputs could never be graded: the others go on
+            log.warning("tune %s: a %s round ended with: %s", self.tune_id, phase, evaluation.error)
+            self._errors.append(str(evaluation.error or ""))
         self._load_results(state)
         self._progress(state, phase, round_no, labels, items, counter, step=0, force=True)
 
@@ -249,15 +258,20 @@ class Tuner:
 
     def _progress(self, state: _State, phase: str, round_no: int, labels: list[str], items: list[int],
                   counter: dict[str, float], step: int = 1, force: bool = False) -> None:
-        counter["done"] += step
-        if self.on_progress is None:
-            return
-        now = time.perf_counter()
-        if not force and now - counter["at"] < 1.0 and counter["done"] < counter["total"]:
-            return
-        counter["at"] = now
-        if not force:
-            self._load_results(state)
+        with self._progress_lock:  # called from the evaluation's item threads
+            counter["done"] += step
+            now = time.perf_counter()
+            if self.on_progress is None or (not force and now - counter["at"] < 1.0
+                                            and counter["done"] < counter["total"]):
+                return
+            counter["at"] = now
+            if not force:
+                self._load_results(state)
+            self._report(state, phase, round_no, labels, items, counter, now, force)
+
+    def _report(self, state: _State, phase: str, round_no: int, labels: list[str], items: list[int],
+                counter: dict[str, float], now: float, force: bool) -> None:
+        assert self.on_progress is not None
         rows = []
         for c in state.candidates:
             f = figures(state.results.get(c.label, {}), items)
@@ -267,8 +281,8 @@ class Tuner:
                          "accuracy": None if f.n == 0 else f.accuracy, "ci": ci,
                          "tokens_per_item": None if f.n == 0 else f.tokens_per_item, "reason": c.reason})
         elapsed = now - counter["start"]
-        ran = counter["done"]
-        eta = elapsed / ran * (counter["total"] - ran) if ran and not force else None
+        ran, here = counter["done"], counter["done"] - counter["pre"]  # runs done, and done in this process
+        eta = elapsed / here * (counter["total"] - ran) if here > 0 and not force else None
         try:
             self.on_progress(TuneProgress(phase=phase, rows=rows, tokens_used=state.spent, eta_s=eta,
                                           round=round_no, done=int(ran), total=int(counter["total"]),
