@@ -139,6 +139,13 @@ def _graded_extract(wf: Workflow, output: str) -> str | None:
     return None if node is None else node.params.get("extract")
 
 
+def _declares(wf: Workflow, node_id: str, param: str, registry: NodeRegistry) -> bool:
+    """Whether the workflow has a node `node_id` whose kind takes `param` (an --axes text applies to it)."""
+    node = wf.node(node_id)
+    cls = registry.get(node.kind) if node is not None else None
+    return cls is not None and cls.param(param) is not None
+
+
 def natural_axis(wf: Workflow, registry: NodeRegistry) -> tuple[str, str, int, int] | None:
     """(node, param, low, high) of the workflow's compute axis, None when it has none (greedy)."""
     for param_name in NATURAL_AXES:
@@ -158,7 +165,7 @@ def natural_axis(wf: Workflow, registry: NodeRegistry) -> tuple[str, str, int, i
 def _grid(wf: Workflow, ctx: CandidateContext) -> list[dict[str, Any]]:
     """The points of this workflow: the --axes that apply to it, else its natural axis doubling within the budget."""
     given = [parse_sweep(text) for text in ctx.axes]
-    own = [a for a in given if wf.node(a.node) is not None]
+    own = [a for a in given if _declares(wf, a.node, a.param, ctx.registry)]
     if own:
         axis = own[0]
         return [{axis.key: v} for v in axis.values]
@@ -195,6 +202,11 @@ def make_candidates(sources: list[tuple[str, Path]], ctx: CandidateContext) -> l
             out.extend(_variants(wf, name, points, ctx))
         else:
             out.append(Candidate(name, name, {}, status=SKIPPED, reason=reason))
+    for text in ctx.axes:
+        key = text.partition("=")[0].strip()
+        if not any(key in c.params for c in out):
+            raise TuneError(f"--axes {text}: no candidate has a node {key.partition('.')[0]!r} with a param "
+                            f"{key.partition('.')[2]!r}; use NODE.PARAM=v1,v2 with a node id of a candidate")
     if not any(c.workflow == BASELINE and c.status != SKIPPED for c in out):
         why = next((c.reason for c in out if c.workflow == BASELINE), "")
         raise TuneError(f"the baseline, greedy {BASELINE}, cannot run on this dataset ({why}); map the dataset's "
