@@ -184,3 +184,10 @@ def test_model_override_replaces_generating_models_only() -> None:
     data = {"models": {"main": {"source": "bundled"}, "rm": {"source": "path", "path": "x.gguf", "pooling": "rank"}}}
     out = replace_models(data, {"source": "fake"})
     assert out["models"] == {"main": {"source": "fake"}, "rm": data["models"]["rm"]}
+
+
+def test_a_tune_record_is_not_resumed_as_an_evaluation(tmp_path: Path) -> None:
+    from app.eval.plan import EvalSetupError, plan_from_config
+
+    with pytest.raises(EvalSetupError, match="metagen tune --resume"):
+        plan_from_config({"tune": {"data": "x"}, "workflows": []}, default_registry())
