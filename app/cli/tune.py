@@ -153,6 +153,7 @@ def format_result(data: dict[str, Any]) -> str:
                      f"{r['seconds_per_item'] or 0:7.2f}")
     for c in data["comparisons"]:
         lines.append(f"against {c['against']}: {c['sentence']}")
+    lines.extend(f"warning: {w}" for w in data.get("warnings", []))
     lines.append(data["verdict"])
     lines.append(f"wrote {data['recommended']['path']} · tuning used {data['tune_tokens']} tokens · tune "
                  f"{data['tune_id']}")

@@ -104,6 +104,8 @@ class TuneResult:
     dataset: str = ""
     model: str = ""
     metric: str = ""
+    warnings: list[str] = field(default_factory=list)
+    """What makes a candidate's figures mean less than they seem (the evaluation plan's selection warnings)."""
 
     def to_json(self) -> dict[str, Any]:
         """The contract shape of `metagen tune --json` (and a few more keys a report needs)."""
@@ -111,7 +113,7 @@ class TuneResult:
                 "recommended": self.recommended, "baseline": self.baseline, "comparison": self.comparison,
                 "front": self.front, "tune_tokens": self.tune_tokens, "held_out": self.held_out,
                 "comparisons": self.comparisons, "race": self.race, "verdict": self.verdict,
-                "dataset": self.dataset, "model": self.model, "metric": self.metric}
+                "dataset": self.dataset, "model": self.model, "metric": self.metric, "warnings": self.warnings}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TuneResult:

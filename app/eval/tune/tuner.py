@@ -324,7 +324,7 @@ class Tuner:
             comparison={k: main[k] for k in ("diff", "ci", "p")} | {"sentence": main["sentence"]},
             front=front(table), tune_tokens=state.spent, held_out=table, comparisons=comps, race=state.race,
             verdict=verdict(recommended, base, why, main), dataset=options.data, model=state.model,
-            metric=state.plan.metric_spec)
+            metric=state.plan.metric_spec, warnings=list(state.plan.warnings))
 
 
 def _examples_dir() -> Path | None:
