@@ -191,3 +191,15 @@ def test_a_tune_record_is_not_resumed_as_an_evaluation(tmp_path: Path) -> None:
 
     with pytest.raises(EvalSetupError, match="metagen tune --resume"):
         plan_from_config({"tune": {"data": "x"}, "workflows": []}, default_registry())
+
+
+def test_failing_runs_drop_a_candidate_instead_of_looking_cheap() -> None:
+    from app.eval.tune.race import ItemResult, race_round
+
+    items = [0, 1, 2, 3]
+    results = {"chain_of_thought": {i: ItemResult(0.0, 50, 0.1) for i in items},
+               "broken": {i: ItemResult(0.0, 0, 0.0, failed=True) for i in items},
+               "fine": {i: ItemResult(0.0, 80, 0.1) for i in items}}
+    drops = race_round(list(results), results, items, baseline="chain_of_thought", budget_tokens=100)
+    assert drops["broken"].startswith("its runs failed on 4 of 4")
+    assert "fine" not in drops

@@ -21,6 +21,8 @@ class ItemResult:
     seconds: float
     spent: int = 0
     """Tokens actually evaluated and generated for it (not those it found in the shared pool)."""
+    failed: bool = False
+    """The run itself failed (an error, not a wrong answer): scored 0, and its cost is not what it would be."""
 
 
 Results = dict[str, dict[int, ItemResult]]
@@ -81,7 +83,10 @@ def race_round(alive: list[str], results: Results, items: list[int], *, baseline
     """The candidates to drop after a slice of dev ({label: reason}); the baseline is never dropped."""
     drops: dict[str, str] = {}
     for label in alive:
-        why = over_budget(figures(results.get(label, {}), items), budget_tokens, budget_seconds)
+        rows = [results.get(label, {})[i] for i in items if i in results.get(label, {})]
+        failed = sum(1 for r in rows if r.failed)
+        why = (f"its runs failed on {failed} of {len(rows)} dev items" if rows and 2 * failed >= len(rows)
+               else over_budget(figures(results.get(label, {}), items), budget_tokens, budget_seconds))
         if why and label != baseline:
             drops[label] = why
     within = [label for label in alive if label not in drops]

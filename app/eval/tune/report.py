@@ -73,6 +73,6 @@ def comparisons(recommended: str, baseline: str, table: list[dict[str, Any]], wo
 def verdict(recommended: str, baseline: str, why: str, main: dict[str, Any]) -> str:
     """One sentence for the user: what is recommended, from dev, and what the held-out test says."""
     if recommended == baseline:
-        return f"Recommended: greedy {baseline}. {why}."
+        return f"Recommended: greedy {baseline}. {why[:1].upper()}{why[1:]}."
     held = (f"on held-out test it {main['sentence'].split(' ', 1)[1]}" if main.get("n") else "no test items")
     return f"Recommended: {recommended} ({why}); {held}."

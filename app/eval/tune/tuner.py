@@ -28,7 +28,7 @@ from app.eval.tune.report import comparisons, front, held_out_table, test_figure
 from app.eval.tune.split import race_slices, split_items
 from app.eval.tune.writer import default_path, write_recommended
 from app.platform import paths
-from app.run.scheduler import Budget, Scheduler
+from app.run.scheduler import Budget, NodeCache, Scheduler
 from app.run.status import CANCELLED, FAILED, SUCCEEDED, UNGRADED
 from backends.base import CancelToken
 from nodes.registry import NodeRegistry
@@ -101,7 +101,7 @@ class Tuner:
                  on_progress: Callable[[TuneProgress], None] | None = None) -> None:
         self.options = options
         self.registry = registry
-        self.scheduler = scheduler
+        self.scheduler = _measuring(scheduler)
         self.store = store
         self.observers = list(observers or [])
         self.workflows_dir = Path(workflows_dir or paths.workflows_dir())
@@ -253,7 +253,8 @@ class Tuner:
             tokens = int(row["prompt_tokens"] or 0) + int(row["completion_tokens"] or 0) + int(
                 row["completion_tokens_reused"] or 0)
             results.setdefault(labels[row["workflow_idx"]], {})[int(row["item_idx"])] = ItemResult(
-                float(row["score"] or 0.0), tokens, float(row["wall_s"] or 0.0))
+                float(row["score"] or 0.0), tokens, float(row["wall_s"] or 0.0),
+                failed=row["status"] not in (SUCCEEDED, ""))
         state.results, state.spent = results, spent
 
     def _progress(self, state: _State, phase: str, round_no: int, labels: list[str], items: list[int],
@@ -325,6 +326,19 @@ class Tuner:
             front=front(table), tune_tokens=state.spent, held_out=table, comparisons=comps, race=state.race,
             verdict=verdict(recommended, base, why, main), dataset=options.data, model=state.model,
             metric=state.plan.metric_spec, warnings=list(state.plan.warnings))
+
+
+def _measuring(scheduler: Scheduler) -> Scheduler:
+    """A scheduler like `scheduler` (provider, children, code rules) whose node cache keeps nothing: a candidate
+    whose node matches another's would otherwise cost nothing and look cheap. Samples are still shared through
+    the sample cache, where a reused sample counts in the candidate's own cost (`completion_tokens_reused`)."""
+    fresh = Scheduler(scheduler.registry, scheduler.provider, cache=NodeCache(max_entries=0),
+                      max_workers=scheduler.max_workers, allow_python=scheduler.allow_python,
+                      children=scheduler.children)
+    fresh.allow_code_execution = scheduler.allow_code_execution
+    fresh.code_limit_caps = scheduler.code_limit_caps
+    fresh.hide_cache_hits = scheduler.hide_cache_hits
+    return fresh
 
 
 def _examples_dir() -> Path | None:
