@@ -194,7 +194,7 @@ class Tuner:
             self._run_items(state, alive, items, DEV, round_no)
             drops = race_round(alive, state.results, items, baseline=cands.BASELINE,
                                budget_tokens=self.options.budget_tokens, budget_seconds=self.options.budget_seconds,
-                               halve=bool(slices) and not self.options.exhaustive)
+                               halve=not self.options.exhaustive)
             for c in state.candidates:
                 if c.label in drops:
                     c.status, c.reason, c.dropped_after = DROPPED, drops[c.label], len(items)
