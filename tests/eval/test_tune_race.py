@@ -203,3 +203,16 @@ def test_failing_runs_drop_a_candidate_instead_of_looking_cheap() -> None:
     drops = race_round(list(results), results, items, baseline="chain_of_thought", budget_tokens=100)
     assert drops["broken"].startswith("its runs failed on 4 of 4")
     assert "fine" not in drops
+
+
+def test_provenance_survives_load_and_dump_and_a_bad_one_is_an_issue() -> None:
+    from app.workflow.spec import load_workflow_text
+
+    block = "provenance: {tool: metagen tune, dev: {accuracy: 0.5}}\nmodels:"
+    text = WORKFLOW.format(name="x").replace("models:", block)
+    wf = load_workflow_text(text)
+    assert wf.provenance == {"tool": "metagen tune", "dev": {"accuracy": 0.5}}
+    assert load_workflow_text(wf.to_yaml()).provenance == wf.provenance
+    assert wf.semantic_hash() == load_workflow_text(WORKFLOW.format(name="x")).semantic_hash()
+    bad = load_workflow_text(WORKFLOW.format(name="x").replace("models:", "provenance: 3\nmodels:"))
+    assert [i.code for i in bad.load_issues] == ["bad_structure"]
