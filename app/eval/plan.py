@@ -333,6 +333,8 @@ def make_plan(sources: list[WorkflowSource], dataset_path: Path | None, *, regis
 def plan_from_config(config: dict[str, Any], registry: NodeRegistry) -> EvalPlan:
     """The plan of a recorded evaluation (for --resume): the same workflows (from their recorded YAML), dataset
     and items; refused when the dataset file changed since."""
+    if isinstance(config.get("tune"), dict):  # resumed as an evaluation it would run every candidate on every item
+        raise EvalSetupError(["this record is a tune (`metagen tune`): `metagen tune --resume ID` finishes it"])
     sources = [WorkflowSource(text=w["yaml"], name=w["name"]) for w in config["workflows"]]
     sweeps = [f"{a['node']}.{a['param']}=" + ",".join(json.dumps(v) for v in a["values"]) for a in config["sweep"]]
     task = config.get("task")

@@ -15,7 +15,7 @@ import yaml
 from app.workflow.problems import Issue, WorkflowError
 
 FORMAT_VERSION = 1
-TOP_LEVEL_KEYS = ("version", "name", "description", "models", "inputs", "nodes", "outputs", "layout")
+TOP_LEVEL_KEYS = ("version", "name", "description", "provenance", "models", "inputs", "nodes", "outputs", "layout")
 NODE_KEYS = ("id", "kind", "model", "map", "params", "inputs")
 """`map` (workflow nodes only): the input that receives a candidate set, the child running once per candidate."""
 INPUT_KEYS = ("type", "default", "description")
@@ -67,6 +67,9 @@ class Workflow:
     outputs: dict[str, str] = field(default_factory=dict)
     layout: dict[str, list[float]] = field(default_factory=dict)
     version: int = FORMAT_VERSION
+    provenance: dict[str, Any] | None = None
+    """Where a generated workflow came from (`metagen tune`: dataset, model, split, dev and test figures, date);
+    shown by the editor, never part of what a run does."""
     lines: dict[Path_, int] = field(default_factory=dict, repr=False, compare=False)
     """YAML line (1-based) of each key path, e.g. ("nodes", 0, "params", "n")."""
     load_issues: list[Issue] = field(default_factory=list, repr=False, compare=False)
@@ -96,6 +99,8 @@ class Workflow:
         data: dict[str, Any] = {"version": self.version, "name": self.name}
         if self.description:
             data["description"] = self.description
+        if self.provenance:
+            data["provenance"] = copy.deepcopy(self.provenance)
         if self.models:
             data["models"] = copy.deepcopy(self.models)
         if self.inputs:
@@ -130,7 +135,7 @@ class Workflow:
     def semantic_hash(self) -> str:
         """Hash of everything but name/description/layout: what decides the run's results."""
         data = self.to_dict()
-        for key in ("name", "description", "layout"):
+        for key in ("name", "description", "provenance", "layout"):
             data.pop(key, None)
         canonical = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
@@ -401,6 +406,7 @@ def workflow_from_dict(data: Any, lines: dict[Path_, int] | None = None) -> Work
     wf.nodes = _parse_nodes(data.get("nodes") or [], issues)
     wf.outputs = _parse_outputs(data.get("outputs") or {}, issues)
     wf.layout = _parse_layout(data.get("layout") or {}, issues)
+    wf.provenance = _parse_provenance(data.get("provenance"), issues)
     wf.load_issues = issues.found
     return wf
 
@@ -518,6 +524,16 @@ def _parse_outputs(outputs: Any, issues: _Issues) -> dict[str, str]:
         issues.add(_type_issue("outputs", "a mapping of name: node.port", outputs, issues.line("outputs")))
         return {}
     return {str(k): str(v) for k, v in outputs.items()}
+
+
+def _parse_provenance(provenance: Any, issues: _Issues) -> dict[str, Any] | None:
+    if provenance is None:
+        return None
+    if not isinstance(provenance, dict):
+        issues.add(_type_issue("provenance", "a mapping (what made this workflow: dataset, model, figures)",
+                               provenance, issues.line("provenance")))
+        return None
+    return dict(provenance)
 
 
 def _parse_layout(layout: Any, issues: _Issues) -> dict[str, list[float]]:

@@ -1,0 +1,56 @@
+"""`metagen tune` from the command line: the JSON contract on the fake backend, bad input refused with a hint, and
+(marked `model`) a short tune on the bundled model's code set that writes a workflow which validates and runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+KEYS = {"candidates", "split", "recommended", "baseline", "comparison", "front", "tune_tokens"}
+
+
+def _tune(tmp_path: Path, *extra: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "app.cli.main", "tune", "--db", str(tmp_path / "t.db"),
+                           "--out", str(tmp_path / "tuned.yaml"), *extra], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_json_has_the_contract_keys(tmp_path: Path) -> None:
+    done = _tune(tmp_path, "--data", "datasets/arithmetic.jsonl", "--budget-tokens", "600", "--limit", "8",
+                 "--candidates", "chain_of_thought", "self_consistency", "--dry-run", "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert KEYS <= set(data)
+    assert set(data["split"]["dev"]).isdisjoint(data["split"]["test"])
+    assert {"label", "workflow", "params", "status", "dropped_after", "reason"} <= set(data["candidates"][0])
+    assert {"label", "path", "dev", "test"} <= set(data["recommended"])
+    assert {"accuracy", "ci", "tokens_per_item", "n"} <= set(data["recommended"]["test"])
+    assert {"diff", "ci", "p"} <= set(data["comparison"])
+    assert (tmp_path / "tuned.yaml").is_file()
+
+
+def test_no_budget_is_refused_with_a_hint(tmp_path: Path) -> None:
+    done = _tune(tmp_path, "--data", "datasets/arithmetic.jsonl", "--dry-run")
+    assert done.returncode != 0
+    assert "--budget-tokens N or --budget-seconds S" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.model
+def test_a_short_tune_on_the_bundled_model_writes_a_workflow_that_runs(tmp_path: Path) -> None:
+    done = _tune(tmp_path, "--data", "datasets/code.jsonl", "--metric", "tests", "--budget-tokens", "2000",
+                 "--limit", "6", "--candidates", "chain_of_thought", "code_best_of_n", "--axes", "sample.n=2,4",
+                 timeout=900)
+    assert done.returncode == 0, done.stderr
+    assert "held-out test" in done.stdout
+    check = subprocess.run([sys.executable, "-m", "app.cli.main", "validate", str(tmp_path / "tuned.yaml")],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
+    run = subprocess.run([sys.executable, "-m", "app.cli.main", "run", str(tmp_path / "tuned.yaml"), "--no-trace"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
