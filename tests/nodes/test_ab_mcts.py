@@ -179,7 +179,7 @@ def test_an_unscored_step_is_no_evidence(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_score_summaries_are_the_posteriors_sufficient_statistics() -> None:
     summary = ScoreSummary.of([1.0, 3.0, -1.0])
-    assert (summary.n, summary.total, summary.clamped) == (3, 3.0, 1.0)
+    assert (summary.n, summary.total, summary.clamped) == (3, 3.0, 2.0)  # clamped: 1 + 1 + 0
     assert summary.squares == pytest.approx(8.0)  # mean 1: 0 + 4 + 4
     for scores in ([0.2, 0.9, 0.4], [-3.5, -1.25, -2.0, -7.0]):
         assert gaussian_posterior(ScoreSummary.of(scores), prior_mean=-1.0) == pytest.approx(

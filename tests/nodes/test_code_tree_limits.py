@@ -155,7 +155,7 @@ def test_a_grader_of_another_pid_namespace_is_never_swept(tmp_path, monkeypatch:
     from nodes.algorithms import code_cgroup
 
     monkeypatch.setattr(code_cgroup, "_swept", set())
-    other_namespace = tmp_path / _stale_name(namespace=1)
+    other_namespace = tmp_path / f"metagen-code-1-{_dead_pid()}-1-0a1b2c3d"  # inode 1: never our pid namespace
     unproven = tmp_path / f"metagen-code-{_dead_pid()}-0a1b2c3d"  # the old name: a pid, in some namespace
     for d in (other_namespace, unproven):
         d.mkdir()
