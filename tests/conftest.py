@@ -143,6 +143,16 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
     return result
 
 
+@pytest.fixture
+def llama_provide() -> Iterator[Any]:
+    """The real provider (llama.cpp pool, rank models, remote servers) for one test; its engine workers end with it."""
+    from app.run.providers import llama_provider
+
+    provide = llama_provider()
+    yield provide
+    provide.close()
+
+
 def _report_worker_leaks(session: pytest.Session) -> None:
     """The modules whose engine workers outlived them, once more at the end (each errored its last test)."""
     if not _leaks:
