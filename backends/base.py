@@ -37,7 +37,12 @@ class ModelBrokenError(EngineStoppedError):
 
 
 class CancelledError(RuntimeError):
-    """The request or run was cancelled."""
+    """The request or run was cancelled. `usage`: what a request cut mid-way had spent by then (prompt tokens
+    evaluated, completion tokens drawn), where the backend knows it; None where it does not (or spent nothing)."""
+
+    def __init__(self, *args: object, usage: Usage | None = None) -> None:
+        super().__init__(*args)
+        self.usage = usage
 
 
 class CancelToken:

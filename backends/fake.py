@@ -8,10 +8,12 @@ import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from backends.base import (
     BackendError,
+    CancelledError,
     CancelToken,
     ChoiceResult,
     Completion,
@@ -51,7 +53,8 @@ class FakeBackend:
     2. `replies`: a list used in turn (a shared cursor, thread-safe), cycling;
     3. `reply_fn(prompt, seed)`;
     4. otherwise a seeded echo: "echo[<seed % 3>]: <last line of the prompt>".
-    `latency_s` sleeps per request (to test concurrency); `choice_scores` maps a choice to a fixed
+    `latency_s` sleeps per request (to test concurrency), `token_delay_s` before each streamed token (a request
+    that is still decoding when others run or a cap is reached); `choice_scores` maps a choice to a fixed
     log-probability for `choice_logprobs` (else derived from a hash of prompt and choice); `token_confidence`
     maps a word to its token confidence in `token_stats` (else derived from a hash of the word; its
     self-certainty is twice that). A word is a token: logprobs with top-k list the word, then `word~1`,
@@ -65,6 +68,7 @@ class FakeBackend:
         by_prompt: Mapping[str, str | Sequence[str]] | None = None,
         reply_fn: ReplyFn | None = None,
         latency_s: float = 0.0,
+        token_delay_s: float = 0.0,
         choice_scores: Mapping[str, float] | None = None,
         name: str = "fake",
         token_confidence: Mapping[str, float] | None = None,
@@ -75,6 +79,7 @@ class FakeBackend:
         self._by_prompt = dict(by_prompt or {})
         self._reply_fn = reply_fn
         self._latency_s = latency_s
+        self._token_delay_s = token_delay_s
         self._choice_scores = dict(choice_scores or {})
         self._name = name
         self._step_fn = step_fn
@@ -135,60 +140,68 @@ class FakeBackend:
         on_token: TokenCallback | None = None,
         cancel: CancelToken | None = None,
     ) -> GenerateResult:
+        """Each sample's scripted reply, streamed word by word (a word is a token). A cancel is honoured after
+        every token, as the engine honours it after every decode step: the CancelledError carries the usage so far."""
         start = time.perf_counter()
         text = self.render_prompt(prompt)
         if cancel is not None:
             cancel.raise_if_cancelled()
         if self._latency_s:
             self._sleep(cancel)
-        completions = []
         n_prompt = len(self.tokenize(text))
+        usage = Usage(prompt_tokens=n_prompt, prompt_tokens_evaluated=n_prompt)
+        completions = []
         for i, seed in enumerate(default_seeds(params, n, seeds)):
-            reply = self._reply(text, seed)
-            finish, matched = "eog", ""
-            for stop in params.stop:
-                if stop and stop in reply:
-                    reply, finish, matched = reply[: reply.index(stop)], "stop", stop
+            reply, finish, matched = self._scripted(text, seed, params)
             words = reply.split()
-            if len(words) > params.max_tokens:
-                reply, finish = " ".join(words[: params.max_tokens]), "length"
-                words = words[: params.max_tokens]
-            if on_token is not None:
-                for w in words:
-                    on_token(i, w + " ")
-            stats = None
-            if params.token_stats or params.confidence_stop:
-                stats, kept = self._stats(words, params)
-                if kept < len(words):
-                    reply, finish, words = " ".join(words[:kept]), "low_confidence", words[:kept]
-            logprobs = None
-            if params.logprobs is not None:
-                logprobs = [TokenLogprob(w, -((_stable_hash(w, i) % 1000) / 500.0)) for w in words]
-                for lp in logprobs if params.logprobs else ():
-                    lp.top = [(lp.token, lp.logprob)] + [(f"{lp.token}~{j}", lp.logprob - 0.5 * j)
-                                                         for j in range(1, params.logprobs)]
-            completions.append(
-                Completion(
-                    text=reply,
-                    finish_reason=finish,
-                    seed=seed,
-                    tokens=self.tokenize(reply),
-                    logprobs=logprobs,
-                    token_stats=stats,
-                    completion_tokens=len(words),
-                    prompt_tokens=n_prompt,
-                    time_s=time.perf_counter() - start,
-                    stop=matched,
-                )
-            )
-        usage = Usage(
-            prompt_tokens=n_prompt,
-            prompt_tokens_evaluated=n_prompt,
-            completion_tokens=sum(c.completion_tokens for c in completions),
-            decode_s=time.perf_counter() - start,
-        )
+            self._stream(i, words, usage, on_token, cancel)
+            completions.append(self._completion(i, reply, finish, matched, seed, params, words, n_prompt, start))
+        usage.completion_tokens = sum(c.completion_tokens for c in completions)
+        usage.decode_s = time.perf_counter() - start
         self._record("generate", text, n, start)
         return GenerateResult(prompt_text=text, completions=completions, usage=usage)
+
+    def _scripted(self, text: str, seed: int, params: SamplingParams) -> tuple[str, str, str]:
+        """The reply for `seed`, cut at the first stop string or max_tokens; its finish reason and stop string."""
+        reply = self._reply(text, seed)
+        finish, matched = "eog", ""
+        for stop in params.stop:
+            if stop and stop in reply:
+                reply, finish, matched = reply[: reply.index(stop)], "stop", stop
+        words = reply.split()
+        if len(words) > params.max_tokens:
+            reply, finish = " ".join(words[: params.max_tokens]), "length"
+        return reply, finish, matched
+
+    def _stream(self, index: int, words: list[str], usage: Usage, on_token: TokenCallback | None,
+                cancel: CancelToken | None) -> None:
+        """Stream one sample's words; `usage` counts them as they go, so a cancel between two says what was spent."""
+        for w in words:
+            if cancel is not None and cancel.cancelled:
+                raise CancelledError(cancel.reason or "cancelled", usage=replace(usage))
+            if self._token_delay_s:
+                time.sleep(self._token_delay_s)
+            usage.completion_tokens += 1
+            if on_token is not None:
+                on_token(index, w + " ")
+
+    def _completion(self, index: int, reply: str, finish: str, matched: str, seed: int, params: SamplingParams,
+                    words: list[str], n_prompt: int, start: float) -> Completion:
+        """Sample `index`'s Completion: its scripted token statistics (a confidence stop cuts it) and logprobs."""
+        stats = None
+        if params.token_stats or params.confidence_stop:
+            stats, kept = self._stats(words, params)
+            if kept < len(words):
+                reply, finish, words = " ".join(words[:kept]), "low_confidence", words[:kept]
+        logprobs = None
+        if params.logprobs is not None:
+            logprobs = [TokenLogprob(w, -((_stable_hash(w, index) % 1000) / 500.0)) for w in words]
+            for lp in logprobs if params.logprobs else ():
+                lp.top = [(lp.token, lp.logprob)] + [(f"{lp.token}~{j}", lp.logprob - 0.5 * j)
+                                                     for j in range(1, params.logprobs)]
+        return Completion(text=reply, finish_reason=finish, seed=seed, tokens=self.tokenize(reply), logprobs=logprobs,
+                          token_stats=stats, completion_tokens=len(words), prompt_tokens=n_prompt,
+                          time_s=time.perf_counter() - start, stop=matched)
 
     def _stats(self, words: list[str], params: SamplingParams) -> tuple[TokenStats, int]:
         """Scripted token statistics of the words, and how many words a confidence stop lets through."""

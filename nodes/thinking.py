@@ -33,6 +33,7 @@ from nodes.algorithms.think_exit import (
     PROBE_TOKENS,
     TRIAL_PREFIX,
     confidence_problem,
+    probe_finished,
     reflection_stops,
     saved_estimate,
     trial_confidence,
@@ -258,7 +259,8 @@ def _think_with_exits(ctx: NodeContext, head: str, think_sp: SamplingParams, see
             assert thought.probes is not None
             thought.probes.append({"at_tokens": thought.tokens, "confidence": round(confidence, 4),
                                    "answer": answer.text.strip(), "tokens": answer.completion_tokens})
-            if answer.text.strip() and confidence >= settings.exit_confidence:
+            finished = probe_finished(answer.finish_reason)  # a trial cut off at PROBE_TOKENS is no answer
+            if answer.text.strip() and finished and confidence >= settings.exit_confidence:
                 thought.exited = True
                 exits[i] = replace(answer, text=f"{TRIAL_PREFIX} {answer.text.strip()}")
                 return thought, EXITED

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from tests import worker_leaks
+
 SESSION_TMP_ENV = "METAGEN_TEST_TMPDIR"
 """The temp folder of this test session: every temp file of the session and of the processes it starts goes
 there (TMPDIR), so the end-of-session check sees this session's leftovers only, not those of another session
@@ -33,6 +35,7 @@ def _use_session_temp_dir() -> None:
 
 def pytest_configure(config: object) -> None:
     _use_session_temp_dir()
+    worker_leaks.mark_this_process()
     # Never read or write the developer's real data folder, trace database or settings.
     if "METAGEN_HOME" not in os.environ:
         os.environ["METAGEN_HOME"] = tempfile.mkdtemp(prefix="metagen-test-home-")
@@ -92,12 +95,72 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     home = Path(os.environ["METAGEN_HOME"]) if os.environ.get("METAGEN_HOME") else None
     left = session_leftovers(root, home if home is not None and home.parent == root else None)
     shutil.rmtree(root, ignore_errors=True)
+    _report_worker_leaks(session)
     if not left:
         return
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     line = f"the tests left {len(left)} temp folder(s)/file(s) of their own behind: {', '.join(left[:10])}"
     if reporter is not None:
         reporter.write_line(f"ERROR: {line}", red=True)
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# ------------------------------------------------------------------ engine workers that outlive their tests
+
+_module_workers: dict[str, set[int]] = {}
+"""Per test module being run: the engine workers alive before its first test (anything else is the module's)."""
+_leaks: list[str] = []
+
+
+def _module_of(item: pytest.Item | None) -> str | None:
+    return item.nodeid.split("::", 1)[0] if item is not None else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    module = _module_of(item)
+    if module is not None and module not in _module_workers:  # before any of the module's fixtures
+        _module_workers.clear()
+        _module_workers[module] = set(worker_leaks.session_workers())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """After the module's last test (its module fixtures torn down too): an engine worker it started and left
+    running errors that test, and is killed so that leaks do not pile up over the run."""
+    result = yield
+    module = _module_of(item)
+    if module is None or _module_of(nextitem) == module or module not in _module_workers:
+        return result
+    leaked = worker_leaks.leaked_since(_module_workers.pop(module))
+    if leaked:
+        worker_leaks.end_leaked(leaked)
+        listing = "; ".join(f"pid {pid} (parent {who})" for pid, who in sorted(leaked.items()))
+        _leaks.append(f"{module}: {len(leaked)} ({listing})")
+        pytest.fail(f"{module} left {len(leaked)} engine worker(s) running after its tests: {listing}. Close what "
+                    "the tests open (a ModelPool, a Studio, a server), or share one for the session with "
+                    "tests.worker_leaks.share_for_session", pytrace=False)
+    return result
+
+
+@pytest.fixture
+def llama_provide() -> Iterator[Any]:
+    """The real provider (llama.cpp pool, rank models, remote servers) for one test; its engine workers end with it."""
+    from app.run.providers import llama_provider
+
+    provide = llama_provider()
+    yield provide
+    provide.close()
+
+
+def _report_worker_leaks(session: pytest.Session) -> None:
+    """The modules whose engine workers outlived them, once more at the end (each errored its last test)."""
+    if not _leaks:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"ERROR: engine workers outlived their test modules: {' | '.join(_leaks)}", red=True)
     if session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

@@ -26,11 +26,14 @@ class FakeRepo:
 
 @dataclass
 class FakeHub:
-    """Repos by id; `cut_once[path] = n` drops the connection after n bytes (once); `corrupt` serves flipped
-    bytes for those paths; `requests` records (method, path, Range header); `delay_s` slows each chunk."""
+    """Repos by id; `cut_once[path] = n` drops the connection after n bytes (once); `stall_after[path] = n` sends n
+    bytes of every answer, then nothing more until the hub stops; `corrupt` serves flipped bytes for those paths;
+    `requests` records (method, path, Range header); `delay_s` slows each chunk."""
 
     repos: dict[str, FakeRepo] = field(default_factory=dict)
     cut_once: dict[str, int] = field(default_factory=dict)
+    stall_after: dict[str, int] = field(default_factory=dict)
+    stopping: threading.Event = field(default_factory=threading.Event)
     corrupt: set[str] = field(default_factory=set)
     requests: list[tuple[str, str, str | None]] = field(default_factory=list)
     delay_s: float = 0.0
@@ -55,6 +58,7 @@ class FakeHub:
         return self
 
     def stop(self) -> None:
+        self.stopping.set()  # stalled answers end
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -179,6 +183,12 @@ class _Handler(BaseHTTPRequestHandler):
         import time
 
         cut = self.fake.cut_once.pop(name, None)
+        stall = self.fake.stall_after.get(name)
+        if stall is not None:
+            self.wfile.write(body[:stall])
+            self.wfile.flush()
+            self.fake.stopping.wait(120)  # a server that sent a little and went quiet
+            return
         sent = 0
         while sent < len(body):
             piece = body[sent:sent + self.fake.chunk]

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from typing import Any, TypeVar
 
@@ -110,6 +111,9 @@ class RunState:
         self.cancel = cancel
         self.bus = bus
         self.stats = RunStats()
+        self.streaming = 0
+        """Completion tokens streamed by requests still in flight: counted against max_tokens as they come, until
+        their request's own usage takes their place (RunState.add_tokens)."""
         self.lock = threading.Lock()
         self.started = time.perf_counter()
         self.call_counter = 0
@@ -148,15 +152,24 @@ class RunState:
             self.stats.lm_calls += n
         self.check_time()
 
-    def add_tokens(self, usage: TokenCounts) -> None:
+    def add_tokens(self, usage: TokenCounts, streamed: int = 0) -> None:
+        """Count a request's usage, in place of the `streamed` tokens it was counted for while it ran."""
         with self.lock:
+            self.streaming -= streamed
             self.stats.add_tokens(usage)
             if isinstance(usage, Usage):  # a request's usage: its speculative counters too
                 self.stats.draft_tokens += usage.draft_tokens
                 self.stats.draft_accepted += usage.draft_accepted
 
+    def stream_token(self) -> bool:
+        """Count one token a request in flight just streamed; whether the run is now past its token cap."""
+        with self.lock:
+            self.streaming += 1
+            return self.budget.max_tokens is not None and self.tokens_used() > self.budget.max_tokens
+
     def tokens_used(self) -> int:
-        return self.stats.tokens_used
+        """Tokens the budget counts: those of finished (and cut) requests, and those streamed by requests in flight."""
+        return self.stats.tokens_used + self.streaming
 
     def next_call_id(self) -> int:
         with self.lock:
@@ -230,34 +243,51 @@ class RunNodeContext:
     def progress(self, done: float, total: float, message: str = "") -> None:
         self._emit(ev.PROGRESS, {"done": done, "total": total, "message": message})
 
-    def _token_watch(self, n: int) -> Callable[[int, str], None]:
-        state = self._state
-        max_tokens = state.budget.max_tokens
+    def _token_watch(self, indices: Sequence[int]) -> _CallMeter:
+        """A meter for one streaming request drawing samples `indices`: each token counts against the run's cap as
+        it comes, and the run is cancelled (the request cut within a decode step) the moment it passes max_tokens
+        or max_seconds."""
+        return _CallMeter(self._state, self._emit, indices)
 
-        def on_token(sample: int, text: str) -> None:
-            self._emit(ev.TOKEN, {"sample": sample, "text": text})
-            if max_tokens is not None:
-                with state.lock:
-                    state.stats.completion_tokens += 1
-                    over = state.tokens_used() > max_tokens
-                    state.stats.completion_tokens -= 1  # counted for real once the request returns
-                if over:
-                    state.cancel.cancel(budget_stop_reason(f"max_tokens={max_tokens} reached"))
-            if state.budget.max_seconds is not None and \
-                    time.perf_counter() - state.started > state.budget.max_seconds:
-                state.cancel.cancel(budget_stop_reason(f"max_seconds={state.budget.max_seconds:g} reached"))
-
-        return on_token
-
-    def _after_call(self, usage: TokenCounts) -> None:
+    def _after_call(self, usage: TokenCounts, streamed: int = 0) -> None:
         st = self._state
-        st.add_tokens(without_cache_hits(usage) if st.hide_cache_hits else usage)
+        st.add_tokens(without_cache_hits(usage) if st.hide_cache_hits else usage, streamed)
         if st.budget.max_tokens is not None and st.tokens_used() > st.budget.max_tokens:
             st.exceed(f"max_tokens={st.budget.max_tokens} reached ({st.tokens_used()} used)")
         st.check_time()
         if st.cancel.cancelled:
             raise (BudgetExceededError if is_budget_stop(st.cancel.reason) else CancelledError)(
                 st.cancel.reason)
+
+    @contextmanager
+    def _kept_if_cut(self) -> Iterator[None]:
+        """A request that a cancel or a cap cut mid-way still counts what it had spent (its error's usage)."""
+        try:
+            yield
+        except CancelledError as exc:
+            if exc.usage is not None:
+                st = self._state
+                st.add_tokens(without_cache_hits(exc.usage) if st.hide_cache_hits else exc.usage)
+            raise
+
+    def _cut_call(self, backend: LLMBackend, exc: BaseException, meter: _CallMeter, *, purpose: str, prompt: Prompt,
+                  n: int, lead: int, start: float, **extra: Any) -> None:
+        """A generate request that did not finish (cut by a cancel or a cap, or failed): what it spent counts and is
+        traced, one LM-call event per sample that streamed, with the text it had streamed."""
+        spent = getattr(exc, "usage", None)
+        usage = replace(spent) if isinstance(spent, Usage) else Usage(completion_tokens=meter.streamed)
+        if purpose == THINK_PURPOSE:
+            usage.thinking_tokens = usage.completion_tokens
+        self._state.add_tokens(without_cache_hits(usage) if self._state.hide_cache_hits else usage, meter.streamed)
+        if not usage.tokens_used and not usage.prompt_tokens_cached:
+            return  # stopped before it began: nothing to trace
+        counts = meter.per_sample(usage.completion_tokens, lead)
+        reason = "cancelled" if isinstance(exc, CancelledError) else "error"
+        for index, tokens in sorted(counts.items()):
+            self._lm_call(backend, purpose=purpose, index=index, n=n, prompt=_plain_prompt(prompt),
+                          completion="".join(meter.texts.get(index, ())), usage=usage, share=True, start=start,
+                          end=time.time(), lead=lead, completion_tokens=tokens, finish_reason=reason,
+                          **({"thinking_tokens": tokens} if purpose == THINK_PURPOSE else {}), **extra)
 
     def _lm_call(self, backend: LLMBackend, *, purpose: str, index: int, n: int, prompt: str, completion: str,
                  usage: Usage, share: bool, start: float, end: float, lead: int = 0, **extra: Any) -> None:
@@ -304,12 +334,34 @@ class RunNodeContext:
         self._state.reserve_calls(len(missing))
         start = time.time()
         draw_seeds = [seeds[i] for i in missing] if seeds is not None else None
-        result = backend.generate(prompt, params, n=len(missing), seeds=draw_seeds,
-                                  on_token=self._token_watch(len(missing)), cancel=self.cancel)
-        end = time.time()
+        meter = self._token_watch(missing)
+        try:
+            result = backend.generate(prompt, params, n=len(missing), seeds=draw_seeds, on_token=meter.on_token,
+                                      cancel=self.cancel)
+        except BaseException as exc:  # cut by a cancel or a cap, or failed: what it spent still counts
+            self._cut_call(backend, exc, meter, purpose=purpose, prompt=prompt, n=n,
+                           lead=missing[0], start=start, parent=parent, tag=tag or {})
+            raise
         u = result.usage
         if purpose == THINK_PURPOSE:  # a thinking phase (nodes/thinking.py): every token it wrote is thinking
             u.thinking_tokens = u.completion_tokens
+        self._trace_samples(backend, result, missing, n=n, purpose=purpose, start=start, parent=parent, tag=tag)
+        if keys and cache is not None:
+            for j, c in enumerate(result.completions[:len(missing)]):
+                cache.samples.put(keys[missing[j]], c)
+        self._after_call(u, meter.streamed)
+        if len(missing) == n:
+            return result
+        self.event("note", {"message": f"{n - len(missing)} of {n} samples from the sample cache",
+                            "cached_samples": n - len(missing)})
+        for j, i in enumerate(missing):
+            cached[i] = result.completions[j]
+        return GenerateResult(completions=list(cached), usage=u, prompt_text=result.prompt_text)  # type: ignore[arg-type]
+
+    def _trace_samples(self, backend: LLMBackend, result: GenerateResult, missing: Sequence[int], *, n: int,
+                       purpose: str, start: float, parent: str | None, tag: dict[str, Any] | None) -> None:
+        """One LM-call event per drawn sample; `missing[j]` is the node's index of the request's sample j."""
+        end, u = time.time(), result.usage
         for j, c in enumerate(result.completions):
             index = missing[j] if j < len(missing) else j
             thinking_tokens = c.completion_tokens if purpose == THINK_PURPOSE else c.thinking_tokens
@@ -322,16 +374,6 @@ class RunNodeContext:
                           completion_tokens=c.completion_tokens, seed=c.seed, finish_reason=c.finish_reason,
                           logprobs=[asdict(lp) for lp in c.logprobs] if c.logprobs is not None else None,
                           **thought, **speculation_fields(c.draft_tokens, c.accepted))
-            if keys and cache is not None and j < len(missing):
-                cache.samples.put(keys[missing[j]], c)
-        self._after_call(u)
-        if len(missing) == n:
-            return result
-        self.event("note", {"message": f"{n - len(missing)} of {n} samples from the sample cache",
-                            "cached_samples": n - len(missing)})
-        for j, i in enumerate(missing):
-            cached[i] = result.completions[j]
-        return GenerateResult(completions=list(cached), usage=u, prompt_text=result.prompt_text)  # type: ignore[arg-type]
 
     def score(self, prefix: Prompt, continuations: Sequence[str], model: str | None = None,
               purpose: str = "score") -> ScoreResult:
@@ -347,7 +389,8 @@ class RunNodeContext:
         todo = [continuations[i] for i in missing]
         self._state.reserve_calls(len(todo))
         start = time.time()
-        result = backend.score(prefix, todo, cancel=self.cancel)
+        with self._kept_if_cut():
+            result = backend.score(prefix, todo, cancel=self.cancel)
         end = time.time()
         u = result.usage
         rendered = backend.render_prompt(prefix)
@@ -374,7 +417,8 @@ class RunNodeContext:
             return ChoiceResult(logprobs=dict(hit.logprobs), usage=Usage())
         self._state.reserve_calls(1)
         start = time.time()
-        result = backend.choice_logprobs(prompt, choices, cancel=self.cancel)
+        with self._kept_if_cut():
+            result = backend.choice_logprobs(prompt, choices, cancel=self.cancel)
         self._lm_call(backend, purpose=purpose, index=0, n=1, prompt=backend.render_prompt(prompt),
                       completion=json.dumps(result.logprobs), usage=result.usage, share=False, start=start,
                       end=time.time(), finish_reason="choice")
@@ -406,7 +450,8 @@ class RunNodeContext:
         call = self._capable(backend, "step_logprobs", "read token probabilities at many positions (method prm)")
         self._state.reserve_calls(len(sequences))
         start = time.time()
-        result: StepLogprobsResult = call(sequences, tokens, cancel=self.cancel)
+        with self._kept_if_cut():
+            result: StepLogprobsResult = call(sequences, tokens, cancel=self.cancel)
         end = time.time()
         for i, (segments, rows) in enumerate(zip(sequences, result.logprobs, strict=True)):
             self._lm_call(backend, purpose=purpose, index=i, n=len(sequences), prompt="".join(segments[:1]),
@@ -424,7 +469,8 @@ class RunNodeContext:
         call = self._capable(backend, "beam_search", "decode with a token-level beam (method beam)")
         self._state.reserve_calls(settings.n)
         start = time.time()
-        result: BeamResult = call(prompt, params, settings, cancel=self.cancel)
+        with self._kept_if_cut():
+            result: BeamResult = call(prompt, params, settings, cancel=self.cancel)
         end = time.time()
         u = result.usage
         if len(result.hypotheses) < settings.n:  # a grammar left fewer sequences than beams: count those made
@@ -446,7 +492,8 @@ class RunNodeContext:
         call = self._capable(backend, "rank", "score with a reward model (method reward_model)")
         self._state.reserve_calls(len(documents))
         start = time.time()
-        result: RankResult = call(query, list(documents), cancel=self.cancel)
+        with self._kept_if_cut():
+            result: RankResult = call(query, list(documents), cancel=self.cancel)
         end = time.time()
         for i, (doc, score) in enumerate(zip(documents, result.scores, strict=True)):
             self._lm_call(backend, purpose=purpose, index=i, n=len(documents), prompt=query, completion=doc,
@@ -454,3 +501,47 @@ class RunNodeContext:
                           reward=score)
         self._counted(result.usage)
         return result
+
+
+class _CallMeter:
+    """One streaming request's tokens as they come: each counts against the run's token cap at once (the run is
+    cancelled the moment it passes the cap or its time), and what each sample streamed is kept for the trace of
+    a request that is cut."""
+
+    def __init__(self, state: RunState, emit: Callable[[str, dict[str, Any]], None], indices: Sequence[int]) -> None:
+        self._state = state
+        self._emit = emit
+        self._indices = list(indices)
+        """The node's sample index of each of the request's samples (some came from the sample cache)."""
+        self.streamed = 0
+        self.texts: dict[int, list[str]] = {}
+        self.counts: dict[int, int] = {}
+
+    def on_token(self, sample: int, text: str) -> None:
+        self._emit(ev.TOKEN, {"sample": sample, "text": text})
+        index = self._indices[sample] if 0 <= sample < len(self._indices) else sample
+        self.texts.setdefault(index, []).append(text)
+        self.counts[index] = self.counts.get(index, 0) + 1
+        self.streamed += 1
+        state, cancel = self._state, self._state.cancel
+        if state.stream_token() and not cancel.cancelled:
+            cancel.cancel(budget_stop_reason(f"max_tokens={state.budget.max_tokens} reached"))
+        limit = state.budget.max_seconds
+        if limit is not None and time.perf_counter() - state.started > limit and not cancel.cancelled:
+            cancel.cancel(budget_stop_reason(f"max_seconds={limit:g} reached"))
+
+    def per_sample(self, completion_tokens: int, lead: int) -> dict[int, int]:
+        """Each sample's completion tokens: those it streamed, and to `lead` what the request's count says beyond
+        them (pieces that never streamed, e.g. held back by a stop string's prefix)."""
+        counts = dict(self.counts)
+        rest = completion_tokens - sum(counts.values())
+        if rest > 0 or not counts:
+            counts[lead] = counts.get(lead, 0) + max(0, rest)
+        return counts
+
+
+def _plain_prompt(prompt: Prompt) -> str:
+    """A prompt as text for the trace of a cut request (whose rendered prompt never came back)."""
+    if isinstance(prompt, str):
+        return prompt
+    return "\n".join(f"{m.get('role', '')}: {m.get('content', '')}" for m in prompt)

@@ -31,7 +31,8 @@ def llama_provider(pool: Any = None):  # type: ignore[no-untyped-def]
     """The real provider: bundled/path specs go to a llama.cpp ModelPool (one loaded model per file and
     device settings per pool), `source: openai` specs to one OpenAIBackend per server, model and settings,
     `source: fake` specs to a seeded-echo FakeBackend; `pooling: rank` specs to one RankBackend per file and
-    settings (kept beside the pool: a rank model never generates), in a worker process of its own like the pool's."""
+    settings (kept beside the pool: a rank model never generates), in a worker process of its own like the pool's.
+    `provide.close()` ends the engine workers it started (tests close what they open)."""
     from backends.fake import FakeBackend
 
     fake = FakeBackend()
@@ -68,7 +69,26 @@ def llama_provider(pool: Any = None):  # type: ignore[no-untyped-def]
             pool = ModelPool(weights_dir=models_dir() / WEIGHTS_SUBDIR)
         return pool.get(spec)
 
+    own_pool = pool is None
+
+    def close() -> None:
+        """Unload what this provider loaded: the engine workers of the pool it made (a pool it was given is its
+        owner's to close), its rank models and its remote clients. It makes new ones if asked again."""
+        nonlocal pool
+        with remotes_lock:
+            made = [*rankers.values(), *remotes.values()]
+            rankers.clear()
+            remotes.clear()
+        for backend in made:
+            closing = getattr(backend, "close", None)
+            if callable(closing):
+                closing()
+        if own_pool and pool is not None:
+            pool.close()
+            pool = None
+
     provide.remotes = lambda: list(remotes.values())  # type: ignore[attr-defined]
+    provide.close = close  # type: ignore[attr-defined]
     return provide
 
 

@@ -213,16 +213,16 @@ def check_models(folder: Path) -> dict[str, str]:
     detail = (f"{folder}: {len(files)} model file(s), {gib(total)}" if folder.is_dir() else
               f"{folder} does not exist yet (it is made when you pull a model)")
     detail = "; ".join(d for d in (detail, bundled) if d)
-    if invalid or problems:
+    unfinished = f"unfinished downloads: {', '.join(f'{p.name} ({gib(p.stat().st_size)})' for p in parts)}"
+    resume = "`metagen models pull REPO[:QUANT]` resumes a download; or delete the .part files"
+    if invalid or problems:  # the .part files are still named: one problem must not hide another
         named = ", ".join(invalid)
         return check("models", PROBLEM, "; ".join([detail, *problems] + ([f"not valid GGUF: {named}"] if invalid
-                                                                       else [])),
-                     (f"delete or download again: {', '.join(p.split(' (')[0] for p in invalid)}" if invalid
-                      else SETUP_FIX))
+                                                                       else []) + ([unfinished] if parts else [])),
+                     "; ".join([f"delete or download again: {', '.join(p.split(' (')[0] for p in invalid)}"
+                                if invalid else SETUP_FIX] + ([resume] if parts else [])))
     if parts:
-        left = ", ".join(f"{p.name} ({gib(p.stat().st_size)})" for p in parts)
-        return check("models", WARN, f"{detail}; unfinished downloads: {left}",
-                     "`metagen models pull REPO[:QUANT]` resumes a download; or delete the .part files")
+        return check("models", WARN, f"{detail}; {unfinished}", resume)
     return check("models", OK, detail)
 
 

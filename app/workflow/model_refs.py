@@ -108,11 +108,16 @@ def resolve_model_path(path: str, models_folder: Path) -> str:
 
 
 def read_ledger(models_folder: Path) -> dict[str, str]:
+    """The ledger's Hub reference -> file name entries. Only a file's base name is kept, as record_pull writes it:
+    an edited entry with a folder, an absolute path or `..` names a file of the models folder or nothing."""
     try:
         data = json.loads((models_folder / PULL_LEDGER).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    names = {str(k): Path(v.replace("\\", "/")).name for k, v in data.items() if isinstance(v, str)}
+    return {k: name for k, name in names.items() if name not in ("", ".", "..")}
 
 
 def record_pull(models_folder: Path, need: HubNeed, file_name: str) -> None:

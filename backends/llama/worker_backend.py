@@ -245,7 +245,8 @@ class WorkerBackend:
     def worker_stopped(self, worker: _Worker, exitcode: int | None) -> EngineStoppedError:
         """Called by a worker's reader when its process ended without being asked: the error for its requests."""
         message = self.stopped_message(exitcode)
-        log.error("%s", message)
+        asked = exitcode is not None and -exitcode in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+        log.log(logging.INFO if asked else logging.ERROR, "%s", message)  # a stop signal (a shutdown) is no crash
         with self._lock:
             if self._worker is worker:
                 self._worker = None

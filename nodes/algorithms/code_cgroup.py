@@ -53,30 +53,61 @@ def _read_int(path: Path) -> int | None:
 
 
 PREFIX = "metagen-code-"
-_STALE = re.compile(rf"{PREFIX}(\d+)-[0-9a-f]{{8}}")
+_OWNED = re.compile(rf"{PREFIX}(\d+)-(\d+)-(\d+)-[0-9a-f]{{8}}")
+"""A cgroup's name says who made it: metagen-code-NS-PID-START-RANDOM, the pid namespace (its inode), the process id
+in it and the process's start time (clock ticks after boot). Other names (an older studio's, or one made where /proc
+could not say) are never swept: nothing proves their process is gone."""
 _swept: set[Path] = set()
 """The parent folders already cleared of stale cgroups by this process (once each)."""
 
 
-def _alive(pid: int) -> bool:
+def _start_time(pid: int | str) -> int | None:
+    """A process's start time (/proc/PID/stat field 22, clock ticks after boot); None when there is no such process."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # someone else's process: alive
-    return True
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat.rsplit(")", 1)[1].split()[19])  # the command name may hold spaces and ")": split after it
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def owner() -> tuple[int, int, int] | None:
+    """(pid namespace, pid, start time) of this process, or None where /proc cannot prove them: no /proc, or a /proc
+    mounted for another pid namespace (under `unshare -p` without its own /proc, /proc/PID is not our PID)."""
+    try:
+        namespace = os.stat("/proc/self/ns/pid").st_ino
+        if int(os.readlink("/proc/self")) != os.getpid():
+            return None
+    except (OSError, ValueError):
+        return None
+    start = _start_time("self")
+    return (namespace, os.getpid(), start) if start is not None else None
+
+
+def cgroup_name() -> str:
+    """A fresh cgroup name for this process, naming its owner: only a sweep that proves the owner gone removes it."""
+    me = owner()
+    who = "-".join(map(str, me)) if me is not None else f"unproven-{os.getpid()}"
+    return f"{PREFIX}{who}-{secrets.token_hex(4)}"
+
+
+def _stale(name: str, me: tuple[int, int, int]) -> bool:
+    """Whether `name` is the cgroup of a process of our pid namespace that is gone (no such pid now, or the pid now
+    belongs to a process that started at another time)."""
+    m = _OWNED.fullmatch(name)
+    return m is not None and int(m.group(1)) == me[0] and _start_time(int(m.group(2))) != int(m.group(3))
 
 
 def sweep_stale(parent: Path) -> int:
-    """Remove the cgroups a killed studio left under `parent` (named for a process that no longer exists), killing
-    any candidate program still in them first; once per parent and process. How many were removed."""
+    """Remove the cgroups a killed studio left under `parent` (made by a process of this pid namespace that is gone),
+    killing any candidate program still in them first; once per parent and process. How many were removed."""
     if parent in _swept:
         return 0
     _swept.add(parent)
+    me = owner()
+    if me is None:
+        return 0
     try:
-        stale = [d for d in parent.iterdir()
-                 if (m := _STALE.fullmatch(d.name)) is not None and d.is_dir() and not _alive(int(m.group(1)))]
+        stale = [d for d in parent.iterdir() if _stale(d.name, me) and d.is_dir()]
     except OSError:
         return 0
     for d in stale:
@@ -105,7 +136,7 @@ class RunCgroup:
         """A fresh cgroup holding at most `memory_bytes` and `max_pids` tasks, or None where none can be made."""
         if os.environ.get(CGROUP_ENV, "").lower() == "none" or not ROOT.is_dir():
             return None
-        name = f"{PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+        name = cgroup_name()
         return cls._v2(name, memory_bytes, max_pids) or cls._v1(name, memory_bytes, max_pids)
 
     @classmethod

@@ -6,8 +6,10 @@ supervisor of `confined/supervisor.py` (the verdict) and the harness of `confine
 and returns a `TestReport`: the verdict (`passed_all`: the benchmark's own rule, the whole test program runs to
 its end without an exception, and every stdin/stdout pair matches), per-test results (the detail, never the verdict),
 the outputs on the probes (its behaviour), stdout / stderr tails, and the score (1 when the verdict passes,
-else the fraction of tests passed, below 1). Nothing raises: a timeout, a crash or a syntax error is a reason;
-a sandbox that could not start at all is `ungraded` (the grader failed, not the candidate).
+else the fraction of the tests the supervisor observed passing, below 1: only stdin/stdout pairs, since the
+per-test breakdown of assert tests runs in the candidate's own process and could be forged). Nothing raises: a
+timeout, a crash or a syntax error is a reason; a sandbox that could not start at all is `ungraded` (the grader
+failed, not the candidate).
 """
 
 from __future__ import annotations
@@ -128,10 +130,18 @@ def _report(result: ExecResult, total: int, n_probes: int, limits: ExecLimits, h
     reason = _reason(events, tests, result, limits, passed, total, verdict)
     if passed_all and passed < total:  # the verdict stands; the breakdown is detail
         reason = f"the whole test program passed; run one by one: {reason}"[:500]
-    fraction = passed / total if total else 0.0
-    score = 1.0 if passed_all else min(fraction, (total - 1) / total if total else 0.0)
+    score = 1.0 if passed_all else _partial_credit(ios, total)
     return TestReport(score, passed, total, reason, tests, probe_out, result.stdout[-2000:], result.stderr[-2000:],
                       result.isolated, passed_all)
+
+
+def _partial_credit(observed: list[dict[str, Any]], total: int) -> float:
+    """A failing program's score: the share of the tests whose result the supervisor observed itself (stdin/stdout
+    pairs) that passed, below 1. The harness's per-test breakdown is detail only: it runs in the candidate's own
+    process, which can write any result there (a program failing as a whole could claim total - 1 passes)."""
+    if not total:
+        return 0.0
+    return min(sum(1 for t in observed if t.get("passed")) / total, (total - 1) / total)
 
 
 def sandbox_failure(result: ExecResult) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 
 def split_budget(total: int, parts: int) -> list[int]:
@@ -99,31 +100,66 @@ GAUSSIAN_PRIOR = (1.0, 1.0, 0.01)
 the mean of every score seen so far, so unbounded scores such as log-likelihoods need no fixed scale)."""
 
 
-def beta_posterior(scores: Sequence[float], prior: tuple[float, float] = BETA_PRIOR) -> tuple[float, float]:
+@dataclass
+class ScoreSummary:
+    """What the posteriors need of an option's scores, kept as they come (no list per option): their count, sum,
+    squared deviations from their mean (Welford's update) and sum clamped to [0, 1] (the Beta's successes)."""
+
+    n: int = 0
+    total: float = 0.0
+    squares: float = 0.0
+    clamped: float = 0.0
+
+    def add(self, score: float) -> None:
+        before = self.mean
+        self.n += 1
+        self.total += score
+        self.squares += (score - before) * (score - self.mean)  # a huge score gives inf, not an error
+        self.clamped += min(1.0, max(0.0, score))
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.n if self.n else 0.0
+
+    @classmethod
+    def of(cls, scores: Scores) -> ScoreSummary:
+        if isinstance(scores, ScoreSummary):
+            return scores
+        summary = cls()
+        for score in scores:
+            summary.add(score)
+        return summary
+
+
+Scores = Sequence[float] | ScoreSummary
+"""An option's scores: as a list, or summarised as they came."""
+
+
+def beta_posterior(scores: Scores, prior: tuple[float, float] = BETA_PRIOR) -> tuple[float, float]:
     """Beta(a + sum s, b + sum (1 - s)): each score in [0, 1] counts as a fractional success (scores outside are
     clamped to [0, 1])."""
-    clamped = [min(1.0, max(0.0, s)) for s in scores]
-    return prior[0] + sum(clamped), prior[1] + sum(1.0 - s for s in clamped)
+    s = ScoreSummary.of(scores)
+    return prior[0] + s.clamped, prior[1] + (s.n - s.clamped)
 
 
-def gaussian_posterior(scores: Sequence[float], prior_mean: float,
+def gaussian_posterior(scores: Scores, prior_mean: float,
                        prior: tuple[float, float, float] = GAUSSIAN_PRIOR) -> tuple[float, float, float, float]:
     """(mean, kappa, alpha, beta) of the normal-inverse-gamma posterior of Gaussian scores with unknown mean and
     variance: kappa = k0 + n, mean = (k0 mu0 + n xbar) / kappa, alpha = a0 + n / 2,
     beta = b0 + SS / 2 + k0 n (xbar - mu0)^2 / (2 kappa), SS the squared deviations from xbar."""
     k0, a0, b0 = prior
-    n = len(scores)
+    s = ScoreSummary.of(scores)
+    n = s.n
     if n == 0:
         return prior_mean, k0, a0, b0
-    mean = sum(scores) / n
-    ss = sum((s - mean) * (s - mean) for s in scores)  # x * x, not x ** 2: a huge score gives inf, not an error
+    mean = s.mean
     kappa = k0 + n
     shift = mean - prior_mean
     return ((k0 * prior_mean + n * mean) / kappa, kappa, a0 + n / 2,
-            b0 + ss / 2 + k0 * n * shift * shift / (2 * kappa))
+            b0 + s.squares / 2 + k0 * n * shift * shift / (2 * kappa))
 
 
-def thompson_draw(scores: Sequence[float], rng: random.Random, posterior: str, prior_mean: float = 0.5) -> float:
+def thompson_draw(scores: Scores, rng: random.Random, posterior: str, prior_mean: float = 0.5) -> float:
     """One draw from the posterior of an option's scores: Beta (`posterior` "beta", scores in [0, 1]) or the
     normal-inverse-gamma's mean (variance drawn from the inverse gamma, then the mean from its normal)."""
     if posterior == "beta":
@@ -136,7 +172,7 @@ def thompson_draw(scores: Sequence[float], rng: random.Random, posterior: str, p
     return rng.gauss(mean, math.sqrt(variance / kappa))
 
 
-def thompson_pick(options: Sequence[Sequence[float]], rng: random.Random, posterior: str,
+def thompson_pick(options: Sequence[Scores], rng: random.Random, posterior: str,
                   prior_mean: float = 0.5) -> int:
     """Thompson sampling: one draw per option (its scores so far) in order, the index of the highest draw (ties to
     the lower index). AB-MCTS's option 0 is "generate a new child" (wider), the others its existing children."""

@@ -25,6 +25,16 @@ def trial_confidence(logprobs: Sequence[float]) -> float:
     return sum(math.exp(lp) for lp in logprobs) / len(logprobs)
 
 
+PROBE_FINISHES = ("stop", "eog")
+"""How a trial answer that finished ends: its line's end (the probe's stop) or the end of generation. One cut off at
+PROBE_TOKENS ("length") or stopped otherwise is a fragment, however confident its tokens."""
+
+
+def probe_finished(finish_reason: str) -> bool:
+    """Whether a probe's trial answer finished (may end thinking), rather than being cut off."""
+    return finish_reason in PROBE_FINISHES
+
+
 def confidence_problem(value: object) -> str | None:
     """Why `value` cannot be think_early_exit_confidence (a number in (0, 1]), or None."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 < float(value) <= 1.0:

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from nodes.algorithms.beam import SearchTree, TreeNode
 from nodes.algorithms.search_strategies import (
+    ScoreSummary,
     posterior_for,
     robust_pick,
     softmax,
@@ -263,8 +264,8 @@ def run_ab_mcts(state: SearchState) -> TreeNode | None:
     choice = str(p.get("ab_posterior") or "auto")
     tree = state.tree
     rng = random.Random(f"{state.ctx.seed}:ab_mcts")
-    made_at: dict[int, list[float]] = defaultdict(list)  # scores of the children generated at a node
-    subtree: dict[int, list[float]] = defaultdict(list)  # scores seen in a node's subtree, its own included
+    made_at: dict[int, ScoreSummary] = defaultdict(ScoreSummary)  # the scores of the children generated at a node
+    reach: dict[int, ScoreSummary] = defaultdict(ScoreSummary)  # every score in a node's subtree: its visits, value
     seen: list[float] = []
     made = 0
     tree.root.visits, tree.root.value = 0, 0.0
@@ -272,7 +273,7 @@ def run_ab_mcts(state: SearchState) -> TreeNode | None:
         state.ctx.cancel.raise_if_cancelled()
         posterior = posterior_for(seen, choice)
         prior_mean = sum(seen) / len(seen) if seen else 0.5
-        picks = [_ab_select(tree, made_at, subtree, rng, posterior, prior_mean)
+        picks = [_ab_select(tree, made_at, reach, rng, posterior, prior_mean)
                  for _ in range(min(per_round, budget - made))]
         counts = Counter(node.id for node in picks)
         parents = [tree.nodes[i] for i in counts]
@@ -284,16 +285,9 @@ def run_ab_mcts(state: SearchState) -> TreeNode | None:
             made_now.branch = "deeper" if parent.id != 0 and not had[parent.id] else "wider"
             made_now.visits, made_now.value = 0, 0.0
         for child in children:
-            parent = tree.nodes[child.parent]  # type: ignore[index]
-            score = child.score if child.score is not None else 0.0
-            made_at[parent.id].append(score)
-            seen.append(score)
-            node: TreeNode | None = child
-            while node is not None:  # the score joins every ancestor's subtree
-                subtree[node.id].append(score)
-                node.visits = (node.visits or 0) + 1
-                node.value = (node.value or 0.0) + score
-                node = tree.nodes[node.parent] if node.parent is not None else None
+            if child.score is not None:  # an unscored step is no evidence (0.0 is the best log-likelihood there is)
+                _ab_backup(tree, child, child.score, made_at, reach)
+                seen.append(child.score)
         for node in parents:
             _exhausted(state, node)
         made += len(picks)
@@ -302,7 +296,20 @@ def run_ab_mcts(state: SearchState) -> TreeNode | None:
     return tree.best(finished) or tree.best([n for n in tree.nodes[1:] if not n.pruned])
 
 
-def _ab_select(tree: SearchTree, made_at: dict[int, list[float]], subtree: dict[int, list[float]],
+def _ab_backup(tree: SearchTree, child: TreeNode, score: float, made_at: dict[int, ScoreSummary],
+               reach: dict[int, ScoreSummary]) -> None:
+    """A new step's score joins its parent's "new child" option and every ancestor's subtree; each node's visits
+    and value are read off its subtree's summary (one source for both)."""
+    made_at[child.parent].add(score)  # type: ignore[index]
+    node: TreeNode | None = child
+    while node is not None:
+        summary = reach[node.id]
+        summary.add(score)
+        node.visits, node.value = summary.n, summary.total
+        node = tree.nodes[node.parent] if node.parent is not None else None
+
+
+def _ab_select(tree: SearchTree, made_at: dict[int, ScoreSummary], reach: dict[int, ScoreSummary],
                rng: random.Random, posterior: str, prior_mean: float) -> TreeNode:
     """Walk down from the root by Thompson sampling until the draw says "a new child here"; the node to expand."""
     node = tree.root
@@ -310,7 +317,7 @@ def _ab_select(tree: SearchTree, made_at: dict[int, list[float]], subtree: dict[
         kids = [c for c in tree.children(node.id) if not c.pruned and not c.terminal]
         if not kids:
             return node
-        options = [made_at[node.id]] + [subtree[c.id] for c in kids]
+        options = [made_at[node.id]] + [reach[c.id] for c in kids]
         pick = thompson_pick(options, rng, posterior, prior_mean)
         if pick == 0:
             return node

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -45,12 +46,18 @@ def test_serve_refuses_bad_arguments_before_starting(kwargs: dict[str, object], 
         metagen.serve(**kwargs)  # type: ignore[arg-type]
 
 
-def test_serve_blocks_answers_and_stops_on_ctrl_c(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
+def test_serve_blocks_answers_and_stops_on_ctrl_c(tmp_path: Path, stop: str) -> None:
+    """The caller's process starts with SIGINT ignored, as a background job's shell leaves it (`make test &`): the
+    server ignored Ctrl+C there for 30 s and more; a SIGTERM ended the caller and left the server running. Either
+    signal stops both within seconds now."""
     port = free_port()
-    code = (f"import metagen; metagen.serve('127.0.0.1', {port}, dry_run=True, "
+    code = (f"import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); import metagen; "
+            f"metagen.serve('127.0.0.1', {port}, dry_run=True, "
             f"trace_db={str(tmp_path / 't.db')!r}, workflows_dir={str(ROOT / 'workflows')!r})")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)  # its own group: the finally below ends the server too
     try:
         deadline = time.monotonic() + 90
         while True:
@@ -61,12 +68,12 @@ def test_serve_blocks_answers_and_stops_on_ctrl_c(tmp_path: Path) -> None:
                 assert process.poll() is None and time.monotonic() < deadline, process.stderr.read()
                 time.sleep(0.5)
         assert "self_consistency" in {m["id"] for m in listed["data"]}
-        process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=30) == 0
+        process.send_signal(getattr(signal, stop))
+        assert process.wait(timeout=15) == (0 if stop == "SIGINT" else -signal.SIGTERM)  # a bound on a hang
         assert "Traceback" not in (process.stderr.read() if process.stderr else "")
         with pytest.raises(httpx.HTTPError):
             httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2)
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

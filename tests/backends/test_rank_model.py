@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from app.run.providers import llama_provider
 from app.run.scheduler import SUCCEEDED, Scheduler
 from app.workflow.spec import workflow_from_dict
 from app.workflow.validation import validate
@@ -89,11 +88,11 @@ def _workflow(models: dict[str, Any], verifier: dict[str, Any], sampler_model: s
     })
 
 
-def test_the_verifier_scores_candidates_with_the_rank_model(rank_file: Path, ranker: Any) -> None:
+def test_the_verifier_scores_candidates_with_the_rank_model(llama_provide: Any, rank_file: Path, ranker: Any) -> None:
     models = {"gen": {"source": "fake"}, "rm": {"path": str(rank_file), "pooling": "rank"}}
     raw_wf = _workflow(models, {"method": "reward_model", "model": "rm", "normalize": "none"})
     assert not [i for i in validate(raw_wf, REGISTRY) if i.severity == "error"]
-    scheduler = Scheduler(REGISTRY, llama_provider())
+    scheduler = Scheduler(REGISTRY, llama_provide)
     raw = scheduler.run(raw_wf, seed=0)
     assert raw.status == SUCCEEDED, raw.error
     sig = scheduler.run(_workflow(models, {"method": "reward_model", "model": "rm"}), seed=0)
@@ -132,10 +131,10 @@ def test_rank_models_and_generators_are_refused_in_each_others_place(rank_file: 
                                 {"method": "reward_model", "model": "rm"}))
 
 
-def test_the_provider_builds_a_rank_backend_that_refuses_to_generate(rank_file: Path) -> None:
+def test_the_provider_builds_a_rank_backend_that_refuses_to_generate(llama_provide: Any, rank_file: Path) -> None:
     from backends.llama.worker_backend import WorkerBackend
 
-    backend = llama_provider()(ModelSpec(source="path", path=str(rank_file), pooling="rank"))
+    backend = llama_provide(ModelSpec(source="path", path=str(rank_file), pooling="rank"))
     assert isinstance(backend, WorkerBackend) and backend.kind == "rank"  # the rank model in a worker of its own
     assert backend.info()["backend"] == "llama.cpp (rank pooling)"
     assert len(backend.rank("a question", ["one answer", "another"]).scores) == 2

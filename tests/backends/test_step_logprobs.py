@@ -102,11 +102,10 @@ def test_the_chat_layout_reads_the_assistants_first_token(llama: Any) -> None:
         assert good_probability(row, "+", "-") == pytest.approx(good_probability(alone, "+", "-"), abs=0.1)
 
 
-def test_a_good_token_of_several_tokens_is_refused_when_the_run_starts() -> None:
+def test_a_good_token_of_several_tokens_is_refused_when_the_run_starts(llama_provide: Any) -> None:
     """The PRM's vocabulary is needed, so the check comes when the run loads it: before any node runs."""
     from pathlib import Path
 
-    from app.run.providers import llama_provider
     from app.run.scheduler import Scheduler
     from app.workflow.problems import WorkflowError
     from app.workflow.spec import load_workflow
@@ -115,6 +114,6 @@ def test_a_good_token_of_several_tokens_is_refused_when_the_run_starts() -> None
     wf = load_workflow(Path(__file__).resolve().parents[2] / "workflows" / "prm_beam.yaml")
     wf.nodes[0].params["good_token"] = " absolutely correct"
     with pytest.raises(WorkflowError) as caught:
-        Scheduler(default_registry(), llama_provider()).run(wf, seed=0)
+        Scheduler(default_registry(), llama_provide).run(wf, seed=0)
     assert [i.code for i in caught.value.issues] == ["bad_token"]
     assert "' absolutely correct'" in caught.value.issues[0].message

@@ -85,6 +85,27 @@ def test_models_folder_lists_files_and_flags_broken_ones_and_leftover_downloads(
     assert missing["status"] == checks.OK and "does not exist yet" in missing["detail"]
 
 
+def test_leftover_downloads_still_show_beside_invalid_files(tmp_path: Path) -> None:
+    (tmp_path / "notes.gguf").write_text("not a model")
+    (tmp_path / "half.gguf.part").write_bytes(b"GGUF" + b"\0" * 100)
+    result = checks.check_models(tmp_path)
+    assert result["status"] == checks.PROBLEM and "notes.gguf" in result["detail"]
+    assert "half.gguf.part" in result["detail"] and "metagen models pull" in result["fix"]
+
+
+def test_a_linked_file_s_contents_are_never_printed(tmp_path: Path) -> None:
+    """A link in the models folder to a file that is not a model: named as invalid, its bytes never shown (the
+    message used to quote the first four: b'QX7Z' here)."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("QX7Z the password file")
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "link.gguf").symlink_to(secret)
+    result = checks.check_models(folder)
+    assert result["status"] == checks.PROBLEM and "not a GGUF file" in result["detail"]
+    assert "QX7Z" not in str(result), result
+
+
 def test_the_hub_settings_never_show_the_token() -> None:
     secret = "hf_" + "x7" * 12
     result = checks.check_hub_env({"HF_TOKEN": secret, "HF_ENDPOINT": "https://mirror.example", "HF_HUB_OFFLINE": "1"})

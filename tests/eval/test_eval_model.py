@@ -60,7 +60,9 @@ def sampler_workflow(n: int, temperature: float = 0.8) -> Any:
 
 @pytest.fixture(scope="module")
 def scheduler() -> Iterator[Scheduler]:
-    yield Scheduler(default_registry(), llama_provider())
+    provider = llama_provider()
+    yield Scheduler(default_registry(), provider)
+    provider.close()  # its engine worker ends with the module
 
 
 def _run(scheduler: Scheduler, wf: Any, question: str = "What is 2 + 3?") -> tuple[list[str], int, dict[str, Any]]:
@@ -107,13 +109,13 @@ def _dataset(tmp_path: Path, rows: int) -> Path:
     return path
 
 
-def test_an_evaluation_sweep_uses_the_first_k_samples_of_its_largest_draw(tmp_path: Path) -> None:
+def test_an_evaluation_sweep_uses_the_first_k_samples_of_its_largest_draw(llama_provide: Any, tmp_path: Path) -> None:
     wf_path = tmp_path / "tiny.yaml"
     wf_path.write_text(sampler_workflow(2).to_yaml(), encoding="utf-8")
     registry = default_registry()
     plan = make_plan([WorkflowSource(path=wf_path)], _dataset(tmp_path, 3), registry=registry, metric="number",
                      sweeps=["think.n=1,2"])
-    scheduler = Scheduler(registry, llama_provider())
+    scheduler = Scheduler(registry, llama_provide)
     traces = TraceStore(tmp_path / "traces.db")
     store = EvalStore(traces.engine)
     evaluation = Evaluation(plan, scheduler, store, observers=[traces], concurrency=3)

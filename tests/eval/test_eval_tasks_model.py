@@ -4,13 +4,13 @@ offline datasets cache, graded by math-verify in its worker; every item gets a v
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from app.eval.plan import WorkflowSource, make_plan
 from app.eval.runner import Evaluation
 from app.eval.store import EvalStore
-from app.run.providers import llama_provider
 from app.run.scheduler import Scheduler
 from app.traces.store import TraceStore
 from nodes.registry import default_registry
@@ -24,7 +24,7 @@ ROWS = [{"problem": "What is $1 + 1$?", "answer": "2", "subject": "Algebra", "le
          "unique_id": "a/2"}]
 
 
-def test_math500_preset_on_the_bundled_model(hub_cache: Path, tmp_path: Path) -> None:
+def test_math500_preset_on_the_bundled_model(llama_provide: Any, hub_cache: Path, tmp_path: Path) -> None:
     prefill(hub_cache, "HuggingFaceH4/MATH-500", "default", {"test": ROWS})
     registry = default_registry()
     wf = WorkflowSource(path=ROOT / "workflows" / "chain_of_thought.yaml")
@@ -33,7 +33,7 @@ def test_math500_preset_on_the_bundled_model(hub_cache: Path, tmp_path: Path) ->
     traces = TraceStore(str(tmp_path / "t.db"))
     try:
         store = EvalStore(traces.engine)
-        evaluation = Evaluation(plan, Scheduler(registry, llama_provider()), store, observers=[traces])
+        evaluation = Evaluation(plan, Scheduler(registry, llama_provide), store, observers=[traces])
         evaluation.run()
         items = store.get(evaluation.eval_id)["items"]
     finally:

@@ -93,6 +93,24 @@ def test_found_by_ledger_and_by_quant(tmp_path: Path) -> None:
     assert local_hub_file(HubNeed("main", "a/b", file="renamed.gguf"), folder) == folder / "renamed.gguf"
 
 
+@pytest.mark.parametrize("entry", ["../outside.gguf", "{outside}", "sub/../../outside.gguf", "..", "."])
+def test_an_edited_ledger_never_names_a_file_outside_the_models_folder(tmp_path: Path, entry: str) -> None:
+    """The ledger is read back as record_pull writes it: a base name. An entry with a folder, an absolute path
+    or `..` used to resolve outside the models folder (the loader then echoed another file's first bytes)."""
+    import json
+
+    folder = tmp_path / "models"
+    folder.mkdir()
+    outside = tmp_path / "outside.gguf"
+    outside.write_bytes(b"secret")
+    need = HubNeed("main", "unsloth/Qwen3-0.6B-GGUF", "Q4_K_M")
+    (folder / ".pulls.json").write_text(json.dumps({need.ledger_key: entry.format(outside=outside)}))
+    assert local_hub_file(need, folder) is None
+    (folder / "outside.gguf").write_bytes(b"GGUF")  # the same base name inside the folder is what it names
+    found = local_hub_file(need, folder)
+    assert found == (folder / "outside.gguf" if entry not in ("..", ".") else None)
+
+
 def test_share_mode_never_pulls() -> None:
     from app.share.policy import SharePolicy, check_workflow_allowed
 

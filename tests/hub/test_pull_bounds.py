@@ -119,3 +119,26 @@ def test_a_drip_feed_fails_as_too_slow(fake_hub: FakeHub, tmp_path: Path, monkey
     assert not t.is_alive(), "the drip feed was still downloading"
     assert box["error"].code == "too_slow" and "too slow" in str(box["error"])
     assert (tmp_path / "m" / (NAME + ".part")).exists(), "the partial stays for the next pull"
+
+
+def test_a_server_that_stalls_fails_within_the_rate_window(fake_hub: FakeHub, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """100 bytes, then silence: each read waited out the client's 60 s read timeout and the transfer resumed five
+    times (362 s). The 4 KB/s rule now holds across resumes, and a read waits at most one rate window."""
+    monkeypatch.setattr(hub_transfer, "RATE_WINDOW_S", 0.5)
+    fake_hub.repos[TINY_REPO].files[NAME] += b"\0" * 100_000
+    fake_hub.stall_after[NAME] = 100
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            pull(f"{TINY_REPO}:Q4_K_M", tmp_path / "m")
+        except HubError as exc:
+            box["error"] = exc
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(20)  # a guard against the old six-minute wait, not a timing assertion
+    assert not t.is_alive(), "the stalled transfer was still waiting"
+    assert box["error"].code == "too_slow", box["error"]
+    assert len(fake_hub.ranges(NAME)) <= 2, fake_hub.ranges(NAME)  # no round of resumes against a silent server

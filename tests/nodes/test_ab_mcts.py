@@ -17,6 +17,7 @@ from app.run.scheduler import SUCCEEDED, RunResult, Scheduler
 from app.workflow.spec import workflow_from_dict
 from app.workflow.validation import validate
 from nodes.algorithms.search_strategies import (
+    ScoreSummary,
     beta_posterior,
     gaussian_posterior,
     posterior_for,
@@ -149,6 +150,41 @@ def _descends(nodes: dict[int, dict[str, Any]], node: int, ancestor: int) -> boo
             return True
         parent = nodes[parent]["parent"]
     return False
+
+
+def test_an_unscored_step_is_no_evidence(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step the scorer left unscored used to count as 0.0: the best log-likelihood there is. It adds nothing now:
+    every node's visits and value are those of the scored steps below it."""
+    from nodes.kinds import search
+
+    scored = search._SearchRun._score
+
+    def half_scored(self: Any, nodes: list[Any]) -> None:
+        scored(self, nodes)
+        for node in nodes[::2]:
+            node.score = None
+
+    monkeypatch.setattr(search._SearchRun, "_score", half_scored)
+    result, _ = run(search_wf(max_expansions=9, expand_k=3, scorer="likelihood"), reply_fn=stepper)
+    tree = result.outputs["tree"]
+    nodes = {n["id"]: n for n in tree["nodes"]}
+    steps = tree["nodes"][1:]
+    assert any(s["score"] is None for s in steps) and any(s["score"] is not None for s in steps)
+    for n in tree["nodes"]:
+        below = [s for s in steps if (s["id"] == n["id"] or _descends(nodes, s["id"], n["id"]))
+                 and s["score"] is not None]
+        assert n["visits"] == len(below), n
+        assert n["value"] == pytest.approx(sum(s["score"] for s in below))
+
+
+def test_score_summaries_are_the_posteriors_sufficient_statistics() -> None:
+    summary = ScoreSummary.of([1.0, 3.0, -1.0])
+    assert (summary.n, summary.total, summary.clamped) == (3, 3.0, 2.0)  # clamped: 1 + 1 + 0
+    assert summary.squares == pytest.approx(8.0)  # mean 1: 0 + 4 + 4
+    for scores in ([0.2, 0.9, 0.4], [-3.5, -1.25, -2.0, -7.0]):
+        assert gaussian_posterior(ScoreSummary.of(scores), prior_mean=-1.0) == pytest.approx(
+            gaussian_posterior(list(scores), prior_mean=-1.0))
+        assert beta_posterior(ScoreSummary.of(scores)) == pytest.approx(beta_posterior(scores))
 
 
 def test_ab_mcts_goes_deeper_when_deeper_steps_score_better() -> None:

@@ -145,6 +145,33 @@ def test_a_forging_candidate_is_graded_wrong(trick: str, isolate: bool) -> None:
     assert not report.ungraded
 
 
+FORGED_BREAKDOWN = '''
+import sys
+main = sys.modules["__main__"]
+real = getattr(main, "emit", None)
+def emit(**data):
+    if data.get("type") == "test":
+        data["passed"], data["error"] = True, ""
+    real(**data)
+if real is not None:
+    main.emit = emit
+def f(x):
+    return 0
+'''
+"""A wrong program that rewrites its own per-test breakdown (the harness runs in its process) to say every test
+passed: it used to score (total - 1) / total, above honest partial answers."""
+
+
+@pytest.mark.parametrize("isolate", MODES)
+def test_a_forged_breakdown_earns_no_partial_credit(isolate: bool) -> None:
+    _mode(isolate)
+    tests = TESTS + "    assert candidate(4) == 16\n    assert candidate(5) == 25\n"
+    report = run_code_tests(FORGED_BREAKDOWN, tests=tests, entry_point="f", limits=LIMITS, isolate=isolate)
+    assert not report.passed_all and not report.ungraded, report.reason
+    assert report.passed == 4, "the forgery did not take: this test no longer shows what it guards"
+    assert report.score == 0.0, report.score
+
+
 def test_the_tests_metric_grades_them_wrong() -> None:
     metric = parse_metric("tests")
     row = {"tests": TESTS, "entry_point": "f"}

@@ -71,9 +71,12 @@ def test_tests_verifier_scores_fractions_with_reasons_and_trace() -> None:
 
 
 def test_partial_credit_and_io_tests() -> None:
+    """Partial credit comes from what the supervisor observed: stdin/stdout pairs. The per-test breakdown of assert
+    tests runs in the candidate's own process (it could be forged): detail only, no score."""
     half = "```python\ndef add(a, b):\n    return a + b if a > 1 else 0\n```"
     result, _ = run(workflow(), [half] * 4)
-    assert result.outputs["scores"][0] == pytest.approx(2 / 3)
+    assert result.outputs["scores"][0] == 0.0
+    assert [t["passed"] for t in result.outputs["c"].candidates[0].meta["tests"]["v"]["tests"]].count(True) == 2
     io = [{"input": "2 3\n", "output": "6"}, {"input": "1 1\n", "output": "2"}]
     prog = "```python\na, b = map(int, input().split())\nprint(a * b)\n```"
     result, _ = run(workflow(tests="", io_tests=io), [prog] * 4)

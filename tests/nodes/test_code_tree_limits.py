@@ -114,21 +114,53 @@ def _dead_pid() -> int:
     return child.pid
 
 
+def _stale_name(pid: int | None = None, start: int | None = None, namespace: int | None = None) -> str:
+    """A cgroup name as a studio of this pid namespace makes it, for process `pid` started at `start`."""
+    from nodes.algorithms import code_cgroup
+
+    me = code_cgroup.owner()
+    assert me is not None, "/proc cannot prove who made a cgroup here"
+    ns, _, _ = me
+    pid = _dead_pid() if pid is None else pid
+    return f"metagen-code-{namespace or ns}-{pid}-{start if start is not None else 1}-0a1b2c3d"
+
+
 def test_stale_cgroups_of_a_killed_studio_are_swept(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Folders named for a process that is gone are removed once per parent; a live process's and foreign ones
-    stay (a plain folder stands in for a cgroup: rmdir is what removes both)."""
+    """Folders made by a process of this pid namespace that is gone (its pid free, or taken by a process that
+    started at another time) are removed once per parent; a live process's and foreign ones stay (a plain folder
+    stands in for a cgroup: rmdir is what removes both)."""
     from nodes.algorithms import code_cgroup
 
     monkeypatch.setattr(code_cgroup, "_swept", set())
-    stale = tmp_path / f"metagen-code-{_dead_pid()}-0a1b2c3d"
-    live = tmp_path / f"metagen-code-{os.getpid()}-0a1b2c3d"
+    me = code_cgroup.owner()
+    assert me is not None
+    ns, pid, start = me
+    stale = tmp_path / _stale_name()
+    reused = tmp_path / _stale_name(pid, start + 1)  # our pid, an earlier process's start time: that one is gone
+    live = tmp_path / code_cgroup.cgroup_name()
     foreign = tmp_path / "metagen-code-notapid-0a1b2c3d"
-    for d in (stale, live, foreign):
+    for d in (stale, reused, live, foreign):
         d.mkdir()
-    assert code_cgroup.sweep_stale(tmp_path) == 1
-    assert not stale.exists() and live.exists() and foreign.exists()
+    assert live.name.startswith(f"metagen-code-{ns}-{pid}-{start}-")
+    assert code_cgroup.sweep_stale(tmp_path) == 2
+    assert not stale.exists() and not reused.exists() and live.exists() and foreign.exists()
     stale.mkdir()
     assert code_cgroup.sweep_stale(tmp_path) == 0 and stale.exists()  # once per parent and process
+
+
+def test_a_grader_of_another_pid_namespace_is_never_swept(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A grader under `unshare -pf` names its cgroup with a pid of its own namespace, which need not exist here: a
+    host studio swept it and killed the live candidate. Only a cgroup provably made by a dead process of this
+    namespace goes: another namespace's, and an older name that records no namespace, stay."""
+    from nodes.algorithms import code_cgroup
+
+    monkeypatch.setattr(code_cgroup, "_swept", set())
+    other_namespace = tmp_path / f"metagen-code-1-{_dead_pid()}-1-0a1b2c3d"  # inode 1: never our pid namespace
+    unproven = tmp_path / f"metagen-code-{_dead_pid()}-0a1b2c3d"  # the old name: a pid, in some namespace
+    for d in (other_namespace, unproven):
+        d.mkdir()
+    assert code_cgroup.sweep_stale(tmp_path) == 0
+    assert other_namespace.exists() and unproven.exists()
 
 
 def test_a_real_stale_cgroup_is_swept_when_the_next_one_is_made(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -140,7 +172,7 @@ def test_a_real_stale_cgroup_is_swept_when_the_next_one_is_made(monkeypatch: pyt
         pytest.skip("no cgroup can be made here")
     parents = [d.parent for d in first.dirs]
     first.remove()
-    stale = [p / f"metagen-code-{_dead_pid()}-0a1b2c3d" for p in parents]
+    stale = [p / _stale_name() for p in parents]
     for d in stale:
         d.mkdir()  # what a killed studio leaves: its cgroup folders, empty
     monkeypatch.setattr(code_cgroup, "_swept", set())

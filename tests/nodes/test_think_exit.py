@@ -97,6 +97,23 @@ def test_a_confident_probe_ends_thinking_and_its_answer_is_kept() -> None:
     assert event["probe_tokens"] == 2 and event["samples"][0]["probes"][0]["answer"] == "7"
 
 
+def test_a_probe_cut_off_at_its_token_limit_never_ends_thinking() -> None:
+    """A trial answer that PROBE_TOKENS cut off (finish "length") is a fragment, however confident: before, it
+    became the sample's answer."""
+    fragment = " " + " ".join(["7"] * 40)  # no newline: the probe stops at its token limit
+
+    def cut(prompt: str, seed: int) -> str:
+        return fragment if prompt.endswith("Final answer:") else deer(prompt, seed)
+
+    rec = EventRecorder(skip=("token",))
+    result = Scheduler(REGISTRY, fake_provider(reply_fn=cut)).run(make(think_early_exit_confidence=0.0001), seed=0,
+                                                                  observers=[rec])
+    assert result.status == SUCCEEDED, result.error
+    event = exit_event(rec)
+    assert event["exited_count"] == 0 and all(s["probes"] for s in event["samples"])
+    assert [c.text for c in result.outputs["c"].candidates] == ["Answer: 7", "Answer: 7"]
+
+
 def test_without_a_confident_probe_thinking_goes_on_from_each_reflection_point() -> None:
     result, rec = run(make("generator", think_early_exit_confidence=1.0))
     event = exit_event(rec)

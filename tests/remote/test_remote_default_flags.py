@@ -48,8 +48,10 @@ def default_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaSe
 
 
 @pytest.fixture
-def scheduler() -> Scheduler:
-    return Scheduler(default_registry(), llama_provider())
+def scheduler() -> Iterator[Scheduler]:
+    provider = llama_provider()
+    yield Scheduler(default_registry(), provider)
+    provider.close()
 
 
 @pytest.mark.model

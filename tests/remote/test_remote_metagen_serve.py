@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from app.run.providers import llama_provider
 from app.run.scheduler import Scheduler
 from app.run.status import FAILED, SUCCEEDED
 from backends.base import BackendError, CancelToken, ModelSpec, SamplingParams
@@ -90,9 +90,10 @@ def test_judges_work_and_scoring_names_the_servers_that_can(remote: OpenAIBacken
     assert SCORE_MESSAGE in str(caught.value) and "vLLM" in str(caught.value)
 
 
-def test_workflows_judge_there_and_likelihood_fails_with_the_documented_message(serve: ServeProcess) -> None:
+def test_workflows_judge_there_and_likelihood_fails_with_the_documented_message(llama_provide: Any,
+                                                                                serve: ServeProcess) -> None:
     entry = {"source": "openai", "base_url": serve.base_url, "model": "bundled", "timeout_s": 120}
-    scheduler = Scheduler(default_registry(), llama_provider())
+    scheduler = Scheduler(default_registry(), llama_provide)
     best = remote_workflow((ROOT / "workflows" / "best_of_n.yaml").read_text(encoding="utf-8"), entry)
     result = scheduler.run(best, seed=2)
     assert result.status == SUCCEEDED, result.error

@@ -13,7 +13,6 @@ from typing import Any, ClassVar
 
 import pytest
 
-from app.run.providers import llama_provider
 from app.run.scheduler import SUCCEEDED, Scheduler
 from app.workflow.spec import workflow_from_dict
 from backends.base import BackendError, ModelSpec
@@ -90,7 +89,7 @@ def test_a_server_without_the_asked_api_and_an_entry_without_api(vllm: str) -> N
         chat_only.rank("q", ["a"])
 
 
-def test_the_verifier_reads_the_remote_rewards(vllm: str) -> None:
+def test_the_verifier_reads_the_remote_rewards(llama_provide: Any, vllm: str) -> None:
     wf = workflow_from_dict({
         "version": 1, "name": "t",
         "models": {"gen": {"source": "fake"}, "rm": {"source": "openai", "base_url": vllm, "model": MODEL,
@@ -104,7 +103,7 @@ def test_the_verifier_reads_the_remote_rewards(vllm: str) -> None:
         ],
         "outputs": {"scores": "v.scores", "cands": "s.candidates"},
     })
-    result = Scheduler(default_registry(), llama_provider()).run(wf, seed=0)
+    result = Scheduler(default_registry(), llama_provide).run(wf, seed=0)
     assert result.status == SUCCEEDED, result.error
     texts = [c.text for c in result.outputs["cands"].candidates]
     expected = [1 / (1 + math.exp(-reward_of(f"What is 3 + 4?\n\n{t}"))) for t in texts]

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from app.run.providers import llama_provider
 from app.run.scheduler import SUCCEEDED, Scheduler
 from app.workflow.spec import workflow_from_dict
 from backends.base import ModelSpec, SamplingParams
@@ -60,14 +59,14 @@ def test_reasoning_content_is_the_completions_thinking(server: str) -> None:
 
 
 @pytest.mark.parametrize("think", ["auto", "off"])
-def test_a_generator_on_a_reasoning_server_fills_the_thinking_port(server: str, think: str) -> None:
+def test_a_generator_on_a_reasoning_server_fills_the_thinking_port(llama_provide: Any, server: str, think: str) -> None:
     wf = workflow_from_dict({
         "version": 1, "name": "t", "models": {"remote": {"source": "openai", "base_url": server, "model": "m"}},
         "inputs": {"question": {"type": "text", "default": "3 + 4?"}},
         "nodes": [{"id": "g", "kind": "generator", "model": "remote",
                    "params": {"prompt": "{question}", "think": think}, "inputs": {"question": "inputs.question"}}],
         "outputs": {"text": "g.text", "thinking": "g.thinking"}})
-    result = Scheduler(default_registry(), llama_provider()).run(wf, seed=0)
+    result = Scheduler(default_registry(), llama_provide).run(wf, seed=0)
     assert result.status == SUCCEEDED, result.error
     assert result.outputs == {"text": "Answer: 7", "thinking": "3 + 4 is 7, let me check: yes."}
     assert result.stats.thinking_tokens == 11

@@ -16,7 +16,6 @@ from app.eval.plan import WorkflowSource, make_plan
 from app.eval.results import summarize
 from app.eval.runner import Evaluation
 from app.eval.store import EvalStore
-from app.run.providers import llama_provider
 from app.run.scheduler import SUCCEEDED, Scheduler
 from app.traces.store import TraceStore
 from app.workflow.model_specs import model_spec_from_dict
@@ -60,7 +59,7 @@ def two_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Llama
         s.stop()
 
 
-def test_a_real_evaluation_survives_a_killed_server_and_the_server_gets_work_when_back(
+def test_a_real_evaluation_survives_a_killed_server_and_the_server_gets_work_when_back(llama_provide: Any,
         two_servers: list[LlamaServer], tmp_path: Path, fresh_caps: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(openai_replicas, "REPROBE_FIRST_S", 0.2)
     urls = [{"url": s.base_url, "max_concurrency": 2} for s in two_servers]
@@ -72,7 +71,7 @@ def test_a_real_evaluation_survives_a_killed_server_and_the_server_gets_work_whe
                             for i in range(ITEMS)), encoding="utf-8")
     registry = default_registry()
     plan = make_plan([WorkflowSource(path=wf_path)], data, registry=registry, metric="number")
-    scheduler = Scheduler(registry, llama_provider())
+    scheduler = Scheduler(registry, llama_provide)
     backend = scheduler.provider(model_spec_from_dict(load_workflow_text(text).models["main"]))
     assert isinstance(backend, ReplicaBackend)
     killed = threading.Event()

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from app.run.events import EventRecorder
-from app.run.providers import llama_provider
 from app.run.scheduler import FAILED, SUCCEEDED, Scheduler
 from app.workflow.spec import workflow_from_dict
 from backends.base import BackendError, ModelSpec, SamplingParams
@@ -99,9 +98,10 @@ def _workflow(url: str, logprobs: bool) -> Any:
         "outputs": {"answer": "v.best", "scores": "c.scores"}})
 
 
-def test_the_verifier_scores_approximately_and_warns(server: tuple[str, list[dict[str, Any]]]) -> None:
+def test_the_verifier_scores_approximately_and_warns(llama_provide: Any,
+                                                     server: tuple[str, list[dict[str, Any]]]) -> None:
     rec = EventRecorder(skip=("token",))
-    result = Scheduler(default_registry(), llama_provider()).run(_workflow(server[0], True), seed=0,
+    result = Scheduler(default_registry(), llama_provide).run(_workflow(server[0], True), seed=0,
                                                                  observers=[rec])
     assert result.status == SUCCEEDED, result.error
     mean = sum(approx_self_certainty([v for _, v in tops], REMOTE_VOCAB) for tops in TOPS) / 2
@@ -110,6 +110,7 @@ def test_the_verifier_scores_approximately_and_warns(server: tuple[str, list[dic
     assert notes and "approximated from the top logprobs" in notes[0]["message"]
 
 
-def test_without_logprobs_the_verifier_says_what_to_turn_on(server: tuple[str, list[dict[str, Any]]]) -> None:
-    result = Scheduler(default_registry(), llama_provider()).run(_workflow(server[0], False), seed=0)
+def test_without_logprobs_the_verifier_says_what_to_turn_on(llama_provide: Any,
+                                                            server: tuple[str, list[dict[str, Any]]]) -> None:
+    result = Scheduler(default_registry(), llama_provide).run(_workflow(server[0], False), seed=0)
     assert result.status == FAILED and "turn on the sampler's `logprobs`" in (result.error or "")

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from app.run.providers import llama_provider
 from app.workflow.model_specs import model_spec_from_dict
 from app.workflow.spec import load_workflow_text
 from app.workflow.validation import validate
@@ -75,8 +74,8 @@ def test_spec_from_dict_carries_the_remote_fields_and_stays_hashable() -> None:
     assert model_spec_from_dict({"source": "bundled"}).base_url is None
 
 
-def test_the_provider_keeps_one_backend_per_server_and_model() -> None:
-    provide = llama_provider()
+def test_the_provider_keeps_one_backend_per_server_and_model(llama_provide: Any) -> None:
+    provide = llama_provide
     spec = ModelSpec(source="openai", base_url="http://127.0.0.1:9/v1", model="m")
     first = provide(spec)
     assert provide(spec) is first

@@ -81,8 +81,10 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TraceStore]:
 
 
 @pytest.fixture(scope="module")
-def scheduler() -> Scheduler:
-    return Scheduler(default_registry(), llama_provider())
+def scheduler() -> Iterator[Scheduler]:
+    provider = llama_provider()
+    yield Scheduler(default_registry(), provider)
+    provider.close()
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])

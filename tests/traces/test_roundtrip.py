@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -192,12 +193,11 @@ outputs:
 
 
 @pytest.mark.model
-def test_real_model_run_round_trip(store: TraceStore) -> None:
-    from app.run.providers import llama_provider
+def test_real_model_run_round_trip(llama_provide: Any, store: TraceStore) -> None:
     from app.viz import run_summary, token_view_html
 
     recorder = EventRecorder(skip=(ev.TOKEN,))
-    scheduler = Scheduler(default_registry(), llama_provider())
+    scheduler = Scheduler(default_registry(), llama_provide)
     result = scheduler.run(load_workflow_text(REAL_MODEL_WORKFLOW), seed=1, observers=[recorder, store])
     assert result.status == "succeeded", result.error
     record = store.get_run(result.run_id)

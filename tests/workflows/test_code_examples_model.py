@@ -20,7 +20,9 @@ WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
 
 @pytest.fixture(scope="module")
 def scheduler() -> Iterator[Scheduler]:
-    yield Scheduler(default_registry(), llama_provider())
+    provider = llama_provider()
+    yield Scheduler(default_registry(), provider)
+    provider.close()  # its engine worker ends with the module
 
 
 def run_example(scheduler: Scheduler, name: str) -> tuple[RunResult, EventRecorder]:

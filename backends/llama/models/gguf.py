@@ -191,7 +191,7 @@ def read_gguf_header(path: str | Path, check_length: bool = True) -> GGUFHeader:
         magic = reader.read(4) if path.stat().st_size >= 4 else b""
         if magic != GGUF_MAGIC:
             raise ModelFileError(
-                f"Model file {path} is not a GGUF file (it starts with {magic!r}, not b'GGUF'). "
+                f"Model file {path} is not a GGUF file (its first bytes are not b'GGUF'). "  # never echo contents
                 "llama.cpp needs a .gguf model; convert or download the GGUF version."
             )
         version = reader.scalar("<I")

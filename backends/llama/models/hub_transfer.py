@@ -17,6 +17,7 @@ from typing import Protocol
 
 import httpx
 
+from backends.llama.models import hub_api
 from backends.llama.models.hub_api import client, raise_for_hub
 from backends.llama.models.hub_files import HubError
 
@@ -115,14 +116,16 @@ class _Rate:
 
 
 def _stream_once(http: httpx.Client, url: str, part: Path, digest: _Digest, repo: str,
-                 progress: Progress, cancel: Callable[[], bool], size: int | None = None, verify: bool = True,
-                 ) -> None:
-    """One GET from the partial's end to the file's end, appended to the partial; raises on a cut. Notes the
-    response's X-Linked-Etag on `digest.expected` when the metadata had no sha256. Never writes past `size`; with
-    `verify`, refuses a file that has neither a size nor a sha256 to check it by."""
+                 progress: Progress, cancel: Callable[[], bool], rate: _Rate, size: int | None = None,
+                 verify: bool = True) -> None:
+    """One GET from the partial's end to the file's end, appended to the partial; raises on a cut (a read that waits
+    longer than RATE_WINDOW_S is one). Notes the response's X-Linked-Etag on `digest.expected` when the metadata had
+    no sha256. Never writes past `size`; with `verify`, refuses a file that has neither a size nor a sha256 to check
+    it by. `rate` is the whole transfer's, across its resumes."""
     offset = part.stat().st_size if part.exists() else 0
     headers = {"Range": f"bytes={offset}-"} if offset else {}
-    with http.stream("GET", url, headers=headers) as response:
+    timeout = httpx.Timeout(hub_api.TIMEOUT.connect, read=min(hub_api.TIMEOUT.read or RATE_WINDOW_S, RATE_WINDOW_S))
+    with http.stream("GET", url, headers=headers, timeout=timeout) as response:
         if response.status_code == 416:  # the partial already holds every byte
             return
         raise_for_hub(response, repo, part.name.removesuffix(PART_SUFFIX))
@@ -138,7 +141,6 @@ def _stream_once(http: httpx.Client, url: str, part: Path, digest: _Digest, repo
             digest.reset()
             progress.advance(-offset)
             offset = 0
-        rate = _Rate(name)
         with open(part, "ab") as out:
             for chunk in response.iter_bytes():  # as received: a cut loses nothing already sent
                 if cancel():
@@ -172,12 +174,14 @@ def transfer(url: str, dest: Path, size: int | None, sha256: str | None, repo: s
     have = part.stat().st_size if part.exists() else 0
     progress.start(dest.name, size, have)
     cuts = 0
+    rate = _Rate(dest.name)  # one rate over every resume: a server that stalls after a few bytes fails within a window
     try:
         with client() as http:
             while True:
                 try:
-                    _stream_once(http, url, part, digest, repo, progress, cancel, size, verify)
+                    _stream_once(http, url, part, digest, repo, progress, cancel, rate, size, verify)
                 except (httpx.TransportError, httpx.RemoteProtocolError) as exc:
+                    rate.add(0)  # too_slow once a window has passed with too few bytes, stalls and cuts included
                     cuts += 1
                     if cuts > MAX_RESUMES:
                         raise HubError("network", f"the transfer of {dest.name} was cut {cuts} times ({exc}); "
@@ -188,6 +192,7 @@ def transfer(url: str, dest: Path, size: int | None, sha256: str | None, repo: s
                 got = part.stat().st_size if part.exists() else 0
                 if size is None or got >= size:
                     break
+                rate.add(0)
                 cuts += 1  # a clean end before the last byte: resume as after a cut
                 if cuts > MAX_RESUMES:
                     raise HubError("network", f"the transfer of {dest.name} kept ending early; run the pull again")

@@ -10,13 +10,14 @@ import queue
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from backends.base import (
     BackendError,
+    CancelledError,
     CancelToken,
     ChoiceResult,
     Completion,
@@ -78,6 +79,8 @@ class Job:
         self.events.put(("done", result, None))
 
     def reject(self, error: BaseException) -> None:
+        if isinstance(error, CancelledError) and error.usage is None:  # a cut request: what it spent is still spent
+            error.usage = replace(self.usage)
         self.done = True
         self.events.put(("error", error, None))
 
