@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import queue
+import signal
 import socket
 import subprocess
 import sys

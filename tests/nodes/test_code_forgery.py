@@ -147,14 +147,14 @@ def test_a_forging_candidate_is_graded_wrong(trick: str, isolate: bool) -> None:
 
 FORGED_BREAKDOWN = '''
 import sys
-main = sys.modules["__main__"]
-real = getattr(main, "emit", None)
-def emit(**data):
+prelude = sys.modules.get("prelude") or sys.modules.get("nodes.algorithms.confined.prelude")
+real = prelude.Channel.emit if prelude is not None else None
+def emit(self, **data):
     if data.get("type") == "test":
         data["passed"], data["error"] = True, ""
-    real(**data)
+    real(self, **data)
 if real is not None:
-    main.emit = emit
+    prelude.Channel.emit = emit
 def f(x):
     return 0
 '''
