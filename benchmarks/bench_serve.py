@@ -10,9 +10,13 @@ called over HTTP with the openai SDK:
      separate requests that arrive together each evaluate it);
   C. time to first token of a streamed workflow answer (chain_of_thought: its answer node streams once its
      reasoning node is done), with the time to the first byte and to the end.
+  D. the same workflow through each door: /v1/chat/completions, /v1/responses (stored, as by default) and
+     /v1/messages, non-streamed, the doors interleaved request by request with the same seed in each round: the
+     median time of each, and what a door adds over chat completions (target: ≤ 5 ms per request).
 Each row is the median of --runs runs, the two sides interleaved run by run so drifting load hits them alike.
 
 Usage: python benchmarks/bench_serve.py [--runs 3] [--clients 16] [--tokens 64] [--threads N]
+       python benchmarks/bench_serve.py --doors-only [--door-requests 30] [--door-workflow instruction_greedy]
 """
 
 from __future__ import annotations
@@ -117,6 +121,43 @@ def streamed_workflow(base_url: str) -> tuple[float, float, float]:
     return first_byte or end, first_token or end, end
 
 
+DOORS = ("/chat/completions", "/responses", "/messages")
+
+
+def door_body(door: str, workflow: str, seed: int) -> dict[str, object]:
+    """The same question to `workflow` through `door` (the run's own max_tokens: /v1/messages' only caps them)."""
+    question = WORKFLOW_QUESTION[0]["content"]
+    if door == "/responses":
+        return {"model": workflow, "input": question, "seed": seed}
+    if door == "/messages":
+        return {"model": workflow, "max_tokens": 4096, "messages": WORKFLOW_QUESTION, "seed": seed}
+    return {"model": workflow, "messages": WORKFLOW_QUESTION, "seed": seed}
+
+
+def door_latencies(base_url: str, workflow: str, requests: int) -> dict[str, list[float]]:
+    """Seconds per request through each door: `requests` rounds, each asking every door once with one seed (so
+    each round's runs do the same work), the order reversed every other round."""
+    times: dict[str, list[float]] = {door: [] for door in DOORS}
+    with httpx.Client(base_url=base_url, timeout=300) as client:
+        for door in DOORS:  # warm-up: each door's first request
+            client.post(door, json=door_body(door, workflow, 0)).raise_for_status()
+        for i in range(requests):
+            for door in DOORS if i % 2 == 0 else tuple(reversed(DOORS)):
+                started = time.perf_counter()
+                client.post(door, json=door_body(door, workflow, 1 + i)).raise_for_status()
+                times[door].append(time.perf_counter() - started)
+    return times
+
+
+def print_door_rows(workflow: str, times: dict[str, list[float]]) -> None:
+    base = statistics.median(times[DOORS[0]])
+    print(f"\nD. one workflow ({workflow}) through each door, median of {len(times[DOORS[0]])} requests")
+    for door, spent in times.items():
+        added = "" if door == DOORS[0] else \
+            f"   {(statistics.median(spent) - base) * 1000:+6.1f} ms over chat completions (target ≤ 5 ms)"
+        print(f"  POST /v1{door:<20} {statistics.median(spent) * 1000:8.1f} ms{added}")
+
+
 class Row:
     def __init__(self, name: str) -> None:
         self.name = name
@@ -146,6 +187,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=default_threads())
+    parser.add_argument("--doors-only", action="store_true", help="only row D (the doors)")
+    parser.add_argument("--door-requests", type=int, default=30)
+    parser.add_argument("--door-workflow", default="instruction_greedy")
     args = parser.parse_args()
     model_path = bundled_model_path()
     home = Path(tempfile.mkdtemp(prefix="bench-serve-"))
@@ -168,10 +212,14 @@ def main() -> None:
                  "--port", str(lc_port), "--n_threads", str(args.threads), "--n_threads_batch", str(args.threads),
                  "--n_ctx", "4096", "--n_gpu_layers", "0"]
     with contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, home, ignore_errors=True)  # last, once the servers are stopped
         stack.enter_context(server(metagen_cmd, env, f"{mg_url}/models", home / "metagen.log"))
         mg = openai.OpenAI(base_url=mg_url, api_key="unused", max_retries=0, timeout=600)
         mg_model = model_path.name
         lc: openai.OpenAI | None = None
+        if args.doors_only:
+            print_door_rows(args.door_workflow, door_latencies(mg_url, args.door_workflow, args.door_requests))
+            return
         if have_llama_server:
             stack.enter_context(server(llama_cmd, env, f"{lc_url}/models", home / "llama_cpp_server.log"))
             lc = openai.OpenAI(base_url=lc_url, api_key="unused", max_retries=0, timeout=600)
@@ -208,6 +256,7 @@ def main() -> None:
                 if key == "mg":
                     rows["sep"].add(result)
             ttft.append(streamed_workflow(mg_url))
+        doors = door_latencies(mg_url, args.door_workflow, args.door_requests)
 
     print("\nA. concurrent clients, /v1/completions")
     if lc is not None:
@@ -229,6 +278,7 @@ def main() -> None:
     print("\nC. streamed workflow answer (chain_of_thought)")
     print(f"  first byte {first_byte * 1000:.0f} ms · first answer token {first_token * 1000:.0f} ms · "
           f"end {end * 1000:.0f} ms")
+    print_door_rows(args.door_workflow, doors)
     print(f"\nload after: {os.getloadavg()[0]:.2f}")
     shutil.rmtree(home, ignore_errors=True)
 

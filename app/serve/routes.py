@@ -1,5 +1,6 @@
-"""The /v1 routes as one ASGI app: GET /models, POST /chat/completions, /completions and /rerank (rank model
-files); every path answers JSON, errors in the OpenAI shape and never a traceback. Beside it GET /health."""
+"""The /v1 routes as one ASGI app: GET /models, POST /chat/completions, /completions, /rerank (rank model
+files), /responses (GET / DELETE /responses/{id}) and /messages (Anthropic's); every path answers JSON, errors in
+the OpenAI shape (Anthropic's on /messages) and never a traceback. Beside it GET /health."""
 
 from __future__ import annotations
 
@@ -18,9 +19,12 @@ from app.serve.catalog import FileModel, find_model, invalid_workflow, list_mode
 from app.serve.config import ServeConfig
 from app.serve.errors import ApiError, route_error
 from app.serve.jobs import ClientGoneError
+from app.serve.messages import create_message
+from app.serve.messages_shapes import error_response
 from app.serve.params import parse_chat, parse_completion
 from app.serve.plain import backend_error, plain_completion
 from app.serve.rerank import refuse_rank_generation, rerank
+from app.serve.responses import create_response, delete_response, get_response
 from app.serve.workflow_chat import workflow_chat
 from app.service.studio import StudioService
 from app.workflow.problems import WorkflowError
@@ -76,7 +80,8 @@ def _as_api_error(exc: BaseException) -> ApiError:
 def create_api(service: StudioService, config: ServeConfig) -> Starlette:
     """The ASGI app of the routes (mount it at /v1)."""
 
-    def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    def endpoint(handler: Handler, render: Callable[[ApiError], Response] = ApiError.response,
+                 ) -> Callable[[Request], Awaitable[Response]]:
         async def run(request: Request) -> Response:
             try:
                 caller = check_access(request, config, service.policy)
@@ -85,7 +90,7 @@ def create_api(service: StudioService, config: ServeConfig) -> Starlette:
                 log.info("%s %s: the client disconnected (%d)", request.method, request.url.path, CLIENT_CLOSED)
                 return Response(status_code=CLIENT_CLOSED)
             except Exception as exc:
-                return _as_api_error(exc).response()
+                return render(_as_api_error(exc))
 
         return run
 
@@ -126,12 +131,24 @@ def create_api(service: StudioService, config: ServeConfig) -> Starlette:
                            code="model_not_supported")
         return await rerank(request, service, config, caller, target, body)
 
+    async def responses_route(request: Request, caller: Caller) -> Response:
+        return await create_response(request, service, config, caller,
+                                     await read_json(request, config.max_body_bytes))
+
+    async def messages_route(request: Request, caller: Caller) -> Response:
+        return await create_message(request, service, config, caller, await read_json(request, config.max_body_bytes))
+
     return Starlette(routes=[
         Route("/models", endpoint(models), methods=["GET"]),
         Route("/models/{model_id:path}", endpoint(model), methods=["GET"]),
         Route("/chat/completions", endpoint(chat), methods=["POST"]),
         Route("/completions", endpoint(completions), methods=["POST"]),
         Route("/rerank", endpoint(rerank_route), methods=["POST"]),
+        Route("/responses", endpoint(responses_route), methods=["POST"]),
+        Route("/responses/{response_id}", endpoint(lambda r, c: get_response(r, service, config)), methods=["GET"]),
+        Route("/responses/{response_id}", endpoint(lambda r, c: delete_response(r, service, config)),
+              methods=["DELETE"]),
+        Route("/messages", endpoint(messages_route, render=error_response), methods=["POST"]),
     ], exception_handlers={HTTPException: route_error, Exception: route_error})
 
 
