@@ -37,6 +37,9 @@ CLIENT_CLOSED = 499
 """Logged for a request whose client left (nobody receives the response)."""
 
 Handler = Callable[[Request, Caller], Awaitable[Response]]
+Endpoint = Callable[[Request], Awaitable[Response]]
+Render = Callable[[ApiError], Response]
+"""How an endpoint answers an error (OpenAI's shape unless a route's API has its own)."""
 
 
 async def read_json(request: Request, limit: int) -> object:
@@ -80,8 +83,7 @@ def _as_api_error(exc: BaseException) -> ApiError:
 def create_api(service: StudioService, config: ServeConfig) -> Starlette:
     """The ASGI app of the routes (mount it at /v1)."""
 
-    def endpoint(handler: Handler, render: Callable[[ApiError], Response] = ApiError.response,
-                 ) -> Callable[[Request], Awaitable[Response]]:
+    def endpoint(handler: Handler, render: Render = ApiError.response) -> Endpoint:
         async def run(request: Request) -> Response:
             try:
                 caller = check_access(request, config, service.policy)
@@ -131,25 +133,36 @@ def create_api(service: StudioService, config: ServeConfig) -> Starlette:
                            code="model_not_supported")
         return await rerank(request, service, config, caller, target, body)
 
-    async def responses_route(request: Request, caller: Caller) -> Response:
-        return await create_response(request, service, config, caller,
-                                     await read_json(request, config.max_body_bytes))
-
-    async def messages_route(request: Request, caller: Caller) -> Response:
-        return await create_message(request, service, config, caller, await read_json(request, config.max_body_bytes))
-
     return Starlette(routes=[
         Route("/models", endpoint(models), methods=["GET"]),
         Route("/models/{model_id:path}", endpoint(model), methods=["GET"]),
         Route("/chat/completions", endpoint(chat), methods=["POST"]),
         Route("/completions", endpoint(completions), methods=["POST"]),
         Route("/rerank", endpoint(rerank_route), methods=["POST"]),
-        Route("/responses", endpoint(responses_route), methods=["POST"]),
-        Route("/responses/{response_id}", endpoint(lambda r, c: get_response(r, service, config)), methods=["GET"]),
-        Route("/responses/{response_id}", endpoint(lambda r, c: delete_response(r, service, config)),
-              methods=["DELETE"]),
-        Route("/messages", endpoint(messages_route, render=error_response), methods=["POST"]),
+        *_door_routes(service, config, endpoint),
     ], exception_handlers={HTTPException: route_error, Exception: route_error})
+
+
+def _door_routes(service: StudioService, config: ServeConfig,
+                 endpoint: Callable[[Handler, Render], Endpoint]) -> list[BaseRoute]:
+    """POST /responses, GET / DELETE /responses/{id} and POST /messages (errors in Anthropic's shape)."""
+
+    async def responses(request: Request, caller: Caller) -> Response:
+        return await create_response(request, service, config, caller, await read_json(request, config.max_body_bytes))
+
+    async def stored(request: Request, caller: Caller) -> Response:
+        return await get_response(request, service, config)
+
+    async def forget(request: Request, caller: Caller) -> Response:
+        return await delete_response(request, service, config)
+
+    async def messages(request: Request, caller: Caller) -> Response:
+        return await create_message(request, service, config, caller, await read_json(request, config.max_body_bytes))
+
+    return [Route("/responses", endpoint(responses, ApiError.response), methods=["POST"]),
+            Route("/responses/{response_id}", endpoint(stored, ApiError.response), methods=["GET"]),
+            Route("/responses/{response_id}", endpoint(forget, ApiError.response), methods=["DELETE"]),
+            Route("/messages", endpoint(messages, error_response), methods=["POST"])]
 
 
 HEALTH_PATH = "/health"
