@@ -13,9 +13,9 @@ from starlette.responses import JSONResponse, Response
 from app.serve import sse
 from app.serve.access import Caller
 from app.serve.answer import KEEPALIVE, Answer, AnswerJob, Delta, Note, start_answer
-from app.serve.catalog import find_model
+from app.serve.catalog import WorkflowModel, find_model
 from app.serve.config import ServeConfig
-from app.serve.errors import ApiError
+from app.serve.errors import ApiError, bad_param
 from app.serve.jobs import ClientGoneError
 from app.serve.messages_params import parse_messages
 from app.serve.messages_shapes import (
@@ -33,6 +33,9 @@ async def create_message(request: Request, service: StudioService, config: Serve
                          body: Any) -> Response:
     req = parse_messages(body)
     target = find_model(service, caller.policy, req.model)
+    if isinstance(target, WorkflowModel) and req.sampling.json_schema is not None:
+        raise bad_param("output_config.format", "a workflow answers with text: output_config.format works with "
+                        "model files", "unsupported_parameter")
     job = await start_answer(service, config, caller, target, req, max_tokens_cap=True)
     mid = new_message_id()
     if req.stream:

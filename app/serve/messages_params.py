@@ -3,6 +3,7 @@ honour (tools, images, documents, extended thinking, top_k...) is a 400 naming t
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from app.serve.errors import ApiError, bad_param
@@ -47,6 +48,25 @@ def _refuse_unsupported(body: dict[str, Any]) -> None:
     if thinking is not None and not (isinstance(thinking, dict) and thinking.get("type") == "disabled"):
         raise bad_param("thinking", "extended thinking is not supported: the served models and workflows decide "
                         "their own thinking (leave thinking out)", "unsupported_parameter")
+
+
+def _output_schema(body: dict[str, Any]) -> str | None:
+    """The JSON schema of `output_config.format` (structured outputs; model files only), as JSON text."""
+    config = body.get("output_config")
+    if config is None:
+        return None
+    if not isinstance(config, dict):
+        raise bad_param("output_config", "output_config must be an object", "invalid_type")
+    if config.get("effort") is not None:
+        raise bad_param("output_config.effort", "output_config.effort is not supported: the served models and "
+                        "workflows decide their own effort (leave it out)", "unsupported_parameter")
+    fmt = config.get("format")
+    if fmt is None:
+        return None
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), dict):
+        raise bad_param("output_config.format", "output_config.format must be {\"type\": \"json_schema\", "
+                        "\"schema\": {...}}")
+    return json.dumps(fmt["schema"])
 
 
 def _block_text(block: Any, where: str) -> str:
@@ -104,7 +124,7 @@ def parse_messages(body: Any) -> ApiRequest:
     _refuse_unsupported(body)
     sampling = Sampling(seed=seed_param(body), temperature=float_param(body, "temperature", 0.0, 1.0),
                         top_p=float_param(body, "top_p", 0.0, 1.0, open_low=True), max_tokens=_max_tokens(body),
-                        stop=stop_param(body, "stop_sequences"))
+                        stop=stop_param(body, "stop_sequences"), json_schema=_output_schema(body))
     system = body.get("system")
     messages = _messages(body)
     if system is not None:

@@ -96,6 +96,8 @@ def test_responses_takes_text_and_the_harmless_defaults() -> None:
      "messages[0].content[0]", "unsupported_parameter"),
     ({"messages": []}, "messages", "invalid_type"),
     ({"system": [{"type": "image"}]}, "system[0]", "unsupported_parameter"),
+    ({"output_config": {"effort": "high"}}, "output_config.effort", "unsupported_parameter"),
+    ({"output_config": {"format": {"type": "xml"}}}, "output_config.format", "invalid_value"),
 ])
 def test_messages_refuses_what_it_cannot_honour_naming_the_field(extra: dict[str, Any], param: str,
                                                                   code: str) -> None:
@@ -113,6 +115,10 @@ def test_messages_takes_system_blocks_and_caps_a_huge_max_tokens() -> None:
                           "messages": [{"role": "user", "content": [{"type": "text", "text": "Hello"}]}]})
     assert req.messages == [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}]
     assert req.sampling.max_tokens == MAX_TOKENS_LIMIT and req.sampling.stop == ("\n\n",) and req.stream
+    structured = parse_messages({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}],
+                                 "cache_control": {"type": "ephemeral"}, "speed": "fast",
+                                 "output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}})
+    assert structured.sampling.json_schema == '{"type": "object"}'
 
 
 def _events(raw: list[bytes]) -> list[dict[str, Any]]:

@@ -32,9 +32,11 @@ def _anthropic(server: ServeProcess) -> anthropic.Anthropic:
 
 
 def test_responses_create_runs_a_workflow(real: ServeProcess) -> None:
-    response = real.client().responses.create(model="chain_of_thought", input=QUESTION, extra_body={"seed": 1})
+    response = real.client().responses.create(model="chain_of_thought", input=QUESTION, max_output_tokens=16,
+                                              extra_body={"seed": 1})
     meta = response.model_dump()["metagen"]
     assert response.status == "completed" and response.output_text == meta["outputs"][0]["answer"]
+    assert meta["overrides"]["max_tokens"] == ["think", "answer"]
     assert meta["stats"][0]["lm_calls"] == 2 and response.usage.output_tokens == meta["stats"][0][
         "completion_tokens"]
     assert {r["id"]: r["status"] for r in real.traces()}[meta["run_id"]] == "succeeded"
@@ -71,7 +73,7 @@ def test_a_conversation_continues_after_a_restart(tmp_path: Path) -> None:
 
 
 def test_an_openai_agents_agent_runs_a_served_workflow(real: ServeProcess) -> None:
-    from agents import Agent, OpenAIResponsesModel, Runner, set_tracing_disabled
+    from agents import Agent, ModelSettings, OpenAIResponsesModel, Runner, set_tracing_disabled
 
     set_tracing_disabled(True)  # nothing leaves this machine
 
@@ -79,7 +81,8 @@ def test_an_openai_agents_agent_runs_a_served_workflow(real: ServeProcess) -> No
         client = openai.AsyncOpenAI(base_url=real.base_url, api_key=API_KEY, max_retries=0, timeout=300)
         try:
             agent = Agent(name="calculator", instructions="Answer with a number.",
-                          model=OpenAIResponsesModel(model="chain_of_thought", openai_client=client))
+                          model=OpenAIResponsesModel(model="chain_of_thought", openai_client=client),
+                          model_settings=ModelSettings(max_tokens=16))
             return await Runner.run(agent, QUESTION)
         finally:
             await client.close()
@@ -92,14 +95,17 @@ def test_an_openai_agents_agent_runs_a_served_workflow(real: ServeProcess) -> No
 
 def test_anthropic_messages_create_plain_and_streamed(real: ServeProcess) -> None:
     client = _anthropic(real)
-    message = client.messages.create(model="chain_of_thought", max_tokens=1024,
+    message = client.messages.create(model="chain_of_thought", max_tokens=16,
                                      messages=[{"role": "user", "content": QUESTION}])
     meta = message.model_dump()["metagen"]
+    assert meta["overrides"]["max_tokens"] == ["think"]  # a cap: the answer node's 16 stays as it is
     assert message.content[0].text == meta["outputs"][0]["answer"] and message.stop_reason == "end_turn"
     assert message.usage.output_tokens == meta["stats"][0]["completion_tokens"]
-    with client.messages.stream(model=MODEL_FILE, max_tokens=16, temperature=0,
-                                messages=[{"role": "user", "content": "Write one sentence about a cat."}]) as stream:
-        pieces = list(stream.text_stream)
-        final = stream.get_final_message()
-    assert len(pieces) > 3 and "".join(pieces) == final.content[0].text
-    assert final.stop_reason in ("end_turn", "max_tokens") and 0 < final.usage.output_tokens <= 16
+    events = list(client.messages.create(model=MODEL_FILE, max_tokens=16, stream=True,
+                                         messages=[{"role": "user", "content": "Write one sentence about a cat."}]))
+    pieces = [e.delta.text for e in events if e.type == "content_block_delta"]
+    assert [events[0].type, events[1].type] == ["message_start", "content_block_start"] and len(pieces) > 3
+    assert [e.type for e in events[-3:]] == ["content_block_stop", "message_delta", "message_stop"]
+    final = events[-2]
+    assert final.delta.stop_reason in ("end_turn", "max_tokens") and 0 < final.usage.output_tokens <= 16
+    assert final.usage.input_tokens > 0
