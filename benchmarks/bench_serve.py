@@ -14,9 +14,14 @@ called over HTTP with the openai SDK:
      one call at a time to a workflow without a model call (the doors' own cost; target: the MCP tool call adds
      ≤ 5 ms per request) and to a short generation, then --clients concurrent calls of a --tokens generation through
      each door (the engine's mean sequences per decode step say whether MCP calls are batched as /v1 calls are).
+  E. the same workflow through each door: /v1/chat/completions, /v1/responses (stored, as by default) and
+     /v1/messages, non-streamed, the doors interleaved request by request, each with a seed of its own: the
+     median time of each and the server's CPU time per request, and what a door adds over chat completions
+     (target: ≤ 5 ms per request).
 Each row is the median of --runs runs, the two sides interleaved run by run so drifting load hits them alike.
 
 Usage: python benchmarks/bench_serve.py [--runs 3] [--clients 16] [--tokens 64] [--threads N] [--only-mcp]
+       python benchmarks/bench_serve.py --doors-only [--dry-run] [--door-requests 30] [--door-workflow NAME]
 """
 
 from __future__ import annotations
@@ -121,6 +126,63 @@ def streamed_workflow(base_url: str) -> tuple[float, float, float]:
     return first_byte or end, first_token or end, end
 
 
+DOORS = {"chat completions": "/chat/completions", "responses": "/responses",
+         "responses, store: false": "/responses", "messages": "/messages"}
+"""Row D's doors by label: the path each posts to."""
+
+
+def door_body(door: str, workflow: str, seed: int) -> dict[str, object]:
+    """The same question to `workflow` through `door` (the run's own max_tokens: /v1/messages' only caps them)."""
+    question = WORKFLOW_QUESTION[0]["content"]
+    if DOORS[door] == "/responses":
+        return {"model": workflow, "input": question, "seed": seed, "store": door == "responses"}
+    if DOORS[door] == "/messages":
+        return {"model": workflow, "max_tokens": 4096, "messages": WORKFLOW_QUESTION, "seed": seed}
+    return {"model": workflow, "messages": WORKFLOW_QUESTION, "seed": seed}
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds a process has used (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def door_latencies(base_url: str, workflow: str, requests: int, pid: int) -> dict[str, list[tuple[float, float]]]:
+    """(wall seconds, server CPU seconds) per request through each door: `requests` rounds, each asking every door
+    once, the order reversed every other round; every request has a seed of its own, so none is answered from the
+    sample cache of an earlier one."""
+    times: dict[str, list[tuple[float, float]]] = {door: [] for door in DOORS}
+    with httpx.Client(base_url=base_url, timeout=300) as client:
+        for door in DOORS:  # warm-up: each door's first request
+            client.post(DOORS[door], json=door_body(door, workflow, 0)).raise_for_status()
+        seeds = iter(range(1, 10**9))
+        for i in range(requests):
+            for door in list(DOORS) if i % 2 == 0 else list(reversed(DOORS)):
+                body = door_body(door, workflow, next(seeds))
+                cpu, started = process_cpu_s(pid), time.perf_counter()
+                client.post(DOORS[door], json=body).raise_for_status()
+                times[door].append((time.perf_counter() - started, process_cpu_s(pid) - cpu))
+    return times
+
+
+def print_door_rows(workflow: str, times: dict[str, list[tuple[float, float]]]) -> None:
+    """Each door's median time and the server's mean CPU time per request, and what the door adds: the median over
+    rounds of (its time - chat completions' time in the same round), so load that drifts between rounds cancels
+    out; on a loaded machine the CPU time is the steadier figure."""
+    base = [wall for wall, _ in times["chat completions"]]
+    base_cpu = statistics.mean(cpu for _, cpu in times["chat completions"])
+    print(f"\nD. one workflow ({workflow}) through each door, {len(base)} rounds: median wall time, mean server CPU")
+    for door, spent in times.items():
+        walls, cpu = [wall for wall, _ in spent], statistics.mean(c for _, c in spent)
+        extra = statistics.median(t - b for t, b in zip(walls, base, strict=True)) * 1000
+        added = "" if door == "chat completions" else \
+            f"   {extra:+6.1f} ms wall, {(cpu - base_cpu) * 1000:+5.1f} ms CPU over chat completions (target ≤ 5 ms)"
+        print(f"  {door:<24} {statistics.median(walls) * 1000:7.1f} ms  {cpu * 1000:5.1f} ms CPU{added}")
+
+
 class Row:
     def __init__(self, name: str) -> None:
         self.name = name
@@ -152,6 +214,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=default_threads())
     parser.add_argument("--only-mcp", action="store_true", help="only the MCP rows (D)")
     parser.add_argument("--calls", type=int, default=40, help="D: sequential calls per door for the latency rows")
+    parser.add_argument("--doors-only", action="store_true", help="only row D (the doors)")
+    parser.add_argument("--door-requests", type=int, default=30)
+    parser.add_argument("--door-workflow", default="instruction_greedy")
+    parser.add_argument("--dry-run", action="store_true", help="with --doors-only: metagen serve --dry-run (the "
+                        "scripted fake model), so row D measures the doors alone")
     args = parser.parse_args()
     model_path = bundled_model_path()
     home = Path(tempfile.mkdtemp(prefix="bench-serve-"))
@@ -173,15 +240,19 @@ def main() -> None:
     mg_port, lc_port = free_port(), free_port()
     mg_url, lc_url = f"http://127.0.0.1:{mg_port}/v1", f"http://127.0.0.1:{lc_port}/v1"
     metagen_cmd = [sys.executable, "-m", "app.cli", "serve", "--port", str(mg_port),
-                   "--max-concurrent-runs", str(max(16, args.clients))]
+                   "--max-concurrent-runs", str(max(16, args.clients)), *(["--dry-run"] if args.dry_run else [])]
     llama_cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path), "--host", "127.0.0.1",
                  "--port", str(lc_port), "--n_threads", str(args.threads), "--n_threads_batch", str(args.threads),
                  "--n_ctx", "4096", "--n_gpu_layers", "0"]
     with contextlib.ExitStack() as stack:
-        stack.enter_context(server(metagen_cmd, env, f"{mg_url}/models", home / "metagen.log"))
+        stack.callback(shutil.rmtree, home, ignore_errors=True)  # last, once the servers are stopped
+        mg_pid = stack.enter_context(server(metagen_cmd, env, f"{mg_url}/models", home / "metagen.log")).pid
         mg = openai.OpenAI(base_url=mg_url, api_key="unused", max_retries=0, timeout=600)
         mg_model = model_path.name
         lc: openai.OpenAI | None = None
+        if args.doors_only:
+            print_door_rows(args.door_workflow, door_latencies(mg_url, args.door_workflow, args.door_requests, mg_pid))
+            return
         if have_llama_server:
             stack.enter_context(server(llama_cmd, env, f"{lc_url}/models", home / "llama_cpp_server.log"))
             lc = openai.OpenAI(base_url=lc_url, api_key="unused", max_retries=0, timeout=600)
@@ -218,6 +289,7 @@ def main() -> None:
                 if key == "mg":
                     rows["sep"].add(result)
             ttft.append(streamed_workflow(mg_url))
+        doors = door_latencies(mg_url, args.door_workflow, args.door_requests, mg_pid)
 
     print("\nA. concurrent clients, /v1/completions")
     if lc is not None:
@@ -240,6 +312,7 @@ def main() -> None:
     print(f"  first byte {first_byte * 1000:.0f} ms · first answer token {first_token * 1000:.0f} ms · "
           f"end {end * 1000:.0f} ms")
     mcp_door_rows(args, env, home)
+    print_door_rows(args.door_workflow, doors)
     print(f"\nload after: {os.getloadavg()[0]:.2f}")
     shutil.rmtree(home, ignore_errors=True)
 

@@ -37,22 +37,25 @@ def is_remote(request: Request, config: ServeConfig) -> bool:
     return any(name in request.headers for name in FORWARDING_HEADERS)
 
 
-def _bearer(request: Request) -> str | None:
+def api_key_of(request: Request) -> str | None:
+    """The key the request carries: `Authorization: Bearer KEY` (OpenAI clients) or `x-api-key: KEY` (Anthropic
+    clients)."""
     value = request.headers.get("authorization", "")
     scheme, _, token = value.partition(" ")
     if scheme.lower() == "bearer" and token.strip():
         return token.strip()
-    return None
+    return request.headers.get("x-api-key", "").strip() or None
 
 
 def check_access(request: Request, config: ServeConfig, local_policy: SharePolicy) -> Caller:
     """The caller of this request; ApiError 401 when a key is needed and missing or wrong."""
     remote = is_remote(request, config)
     if config.api_keys:
-        given = _bearer(request)
+        given = api_key_of(request)
         if given is None:
             raise ApiError(401, "this server needs an API key: send it as `Authorization: Bearer KEY` "
-                           "(the openai SDK's api_key)", code="missing_api_key")
+                           "(the openai SDK's api_key) or `x-api-key: KEY` (the anthropic SDK's)",
+                           code="missing_api_key")
         if not any(hmac.compare_digest(given.encode(), key.encode()) for key in config.api_keys):
             raise ApiError(401, "incorrect API key provided", code="invalid_api_key")
     elif remote:

@@ -49,7 +49,7 @@ class ApiRequest:
     """Workflow inputs from `inputs` (extra_body) or `metadata.inputs`."""
 
 
-def _int(body: dict[str, Any], name: str, low: int, high: int) -> int | None:
+def int_param(body: dict[str, Any], name: str, low: int, high: int) -> int | None:
     value = body.get(name)
     if value is None:
         return None
@@ -61,7 +61,7 @@ def _int(body: dict[str, Any], name: str, low: int, high: int) -> int | None:
     return int(value)
 
 
-def _float(body: dict[str, Any], name: str, low: float, high: float, *, open_low: bool = False) -> float | None:
+def float_param(body: dict[str, Any], name: str, low: float, high: float, *, open_low: bool = False) -> float | None:
     value = body.get(name)
     if value is None:
         return None
@@ -73,7 +73,7 @@ def _float(body: dict[str, Any], name: str, low: float, high: float, *, open_low
     return float(value)
 
 
-def _bool(body: dict[str, Any], name: str) -> bool:
+def bool_param(body: dict[str, Any], name: str) -> bool:
     value = body.get(name, False)
     if value is None:
         return False
@@ -82,16 +82,26 @@ def _bool(body: dict[str, Any], name: str) -> bool:
     return value
 
 
-def _stop(body: dict[str, Any]) -> tuple[str, ...]:
-    value = body.get("stop")
+def seed_param(body: dict[str, Any]) -> int | None:
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise bad_param("seed", f"seed must be a whole number, got {seed!r}", "invalid_type")
+    if seed is not None and not -SEED_LIMIT <= seed < SEED_LIMIT:
+        shown = str(seed) if len(str(seed)) <= 24 else f"a number of {len(str(seed))} digits"
+        raise bad_param("seed", f"seed must be a 64-bit integer (from -2**63 to 2**63 - 1), got {shown}")
+    return seed
+
+
+def stop_param(body: dict[str, Any], name: str = "stop") -> tuple[str, ...]:
+    value = body.get(name)
     if value is None:
         return ()
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not all(isinstance(s, str) for s in items):
-        raise bad_param("stop", "stop must be a string or a list of strings", "invalid_type")
+        raise bad_param(name, f"{name} must be a string or a list of strings", "invalid_type")
     problem = stop_problem(items)
     if problem:
-        raise bad_param("stop", f"stop {problem}")
+        raise bad_param(name, f"{name} {problem}")
     return tuple(s for s in items if s)
 
 
@@ -118,29 +128,23 @@ def _response_format(body: dict[str, Any]) -> str | None:
 
 
 def _sampling(body: dict[str, Any], *, chat: bool, max_n: int) -> Sampling:
-    tokens = _int(body, "max_completion_tokens", 1, MAX_TOKENS_LIMIT) if chat else None
+    tokens = int_param(body, "max_completion_tokens", 1, MAX_TOKENS_LIMIT) if chat else None
     if tokens is None:
-        tokens = _int(body, "max_tokens", 1, MAX_TOKENS_LIMIT)
+        tokens = int_param(body, "max_tokens", 1, MAX_TOKENS_LIMIT)
     if chat:
-        top = _int(body, "top_logprobs", 0, MAX_TOP_LOGPROBS)
+        top = int_param(body, "top_logprobs", 0, MAX_TOP_LOGPROBS)
         if top is not None and not body.get("logprobs"):
             raise bad_param("top_logprobs", "top_logprobs needs logprobs: true")
-        logprobs = (top or 0) if _bool(body, "logprobs") else None
+        logprobs = (top or 0) if bool_param(body, "logprobs") else None
     else:
-        logprobs = _int(body, "logprobs", 0, MAX_TOP_LOGPROBS)
-    seed = body.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise bad_param("seed", f"seed must be a whole number, got {seed!r}", "invalid_type")
-    if seed is not None and not -SEED_LIMIT <= seed < SEED_LIMIT:
-        shown = str(seed) if len(str(seed)) <= 24 else f"a number of {len(str(seed))} digits"
-        raise bad_param("seed", f"seed must be a 64-bit integer (from -2**63 to 2**63 - 1), got {shown}")
+        logprobs = int_param(body, "logprobs", 0, MAX_TOP_LOGPROBS)
     return Sampling(
-        n=_int(body, "n", 1, max_n) or 1,
-        seed=seed,
-        temperature=_float(body, "temperature", 0.0, 2.0),
-        top_p=_float(body, "top_p", 0.0, 1.0, open_low=True),
+        n=int_param(body, "n", 1, max_n) or 1,
+        seed=seed_param(body),
+        temperature=float_param(body, "temperature", 0.0, 2.0),
+        top_p=float_param(body, "top_p", 0.0, 1.0, open_low=True),
         max_tokens=tokens,
-        stop=_stop(body),
+        stop=stop_param(body),
         logprobs=logprobs,
         json_schema=_response_format(body),
     )
@@ -183,7 +187,7 @@ def _messages(body: dict[str, Any]) -> list[dict[str, str]]:
     return out
 
 
-def _inputs(body: dict[str, Any]) -> dict[str, Any] | None:
+def inputs_param(body: dict[str, Any]) -> dict[str, Any] | None:
     if body.get("inputs") is not None:
         if not isinstance(body["inputs"], dict):
             raise bad_param("inputs", "inputs must be an object of workflow input values", "invalid_type")
@@ -226,20 +230,20 @@ def _stream_options(body: dict[str, Any], stream: bool) -> bool:
         raise bad_param("stream_options", "stream_options must be an object", "invalid_type")
     if not stream:
         raise bad_param("stream_options", "stream_options is only allowed with stream: true")
-    return _bool(options, "include_usage")
+    return bool_param(options, "include_usage")
 
 
 def parse_chat(body: Any, max_n: int = MAX_N) -> ApiRequest:
     body, model = _common(body)
-    stream = _bool(body, "stream")
+    stream = bool_param(body, "stream")
     return ApiRequest(model=model, stream=stream, include_usage=_stream_options(body, stream),
                       sampling=_sampling(body, chat=True, max_n=max_n), messages=_messages(body),
-                      inputs=_inputs(body))
+                      inputs=inputs_param(body))
 
 
 def parse_completion(body: Any, max_n: int = MAX_N) -> ApiRequest:
     body, model = _common(body)
-    if _bool(body, "echo"):
+    if bool_param(body, "echo"):
         raise bad_param("echo", "echo is not supported by this server", "unsupported_parameter")
     if body.get("best_of") not in (None, 1):
         raise bad_param("best_of", "best_of is not supported; use n, or serve a best-of-N workflow",
@@ -250,6 +254,6 @@ def parse_completion(body: Any, max_n: int = MAX_N) -> ApiRequest:
     if not isinstance(prompt, str):
         raise bad_param("prompt", "prompt must be one string (token-id prompts and lists of prompts are not "
                         "supported)", "invalid_type" if prompt is not None else "missing_required_parameter")
-    stream = _bool(body, "stream")
+    stream = bool_param(body, "stream")
     return ApiRequest(model=model, stream=stream, include_usage=_stream_options(body, stream),
                       sampling=_sampling(body, chat=False, max_n=max_n), prompt=prompt)

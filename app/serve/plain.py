@@ -45,14 +45,14 @@ def sampling_params(req: ApiRequest, chat: bool) -> SamplingParams:
     )
 
 
-def _check_caps(caller: Caller, params: SamplingParams, n: int) -> None:
+def check_caps(caller: Caller, params: SamplingParams, n: int) -> None:
     cap = caller.policy.max_tokens if caller.share_rules else None
     if cap is not None and n * params.max_tokens > cap:
         raise bad_param("max_tokens", f"n × max_tokens = {n * params.max_tokens} is more than this server's "
                         f"per-request cap of {cap} tokens; lower max_tokens or n")
 
 
-def _generate(job: Job, backend_for: Callable[[], LLMBackend], prompt: Prompt, params: SamplingParams, n: int,
+def generate_on_job(job: Job, backend_for: Callable[[], LLMBackend], prompt: Prompt, params: SamplingParams, n: int,
               stream: bool, max_seconds: float | None) -> GenerateResult:
     """Runs on the job's thread: one engine request for the n samples."""
     cancel = job.token()
@@ -88,11 +88,11 @@ async def plain_completion(request: Request, service: StudioService, config: Ser
                         "unsupported_parameter")
     params = sampling_params(req, chat)
     n = req.sampling.n
-    _check_caps(caller, params, n)
+    check_caps(caller, params, n)
     prompt: Prompt = req.messages if chat else (req.prompt or "")
     job = Job(config.gate, f"serve-{model.name}")
     max_seconds = caller.policy.max_seconds if caller.share_rules else None
-    job.start(partial(_generate, backend_for=lambda: service.scheduler.provider(model.spec), prompt=prompt,
+    job.start(partial(generate_on_job, backend_for=lambda: service.scheduler.provider(model.spec), prompt=prompt,
                       params=params, n=n, stream=req.stream, max_seconds=max_seconds))
     await job.admitted()
     cid, created = (f"chatcmpl-{uuid.uuid4().hex[:24]}" if chat else f"cmpl-{uuid.uuid4().hex[:24]}"), shapes.now()

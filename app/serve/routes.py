@@ -1,5 +1,6 @@
-"""The /v1 routes as one ASGI app: GET /models, POST /chat/completions, /completions and /rerank (rank model
-files); every path answers JSON, errors in the OpenAI shape and never a traceback. Beside it GET /health."""
+"""The /v1 routes as one ASGI app: GET /models, POST /chat/completions, /completions, /rerank (rank model
+files), /responses (GET / DELETE /responses/{id}) and /messages (Anthropic's); every path answers JSON, errors in
+the OpenAI shape (Anthropic's on /messages) and never a traceback. Beside it GET /health."""
 
 from __future__ import annotations
 
@@ -18,9 +19,12 @@ from app.serve.catalog import FileModel, find_model, invalid_workflow, list_mode
 from app.serve.config import ServeConfig
 from app.serve.errors import ApiError, route_error
 from app.serve.jobs import ClientGoneError
+from app.serve.messages import create_message
+from app.serve.messages_shapes import error_response
 from app.serve.params import parse_chat, parse_completion
 from app.serve.plain import backend_error, plain_completion
 from app.serve.rerank import refuse_rank_generation, rerank
+from app.serve.responses import create_response, delete_response, get_response
 from app.serve.workflow_chat import workflow_chat
 from app.service.studio import StudioService
 from app.workflow.problems import WorkflowError
@@ -33,6 +37,9 @@ CLIENT_CLOSED = 499
 """Logged for a request whose client left (nobody receives the response)."""
 
 Handler = Callable[[Request, Caller], Awaitable[Response]]
+Endpoint = Callable[[Request], Awaitable[Response]]
+Render = Callable[[ApiError], Response]
+"""How an endpoint answers an error (OpenAI's shape unless a route's API has its own)."""
 
 
 async def read_json(request: Request, limit: int) -> object:
@@ -76,7 +83,7 @@ def _as_api_error(exc: BaseException) -> ApiError:
 def create_api(service: StudioService, config: ServeConfig) -> Starlette:
     """The ASGI app of the routes (mount it at /v1)."""
 
-    def endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    def endpoint(handler: Handler, render: Render = ApiError.response) -> Endpoint:
         async def run(request: Request) -> Response:
             try:
                 caller = check_access(request, config, service.policy)
@@ -85,7 +92,7 @@ def create_api(service: StudioService, config: ServeConfig) -> Starlette:
                 log.info("%s %s: the client disconnected (%d)", request.method, request.url.path, CLIENT_CLOSED)
                 return Response(status_code=CLIENT_CLOSED)
             except Exception as exc:
-                return _as_api_error(exc).response()
+                return render(_as_api_error(exc))
 
         return run
 
@@ -132,7 +139,30 @@ def create_api(service: StudioService, config: ServeConfig) -> Starlette:
         Route("/chat/completions", endpoint(chat), methods=["POST"]),
         Route("/completions", endpoint(completions), methods=["POST"]),
         Route("/rerank", endpoint(rerank_route), methods=["POST"]),
+        *_door_routes(service, config, endpoint),
     ], exception_handlers={HTTPException: route_error, Exception: route_error})
+
+
+def _door_routes(service: StudioService, config: ServeConfig,
+                 endpoint: Callable[[Handler, Render], Endpoint]) -> list[BaseRoute]:
+    """POST /responses, GET / DELETE /responses/{id} and POST /messages (errors in Anthropic's shape)."""
+
+    async def responses(request: Request, caller: Caller) -> Response:
+        return await create_response(request, service, config, caller, await read_json(request, config.max_body_bytes))
+
+    async def stored(request: Request, caller: Caller) -> Response:
+        return await get_response(request, service, config)
+
+    async def forget(request: Request, caller: Caller) -> Response:
+        return await delete_response(request, service, config)
+
+    async def messages(request: Request, caller: Caller) -> Response:
+        return await create_message(request, service, config, caller, await read_json(request, config.max_body_bytes))
+
+    return [Route("/responses", endpoint(responses, ApiError.response), methods=["POST"]),
+            Route("/responses/{response_id}", endpoint(stored, ApiError.response), methods=["GET"]),
+            Route("/responses/{response_id}", endpoint(forget, ApiError.response), methods=["DELETE"]),
+            Route("/messages", endpoint(messages, error_response), methods=["POST"])]
 
 
 HEALTH_PATH = "/health"

@@ -1,5 +1,5 @@
-"""Server-sent events: data lines, comments, `[DONE]`, and a streaming response that cancels its job when the
-client goes away."""
+"""Server-sent events: data lines, named events, comments, `[DONE]`, and a streaming response that cancels its
+job when the client goes away."""
 
 from __future__ import annotations
 
@@ -16,6 +16,11 @@ HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 def data(obj: Any) -> bytes:
     return b"data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n\n"
+
+
+def event(name: str, obj: Any) -> bytes:
+    """A named event (`event:` line, then its data): the Responses and Messages APIs name every event."""
+    return b"event: " + name.encode("utf-8") + b"\n" + data(obj)
 
 
 def comment(text: str) -> bytes:

@@ -95,6 +95,23 @@ def apply_overrides(wf: Workflow, registry: NodeRegistry, values: dict[str, Any]
     return replace(wf, nodes=nodes), touched
 
 
+def cap_max_tokens(wf: Workflow, registry: NodeRegistry, cap: int) -> tuple[Workflow, list[str]]:
+    """A copy of `wf` whose nodes generate at most `cap` tokens each: a node whose max_tokens (set or default) is
+    above it is lowered to it, the others are left alone (Anthropic clients send max_tokens on every request)."""
+    nodes, touched = [], []
+    for node in wf.nodes:
+        cls = registry.get(node.kind)
+        params = dict(node.params or {})
+        spec = next((p for p in cls.params if p.name == "max_tokens" and _in_force(p, cls.params, params)), None) \
+            if cls is not None else None
+        current = params.get("max_tokens", spec.default if spec is not None else None)
+        if spec is not None and isinstance(current, int) and current > cap:
+            params["max_tokens"] = cap
+            touched.append(node.id)
+        nodes.append(replace(node, params=params))
+    return replace(wf, nodes=nodes), touched
+
+
 def _in_force(param: Any, all_params: Any, values: dict[str, Any]) -> bool:
     """Whether a node's param applies with its other params as set (its `show_if` met, defaults counted)."""
     if param.show_if is None:
@@ -166,7 +183,10 @@ def _check(wf: Workflow, registry: NodeRegistry, name: str, caller: Caller) -> N
                        param="model", code="refused_by_share_mode", extra={"issues": [i.to_json() for i in refused]})
 
 
-def prepare(service: StudioService, caller: Caller, model: WorkflowModel, req: ApiRequest) -> PreparedRun:
+def prepare(service: StudioService, caller: Caller, model: WorkflowModel, req: ApiRequest, *,
+            max_tokens_cap: bool = False) -> PreparedRun:
+    """The run of `req`; with `max_tokens_cap` its max_tokens lowers the nodes' max_tokens above it instead of
+    setting every node's."""
     s = req.sampling
     for attr, param in NOT_FOR_WORKFLOWS.items():
         if getattr(s, attr) not in (None, ()):
@@ -174,7 +194,10 @@ def prepare(service: StudioService, caller: Caller, model: WorkflowModel, req: A
                             "it works with model files", "unsupported_parameter")
     wf = read_workflow(service, model)
     _check(wf, service.registry, model.name, caller)
-    wf, overrides = apply_overrides(wf, service.registry, {"temperature": s.temperature, "max_tokens": s.max_tokens})
+    wf, overrides = apply_overrides(wf, service.registry, {"temperature": s.temperature,
+                                                           "max_tokens": None if max_tokens_cap else s.max_tokens})
+    if max_tokens_cap and s.max_tokens is not None:
+        wf, overrides["max_tokens"] = cap_max_tokens(wf, service.registry, s.max_tokens)
     wf, on_answer, warnings = answer_overrides(wf, service.registry, graded_output(wf, service.registry),
                                                {"stop": list(s.stop) or None, "top_p": s.top_p})
     overrides.update(on_answer)

@@ -236,3 +236,24 @@ class EvalSampleVotesRow(TraceModel, table=True):
 EVALUATIONS = EvaluationRow.__table__  # type: ignore[attr-defined]
 EVAL_ITEMS = EvalItemRow.__table__  # type: ignore[attr-defined]
 EVAL_SAMPLE_VOTES = EvalSampleVotesRow.__table__  # type: ignore[attr-defined]
+
+
+class StoredResponseRow(TraceModel, table=True):
+    """A response of POST /v1/responses kept for `previous_response_id` and GET /v1/responses/{id} (a table of its
+    own: databases made before it gain it without a migration)."""
+
+    __tablename__ = "api_responses"
+    id: str = Field(primary_key=True)
+    owner: str = ""
+    """A digest of the API key that created it ("" on a server without keys): only that key reads it."""
+    model: str = ""
+    run_id: str | None = None
+    created_at: float = Field(default=0.0, index=True)
+    previous_response_id: str | None = None
+    conversation: str = "[]"
+    """The messages so far as JSON [{role, content}]: earlier turns, this request's input and this answer."""
+    response: str = "{}"
+    """The response object as it was answered (JSON)."""
+
+
+STORED_RESPONSES = StoredResponseRow.__table__  # type: ignore[attr-defined]

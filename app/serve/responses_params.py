@@ -1,0 +1,167 @@
+"""Request bodies of POST /v1/responses, checked field by field: what this server cannot honour (tools, files,
+images, background, reasoning...) is a 400 naming the field, never silently dropped."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.serve.errors import ApiError, bad_param
+from app.serve.params import (
+    MAX_TOKENS_LIMIT,
+    ROLES,
+    ApiRequest,
+    Sampling,
+    bool_param,
+    float_param,
+    inputs_param,
+    int_param,
+    seed_param,
+)
+
+TOOLS = "this server has no tools: a workflow or a model file answers with text only"
+REFUSED: dict[str, tuple[Any, str]] = {
+    "tools": ((None, []), TOOLS),
+    "tool_choice": ((None, "none", "auto"), TOOLS),
+    "background": ((None, False), "background responses are not supported: leave background out (or use stream)"),
+    "conversation": ((None,), "conversation objects are not supported: continue with previous_response_id"),
+    "prompt": ((None,), "prompt templates are not supported: send instructions and input"),
+    "include": ((None, []), "no extra output data can be included (logprobs, tool results, reasoning)"),
+    "top_logprobs": ((None, 0), "logprobs are not supported on /v1/responses (they are on /v1/chat/completions)"),
+    "truncation": ((None, "disabled"), "truncation is not supported: a conversation longer than the model's "
+                   "context is an error (truncation: disabled)"),
+    "context_management": ((None, []), "context management is not supported"),
+}
+"""Fields this server cannot honour: the values that mean "not used", and why."""
+PART_TEXT = {"input_text": "text", "output_text": "text", "refusal": "refusal"}
+PART_REFUSED = {"input_image": "images are not supported", "input_file": "files are not supported",
+                "input_audio": "audio is not supported"}
+
+
+@dataclass
+class ResponsesRequest:
+    api: ApiRequest
+    """The model, stream flag, sampling and workflow inputs; its messages are set once the conversation is known."""
+    input_messages: list[dict[str, str]]
+    """This request's input as messages (without the instructions)."""
+    instructions: str | None = None
+    store: bool = True
+    previous_response_id: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+    text_format: dict[str, Any] = field(default_factory=lambda: {"type": "text"})
+
+
+def _refuse_unsupported(body: dict[str, Any]) -> None:
+    for name, (unused, why) in REFUSED.items():
+        value = body.get(name)
+        if value not in unused:
+            raise bad_param(name, f"{name} is not supported by this server: {why}", "unsupported_parameter")
+    reasoning = body.get("reasoning")
+    if reasoning is not None and (not isinstance(reasoning, dict) or any(v is not None for v in reasoning.values())):
+        raise bad_param("reasoning", "reasoning settings are not supported: the served models and workflows decide "
+                        "their own thinking (leave reasoning out)", "unsupported_parameter")
+
+
+def _text_part(part: Any, where: str) -> str:
+    kind = part.get("type") if isinstance(part, dict) else None
+    if kind in PART_REFUSED:
+        raise bad_param(where, f"{where}: {PART_REFUSED[kind]} (type {kind!r}); send text parts only",
+                        "unsupported_parameter")
+    key = PART_TEXT.get(kind) if isinstance(kind, str) else None
+    if key is None or not isinstance(part.get(key), str):
+        raise bad_param(where, f"{where} must be a text part ({{\"type\": \"input_text\", \"text\": ...}}), got "
+                        f"{kind!r}", "invalid_type")
+    return str(part[key])
+
+
+def _item(item: Any, where: str) -> dict[str, str]:
+    if not isinstance(item, dict):
+        raise bad_param(where, f"{where} must be a message object with role and content", "invalid_type")
+    kind = item.get("type", "message")
+    if kind != "message":
+        raise bad_param(where, f"{where} is a {kind!r} item: tool calls, their outputs, reasoning and item "
+                        "references are not supported; send message items", "unsupported_parameter")
+    role = ROLES.get(str(item.get("role")))
+    if role is None:
+        raise bad_param(f"{where}.role", f"{where}.role must be user, assistant, system or developer, got "
+                        f"{item.get('role')!r}")
+    content = item.get("content")
+    if isinstance(content, str):
+        return {"role": role, "content": content}
+    if not isinstance(content, list):
+        raise bad_param(f"{where}.content", f"{where}.content must be a string or a list of text parts",
+                        "invalid_type")
+    return {"role": role, "content": "".join(_text_part(p, f"{where}.content[{j}]") for j, p in enumerate(content))}
+
+
+def input_messages(value: Any) -> list[dict[str, str]]:
+    """`input` as messages: a string is one user message; a list holds message items."""
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    if value is None:
+        raise bad_param("input", "input is required: a string, or a list of message items",
+                        "missing_required_parameter")
+    if not isinstance(value, list) or not value:
+        raise bad_param("input", "input must be a string or a non-empty list of message items", "invalid_type")
+    return [_item(item, f"input[{i}]") for i, item in enumerate(value)]
+
+
+def _text_format(body: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The echoed `text.format` and the JSON schema it asks for (JSON text; None for plain text)."""
+    text = body.get("text")
+    if text is None:
+        return {"type": "text"}, None
+    if not isinstance(text, dict):
+        raise bad_param("text", "text must be an object such as {\"format\": {\"type\": \"text\"}}", "invalid_type")
+    if text.get("verbosity") not in (None, "medium"):
+        raise bad_param("text.verbosity", "text.verbosity is not supported: leave it out", "unsupported_parameter")
+    fmt = text.get("format") or {"type": "text"}
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if kind == "text":
+        return {"type": "text"}, None
+    if kind == "json_object":
+        return {"type": "json_object"}, json.dumps({"type": "object"})
+    if kind == "json_schema" and isinstance(fmt.get("schema"), dict):
+        return dict(fmt), json.dumps(fmt["schema"])
+    raise bad_param("text.format", "text.format must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+                    "{\"type\": \"json_schema\", \"name\": ..., \"schema\": {...}}")
+
+
+def _metadata(body: dict[str, Any]) -> dict[str, str]:
+    value = body.get("metadata")
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise bad_param("metadata", "metadata must be an object of strings", "invalid_type")
+    return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
+
+
+def _optional_text(body: dict[str, Any], name: str) -> str | None:
+    value = body.get(name)
+    if value is not None and not isinstance(value, str):
+        raise bad_param(name, f"{name} must be a string", "invalid_type")
+    return value or None
+
+
+def parse_responses(body: Any) -> ResponsesRequest:
+    if not isinstance(body, dict):
+        raise ApiError(400, "the request body must be a JSON object", code="invalid_json")
+    model = body.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise bad_param("model", "model is required: a workflow name or a model file name (see GET /v1/models)",
+                        "missing_required_parameter")
+    _refuse_unsupported(body)
+    text_format, schema = _text_format(body)
+    sampling = Sampling(seed=seed_param(body), temperature=float_param(body, "temperature", 0.0, 2.0),
+                        top_p=float_param(body, "top_p", 0.0, 1.0, open_low=True),
+                        max_tokens=int_param(body, "max_output_tokens", 1, MAX_TOKENS_LIMIT), json_schema=schema)
+    api = ApiRequest(model=model.strip(), stream=bool_param(body, "stream"), sampling=sampling,
+                     inputs=inputs_param(body))
+    store = body.get("store", True)
+    if not isinstance(store, bool | None):
+        raise bad_param("store", f"store must be true or false, got {store!r}", "invalid_type")
+    return ResponsesRequest(api=api, input_messages=input_messages(body.get("input")),
+                            instructions=_optional_text(body, "instructions"), store=store is not False,
+                            previous_response_id=_optional_text(body, "previous_response_id"),
+                            metadata=_metadata(body), text_format=text_format)
