@@ -20,6 +20,7 @@ from app.run.status import CANCELLED, FAILED, INVALID, QUEUED, SUCCEEDED
 from app.service.errors import UserError
 from app.service.evaluations import EvaluationService
 from app.service.folder_ports import FolderPorts
+from app.service.gallery import Gallery
 from app.service.interruptible import wait_interruptibly
 from app.service.model_catalog import ModelCatalog
 from app.service.model_hub import ModelHub
@@ -108,6 +109,8 @@ class StudioService:
         """Where workflow nodes find their children: the workflows folder, then the examples; share mode takes
         names and paths that stay inside the folder only."""
         self.folder_ports = FolderPorts(self.registry, self.children)
+        self.gallery = Gallery(Path(self.examples_dir) if self.examples_dir is not None else None, self.registry)
+        """The strategy gallery's cards (the editor's first screen and New from example…)."""
         self.scheduler = Scheduler(self.registry, provider, allow_python=self.policy.allow_python,
                                    children=self.children)
         self.scheduler.hide_cache_hits = self.policy.share_mode  # the prefix cache is shared by all visitors

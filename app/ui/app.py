@@ -24,7 +24,7 @@ from app.ui.traces_tab import traces_tab
 
 APP_TITLE = "Metagen Studio"
 STATIC_FILES = ("editor.css", "ui.css", "connection.js", "editor.js", "run_outputs.js", "run_panel.js",
-                "ui_bridge.js", "subworkflow_ui.js")
+                "gallery.js", "ui_bridge.js", "subworkflow_ui.js")
 """Loaded in this order into the page head (the editor before the bridge that mounts it). editor.js loads the
 editor's ES modules (static/editor/) with its own ?v= version; ui_bridge.js waits for them before mounting."""
 
