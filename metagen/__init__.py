@@ -27,6 +27,7 @@ from metagen._results import Evaluation, RunResult, Stats
 from metagen._serve import serve
 from metagen._studio import Studio
 from metagen._studio import studio_or_default as _studio_or_default
+from metagen._tune import tune
 from metagen._workflow import Workflow, load
 
 try:
@@ -36,7 +37,7 @@ except PackageNotFoundError:  # a source tree that was never installed
 
 __all__ = [
     "Budget", "CancelToken", "Evaluation", "Event", "Issue", "RunResult", "Stats", "Studio", "Workflow",
-    "WorkflowError", "__version__", "evaluate", "load", "models", "nodes", "pull", "serve", "trace", "traces",
+    "WorkflowError", "__version__", "evaluate", "load", "models", "nodes", "pull", "serve", "trace", "traces", "tune",
 ]
 
 

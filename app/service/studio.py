@@ -194,6 +194,14 @@ class StudioService:
                     consent=self.consent)
             return self._evaluations
 
+    def tune(self, options: Any, *, on_progress: Callable[[Any], None] | None = None,
+             cancel: CancelToken | None = None) -> Any:
+        """`metagen tune` in the caller's thread: `options` a TuneOptions, `on_progress` called with TuneProgress,
+        returns a TuneResult (app.eval.tune.api); UserError for bad input."""
+        from app.service.tunes import TuneService
+
+        return TuneService(self).tune(options, on_progress=on_progress, cancel=cancel)
+
     def schema(self) -> list[dict[str, Any]]:
         return self.registry.schema()
 
