@@ -200,3 +200,9 @@ def calibrate(backend: Any, path: Path | None = None) -> dict[str, Any]:
     except OSError as exc:
         log.warning("could not cache the calibration in %s: %s", target, exc)
     return entry
+
+
+def completion_ceiling(workflow: Any, registry: NodeRegistry) -> int:
+    """The most completion tokens one run of `workflow` can generate, from its nodes' params (no model needed):
+    what `metagen tune` keeps a candidate's compute grid within."""
+    return sum(_calls_and_tokens(node, _resolved(node, registry))[1] for node in workflow.nodes)

@@ -137,6 +137,8 @@ class Evaluation:
         self._run_tokens: set[CancelToken] = set()
         self.status = "pending"
         self.error: str | None = None
+        self.only: set[int] | None = None
+        """The workflows (indices) to run, None: all of them (`metagen tune` runs only the candidates still racing)."""
 
     # ------------------------------------------------------------------ control
 
@@ -162,7 +164,7 @@ class Evaluation:
             finished = set()
         self._done = len(finished)
         jobs = [(w_idx, item) for w_idx, wf in enumerate(self.plan.workflows) for item in self.plan.task_keys()
-                if any((w_idx, p, item) not in finished for p in range(len(wf.points)))]
+                if (self.only is None or w_idx in self.only) and any((w_idx, p, item) not in finished for p in range(len(wf.points)))]
         self._started = time.perf_counter()
         served_before = served_snapshot(self.plan, self.scheduler.provider)
         try:

@@ -38,6 +38,7 @@ class TuneService:
         try:
             tuner = Tuner(options, registry=self.studio.registry, scheduler=self.studio.scheduler, store=store,
                           observers=evaluations.observers, workflows_dir=self.studio.workflows_dir,
+                          examples_dir=self.studio.examples_dir,
                           cancel=cancel, on_progress=on_progress)
             return tuner.run()
         except TuneError as exc:

@@ -16,7 +16,8 @@ from app.workflow.problems import Issue, WorkflowError
 from app.workflow.tags import TagValue, parse_tags
 
 FORMAT_VERSION = 1
-TOP_LEVEL_KEYS = ("version", "name", "description", "tags", "models", "inputs", "nodes", "outputs", "layout")
+TOP_LEVEL_KEYS = ("version", "name", "description", "tags", "provenance", "models", "inputs", "nodes", "outputs",
+                  "layout")
 NODE_KEYS = ("id", "kind", "model", "map", "params", "inputs")
 """`map` (workflow nodes only): the input that receives a candidate set, the child running once per candidate."""
 INPUT_KEYS = ("type", "default", "description")
@@ -70,6 +71,9 @@ class Workflow:
     outputs: dict[str, str] = field(default_factory=dict)
     layout: dict[str, list[float]] = field(default_factory=dict)
     version: int = FORMAT_VERSION
+    provenance: dict[str, Any] | None = None
+    """Where a generated workflow came from (`metagen tune`: dataset, model, split, dev and test figures, date);
+    shown by the editor, never part of what a run does."""
     lines: dict[Path_, int] = field(default_factory=dict, repr=False, compare=False)
     """YAML line (1-based) of each key path, e.g. ("nodes", 0, "params", "n")."""
     load_issues: list[Issue] = field(default_factory=list, repr=False, compare=False)
@@ -101,6 +105,8 @@ class Workflow:
             data["description"] = self.description
         if self.tags:
             data["tags"] = copy.deepcopy(self.tags)
+        if self.provenance:
+            data["provenance"] = copy.deepcopy(self.provenance)
         if self.models:
             data["models"] = copy.deepcopy(self.models)
         if self.inputs:
@@ -133,9 +139,9 @@ class Workflow:
         return dump_yaml(self.to_dict())
 
     def semantic_hash(self) -> str:
-        """Hash of everything but name/description/tags/layout: what decides the run's results."""
+        """Hash of everything but name/description/tags/provenance/layout: what decides the run's results."""
         data = self.to_dict()
-        for key in ("name", "description", "tags", "layout"):
+        for key in ("name", "description", "tags", "provenance", "layout"):
             data.pop(key, None)
         canonical = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
@@ -409,6 +415,7 @@ def workflow_from_dict(data: Any, lines: dict[Path_, int] | None = None) -> Work
     wf.nodes = _parse_nodes(data.get("nodes") or [], issues)
     wf.outputs = _parse_outputs(data.get("outputs") or {}, issues)
     wf.layout = _parse_layout(data.get("layout") or {}, issues)
+    wf.provenance = _parse_provenance(data.get("provenance"), issues)
     wf.load_issues = issues.found
     return wf
 
@@ -526,6 +533,16 @@ def _parse_outputs(outputs: Any, issues: _Issues) -> dict[str, str]:
         issues.add(_type_issue("outputs", "a mapping of name: node.port", outputs, issues.line("outputs")))
         return {}
     return {str(k): str(v) for k, v in outputs.items()}
+
+
+def _parse_provenance(provenance: Any, issues: _Issues) -> dict[str, Any] | None:
+    if provenance is None:
+        return None
+    if not isinstance(provenance, dict):
+        issues.add(_type_issue("provenance", "a mapping (what made this workflow: dataset, model, figures)",
+                               provenance, issues.line("provenance")))
+        return None
+    return dict(provenance)
 
 
 def _parse_layout(layout: Any, issues: _Issues) -> dict[str, list[float]]:

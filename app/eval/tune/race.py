@@ -1,0 +1,125 @@
+"""Successive halving with paired tests (pure functions over per-item results): after each slice of dev, the
+candidates over budget, those significantly worse than the leader (the product's paired test) and the bottom half
+are dropped; the choice among the finalists is made on dev alone."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from app.eval.paired import ALPHA, compare
+
+
+@dataclass
+class ItemResult:
+    """What one candidate did on one item."""
+
+    score: float
+    tokens: int
+    """Its cost as if run alone: prompt and completion tokens, those reused from a shared sample pool included."""
+    seconds: float
+    spent: int = 0
+    """Tokens actually evaluated and generated for it (not those it found in the shared pool)."""
+
+
+Results = dict[str, dict[int, ItemResult]]
+"""label -> item -> result."""
+
+
+@dataclass
+class Figures:
+    """A candidate's figures on a set of items."""
+
+    n: int
+    accuracy: float
+    tokens_per_item: float
+    seconds_per_item: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"n": self.n, "accuracy": self.accuracy, "tokens_per_item": self.tokens_per_item,
+                "seconds_per_item": self.seconds_per_item}
+
+
+def figures(rows: dict[int, ItemResult], items: list[int]) -> Figures:
+    got = [rows[i] for i in items if i in rows]
+    n = len(got)
+    if not n:
+        return Figures(0, math.nan, math.nan, math.nan)
+    return Figures(n, math.fsum(r.score for r in got) / n, math.fsum(r.tokens for r in got) / n,
+                   math.fsum(r.seconds for r in got) / n)
+
+
+def scores(rows: dict[int, ItemResult], items: list[int]) -> dict[int, list[float]]:
+    """The paired test's input: item -> [score]."""
+    return {i: [rows[i].score] for i in items if i in rows}
+
+
+def over_budget(fig: Figures, budget_tokens: int | None, budget_seconds: float | None) -> str | None:
+    if budget_tokens is not None and fig.n and fig.tokens_per_item > budget_tokens:
+        return f"over budget: {fig.tokens_per_item:.0f} tokens per item on {fig.n} dev items (budget {budget_tokens})"
+    if budget_seconds is not None and fig.n and fig.seconds_per_item > budget_seconds:
+        return (f"over budget: {fig.seconds_per_item:.1f} s per item on {fig.n} dev items "
+                f"(budget {budget_seconds:g} s)")
+    return None
+
+
+def ranked(labels: list[str], results: Results, items: list[int]) -> list[str]:
+    """Best first: higher accuracy, then fewer tokens, then the order given (the baseline first)."""
+    figs = {label: figures(results.get(label, {}), items) for label in labels}
+
+    def key(label: str) -> tuple[float, float, int]:
+        f = figs[label]
+        return (-(f.accuracy if not math.isnan(f.accuracy) else -1.0), f.tokens_per_item, labels.index(label))
+
+    return sorted(labels, key=key)
+
+
+def race_round(alive: list[str], results: Results, items: list[int], *, baseline: str,
+               budget_tokens: int | None = None, budget_seconds: float | None = None,
+               halve: bool = True) -> dict[str, str]:
+    """The candidates to drop after a slice of dev ({label: reason}); the baseline is never dropped."""
+    drops: dict[str, str] = {}
+    for label in alive:
+        why = over_budget(figures(results.get(label, {}), items), budget_tokens, budget_seconds)
+        if why and label != baseline:
+            drops[label] = why
+    within = [label for label in alive if label not in drops]
+    if not within:
+        return drops
+    leader = ranked(within, results, items)[0]
+    for label in within:
+        if label in (leader, baseline):
+            continue
+        comparison = compare(leader, label, scores(results.get(leader, {}), items),
+                             scores(results.get(label, {}), items))
+        if comparison.p_value < ALPHA and comparison.diff > 0:
+            drops[label] = (f"significantly worse than {leader} on {comparison.n} dev items "
+                            f"({comparison.diff * -100:+.0f} points, p = {comparison.p_value:.2g})")
+    rest = [label for label in ranked(within, results, items) if label not in drops and label != baseline]
+    if halve and len(rest) > 1:
+        keep = math.ceil(len(rest) / 2)
+        lead = figures(results.get(leader, {}), items)
+        for label in rest[keep:]:
+            f = figures(results.get(label, {}), items)
+            drops[label] = (f"bottom half after {f.n} dev items ({f.accuracy:.0%} against the leader's "
+                            f"{lead.accuracy:.0%})")
+    return drops
+
+
+def choose(finalists: list[str], results: Results, dev: list[int], *, baseline: str,
+           budget_tokens: int | None = None, budget_seconds: float | None = None) -> tuple[str, str]:
+    """(recommended label, why) from dev alone: the best finalist within the budget when it beats the baseline
+    significantly on dev (the paired test), else the baseline: an honest "no gain"."""
+    within = [label for label in finalists
+              if label == baseline or not over_budget(figures(results.get(label, {}), dev), budget_tokens,
+                                                     budget_seconds)]
+    best = ranked(within, results, dev)[0] if within else baseline
+    if best == baseline:
+        return baseline, f"no candidate scored above greedy {baseline} on dev"
+    comparison = compare(best, baseline, scores(results.get(best, {}), dev), scores(results.get(baseline, {}), dev))
+    if comparison.p_value < ALPHA and comparison.diff > 0:
+        return best, (f"{best} beats greedy on {comparison.n} dev items by {comparison.diff * 100:.0f} points "
+                      f"(p = {comparison.p_value:.2g})")
+    return baseline, (f"no gain: the best finalist, {best}, does not beat greedy significantly on dev "
+                      f"({comparison.diff * 100:+.0f} points, p = {comparison.p_value:.2g}); greedy is recommended")

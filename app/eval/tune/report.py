@@ -1,0 +1,78 @@
+"""The held-out report of a tune: the finalists' test table (accuracy with its 95 % interval, tokens and seconds
+per item), the Pareto front of accuracy against tokens, and the paired comparisons of the recommended one."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from app.eval.paired import compare
+from app.eval.stats import pareto_front, wilson_interval
+from app.eval.tune.race import Results, figures, scores
+
+MAJORITY_WORKFLOWS = ("self_consistency",)
+BEST_OF_N_WORKFLOWS = ("best_of_n", "code_best_of_n")
+
+
+def _finite(x: float) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+
+def test_figures(rows: dict[int, Any], test: list[int]) -> dict[str, Any]:
+    """{accuracy, ci, tokens_per_item, seconds_per_item, n} on the test items."""
+    f = figures(rows, test)
+    correct = round(f.accuracy * f.n) if f.n else 0
+    lo, hi = wilson_interval(correct, f.n) if f.n else (0.0, 1.0)
+    return {"accuracy": _finite(f.accuracy), "ci": [lo, hi], "tokens_per_item": _finite(f.tokens_per_item),
+            "seconds_per_item": _finite(f.seconds_per_item), "n": f.n}
+
+
+def held_out_table(finalists: list[str], results: Results, test: list[int]) -> list[dict[str, Any]]:
+    return [{"label": label, **test_figures(results.get(label, {}), test)} for label in finalists]
+
+
+def front(table: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The test Pareto front: no other finalist is as accurate for fewer tokens."""
+    points = [(row["tokens_per_item"] if row["tokens_per_item"] is not None else math.nan,
+               row["accuracy"] if row["accuracy"] is not None else math.nan) for row in table]
+    return [{"label": table[i]["label"], "accuracy": table[i]["accuracy"],
+             "tokens_per_item": table[i]["tokens_per_item"]} for i in pareto_front(points)]
+
+
+def comparison(a: str, b: str, results: Results, test: list[int]) -> dict[str, Any]:
+    """{a, b, diff, ci, p, n, sentence}: the paired comparison of a against b on test."""
+    c = compare(a, b, scores(results.get(a, {}), test), scores(results.get(b, {}), test))
+    return {"a": a, "b": b, "diff": _finite(c.diff), "ci": [_finite(x) for x in c.ci], "p": c.p_value, "n": c.n,
+            "sentence": c.sentence()}
+
+
+def _closest(table: list[dict[str, Any]], labels: dict[str, str], family: tuple[str, ...], tokens: float | None,
+             recommended: str) -> str | None:
+    """The finalist of a family (plain majority, best-of-N) at the tokens nearest the recommended one's."""
+    rows = [r for r in table if labels.get(r["label"]) in family and r["label"] != recommended
+            and r["tokens_per_item"] is not None]
+    if not rows or tokens is None:
+        return None
+    return min(rows, key=lambda r: (abs(r["tokens_per_item"] - tokens), -(r["accuracy"] or 0)))["label"]
+
+
+def comparisons(recommended: str, baseline: str, table: list[dict[str, Any]], workflow_of: dict[str, str],
+                results: Results, test: list[int]) -> list[dict[str, Any]]:
+    """The recommended one against greedy, and against the best plain majority / best-of-N at equal tokens."""
+    out = []
+    if recommended != baseline:
+        out.append({"against": "greedy", **comparison(recommended, baseline, results, test)})
+    tokens = next((r["tokens_per_item"] for r in table if r["label"] == recommended), None)
+    for name, family in (("plain majority", MAJORITY_WORKFLOWS), ("best-of-N", BEST_OF_N_WORKFLOWS)):
+        other = _closest(table, workflow_of, family, tokens, recommended)
+        if other is not None:
+            out.append({"against": f"{name} at equal tokens", **comparison(recommended, other, results, test)})
+    return out
+
+
+def verdict(recommended: str, baseline: str, why: str, main: dict[str, Any]) -> str:
+    """One sentence for the user: what is recommended, from dev, and what the held-out test says."""
+    if recommended == baseline:
+        return f"Recommended: greedy {baseline}. {why}."
+    held = (f"on held-out test it {main['sentence'].split(' ', 1)[1]}" if main.get("n") else "no test items")
+    return f"Recommended: {recommended} ({why}); {held}."
