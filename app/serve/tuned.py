@@ -6,13 +6,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from app.eval.tune.writer import TUNED_FOLDER
 from app.service.studio import StudioService
 from app.workflow.files import WORKFLOW_SUFFIX, safe_workflow_name, workflow_path
 
 log = logging.getLogger(__name__)
 
-TUNED_FOLDER = "tuned"
-"""The sub-folder of the workflows folder where `metagen tune` writes its recommendations."""
 TUNED_PREFIX = f"{TUNED_FOLDER}/"
 AUTO_MODEL = "auto"
 """The model id that answers with the most recent tuned workflow (or the one `metagen serve --auto` names)."""

@@ -21,10 +21,10 @@ from app.service.errors import UserError
 from app.service.evaluations import EvaluationService
 from app.service.folder_ports import FolderPorts
 from app.service.gallery import Gallery
-from app.service.tune_jobs import TuneJobs
 from app.service.interruptible import wait_interruptibly
 from app.service.model_catalog import ModelCatalog
 from app.service.model_hub import ModelHub
+from app.service.tune_jobs import TuneJobs
 from app.share.consent import RemoteConsent
 from app.share.policy import (
     SharePolicy,

@@ -1,4 +1,4 @@
-"""A workflow's `tags:` (issue 41): parsed, checked with codes and lines, dumped canonically, and every example tagged."""
+"""A workflow's `tags:` (issue 41): parsed, checked with codes and lines, dumped canonically, every example tagged."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ description: A workflow with tags.
 {tags}models:
   main: {{source: bundled}}
 inputs:
-  question: {{type: text, default: What is 2 + 2?}}
+  question: {{type: text, default: 'What is 2 + 2?'}}
 nodes:
 - id: answer
   kind: generator
@@ -52,7 +52,7 @@ def test_tags_in_both_forms_are_read_and_dumped_canonically() -> None:
 
 def test_no_tags_dumps_no_tags_key() -> None:
     wf = load("")
-    assert wf.tags == {} and "tags" not in wf.to_yaml()
+    assert wf.tags == {} and "\ntags:" not in wf.to_yaml()
 
 
 def test_tags_do_not_change_the_semantic_hash() -> None:
