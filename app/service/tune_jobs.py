@@ -36,6 +36,8 @@ class TuneJob:
     started: float = field(default_factory=time.time)
     state: str = RUNNING
     progress: TuneProgress | None = None
+    race: TuneProgress | None = None
+    """The latest progress of the race on dev (the test phase's progress has the finalists only)."""
     result: TuneResult | None = None
     error: str | None = None
     thread: threading.Thread | None = None
@@ -45,6 +47,7 @@ class TuneJob:
         return {"job_id": self.job_id, "state": self.state, "elapsed_s": round(time.time() - self.started, 1),
                 "options": self.options.to_json(), "error": self.error,
                 "progress": asdict(self.progress) if self.progress is not None else None,
+                "race": asdict(self.race) if self.race is not None else None,
                 "result": self.result.to_json() if self.result is not None else None}
 
 
@@ -68,6 +71,8 @@ class TuneJobs:
     def _run(self, job: TuneJob) -> None:
         def progressed(progress: TuneProgress) -> None:
             job.progress = progress
+            if progress.phase == "dev":
+                job.race = progress
 
         try:
             job.result = self._tune(job.options, on_progress=progressed, cancel=job.cancel)

@@ -162,9 +162,9 @@ class TuneHandlers:
             return {v.timer: gr.Timer(active=False), v.message: message_html(str(exc), "error"),
                     v.start: gr.update(interactive=True), v.cancel: gr.update(interactive=False)}
         snap = job.snapshot()
-        out: dict[Any, Any] = {v.race: race_html(snap["progress"], job.state)}
         if job.state == RUNNING:
-            return out
+            return {v.race: race_html(snap["progress"], job.state)}
+        out: dict[Any, Any] = {v.race: race_html(snap["race"] or snap["progress"], job.state, snap["result"])}
         out.update({v.timer: gr.Timer(active=False), v.start: gr.update(interactive=True),
                     v.cancel: gr.update(interactive=False)})
         if job.result is None:
@@ -229,9 +229,9 @@ def _results() -> dict[str, Any]:
     result = gr.HTML(elem_id="mg-tune-result")
     with gr.Row():
         open_btn = gr.Button("Open the recommended workflow in the editor", elem_id="mg-tune-open", visible=False,
-                             scale=0)
+                             min_width=360)
         export_btn = gr.DownloadButton("Export the report (offline HTML)", elem_id="mg-tune-export", visible=False,
-                                       scale=0)
+                                       min_width=300)
     return {"message": message, "race": race, "plot": plot, "result": result, "open_btn": open_btn,
             "export_btn": export_btn, "job": gr.State(""), "timer": gr.Timer(POLL_S, active=False),
             "yaml_box": gr.Textbox(visible=False), "name_box": gr.Textbox(visible=False)}

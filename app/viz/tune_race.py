@@ -47,21 +47,44 @@ def _eta(seconds: Any) -> str:
     return f"about {minutes} min {secs} s left" if minutes else f"about {secs} s left"
 
 
-def race_html(progress: dict[str, Any] | None, state: str = "running") -> str:
-    """The race so far (`TuneProgress` as a dict): where it is, then one row per candidate, the leaders first."""
+def final_rows(rows: list[dict[str, Any]], candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The race's last rows with each candidate's final status and reason from the result (finalist, dropped after
+    N items, skipped), and a row for each skipped candidate that never raced."""
+    by_label = {c.get("label"): c for c in candidates}
+    out = []
+    for row in rows:
+        cand = by_label.get(row.get("label"))
+        out.append(row if cand is None else {**row, "status": cand.get("status") or row.get("status"),
+                                             "reason": cand.get("reason") or row.get("reason") or ""})
+    shown = {r.get("label") for r in rows}
+    out += [{"label": c.get("label"), "status": c.get("status"), "n_items": 0, "accuracy": None, "ci": None,
+             "tokens_per_item": None, "reason": c.get("reason") or ""}
+            for c in candidates if c.get("label") not in shown]
+    return out
+
+
+def race_html(progress: dict[str, Any] | None, state: str = "running", result: dict[str, Any] | None = None) -> str:
+    """The race so far (`TuneProgress` as a dict): where it is, then one row per candidate, the leaders first; with
+    the finished tune's `result` (its JSON), each row's final status and reason."""
     if not progress:
         return '<div class="mg-tune-race" data-testid="tune-race">Choosing the candidates…</div>'
-    rows = sorted(progress.get("rows") or [], key=lambda r: (
+    rows = progress.get("rows") or []
+    if result is not None:
+        rows = final_rows(rows, result.get("candidates") or [])
+    rows = sorted(rows, key=lambda r: (
         {"finalist": 0, "running": 0, "dropped": 1, "skipped": 2}.get(str(r.get("status")), 1),
         -(r.get("accuracy") or 0.0)))
     done, total = int(progress.get("done") or 0), int(progress.get("total") or 0)
     where = PHASE_TEXT.get(str(progress.get("phase")), str(progress.get("phase")))
+    if result is not None:
+        where = f"The race on the dev items, as it ended ({state})"
     head = (f"{esc(where)}" + (f", round {int(progress['round'])}" if progress.get("round") else "") +
             (f" · {done}/{total} runs" if total else "") + f" · {int(progress.get('tokens_used') or 0):,} tokens used" +
             (f" · {_eta(progress.get('eta_s'))}" if state == "running" else ""))
     alive = sum(1 for r in rows if r.get("status") in ("running", "finalist"))
+    left = "finalists" if result is not None else "candidates left"
     return (f'<div class="mg-tune-race" data-testid="tune-race"><div class="mg-tune-head" data-testid="tune-head">'
-            f'{head} · {alive} of {len(rows)} candidates left</div>'
+            f'{head} · {alive} of {len(rows)} {left}</div>'
             '<table class="mg-tune-table"><thead><tr><th>candidate</th><th>status</th><th>items</th>'
             '<th>accuracy (95% CI)</th><th>CI</th><th>tokens/item</th><th>why dropped / skipped</th></tr></thead>'
             f'<tbody>{"".join(_row(r) for r in rows)}</tbody></table></div>')

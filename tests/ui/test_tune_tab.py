@@ -161,3 +161,18 @@ def test_the_held_out_table_marks_the_recommended_one_and_greedy() -> None:
     assert "self_consistency n=4 ★ recommended" in html and "chain_of_thought (greedy)" in html
     assert "4 test items" in html and "4 dev items" in html and "12,345" in html
     assert "No strategy beats greedy significantly" in html and "p = 0.50" in html
+
+
+def test_a_finished_race_shows_each_candidates_final_status_and_the_skipped_ones() -> None:
+    candidates = [{"label": "self_consistency n=4", "status": "finalist", "reason": ""},
+                  {"label": "chain_of_thought", "status": "finalist", "reason": ""},
+                  {"label": "self_consistency n=32", "status": "dropped", "dropped_after": 4,
+                   "reason": "over budget: 3,200 tokens per item > 2,000"},
+                  {"label": "code_best_of_n", "status": "skipped",
+                   "reason": "its input public_tests binds to no column"}]
+    html = race_html({**progress(32, ROUND_2).__dict__}, "done", {"candidates": candidates})
+    assert re.findall(r'data-status="(\w+)" data-label="([^"]+)"', html) == [
+        ("finalist", "self_consistency n=4"), ("finalist", "chain_of_thought"), ("dropped", "self_consistency n=32"),
+        ("skipped", "code_best_of_n")]
+    assert "in the race" not in html
+    assert "binds to no column" in html and "as it ended (done)" in html and "2 of 4 finalists" in html
