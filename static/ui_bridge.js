@@ -213,6 +213,7 @@
       }
       showYamlError(null);
       loadCanvas(result.workflow, false);
+      if (S.gallery && !isEmptyWorkflow()) S.gallery.hide();  // typed or pasted a workflow: show it
       applyChecks(result);
       saveDraft();
     });
