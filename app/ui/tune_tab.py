@@ -58,6 +58,7 @@ class TuneView:
     budget: gr.Number
     limit: gr.Number
     candidates: gr.Dropdown
+    axes: gr.Textbox
     start: gr.Button
     cancel: gr.Button
     message: gr.HTML
@@ -79,8 +80,8 @@ class TuneView:
                 self.start, self.cancel]
 
 
-def options_from_form(dataset: Any, metric: Any, model: Any, budget: Any, limit: Any,
-                      candidates: Any) -> TuneOptions:
+def options_from_form(dataset: Any, metric: Any, model: Any, budget: Any, limit: Any, candidates: Any,
+                      axes: Any = "") -> TuneOptions:
     """The form as TuneOptions; UserError saying what to fix."""
     if not dataset:
         raise UserError("pick a dataset (or a task preset) to tune on")
@@ -94,7 +95,8 @@ def options_from_form(dataset: Any, metric: Any, model: Any, budget: Any, limit:
     if items is not None and items < 4:
         raise UserError("tune on at least 4 items (half are held out for the reported figures)")
     return TuneOptions(data=str(dataset), metric=str(metric) or None, model=str(model or "").strip() or None,
-                       budget_tokens=budget_tokens, limit=items, candidates=[str(c) for c in candidates or []])
+                       budget_tokens=budget_tokens, limit=items, candidates=[str(c) for c in candidates or []],
+                       axes=[a.strip() for a in str(axes or "").split(";") if a.strip()])
 
 
 def _figure(result: Any) -> Any:
@@ -132,11 +134,11 @@ class TuneHandlers:
         return {v.dataset: gr.update(choices=datasets, value=preferred), v.candidates: gr.update(
             choices=self.service.list_examples())}
 
-    def on_start(self, dataset: Any, metric: Any, model: Any, budget: Any, limit: Any, candidates: Any,
+    def on_start(self, dataset: Any, metric: Any, model: Any, budget: Any, limit: Any, candidates: Any, axes: Any,
                  request: gr.Request) -> dict[Any, Any]:
         v = self.v
         try:
-            options = options_from_form(dataset, metric, model, budget, limit, candidates)
+            options = options_from_form(dataset, metric, model, budget, limit, candidates, axes)
             job = self.service.tune_jobs.start(options, owner=visitor_for(self.service, request))
         except UserError as exc:
             return {v.message: message_html(str(exc), "error")}
@@ -214,11 +216,14 @@ def _form(service: StudioService) -> dict[str, Any]:
         candidates = gr.Dropdown(service.list_examples(), multiselect=True, label="Candidates (empty: every example "
                                  "that fits the dataset, greedy chain-of-thought always)", elem_id="mg-tune-candidates",
                                  scale=3)
+    axes = gr.Textbox(label="Compute axes (optional): NODE.PARAM=v1,v2, several separated by ;  (empty: each "
+                      "candidate's natural axis, doubling within the budget)", placeholder="think.n=2,4,8",
+                      elem_id="mg-tune-axes")
     with gr.Row():
         start = gr.Button("Tune", variant="primary", elem_id="mg-tune-start", scale=0)
         cancel = gr.Button("Cancel", elem_id="mg-tune-cancel", interactive=False, scale=0)
     return {"dataset": dataset, "metric": metric, "model": model, "budget": budget, "limit": limit,
-            "candidates": candidates, "start": start, "cancel": cancel}
+            "candidates": candidates, "axes": axes, "start": start, "cancel": cancel}
 
 
 def _results() -> dict[str, Any]:
@@ -241,7 +246,7 @@ def tune_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TuneView:
     """The tab's components and events, inside the current `gr.Tab`."""
     v = TuneView(**_form(service), **_results(), tabs=tabs)
     h = TuneHandlers(service, v)
-    form = [v.dataset, v.metric, v.model, v.budget, v.limit, v.candidates]
+    form = [v.dataset, v.metric, v.model, v.budget, v.limit, v.candidates, v.axes]
     tab.select(h.on_select, None, [v.dataset, v.candidates, v.message])
     v.start.click(h.on_start, form, [v.job, *v.shown])
     v.cancel.click(h.on_cancel, [v.job], [v.message])

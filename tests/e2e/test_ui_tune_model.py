@@ -1,5 +1,5 @@
 """The Tune tab on the real bundled model (SmolLM2 via llama.cpp, `metagen ui` without --dry-run): a tiny tune of
-greedy chain-of-thought against self-consistency on 4 arithmetic items shows its race live, finishes with the
+greedy chain-of-thought against self-consistency (n = 2) on 4 arithmetic items shows its race live, finishes with the
 held-out table, and the recommended workflow it wrote opens in the editor without a problem."""
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ def test_a_tiny_tune_on_the_bundled_model_races_and_recommends(ui: Any, shot: An
     page.wait_for_function("document.querySelector('#mg-tune-dataset input').value.startsWith('arithmetic')")
     _pick(page, "mg-tune-candidates", ["chain_of_thought", "self_consistency"])
     page.locator("#mg-tune-limit input").fill("4")
-    page.locator("#mg-tune-budget input").fill("600")  # the larger self-consistency draws go over it and drop
+    page.locator("#mg-tune-budget input").fill("2000")
+    page.locator("#mg-tune-axes textarea").fill("think.n=2")  # a tiny race for a 2-core machine
     page.locator("#mg-tune-start").click()
     rows = page.locator("[data-testid=tune-row]")
     rows.first.wait_for(timeout=120_000)

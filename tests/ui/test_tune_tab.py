@@ -84,6 +84,8 @@ def test_the_form_becomes_tune_options() -> None:
     assert options == TuneOptions(data="arithmetic", metric=None, model=None, budget_tokens=2000, limit=20,
                                   candidates=["self_consistency"])
     assert options_from_form("code", "tests", "my.gguf", None, None, []).model == "my.gguf"
+    assert options_from_form("code", "", "", 2000, 8, [], " think.n=2,4 ; rounds=1 ;").axes == ["think.n=2,4",
+                                                                                                "rounds=1"]
 
 
 @pytest.mark.parametrize(("form", "says"), [
