@@ -23,7 +23,7 @@ def test_a_tiny_tune_on_the_bundled_model_races_and_recommends(ui: Any, shot: An
     _pick(page, "mg-tune-candidates", ["chain_of_thought", "self_consistency"])
     page.locator("#mg-tune-limit input").fill("4")
     page.locator("#mg-tune-budget input").fill("2000")
-    page.locator("#mg-tune-axes textarea, #mg-tune-axes input").first.fill("think.n=2")  # a tiny race for a 2-core machine
+    page.locator("#mg-tune-axes textarea, #mg-tune-axes input").first.fill("think.n=2")  # a tiny race
     page.locator("#mg-tune-start").click()
     rows = page.locator("[data-testid=tune-row]")
     rows.first.wait_for(timeout=120_000)
