@@ -26,6 +26,10 @@ Sections:
                        --model FILE.gguf runs every workflow on that model instead of the bundled one)
   early_exit_overhead  DEER's probes on the bundled model (not a thinking model: the overhead only): probe tokens
                        and time per thinking token against the same sampler thinking without early exit
+  gallery_figures      each example workflow (--examples, default all) on the bundled dataset its `task` tag names
+                       (math: arithmetic, code: code with --metric tests, open: instructions), --limit items: accuracy
+                       with its 95% CI, tokens and model calls per item; merged into workflows/measured.json, which
+                       the strategy gallery shows (app/service/gallery.py)
 """
 
 from __future__ import annotations
@@ -752,6 +756,91 @@ def methods_table(args: argparse.Namespace) -> None:
             print(f"    ({time.perf_counter() - started:.0f} s)", flush=True)
 
 
+# ---------------------------------------------------------------------------------------- gallery_figures
+
+GALLERY_DATASETS = {
+    "math": ("datasets/arithmetic.jsonl", "number", {}),
+    "code": ("datasets/code.jsonl", "tests", {}),
+    "open": ("datasets/instructions.csv", "python:datasets/instructions_metric.py", {"question": "prompt"}),
+}
+"""A `task` tag's bundled dataset: (file, metric, workflow input -> column where the names differ)."""
+
+
+def _gallery_dataset(wf: Any) -> tuple[str, str, dict[str, str]] | None:
+    """The first bundled dataset among the example's `task` tags whose columns its inputs without a default bind to."""
+    import csv
+    import json
+
+    from app.workflow.tags import tag_values
+
+    for task in tag_values(wf.tags, "task"):
+        path, metric, mapping = GALLERY_DATASETS[task]
+        text = (ROOT / path).read_text(encoding="utf-8")
+        columns = set(next(csv.reader([text.splitlines()[0]]))) if path.endswith(".csv") else \
+            set(json.loads(text.splitlines()[0]))
+        needed = {mapping.get(name, name) for name in wf.inputs}
+        if needed <= columns:
+            return path, metric, {k: v for k, v in mapping.items() if k in wf.inputs}
+    return None
+
+
+def _gallery_figure(studio: Any, name: str, wf: Any, limit: int) -> dict[str, Any] | str:
+    """The example's measured figure on its bundled dataset, or the reason it has none."""
+    import metagen
+
+    found = _gallery_dataset(wf)
+    if found is None:
+        return "no bundled dataset binds its inputs"
+    path, metric, mapping = found
+    try:
+        ev = metagen.evaluate({name: metagen.load(str(ROOT / "workflows" / f"{name}.yaml"))}, str(ROOT / path),
+                              metric=metric, map=mapping or None, limit=limit, progress=False, studio=studio)
+    except Exception as exc:  # the reason goes into the printed table; the other examples still run
+        return f"{type(exc).__name__}: {exc}"
+    point = ev.summary["points"][0]
+    total = max(int(point["total"]), 1)
+    if point["accuracy"] is None:
+        return f"nothing graded ({point.get('ungraded_reason') or 'no items'})"
+    return {"dataset": Path(path).name, "metric": metric, "items": int(point["total"]),
+            "accuracy": point["accuracy"], "ci": list(point["ci"]), "tokens_per_item": point["cost_tokens"] / total,
+            "calls_per_item": point["lm_calls"] / total, "seconds_per_item": point["busy_s"] / total}
+
+
+@section
+def gallery_figures(args: argparse.Namespace) -> None:
+    import datetime
+    import json
+
+    import metagen
+    from app.platform.fileio import atomic_write_text
+    from app.service.gallery import MEASURED_FILE, read_measured
+    from app.workflow.spec import load_workflow
+    from backends.llama.models.bundled import bundled_model_path
+
+    folder = ROOT / "workflows"
+    names = [n.strip() for n in args.examples.split(",") if n.strip()] or sorted(p.stem for p in folder.glob("*.yaml"))
+    model = f"{bundled_model_path().name} (bundled, CPU)"
+    today = datetime.date.today().isoformat()
+    measured = read_measured(folder) or {"examples": {}}
+    measured.update({"note": "written by benchmarks/bench_strategies.py --only gallery_figures; never edit by hand",
+                     "model": model})
+    print(f"gallery_figures: {model}, first {args.limit} items of the bundled dataset of each example's task tag")
+    with tempfile.TemporaryDirectory() as tmp, metagen.Studio(trace_db=Path(tmp) / "traces.db",
+                                                             workflows_dir=Path(tmp) / "workflows") as studio:
+        for name in names:
+            started = time.perf_counter()
+            figure = _gallery_figure(studio, name, load_workflow(folder / f"{name}.yaml"), args.limit)
+            if isinstance(figure, str):
+                print(f"  {name:<28} no figure: {figure}")
+                continue
+            measured["examples"][name] = {**figure, "model": model, "date": today,
+                                          "source": f"bench_strategies.py gallery_figures --limit {args.limit}"}
+            print(f"  {name:<28} {figure['accuracy']:>5.0%} ({figure['ci'][0]:.0%}-{figure['ci'][1]:.0%}) on "
+                  f"{figure['dataset']:<18} {figure['tokens_per_item']:>7.0f} tokens/item "
+                  f"{figure['calls_per_item']:>5.1f} calls/item  ({time.perf_counter() - started:.0f} s)", flush=True)
+            atomic_write_text(folder / MEASURED_FILE, json.dumps(measured, indent=1, sort_keys=True) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default="", help="comma-separated sections (default: all): " + ", ".join(SECTIONS))
@@ -762,6 +851,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=4, help="samples per item (selection_eval)")
     parser.add_argument("--model", default="", help="a GGUF file instead of the bundled model (methods_table)")
     parser.add_argument("--draw-n", type=int, default=16, help="samples per draw (self_certainty_overhead)")
+    parser.add_argument("--examples", default="", help="comma-separated example names (gallery_figures; default all)")
     parser.add_argument("--draw-tokens", type=int, default=96, help="tokens per sample (self_certainty_overhead)")
     args = parser.parse_args()
     chosen = [s.strip() for s in args.only.split(",") if s.strip()] or list(SECTIONS)

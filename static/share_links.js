@@ -95,7 +95,8 @@
       return;
     }
     if (result.kind === "workflow") {
-      chooseInSelect(result.source === "example" ? "example-select" : "open-select", result.name);
+      if (result.source === "example") await window.MetagenUI.openExample(result.name);
+      else chooseInSelect("open-select", result.name);
     } else if (result.kind === "wf") {
       const state = window.MetagenUI.state();
       if (state.dirty && !window.confirm("Replace your unsaved changes with the workflow from the link?")) return;

@@ -8,7 +8,11 @@
  *   YAML typing  -> mg_parse_yaml  -> canvas reloads, or the error with its line (nothing is lost)
  *   Run          -> mg_run, then mg_status polled while runs are active -> live node states
  *
- * Public: window.MetagenUI.start(element, server), .openYaml(text, name), .state(), .currentYaml()
+ * The first screen (no draft to restore, no link) and "New from example…" show the strategy gallery
+ * (static/gallery.js) over the empty canvas.
+ *
+ * Public: window.MetagenUI.start(element, server), .openYaml(text, name), .openExample(name), .showGallery(),
+ * .state(), .currentYaml()
  */
 (function () {
   "use strict";
@@ -212,6 +216,7 @@
       }
       showYamlError(null);
       loadCanvas(result.workflow, false);
+      if (S.gallery && !isEmptyWorkflow()) S.gallery.hide();  // typed or pasted a workflow: show it
       applyChecks(result);
       saveDraft();
     });
@@ -311,6 +316,7 @@
     if (hadLinked || Object.keys(S.linkedPorts).length) applyWorkflowPorts();
     S.pythonConfirmed = false;
     if (!S.offeredDraft) S.el.draft.hidden = true;  // a restored draft's banner speaks of that draft only
+    if (S.gallery) S.gallery.hide();  // a workflow is open: the canvas shows it
     if (result.error && typeof result.error === "object") {
       // the file does not parse: show its text and the error; the canvas is left as it was
       setYamlText(result.yaml || "");
@@ -341,16 +347,27 @@
     notice("Opened " + result.name + ".", "ok");
   }
 
+  /** An example as a new workflow: not an unsaved change (nothing of the user's is in it until they edit it). */
   async function openExample(name) {
     if (!name || !confirmDiscard()) return;
     const result = await call("mg_example", { name: name });
     if (typeof result.error === "string") return notice(result.error, "error");
-    applyOpened(result, null, true, "file", result.children, result.children_ports);
+    applyOpened(result, null, false, "file", result.children, result.children_ports);
     notice("New workflow from the example " + name + " (not saved yet).", "ok");
+  }
+
+  /** The Tune tab (app/ui/tune_tab.py), by its tab button. */
+  function openTune() {
+    const tabs = Array.from(document.querySelectorAll("button[role=tab]"));
+    const button = document.getElementById("mg-tab-tune-button") ||
+      tabs.find((b) => b.textContent.trim() === "Tune");
+    if (button) button.click();
+    else notice("The Tune tab is not available in this app.", "warn");
   }
 
   function newWorkflow() {
     if (!confirmDiscard()) return;
+    if (S.gallery) S.gallery.hide();
     loadCanvas(JSON.parse(JSON.stringify(EMPTY)), true);
     S.el.draft.hidden = true;
     setName(null);
@@ -459,7 +476,7 @@
     const q = (sel) => root.querySelector(sel);
     S.el = {
       title: q("[data-testid=wf-title]"), dirty: q("[data-testid=dirty-flag]"), notice: q("[data-testid=notice]"),
-      openSelect: q("[data-testid=open-select]"), exampleSelect: q("[data-testid=example-select]"),
+      openSelect: q("[data-testid=open-select]"),
       upload: q("[data-testid=upload-input]"), draft: q("[data-testid=draft-banner]"),
       canvas: q("[data-testid=canvas-host]"), yaml: q("[data-testid=yaml-editor]"), gutter: q(".mg-gutter"),
       yamlError: q("[data-testid=yaml-error]"), yamlStatus: q("[data-testid=yaml-status]"),
@@ -497,7 +514,8 @@
       }
       const actions = {
         new: newWorkflow, save: () => save(false), "save-as": () => save(true), download: download,
-        run: run, cancel: cancel,
+        run: run, cancel: cancel, gallery: () => S.gallery && S.gallery.show(),
+        "gallery-close": () => S.gallery && S.gallery.hide(),
         "discard-draft": discardDraft,
         "open-draft": openOfferedDraft,
       };
@@ -508,11 +526,6 @@
       const name = S.el.openSelect.value;
       S.el.openSelect.value = "";
       openSaved(name);
-    });
-    S.el.exampleSelect.addEventListener("change", () => {
-      const name = S.el.exampleSelect.value;
-      S.el.exampleSelect.value = "";
-      openExample(name);
     });
     S.el.upload.addEventListener("change", () => {
       upload(S.el.upload.files && S.el.upload.files[0]);
@@ -607,7 +620,7 @@
     S.ports = init.workflow_ports || {};
     S.ed = await mountEditor(init.schema, init.rules);
     fillSelect(S.el.openSelect, init.workflows, "Open…");
-    fillSelect(S.el.exampleSelect, init.examples, "New from example…");
+    S.gallery = window.MetagenGallery.create({ root: element, call: call, openExample: openExample, openTune: openTune });
     if (init.dry_run) notice("Dry run: a scripted fake model answers instead of llama.cpp.", "warn");
 
     const draft = readDraft();
@@ -620,6 +633,7 @@
     if (!restored) {
       const result = await call("mg_from_editor", { workflow: EMPTY });
       if (!result.error) applyOpened(result, null, false);
+      S.gallery.show();  // the first screen: strategies to start from, not an empty canvas (a link hides it again)
     }
     for (const snap of init.active_runs || []) S.runs.push(snap);
     if (S.runs.length) schedulePoll();
@@ -727,11 +741,13 @@
     start: start,
     openYaml: openYaml,
     currentYaml: () => (S.el.yaml ? S.el.yaml.value : ""),  // the YAML pane (the Evaluate tab reads it)
-    call: call, openSaved: openSaved, editor: () => S.ed, notice: notice,
+    call: call, openSaved: openSaved, openExample: openExample, editor: () => S.ed, notice: notice,
+    showGallery: () => S.gallery && S.gallery.show(),
     refreshLists: (r) => { fillSelect(S.el.openSelect, r.workflows, "Open…"); applyWorkflowPorts(r.workflow_ports); },
     state: () => ({
       name: S.name, dirty: S.dirty, yamlError: S.yamlError, currentRun: S.currentRun, linked: S.linked,
       linkedPorts: S.linkedPorts, origin: S.origin, draftOffered: !!S.offeredDraft,
+      gallery: !!(S.gallery && S.gallery.visible()),
       runs: S.runs.map((r) => ({ run_id: r.run_id, status: r.status })),
     }),
   };

@@ -59,6 +59,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help=f"apply these rules to requests from this machine too (also ${SHARE_MODE_ENV}=1)")
     p.add_argument("--mcp", action="store_true", help="also serve every workflow as an MCP tool at /mcp "
                    "(streamable HTTP; the same API key and share-mode rules; docs/mcp.md)")
+    p.add_argument("--auto", default=None, metavar="MODEL", help="the workflow `model: \"auto\"` answers with (a "
+                   "workflow name or tuned/NAME; default: the most recent tuned workflow, see `metagen tune`)")
     p.add_argument("--dry-run", action="store_true", help="answer with a scripted fake model instead of llama.cpp")
     p.add_argument("--fake-latency", type=float, default=0.0, metavar="SECONDS",
                    help="with --dry-run: delay each fake model request")
@@ -138,12 +140,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     service = StudioService(policy=SharePolicy.local(), workflows_dir=Path(args.workflows) if args.workflows else None,
                             trace_db=Path(args.db) if args.db else None, dry_run=args.dry_run,
                             fake_latency_s=max(0.0, args.fake_latency) if args.dry_run else 0.0)
+    if args.auto:  # a name that does not exist is a mistake to say now, not on the first request
+        from app.serve.catalog import find_model
+        from app.serve.errors import ApiError
+
+        try:
+            find_model(service, service.policy, args.auto)
+        except ApiError as exc:
+            service.close()
+            sock.close()
+            return _fail(f"--auto {args.auto}: {exc.message}")
     remote = remote_policy_for(service.policy, allow_python=args.allow_python, models_folder=service.models_dir,
                                max_lm_calls=args.cap_lm_calls, max_tokens=args.cap_tokens,
                                max_seconds=args.cap_seconds, max_concurrent_runs=args.max_concurrent_runs,
                                max_queue=args.max_queue)
     config = ServeConfig(remote_policy=remote, gate=RunGate(args.max_concurrent_runs, args.max_queue),
-                         api_keys=keys, share_rules_everywhere=args.share_mode or env_share_mode())
+                         api_keys=keys, share_rules_everywhere=args.share_mode or env_share_mode(), auto=args.auto)
     server = make_server(_app(service, config, args), args.host, args.port, lifespan=args.mcp)
     shown = f"[{args.host}]" if ":" in args.host else args.host
     lines = [f"OpenAI-compatible API: http://{shown}:{args.port}/v1  ({len(service.list_workflows())} workflow(s) "

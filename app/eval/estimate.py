@@ -16,7 +16,7 @@ from typing import Any
 from app.eval.plan import EvalPlan
 from app.platform.fileio import atomic_write_text
 from app.platform.paths import data_dir
-from app.workflow.spec import NodeSpec
+from app.workflow.spec import NodeSpec, Workflow
 from nodes.base import render_template
 from nodes.registry import NodeRegistry
 
@@ -64,6 +64,16 @@ def _resolved(node: NodeSpec, registry: NodeRegistry) -> dict[str, Any]:
     cls = registry.get(node.kind)
     defaults = {p.name: p.default for p in cls.params} if cls is not None else {}
     return {**defaults, **node.params}
+
+
+def workflow_cost(wf: Workflow, registry: NodeRegistry) -> tuple[int, int]:
+    """(LM calls, most completion tokens) of one run of `wf`'s own nodes, from their params as `estimate` counts
+    them (a workflow node's child and a model-judged vote are not counted: a lower bound for those)."""
+    calls = tokens = 0
+    for node in wf.nodes:
+        c, t = _calls_and_tokens(node, _resolved(node, registry))
+        calls, tokens = calls + c, tokens + t
+    return calls, tokens
 
 
 def estimate(plan: EvalPlan, registry: NodeRegistry, *, count_tokens: TokenCounter | None = None,

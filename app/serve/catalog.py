@@ -1,5 +1,6 @@
-"""The models the API offers: every workflow of the workflows folder, and each local model file under its name
-(the bundled model and the GGUF files of the models folder) for plain completions."""
+"""The models the API offers: every workflow of the workflows folder, the tuned workflows (`tuned/NAME`, and `auto`
+for the most recent: app.serve.tuned), and each local model file under its name (the bundled model and the GGUF
+files of the models folder) for plain completions."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from app.serve.errors import ApiError
+from app.serve.tuned import AUTO_MODEL, TUNED_PREFIX, auto_target, tuned_names, tuned_path
 from app.service.errors import UserError
 from app.service.model_names import BUNDLED_ALIAS, bundled_path, folder_model_paths, reserved_model_names
 from app.service.studio import StudioService
 from app.share.policy import SharePolicy
 from app.workflow.problems import WorkflowError
-from app.workflow.spec import Workflow, load_workflow_text
+from app.workflow.spec import Workflow, load_workflow, load_workflow_text
 from backends.base import ModelSpec
 
 log = logging.getLogger(__name__)
@@ -53,11 +55,18 @@ def _created(path: Path) -> int:
         return 0
 
 
-def _workflow_entry(service: StudioService, name: str) -> dict[str, Any]:
-    path = service.path_for(name)
+def _load(service: StudioService, model: WorkflowModel) -> Workflow:
+    """A workflow model's file, parsed: a tuned workflow from its path, any other through the service (by name)."""
+    if model.name.startswith(TUNED_PREFIX):
+        return load_workflow(model.path)
+    return load_workflow_text(service.read_workflow_text(model.name))
+
+
+def _workflow_entry(service: StudioService, name: str, path: Path | None = None) -> dict[str, Any]:
+    path = path or service.path_for(name)
     entry: dict[str, Any] = {"id": name, "object": "model", "created": _created(path), "owned_by": OWNER}
     try:
-        wf = load_workflow_text(service.read_workflow_text(name))
+        wf = _load(service, WorkflowModel(name, path))
     except (UserError, WorkflowError) as exc:
         entry["description"] = f"(this workflow cannot be read: {exc})"
         entry["metagen"] = {"kind": "workflow", "valid": False}
@@ -69,10 +78,30 @@ def _workflow_entry(service: StudioService, name: str) -> dict[str, Any]:
     return entry
 
 
-def list_models(service: StudioService, policy: SharePolicy) -> list[dict[str, Any]]:
-    """Workflows (but not those named like a model: model names are reserved), then the model files."""
+def _tuned_entries(service: StudioService, auto: str | None) -> list[dict[str, Any]]:
+    """`auto` (when it has a target), then each tuned workflow, the most recent first."""
+    entries = []
+    for name in tuned_names(service):
+        path = tuned_path(service, name)
+        if path is not None:
+            entry = _workflow_entry(service, name, path)
+            entry["metagen"]["tuned"] = True
+            entries.append(entry)
+    target = auto_target(service, auto)
+    if target is not None:
+        entries.insert(0, {"id": AUTO_MODEL, "object": "model", "created": entries[0]["created"] if entries else 0,
+                           "owned_by": OWNER, "description": f"answers with {target} (the most recent tuned workflow "
+                           "unless the server names one)", "metagen": {"kind": "auto", "target": target}})
+    return entries
+
+
+def list_models(service: StudioService, policy: SharePolicy, auto: str | None = None) -> list[dict[str, Any]]:
+    """Workflows (but not those named like a model: model names are reserved), `auto` and the tuned workflows,
+    then the model files. `auto`: the model id the server's config has `auto` answer with (None: the most recent
+    tuned workflow)."""
     reserved = reserved_model_names(service.models_dir, policy)
     data = [_workflow_entry(service, name) for name in service.list_workflows() if name.casefold() not in reserved]
+    data += _tuned_entries(service, auto)
     for name, model in model_files(service, policy).items():
         created = _created(Path(model.spec.path)) if model.spec.path else 0
         data.append({"id": name, "object": "model", "created": created, "owned_by": OWNER,
@@ -81,8 +110,27 @@ def list_models(service: StudioService, policy: SharePolicy) -> list[dict[str, A
     return data
 
 
-def find_model(service: StudioService, policy: SharePolicy, model_id: str) -> WorkflowModel | FileModel:
-    """The model file (first: model names are reserved) or workflow called `model_id`; ApiError 404 otherwise."""
+def _auto_model(service: StudioService, policy: SharePolicy, auto: str | None) -> WorkflowModel | FileModel:
+    target = auto_target(service, auto)
+    if target is None:
+        raise ApiError(404, "`auto` answers with the most recent tuned workflow, and there is none yet: run "
+                       "`metagen tune --data FILE ...` (it writes tuned/NAME.yaml into the workflows folder), or "
+                       "name a workflow with `metagen serve --auto NAME`", param="model", code="model_not_found")
+    if target == AUTO_MODEL:
+        raise ApiError(404, "`auto` cannot name itself; give `metagen serve --auto` a workflow name",
+                       param="model", code="model_not_found")
+    return find_model(service, policy, target)
+
+
+def find_model(service: StudioService, policy: SharePolicy, model_id: str,
+               auto: str | None = None) -> WorkflowModel | FileModel:
+    """The model file (first: model names are reserved) or workflow called `model_id` (a tuned one as `tuned/NAME`;
+    `auto`: the workflow `auto` names, else the most recent tuned one); ApiError 404 otherwise."""
+    if model_id == AUTO_MODEL:
+        return _auto_model(service, policy, auto)
+    tuned = tuned_path(service, model_id)
+    if tuned is not None:
+        return WorkflowModel(model_id, tuned)
     files = model_files(service, policy)
     if model_id in files:
         return files[model_id]
@@ -103,7 +151,7 @@ def find_model(service: StudioService, policy: SharePolicy, model_id: str) -> Wo
 def read_workflow(service: StudioService, model: WorkflowModel) -> Workflow:
     """The workflow's file, parsed (validation comes later); ApiError 400 when it cannot be read."""
     try:
-        return load_workflow_text(service.read_workflow_text(model.name))
+        return _load(service, model)
     except UserError as exc:
         raise ApiError(404, str(exc), param="model", code="model_not_found") from None
     except WorkflowError as exc:

@@ -38,6 +38,8 @@ class ServeConfig:
     max_n: int = MAX_N
     trace_link: bool = False
     """Whether a Traces tab is served next to the routes (then responses carry a `?run=` link)."""
+    auto: str | None = None
+    """The model id `model: "auto"` answers with (`metagen serve --auto`); None: the most recent tuned workflow."""
 
 
 def remote_policy_for(policy: SharePolicy, *, allow_python: bool = False, models_folder: Path | None = None,

@@ -97,11 +97,11 @@ def create_api(service: StudioService, config: ServeConfig) -> Starlette:
         return run
 
     async def models(request: Request, caller: Caller) -> Response:
-        return JSONResponse({"object": "list", "data": list_models(service, caller.policy)})
+        return JSONResponse({"object": "list", "data": list_models(service, caller.policy, config.auto)})
 
     async def model(request: Request, caller: Caller) -> Response:
         wanted = request.path_params["model_id"]
-        for entry in list_models(service, caller.policy):
+        for entry in list_models(service, caller.policy, config.auto):
             if entry["id"] == wanted:
                 return JSONResponse(entry)
         raise ApiError(404, f"the model {wanted!r} does not exist (GET /v1/models lists them)", param="model",
@@ -109,7 +109,7 @@ def create_api(service: StudioService, config: ServeConfig) -> Starlette:
 
     async def chat(request: Request, caller: Caller) -> Response:
         req = parse_chat(await read_json(request, config.max_body_bytes), config.max_n)
-        target = find_model(service, caller.policy, req.model)
+        target = find_model(service, caller.policy, req.model, config.auto)
         if isinstance(target, FileModel):
             refuse_rank_generation(target)
             return await plain_completion(request, service, config, caller, target, req, chat=True)
@@ -117,7 +117,7 @@ def create_api(service: StudioService, config: ServeConfig) -> Starlette:
 
     async def completions(request: Request, caller: Caller) -> Response:
         req = parse_completion(await read_json(request, config.max_body_bytes), config.max_n)
-        target = find_model(service, caller.policy, req.model)
+        target = find_model(service, caller.policy, req.model, config.auto)
         if not isinstance(target, FileModel):
             raise ApiError(400, f"{req.model!r} is a workflow: workflows answer on /v1/chat/completions; "
                            "/v1/completions takes a model file", param="model", code="model_not_supported")

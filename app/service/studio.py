@@ -20,9 +20,11 @@ from app.run.status import CANCELLED, FAILED, INVALID, QUEUED, SUCCEEDED
 from app.service.errors import UserError
 from app.service.evaluations import EvaluationService
 from app.service.folder_ports import FolderPorts
+from app.service.gallery import Gallery
 from app.service.interruptible import wait_interruptibly
 from app.service.model_catalog import ModelCatalog
 from app.service.model_hub import ModelHub
+from app.service.tune_jobs import TuneJobs
 from app.share.consent import RemoteConsent
 from app.share.policy import (
     SharePolicy,
@@ -108,6 +110,10 @@ class StudioService:
         """Where workflow nodes find their children: the workflows folder, then the examples; share mode takes
         names and paths that stay inside the folder only."""
         self.folder_ports = FolderPorts(self.registry, self.children)
+        self.gallery = Gallery(Path(self.examples_dir) if self.examples_dir is not None else None, self.registry)
+        """The strategy gallery's cards (the editor's first screen and New from example…)."""
+        self.tune_jobs = TuneJobs(self.tune)
+        """The Tune tab's tunes, each on a thread of its own."""
         self.scheduler = Scheduler(self.registry, provider, allow_python=self.policy.allow_python,
                                    children=self.children)
         self.scheduler.hide_cache_hits = self.policy.share_mode  # the prefix cache is shared by all visitors
@@ -203,6 +209,7 @@ class StudioService:
         return self.registry.schema()
 
     def close(self) -> None:
+        self.tune_jobs.close()
         for handle in list(self._runs.values()):
             handle.cancel.cancel("the app is shutting down")
         for handle in list(self._runs.values()):

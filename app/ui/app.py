@@ -1,4 +1,4 @@
-"""The Gradio app of `metagen ui`: editor page, Traces, Evaluate and Models tabs around one StudioService."""
+"""The Gradio app of `metagen ui`: editor page, Traces, Evaluate, Tune and Models tabs around one StudioService."""
 
 from __future__ import annotations
 
@@ -23,10 +23,12 @@ from app.ui.evaluate_tab import evaluate_tab
 from app.ui.models_tab import models_tab
 from app.ui.share_links import share_links_component, wire_run_links
 from app.ui.traces_tab import traces_tab
+from app.ui.tune_tab import TUNE_TAB, tune_tab
+from app.viz.tune_race import TUNE_CSS
 
 APP_TITLE = "Metagen Studio"
 STATIC_FILES = ("editor.css", "ui.css", "connection.js", "editor.js", "run_outputs.js", "run_panel.js",
-                "ui_bridge.js", "subworkflow_ui.js")
+                "gallery.js", "ui_bridge.js", "subworkflow_ui.js")
 """Loaded in this order into the page head (the editor before the bridge that mounts it). editor.js loads the
 editor's ES modules (static/editor/) with its own ?v= version; ui_bridge.js waits for them before mounting."""
 
@@ -42,7 +44,7 @@ footer { display: none !important; }
 /* table headers stay one line ("context", never "conte xt" in a 220 px tall header row) */
 #mg-models-table th, #mg-models-table th *, #mg-hub-table th, #mg-hub-table th *,
 #mg-hub-recommended-table th, #mg-hub-recommended-table th * { white-space: nowrap !important; word-break: keep-all; }
-"""
+""" + TUNE_CSS
 
 
 GRADIO_CACHE_CLEANUP = (900, 3600)
@@ -90,6 +92,9 @@ def build_app(service: StudioService) -> gr.Blocks:
                 traces_view = traces_tab(service, tabs, traces)
             with gr.Tab("Evaluate", id=EVALUATE_TAB, elem_id="mg-tab-evaluate") as evaluate:
                 evaluate_tab(service, tabs, evaluate)
+            if not service.share_mode:  # tuning runs many evaluations: the owner's only
+                with gr.Tab("Tune", id=TUNE_TAB, elem_id="mg-tab-tune") as tune:
+                    tune_tab(service, tabs, tune)
             with gr.Tab("Models", id=MODELS_TAB, elem_id="mg-tab-models") as models:
                 models_tab(service, models)
         wire_run_links(demo, service, tabs, traces_view)

@@ -33,9 +33,8 @@ PAGE_MARKUP = """
     <select class="mg-open" data-testid="open-select" aria-label="Open a saved workflow">
       <option value="">Open…</option>
     </select>
-    <select class="mg-example" data-testid="example-select" aria-label="New from an example">
-      <option value="">New from example…</option>
-    </select>
+    <button class="mg-btn" data-action="gallery" data-testid="example-btn"
+            title="Pick a strategy from the gallery of examples">New from example…</button>
     <button class="mg-btn" data-action="new" data-testid="new-btn" title="New empty workflow">New</button>
     <button class="mg-btn mg-primary" data-action="save" data-testid="save-btn" title="Save (Ctrl+S)">Save</button>
     <button class="mg-btn" data-action="save-as" data-testid="save-as-btn">Save as…</button>
@@ -51,6 +50,16 @@ PAGE_MARKUP = """
     <button class="mg-btn" data-action="discard-draft" data-testid="discard-draft">Discard draft</button>
   </div>
   <div class="mg-main">
+    <div class="mg-gallery" data-testid="gallery" role="region" aria-label="Strategy gallery" hidden>
+      <div class="mg-gallery-head">
+        <strong>Start from a strategy</strong>
+        <span class="mg-gallery-sub">Each card is an example workflow: open one, then run or change it.</span>
+        <span class="mg-spacer"></span>
+        <button class="mg-btn" data-action="gallery-close" data-testid="gallery-close"
+                title="Back to the canvas (empty on a first visit: drag nodes in from the palette)">Close</button>
+      </div>
+      <div class="mg-gallery-cards" data-testid="gallery-cards"></div>
+    </div>
     <div class="mg-canvas-host" data-testid="canvas-host"></div>
     <div class="mg-side">
       <div class="mg-yaml-head">
@@ -136,6 +145,12 @@ def _agree_to_own(service: StudioService, opened: dict[str, Any], payload: dict[
         with contextlib.suppress(UserError):
             service.consent.agree(service.workflow_from_json(opened["workflow"]), _visitor(payload))
     return opened
+
+
+def mg_gallery(service: StudioService, _payload: dict[str, Any]) -> dict[str, Any]:
+    """The strategy gallery's cards (app.service.gallery): the examples with their gist, tags, cost, measured figure
+    and graph picture."""
+    return {"cards": service.gallery.cards()}
 
 
 def mg_open(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
@@ -265,8 +280,8 @@ def mg_node_outputs(service: StudioService, payload: dict[str, Any]) -> dict[str
                                 visitor=_visitor(payload))
 
 
-SERVER_FUNCTIONS = (mg_init, mg_list, mg_open, mg_example, mg_save, mg_from_editor, mg_parse_yaml, mg_run,
-                    mg_pull_needed, mg_status, mg_cancel, mg_node_outputs, mg_delete_made)
+SERVER_FUNCTIONS = (mg_init, mg_list, mg_gallery, mg_open, mg_example, mg_save, mg_from_editor, mg_parse_yaml,
+                    mg_run, mg_pull_needed, mg_status, mg_cancel, mg_node_outputs, mg_delete_made)
 
 
 def editor_page(service: StudioService, head: str) -> gr.HTML:

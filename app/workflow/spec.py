@@ -13,9 +13,11 @@ from typing import Any
 import yaml
 
 from app.workflow.problems import Issue, WorkflowError
+from app.workflow.tags import TagValue, parse_tags
 
 FORMAT_VERSION = 1
-TOP_LEVEL_KEYS = ("version", "name", "description", "provenance", "models", "inputs", "nodes", "outputs", "layout")
+TOP_LEVEL_KEYS = ("version", "name", "description", "tags", "provenance", "models", "inputs", "nodes", "outputs",
+                  "layout")
 NODE_KEYS = ("id", "kind", "model", "map", "params", "inputs")
 """`map` (workflow nodes only): the input that receives a candidate set, the child running once per candidate."""
 INPUT_KEYS = ("type", "default", "description")
@@ -61,6 +63,8 @@ class NodeSpec:
 class Workflow:
     name: str = "untitled"
     description: str = ""
+    tags: dict[str, TagValue] = field(default_factory=dict)
+    """When to use it (app.workflow.tags): e.g. {"needs": "none", "task": ["math", "open"]}."""
     models: dict[str, dict[str, Any]] = field(default_factory=dict)
     inputs: dict[str, InputSpec] = field(default_factory=dict)
     nodes: list[NodeSpec] = field(default_factory=list)
@@ -99,6 +103,8 @@ class Workflow:
         data: dict[str, Any] = {"version": self.version, "name": self.name}
         if self.description:
             data["description"] = self.description
+        if self.tags:
+            data["tags"] = copy.deepcopy(self.tags)
         if self.provenance:
             data["provenance"] = copy.deepcopy(self.provenance)
         if self.models:
@@ -133,9 +139,9 @@ class Workflow:
         return dump_yaml(self.to_dict())
 
     def semantic_hash(self) -> str:
-        """Hash of everything but name/description/layout: what decides the run's results."""
+        """Hash of everything but name/description/tags/provenance/layout: what decides the run's results."""
         data = self.to_dict()
-        for key in ("name", "description", "provenance", "layout"):
+        for key in ("name", "description", "tags", "provenance", "layout"):
             data.pop(key, None)
         canonical = json.dumps(data, sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()[:16]
@@ -401,6 +407,9 @@ def workflow_from_dict(data: Any, lines: dict[Path_, int] | None = None) -> Work
     name = data.get("name", "untitled")
     wf.name = str(name) if name is not None else "untitled"
     wf.description = str(data.get("description") or "")
+    wf.tags, tag_issues = parse_tags(data.get("tags"), issues.line)
+    for issue in tag_issues:
+        issues.add(issue)
     wf.models = _parse_models(data.get("models") or {}, issues)
     wf.inputs = _parse_inputs(data.get("inputs") or {}, issues)
     wf.nodes = _parse_nodes(data.get("nodes") or [], issues)

@@ -1,6 +1,6 @@
 /* The editor's document <-> workflow JSON (app.workflow Workflow.to_dict() shape). No DOM.
  *
- * The document: {meta: {version, name, description, models}, nodes: [...], edges: [...]} where a node is
+ * The document: {meta: {version, name, description, models, extra}, nodes: [...], edges: [...]} where a node is
  * {id, kind, model, params, raw, x, y, section?}: workflow inputs / outputs are nodes too, with ids
  * "inputs.<name>" / "outputs.<name>" and section "inputs" / "outputs"; an edge is {from, out, to, in}; `raw`
  * keeps the refs that name nothing (port -> "ref"), so that loading a broken workflow loses nothing.
@@ -9,6 +9,10 @@
 const V = new URL(import.meta.url).search; // the entry's ?v=<version>: every module is fetched with it
 const { clone, splitRef, uniqueName } = await import(`./helpers.js${V}`);
 const { compileRules } = await import(`./rules.js${V}`);
+
+/** The workflow keys the canvas draws; any other top-level key (`tags`, a tuned workflow's provenance...) is kept
+ * as it came in `meta.extra` and written back unchanged. */
+const DRAWN_KEYS = new Set(["version", "name", "description", "models", "inputs", "nodes", "outputs", "layout"]);
 
 export function emptyDoc() {
   return { meta: { version: 1, name: "untitled", description: "", models: {} }, nodes: [], edges: [] };
@@ -25,6 +29,8 @@ export function docFromWorkflow(wf, { inputKind, outputKind, rules }) {
   doc.meta.name = wf.name === undefined || wf.name === null ? "untitled" : String(wf.name);
   doc.meta.description = wf.description ? String(wf.description) : "";
   doc.meta.models = wf.models && typeof wf.models === "object" ? clone(wf.models) : {};
+  const extra = Object.keys(wf).filter((k) => !DRAWN_KEYS.has(k));
+  if (extra.length) doc.meta.extra = Object.fromEntries(extra.map((k) => [k, clone(wf[k])]));
   const layout = (wf.layout && typeof wf.layout === "object") ? wf.layout : {};
   const pos = (id) => {
     const p = layout[id];
@@ -98,6 +104,7 @@ export function docFromWorkflow(wf, { inputKind, outputKind, rules }) {
 export function workflowFromDoc(d) {
   const wf = { version: d.meta.version || 1, name: d.meta.name };
   if (d.meta.description) wf.description = d.meta.description;
+  if (d.meta.extra) Object.assign(wf, clone(d.meta.extra));
   if (d.meta.models && Object.keys(d.meta.models).length) wf.models = clone(d.meta.models);
   const inputs = {};
   const nodes = [];

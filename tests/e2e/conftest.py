@@ -173,15 +173,26 @@ class Studio:
         self.server = server
 
     # ---------------------------------------------------------------- navigation
-    def open(self) -> Studio:
+    def open(self, keep_gallery: bool = False) -> Studio:
+        """The editor page; the strategy gallery of the first screen closed (as a user wanting the empty canvas
+        does) unless `keep_gallery`."""
         self.page.goto(self.server.url)
         self.page.wait_for_selector(".mg-page[data-ready='1']", timeout=60_000)
+        if not keep_gallery:
+            self.close_gallery()
         return self
 
     def reload(self) -> Studio:
         self.page.reload()
         self.page.wait_for_selector(".mg-page[data-ready='1']", timeout=60_000)
+        self.close_gallery()
         return self
+
+    def close_gallery(self) -> None:
+        close = self.page.locator("[data-testid=gallery-close]")
+        if close.is_visible():
+            close.click()
+            self.page.locator("[data-testid=gallery]").wait_for(state="hidden")
 
     def tab(self, name: str) -> None:
         self.page.get_by_role("tab", name=name).click()
@@ -283,10 +294,17 @@ class Studio:
         self.page.wait_for_function(
             "(n) => document.querySelector('[data-testid=wf-title]').textContent === n", arg=name)
 
+    def pick_example(self, name: str) -> None:
+        """New from example…, then the example's card in the strategy gallery."""
+        gallery = self.page.locator("[data-testid=gallery]")
+        if not gallery.is_visible():
+            self.page.locator("[data-testid=example-btn]").click()
+        gallery.locator(f"[data-testid=gallery-card][data-example='{name}']").click()
+
     def open_example(self, name: str) -> None:
-        self.page.locator("[data-testid=example-select]").select_option(name)
-        self.page.wait_for_function("document.querySelector('[data-testid=notice]').textContent"
-                                    ".includes('from the example')")
+        self.pick_example(name)
+        self.page.wait_for_function("(n) => document.querySelector('[data-testid=notice]').textContent"
+                                    ".includes('from the example ' + n)", arg=name)
 
     # ---------------------------------------------------------------- runs
     def click_run(self) -> str:

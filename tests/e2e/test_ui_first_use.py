@@ -121,7 +121,7 @@ def _accept_dialogs(ui: Any) -> list[str]:
 
 
 def _open_example_over(ui: Any, name: str, title_after: str) -> None:
-    ui.page.locator("[data-testid=example-select]").select_option(name)
+    ui.pick_example(name)
     ui.page.wait_for_function("(t) => document.querySelector('[data-testid=wf-title]').textContent === t",
                               arg=title_after)
 
@@ -143,7 +143,7 @@ def test_a_second_example_runs_on_its_own_default_input(ui: Any, shot: Any) -> N
 
     with TraceStore(ui.server.home / "traces.db", recover=False) as store:  # the server's runs stay as they are
         assert store.get_run(run_id)["run"]["inputs"] == {"question": "What is the capital of France?"}
-    assert asked == ["Discard the unsaved changes to 'chain-of-thought'?"]  # the open workflow, not 'untitled'
+    assert asked == []  # an example opened and left as it is holds no unsaved change (issue 41)
 
 
 def test_a_typed_input_is_kept_while_editing_and_reset_by_opening(ui: Any) -> None:
@@ -162,12 +162,15 @@ def test_a_typed_input_is_kept_while_editing_and_reset_by_opening(ui: Any) -> No
 
 def test_the_restored_draft_banner_follows_the_open_workflow(ui: Any, shot: Any) -> None:
     asked = _accept_dialogs(ui)
-    ui.open_example("chain_of_thought")  # an opened example is unsaved: a draft is kept in the browser
-    ui.reload()
+    ui.open_example("chain_of_thought")
+    editor = ui.page.locator("[data-testid=yaml-editor]")
+    editor.fill(editor.input_value().replace("default: What is 3 + 4?", "default: What is 3 + 5?"))
+    ui.page.wait_for_function("document.querySelector('[data-testid=run-inputs]').dataset.sig.includes('3 + 5')")
+    ui.reload()  # an edited example is unsaved: a draft is kept in the browser
     banner = ui.page.locator("[data-testid=draft-banner]")
     assert banner.is_visible()
     assert banner.inner_text().startswith("Restored your unsaved draft of 'chain-of-thought'")
-    assert ui.page.locator("[data-testid=input-question]").input_value() == "What is 3 + 4?"
+    assert ui.page.locator("[data-testid=input-question]").input_value() == "What is 3 + 5?"
     _open_example_over(ui, "mbr", "minimum-bayes-risk")
     assert asked == ["Discard the unsaved changes to 'chain-of-thought'?"]
     assert banner.is_hidden()  # it spoke of the draft, which is no longer open
