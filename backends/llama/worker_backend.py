@@ -77,6 +77,8 @@ class _EngineWorkerBackend:
         self.weights: dict[str, Any] | None = None
         """Which weights these are and why (set by the model pool, as on LlamaBackend)."""
         self._lock = threading.Lock()
+        """Held only to pick or start a worker (never while one loads, never by a failing request)."""
+        self._count_lock = threading.Lock()
         self._closed = False
         self._in_flight = 0
         self.restarts = 0
@@ -157,7 +159,7 @@ class _EngineWorkerBackend:
         if cancel is not None:
             cancel.raise_if_cancelled()
         if method.engine_work:
-            with self._lock:
+            with self._count_lock:
                 self._in_flight += 1
         try:
             worker = self._live_worker(cancel)
@@ -169,7 +171,7 @@ class _EngineWorkerBackend:
             return value
         finally:
             if method.engine_work:
-                with self._lock:
+                with self._count_lock:
                     self._in_flight -= 1
 
     def _status(self, name: str) -> Any:
