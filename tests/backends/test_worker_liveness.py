@@ -116,12 +116,14 @@ def test_the_pool_serves_other_models_and_cancels_while_a_load_hangs(quick_watch
     hanging, other = ModelSpec(device="cpu", n_ctx=256), ModelSpec(device="cpu", n_ctx=512)
     with ModelPool() as pool:
         before = children(os.getpid())
-        token = CancelToken()
-        first = Outcome(lambda: pool.get(hanging, cancel=token))
+        Outcome(lambda: pool.get(hanging))
         worker = wait_for(lambda: children(os.getpid()) - before, LOAD_S, "the first model's worker started")
         stop(worker.pop(), stopped)
         listed = Outcome(pool.loaded).within(AT_ONCE_S, "listing the pool while a load hangs")
         assert listed.value == []
+        token = CancelToken()
+        first = Outcome(lambda: pool.get(hanging, cancel=token))  # waits on the same load, with its own cancel
+        time.sleep(0.2)
         token.cancel("stop waiting")
         first.within(AT_ONCE_S, "a caller waiting for a hung load, cancelled")
         assert isinstance(first.error, CancelledError), first.error
@@ -164,6 +166,8 @@ def test_a_cancel_that_fires_while_the_worker_restarts_ends_the_request_there() 
         call.within(LOAD_S, "the request")
         assert isinstance(call.error, CancelledError), call.error
         assert sent == [], "a request cancelled while its worker restarted never ran"
+        wait_for(lambda: backend.engine_stats(), LOAD_S, "the restarted worker answering")
+        assert backend.engine_stats()["requests"] == 0, "nor was it sent to the restarted worker"
     finally:
         backend.close()
 
