@@ -90,6 +90,10 @@ class _Server:
         with self.send_lock:
             self.conn.send_bytes(data)
 
+    def moved(self) -> None:
+        """The load made progress (llama.cpp's callback)."""
+        self.progress += 1
+
     def beat(self, every_s: float) -> None:
         """Say 'alive' every `every_s`; a studio that went away (the socket's end) ends this process."""
         while True:
@@ -171,8 +175,11 @@ def main(fd: int, parent_pid: int) -> None:
     server = _Server(conn, order["kind"])
     threading.Thread(target=server.beat, args=(order["beat_s"],), daemon=True, name="beat").start()
     try:
+        from backends.llama.worker import llama_model
+
+        llama_model.LOAD_PROGRESS.append(server.moved)
         server.backend = build_backend(order["kind"], Path(order["path"]), order["spec"], order["device"])
-        server.progress += 1
+        server.moved()
         ready = wp.frame(wp.READY, 0, pickle.dumps(describe(server.backend), pickle.HIGHEST_PROTOCOL))
     except BaseException as exc:
         server.send(wp.frame(wp.FAILED, 0, pickled_exception(exc)))
