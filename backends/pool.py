@@ -210,8 +210,11 @@ class ModelPool:
             backend.weights = choice.to_json()
         except BaseException as exc:
             with self._lock:
-                if isinstance(exc, ModelBrokenError):
-                    self._broken[load.key] = (load.path.name, str(exc).partition(" is marked broken: ")[2])
+                counted = self._stops.get(load.key)
+                if counted is not None and counted[1].broken is not None:
+                    self._broken[load.key] = (load.path.name, counted[1].broken)
+                elif isinstance(exc, ModelBrokenError):  # a loader of its own marked it
+                    self._broken[load.key] = (load.path.name, str(exc))
                 if load.waiters or load.abandoned:
                     self._loading.pop(load.key, None)
                 load.error = exc
