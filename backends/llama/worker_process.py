@@ -34,6 +34,8 @@ CLOSE_WAIT_S = 5.0
 """How long closing waits for a responsive worker to end by itself before killing it."""
 STDERR_LINES = 40
 """Lines of a worker's stderr kept for the stopped message, the Models tab and `doctor`."""
+ACKED_REPLY_WAIT = 3
+"""A cancelled caller whose worker acknowledged the cancel waits this many reply_wait_s for its answer."""
 UNLOADED = "This model was unloaded; get it again from the model pool."
 
 _TELLING = re.compile(r"error|assert|abort|fatal|out of memory|oom|failed|exception|terminate|killed|panic", re.I)
@@ -275,6 +277,9 @@ class WorkerProcess:
                 entry = self.cancels.get(rid)
                 if entry is not None:
                     entry[1] = now
+                box = self.pending.get(rid)
+            if box is not None:
+                box.put((kind, payload))
             return
         if kind == wp.READY:
             try:
@@ -431,6 +436,7 @@ class WorkerProcess:
         callback_error: BaseException | None = None
         deadline = None if deadline_s is None else time.monotonic() + deadline_s
         cancelled_by: float | None = None
+        woken_at = time.monotonic()
         while True:
             limits = [t for t in (deadline, cancelled_by) if t is not None]
             try:
@@ -445,7 +451,10 @@ class WorkerProcess:
                     raise CancelledError(cancel.reason or "cancelled") from None
                 raise BackendError(f"{self.what} gave no answer within {deadline_s:g} s") from None
             if kind == _WOKEN:
-                cancelled_by = time.monotonic() + self.rules.reply_wait_s
+                woken_at = time.monotonic()
+                cancelled_by = woken_at + self.rules.reply_wait_s
+            elif kind == wp.CANCELLED:  # alive and told: its own answer is worth a little longer (still within 1 s)
+                cancelled_by = woken_at + ACKED_REPLY_WAIT * self.rules.reply_wait_s
             elif kind == wp.TOKEN:
                 if on_token is not None and callback_error is None:
                     try:
@@ -470,7 +479,7 @@ class WorkerProcess:
         """Ask the worker to end (its requests in flight fail with UNLOADED), kill it when it does not within
         CLOSE_WAIT_S or gives no sign of life, and wait for its threads."""
         self.closing = True
-        quiet = time.monotonic() - self.last_heard > 2 * self.rules.beat_s + 1
+        quiet = self.loading or time.monotonic() - self.last_heard > 2 * self.rules.beat_s + 1  # it would not read
         try:
             if quiet:
                 raise OSError("no sign of life")

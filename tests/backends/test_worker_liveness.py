@@ -190,3 +190,16 @@ def test_status_calls_never_restart_a_worker() -> None:
         assert backend.restarts == 0
     finally:
         backend.close()
+
+
+def test_a_prefetched_model_is_the_one_the_run_gets() -> None:
+    from app.run.providers import llama_provider
+
+    with ModelPool() as pool:
+        provide = llama_provider(pool)
+        before = children(os.getpid())
+        provide.prefetch(SPEC)  # returns at once: the worker starts while the caller does its own start-up
+        started = wait_for(lambda: children(os.getpid()) - before, LOAD_S, "the prefetched worker started")
+        backend = provide(SPEC)
+        assert backend.pid in started and children(os.getpid()) - before == started, "no second worker"
+        assert backend.generate("Hi", SHORT).completions[0].text is not None
