@@ -28,12 +28,25 @@ class ModelFileError(BackendError):
 
 
 class EngineStoppedError(BackendError):
-    """The process running a model's engine stopped (a native crash, an abort, an out-of-memory kill): only its
-    requests in flight fail, and the next request starts a new one. A server error, not the caller's."""
+    """The process running a model's engine stopped (a native crash, an abort, an out-of-memory kill, a hang the
+    studio ended): only its requests in flight fail, and the next request starts a new one. A server error, not the
+    caller's. `model`: the model's file name; `cause`: "SIGSEGV", "exit code 3", "stopped responding", ..."""
+
+    def __init__(self, message: str, *, model: str = "", cause: str = "") -> None:
+        super().__init__(message)
+        self.model = model
+        self.cause = cause
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild_stopped, (type(self), str(self), self.model, self.cause)
 
 
 class ModelBrokenError(EngineStoppedError):
     """A model whose engine stopped several times in a row: refused with the reason until it is unloaded."""
+
+
+def _rebuild_stopped(cls: type[EngineStoppedError], message: str, model: str, cause: str) -> EngineStoppedError:
+    return cls(message, model=model, cause=cause)
 
 
 class CancelledError(RuntimeError):

@@ -10,16 +10,18 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from backends.base import BackendError, EngineStoppedError, LLMBackend, ModelBrokenError, ModelSpec
+from backends.base import BackendError, CancelledError, CancelToken, LLMBackend, ModelBrokenError, ModelSpec
 from backends.llama.devices import resolve_device
+from backends.llama.engine_stops import StopCounter
 from backends.llama.models.bundled import model_path
 from backends.llama.models.cpu_weights import WeightsChoice, WeightsChooser
 from backends.llama.worker.speculative import speculation_summary
-from backends.llama.worker_backend import CRASHES_BEFORE_BROKEN, load_llama
+from backends.llama.worker_backend import load_llama
+from backends.llama.worker_process import fresh
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,13 @@ def default_memory_budget() -> int:
     return max(MIN_DEFAULT_BUDGET, ram // 2 if ram else 0)
 
 
+def _file_size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
 @dataclass
 class _Entry:
     key: str
@@ -71,13 +80,30 @@ class _Entry:
     last_used: float
 
 
+@dataclass
+class _Load:
+    """A model being loaded: callers wait on `done` (each with its own cancel); no pool lock is held meanwhile."""
+
+    key: str
+    path: Path
+    needed: int
+    done: threading.Event = field(default_factory=threading.Event)
+    backend: Any = None
+    """The backend as soon as the loader made it (a worker backend exists, and can be closed, before it is ready)."""
+    error: BaseException | None = None
+    waiters: int = 0
+    abandoned: bool = False
+
+
 class ModelPool:
     """Thread-safe cache of loaded models. `memory_budget_bytes` (None = `default_memory_budget()`) bounds
     the weights plus KV caches kept loaded: before a new model loads, the least recently used idle models
     are unloaded until it fits, and a model that cannot fit beside busy ones is refused (BackendError).
     `loader` builds a backend (by default `load_llama`: each model in an engine worker process of its own, or
-    in this process with $METAGEN_ENGINE_PROCESS=0; tests pass a stub). A model whose engine stops
-    CRASHES_BEFORE_BROKEN times in a row is marked broken (`broken()`) and refused until it is unloaded.
+    in this process with $METAGEN_ENGINE_PROCESS=0; tests pass a stub). A model is loaded on a thread of its own
+    while no pool lock is held (callers for it wait, each with its own cancel; other models and `unload` go on).
+    A model whose engine stops CRASHES_BEFORE_BROKEN times in a row (loading or serving: one count per model,
+    backends/llama/engine_stops.py) is marked broken (`broken()`) and refused until it is unloaded.
     `weights_dir` is where re-quantised CPU copies and their measurements are kept
     (backends/llama/models/cpu_weights.py; the app passes <models>/.cpu-weights); without it every model runs its
     original weights."""
@@ -85,14 +111,16 @@ class ModelPool:
     def __init__(self, memory_budget_bytes: int | None = None, loader: Loader | None = None,
                  weights_dir: Path | None = None) -> None:
         self.memory_budget_bytes = default_memory_budget() if memory_budget_bytes is None else memory_budget_bytes
-        self._loader: Loader = loader or load_llama
+        self._loader: Loader | None = loader
         self.weights = WeightsChooser(weights_dir)
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._loading: dict[str, _Load] = {}
         self._broken: dict[str, tuple[str, str]] = {}
         """Pool key -> (file name, reason) of models refused until unloaded."""
-        self._load_stops: dict[str, int] = {}
-        """Pool key -> engine stops in a row while loading."""
+        self._stops: dict[str, tuple[str, StopCounter]] = {}
+        """Pool key -> (file name, its engine's stops in a row), kept across failed loads until unloaded."""
         self._lock = threading.RLock()
+        self._choose_lock = threading.Lock()
 
     @staticmethod
     def key_for(path: Path, device: dict[str, Any], spec: ModelSpec) -> str:
@@ -101,52 +129,125 @@ class ModelPool:
         speculative = f"|speculative={spec.speculative}" if spec.speculative else ""
         return f"{path}|{settings}|{options}{speculative}"
 
-    def get(self, spec: ModelSpec) -> LLMBackend:
+    def get(self, spec: ModelSpec, cancel: CancelToken | None = None) -> LLMBackend:
         """The loaded backend for this spec, loading it on first use (and, for `cpu_weights: auto` on a file
-        type without a fast CPU path, making and measuring a Q8_0 copy the first time on this machine)."""
+        type without a fast CPU path, making and measuring a Q8_0 copy the first time on this machine). A caller
+        waiting for a load returns with CancelledError when `cancel` fires; the load goes on for the others."""
+        load, ready = self._find_or_start(spec)
+        if ready is not None:
+            return ready  # type: ignore[no-any-return]
+        assert load is not None
+        try:
+            while not load.done.wait(0.05 if cancel is not None else 1.0):
+                if cancel is not None and cancel.cancelled:
+                    raise CancelledError(cancel.reason or "cancelled")
+        finally:
+            with self._lock:
+                load.waiters -= 1
+        if load.error is not None:
+            raise fresh(load.error)
+        with self._lock:
+            entry = self._entries.get(load.key)
+            if entry is not None and entry.backend is load.backend:
+                entry.last_used = time.time()
+        return load.backend  # type: ignore[no-any-return]
+
+    def prefetch(self, spec: ModelSpec) -> None:
+        """Start loading this spec's model on a thread of its own, not waiting for it (a command starts its models
+        while it does its own start-up); a failure is what the next `get` raises."""
+
+        def start() -> None:
+            try:
+                self._find_or_start(spec, wait=False)
+            except Exception as exc:  # the run's own get says what is wrong
+                log.debug("prefetching %s: %s", spec, exc)
+
+        threading.Thread(target=start, daemon=True, name="model prefetch").start()
+
+    def _find_or_start(self, spec: ModelSpec, wait: bool = True) -> tuple[_Load | None, Any]:
+        """(None, the backend) when loaded, else (the load to wait for, None), starting it when none runs; a
+        failed load nobody waited for (a prefetch) is claimed here. `wait=False`: do not count as a waiter."""
         source = model_path(spec)
         device = resolve_device(spec)
-        with self._lock:
+        with self._choose_lock:  # a first `auto` choice measures copies: one at a time, but never under _lock
             choice = self.weights.choose(source, spec, device, together=lambda: self.room_for_probe(source))
-            path = Path(choice.path)
-            key = self.key_for(path, device, spec)
+        path = Path(choice.path)
+        key = self.key_for(path, device, spec)
+        with self._lock:
             entry = self._entries.get(key)
             if entry is not None and getattr(entry.backend, "broken", None):
                 self._broken[key] = (path.name, entry.backend.broken)
                 self._close(key)
                 entry = None
             if key in self._broken:
-                raise ModelBrokenError(f"{path.name} is marked broken: {self._broken[key][1]}")
-            if entry is None:
+                raise ModelBrokenError(f"{path.name} is marked broken: {self._broken[key][1]}", model=path.name)
+            if entry is not None:
+                entry.last_used = time.time()
+                self._entries.move_to_end(key)
+                return None, entry.backend
+            load = self._loading.get(key)
+            if load is not None and load.done.is_set():  # failed, and nobody waited for it
+                del self._loading[key]
+                if wait:
+                    raise fresh(load.error or BackendError(f"loading {path.name} failed"))
+                load = None
+            if load is None:
                 self._make_room(path, key)
-                started = time.perf_counter()
-                backend = self._load(key, path, self._with_draft_weights(spec, device), device)
-                backend.weights = choice.to_json()
-                now = time.time()
-                entry = _Entry(key, backend, path, choice, device, now, now)
-                self._entries[key] = entry
-                log.info("loaded %s in %.2fs", backend.model_id, time.perf_counter() - started)
-                self._enforce_budget(keep=key)
-            entry.last_used = time.time()
-            self._entries.move_to_end(key)
-            return entry.backend
+                load = _Load(key, path, _file_size(path))
+                self._loading[key] = load
+                threading.Thread(target=self._run_load, args=(load, choice, spec, device), daemon=True,
+                                 name=f"load {path.name}").start()
+            if wait:
+                load.waiters += 1
+            return load, None
 
-    def _load(self, key: str, path: Path, spec: ModelSpec, device: dict[str, Any]) -> Any:
-        """The loader's backend; an engine that stops while loading CRASHES_BEFORE_BROKEN times in a row marks the
-        model broken."""
+    def _run_load(self, load: _Load, choice: WeightsChoice, spec: ModelSpec, device: dict[str, Any]) -> None:
+        """The load's thread: build the backend, then, under the lock, make it an entry (or close it when it was
+        unloaded meanwhile)."""
+        started = time.perf_counter()
         try:
-            backend = self._loader(path, spec, device)
-        except EngineStoppedError as exc:
-            stops = self._load_stops.get(key, 0) + 1
-            self._load_stops[key] = stops
-            if stops >= CRASHES_BEFORE_BROKEN:
-                reason = f"{str(exc).split(';')[0]} while loading, {stops} times in a row; unload the model to " \
-                         "try it again, and check the file and this machine's build with `metagen doctor`"
-                self._broken[key] = (path.name, reason)
-                self._load_stops.pop(key, None)
-                raise ModelBrokenError(f"{path.name} is marked broken: {reason}") from exc
-            raise
-        self._load_stops.pop(key, None)
+            backend = self._build(load, self._with_draft_weights(spec, device), device)
+            backend.weights = choice.to_json()
+        except BaseException as exc:
+            with self._lock:
+                counted = self._stops.get(load.key)
+                if counted is not None and counted[1].broken is not None:
+                    self._broken[load.key] = (load.path.name, counted[1].broken)
+                elif isinstance(exc, ModelBrokenError):  # a loader of its own marked it
+                    self._broken[load.key] = (load.path.name, str(exc))
+                if load.waiters or load.abandoned:
+                    self._loading.pop(load.key, None)
+                load.error = exc
+                load.done.set()
+            return
+        load.backend = backend
+        with self._lock:
+            self._loading.pop(load.key, None)
+            if load.abandoned:
+                load.error = BackendError(f"{load.path.name} was unloaded while it loaded; get it again")
+            else:
+                now = time.time()
+                self._entries[load.key] = _Entry(load.key, backend, load.path, choice, device, now, now)
+                log.info("loaded %s in %.2fs", backend.model_id, time.perf_counter() - started)
+                self._enforce_budget(keep=load.key)
+            load.done.set()
+        if load.error is not None:
+            backend.close()
+
+    def _build(self, load: _Load, spec: ModelSpec, device: dict[str, Any]) -> Any:
+        """The loader's backend; the default loader's worker gets the model's stop counter, and is reachable by
+        `unload` (to end it) before it is ready."""
+        if self._loader is not None:
+            return self._loader(load.path, spec, device)
+        with self._lock:
+            _, stops = self._stops.setdefault(load.key, (load.path.name, StopCounter()))
+        backend = load_llama(load.path, spec, device, stops=stops, wait=False)
+        load.backend = backend
+        if load.abandoned:
+            backend.close()
+        wait_ready = getattr(backend, "wait_ready", None)
+        if callable(wait_ready):
+            wait_ready()
         return backend
 
     def broken(self) -> dict[str, str]:
@@ -180,26 +281,45 @@ class ModelPool:
                 "speculative": speculation_summary(e.backend),
                 "pid": getattr(e.backend, "pid", None),
                 "broken": getattr(e.backend, "broken", None),
+                "last_stop": getattr(e.backend, "last_stop", None),
             }
             for e in entries
         ]
 
+    def stops(self) -> dict[str, str]:
+        """How each model's engine last stopped (file name -> the sentence, its last words on stderr included), for
+        the models that stopped since they were loaded; `doctor` shows them."""
+        with self._lock:
+            return {name: counter.last.message for name, counter in self._stops.values() if counter.last is not None}
+
     def unload(self, key: str | None = None) -> int:
         """Unload one model (by pool key, model id, file path or file name) or, with None, all, ending its engine
-        worker; a broken model so named is forgotten (it may load again). Returns how many were loaded."""
+        worker (one still loading is ended too); a broken model so named is forgotten (it may load again). Returns
+        how many were loaded."""
         with self._lock:
             if key is None:
                 victims = list(self._entries)
+                loads = list(self._loading.values())
                 self._broken.clear()
+                self._stops.clear()
             else:
                 victims = [k for k, e in self._entries.items()
                            if key in (k, e.backend.model_id, str(e.path), e.path.name,
                                       e.weights and e.weights.source_path)]
-                for k, (name, _) in list(self._broken.items()):
-                    if key in (k, name) or k.startswith(f"{key}|"):
-                        del self._broken[k]
+                loads = [load for k, load in self._loading.items()
+                         if key in (k, str(load.path), load.path.name) or k.startswith(f"{key}|")]
+                for table in (self._broken, self._stops):
+                    for k, (name, _) in list(table.items()):
+                        if key in (k, name) or k.startswith(f"{key}|") or k in victims:
+                            del table[k]
+            for load in loads:
+                load.abandoned = True
+                self._loading.pop(load.key, None)
             for victim in victims:
                 self._close(victim)
+        for load in loads:  # a worker still loading ends now; its load's thread closes anything else it makes
+            if load.backend is not None:
+                load.backend.close()
         return len(victims)
 
     def close(self) -> None:
@@ -235,11 +355,9 @@ class ModelPool:
     def _make_room(self, path: Path, key: str) -> None:
         """Unload idle models, least recently used first, until a model file of this size fits the budget;
         BackendError when the models in use leave no room for it."""
-        try:
-            needed = path.stat().st_size
-        except OSError:
-            needed = 0
+        needed = _file_size(path)
         budget = self.memory_budget_bytes
+        needed += sum(load.needed for load in self._loading.values())
         while self._entries and self.total_bytes() + needed > budget:
             victim = next((k for k, e in self._entries.items() if not e.backend.busy), None)
             if victim is None:

@@ -107,6 +107,23 @@ def _provider(args: argparse.Namespace) -> Any:
     return fake_provider() if args.dry_run else llama_provider()
 
 
+def _prefetch_models(provider: Any, wf: Any) -> None:
+    """Start the workflow's local models loading (each engine worker: interpreter, llama.cpp, weights) while this
+    process checks the workflow and sets up the run; a spec that does not resolve is left to the run to report."""
+    prefetch = getattr(provider, "prefetch", None)
+    if not callable(prefetch):
+        return
+    from app.workflow.model_specs import model_specs
+
+    try:
+        specs = model_specs(wf)
+    except Exception as exc:  # the run says what is wrong with it
+        log.debug("no model prefetch: %s", exc)
+        return
+    for spec in specs.values():
+        prefetch(spec)
+
+
 def _ask(question: str) -> bool:
     """A yes/no question on the terminal; no terminal (a script, CI) is a no."""
     if not sys.stdin.isatty():
@@ -147,12 +164,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         return _invalid(args, exc.issues)
     if not args.dry_run and not _pull_needed(args, wf):
         return EXIT_FAILED
+    provider = _provider(args)
+    _prefetch_models(provider, wf)
     try:
         store = _open_trace_store(args)
     except Exception as exc:  # a refused or unusable trace database is a usage error
         print(f"error: cannot use the trace database: {exc} (pass another --db, or --no-trace)", file=sys.stderr)
         return EXIT_INVALID
-    scheduler = Scheduler(default_registry(), _provider(args), allow_python=not args.no_python)
+    scheduler = Scheduler(default_registry(), provider, allow_python=not args.no_python)
     observers: list[Any] = [_ProgressPrinter(quiet=args.quiet)]
     if store is not None:
         observers.append(store)

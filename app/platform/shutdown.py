@@ -36,12 +36,19 @@ def _name(signum: int) -> str:
 
 
 def force_exit(signum: int, why: str) -> None:
-    """End the process now (no cleanup can hold it up), with the shell's status for the signal."""
+    """End the process now (no cleanup can hold it up), with the shell's status for the signal; its engine workers
+    end with it (a stopped one would not see its socket close)."""
     try:
         sys.stderr.write(f"metagen: {why} after {_name(signum)}; exiting now\n")
         sys.stderr.flush()
     except (OSError, ValueError):  # stderr closed: exit all the same
         pass
+    try:
+        from backends.llama.worker_process import kill_all_workers
+
+        kill_all_workers()
+    except Exception as exc:  # nothing may keep this process alive
+        log.debug("ending the engine workers: %s", exc)
     os._exit(128 + signum)
 
 

@@ -41,7 +41,6 @@ def llama_provider(pool: Any = None):  # type: ignore[no-untyped-def]
     rankers: dict[ModelSpec, LLMBackend] = {}
 
     def provide(spec: ModelSpec) -> LLMBackend:
-        nonlocal pool
         if spec.source == "fake":
             return fake
         if spec.source == "openai":
@@ -61,13 +60,29 @@ def llama_provider(pool: Any = None):  # type: ignore[no-untyped-def]
                 if spec not in rankers:
                     rankers[spec] = load_rank(model_path(spec), spec)
                 return rankers[spec]
-        if pool is None:
-            from app.platform.paths import models_dir
-            from backends.llama.models.cpu_weights import WEIGHTS_SUBDIR
-            from backends.pool import ModelPool
+        return the_pool().get(spec)
 
-            pool = ModelPool(weights_dir=models_dir() / WEIGHTS_SUBDIR)
-        return pool.get(spec)
+    def the_pool() -> Any:
+        nonlocal pool
+        with remotes_lock:
+            if pool is None:
+                from app.platform.paths import models_dir
+                from backends.llama.models.cpu_weights import WEIGHTS_SUBDIR
+                from backends.pool import ModelPool
+
+                pool = ModelPool(weights_dir=models_dir() / WEIGHTS_SUBDIR)
+            return pool
+
+    def prefetch(spec: ModelSpec) -> None:
+        """Start loading a local model in its engine worker now, without waiting (a no-op for other sources and
+        with the engine in this process): the worker's start overlaps whatever the caller does next."""
+        from backends.llama.worker_backend import engine_process_enabled
+
+        if spec.source in ("fake", "openai") or spec.pooling == "rank" or not engine_process_enabled():
+            return
+        prefetch_into = getattr(the_pool(), "prefetch", None)
+        if callable(prefetch_into):
+            prefetch_into(spec)
 
     own_pool = pool is None
 
@@ -89,6 +104,7 @@ def llama_provider(pool: Any = None):  # type: ignore[no-untyped-def]
 
     provide.remotes = lambda: list(remotes.values())  # type: ignore[attr-defined]
     provide.close = close  # type: ignore[attr-defined]
+    provide.prefetch = prefetch  # type: ignore[attr-defined]
     return provide
 
 

@@ -108,6 +108,9 @@ def run_doctor(models_dir: Path | None = None, trace_db: Path | None = None, poo
     broken = _guarded("broken models", checks.check_broken_models, pool)
     if broken is not None:
         add(broken)
+    stops = _guarded("engine stops", checks.check_engine_stops, pool)
+    if stops is not None:
+        add(stops)
     add(_guarded("models", checks.check_models, models))
     add(_guarded("disk space", checks.check_disk, {"data": paths.data_dir(), "models": models, "traces": traces}))
     add(_guarded("code isolation", checks.check_isolation))

@@ -256,6 +256,18 @@ def check_broken_models(pool: Any) -> dict[str, str] | None:
                  "try the model again after fixing the other problems here, or remove it from the models folder")
 
 
+def check_engine_stops(pool: Any) -> dict[str, str] | None:
+    """How each loaded model's engine worker last stopped, with its last words on stderr (a GGML_ASSERT, an
+    out-of-memory line); None where the pool keeps no such record or nothing stopped."""
+    listing = getattr(pool, "stops", None) if pool is not None else None
+    found = listing() if callable(listing) else {}
+    if not found:
+        return None
+    return check("engine stops", WARN, "; ".join(f"{name}: {why}" for name, why in found.items()),
+                 "a stop that repeats marks the model broken: the line the engine wrote says why (a failed "
+                 "assertion or out-of-memory points at the build or the model's size; see `broken models`)")
+
+
 def _existing(path: Path) -> Path:
     while not path.exists() and path != path.parent:
         path = path.parent

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -35,3 +38,25 @@ def exact_llama() -> Iterator[object]:
     )
     yield backend
     backend.close()
+
+
+@pytest.fixture
+def stopped() -> Iterator[list[int]]:
+    """Process ids of engine workers a test stopped with SIGSTOP: continued and killed at teardown whatever happened
+    (only while the id is still an engine worker's: an id may be reused once its process ended)."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        try:
+            if b"worker_main" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                continue
+            os.kill(pid, signal.SIGCONT)
+            os.kill(pid, signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            continue
+
+
+@pytest.fixture
+def quick_watch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Engine workers watched under a 3 s heartbeat rule (liveness_helpers.STALL_S; a studio subprocess inherits it)."""
+    monkeypatch.setenv("METAGEN_ENGINE_STALL_S", "3")

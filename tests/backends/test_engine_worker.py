@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -165,6 +166,9 @@ def test_a_request_cancelled_in_the_studio_stops_in_the_worker() -> None:
             backend.generate("Count to a hundred:", SamplingParams(max_tokens=400), on_token=cancel_after_three,
                              cancel=token)
         assert len(pieces) < 100, "the worker stopped decoding soon after the cancel"
+        deadline = time.monotonic() + DEADLINE_S  # the caller returns at once; the engine stops at its next step
+        while backend.engine_stats().get("cancelled", 0) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert backend.engine_stats()["cancelled"] >= 1
         assert not backend.busy
         result = backend.generate("Hi", SamplingParams(max_tokens=3))

@@ -7,7 +7,7 @@ import ctypes
 import functools
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,9 @@ def llama_lib() -> Any:
 
 
 _LOG_CALLBACK: Any = None  # keeps the ctypes callback alive for the process lifetime
+LOAD_PROGRESS: list[Callable[[], None]] = []
+"""Called as llama.cpp reports loading progress (the engine worker's beat carries it: a load that stops moving is
+ended by the studio's load-stall rule)."""
 _CAPTURE = threading.local()
 
 
@@ -60,6 +63,24 @@ def _quiet_llama_log(llama_cpp: Any) -> None:
     llama_cpp.llama_log_set(_LOG_CALLBACK, ctypes.c_void_p(0))
 
 
+def _progress_callback(lib: Any) -> Any:
+    """A ctypes progress callback telling LOAD_PROGRESS's listeners (None when there are none)."""
+    if not LOAD_PROGRESS:
+        return None
+
+    def moved(_progress: float, _user: Any) -> bool:
+        for listener in LOAD_PROGRESS:
+            listener()
+        return True
+
+    callback = lib.llama_progress_callback(moved)
+    _KEEP.append(callback)  # alive as long as llama.cpp may call it
+    return callback
+
+
+_KEEP: list[Any] = []
+
+
 class LlamaModel:
     """Model weights and tokenizer; thread-safe for tokenizing and rendering (the context lives in the engine)."""
 
@@ -70,6 +91,9 @@ class LlamaModel:
         self._lib = lib
         params = lib.llama_model_default_params()
         params.n_gpu_layers = n_gpu_layers
+        progress = _progress_callback(lib)
+        if progress is not None:
+            params.progress_callback = progress
         self.ptr = lib.llama_model_load_from_file(str(self.path).encode(), params)
         if not self.ptr:
             arch = self.header.metadata.get("general.architecture", "unknown")
