@@ -300,6 +300,7 @@
       S.el.runText.textContent = text;
       S.el.runText.className = "mg-run-text" + (["failed", "invalid", "lost"].includes(snap.status) ? " mg-bad" : "");
       S.el.runText.dataset.status = snap.status;
+      showTraceLink(snap.run_id);
       S.el.cancelBtn.disabled = !S.runs.some((r) => !r.finished);
       if (S.ed && S.ed.setRunState && snap.nodes) S.ed.setRunState(snap.nodes);
       if (snap.finished) {
@@ -313,6 +314,25 @@
           "<pre>" + esc(n.text) + "</pre></div>").join("");
       }
       renderRunList();
+    }
+
+    /** "Open its trace" beside the run's status: the Traces tab on this run, in a new browser tab (the editor stays
+     *  as it is); hidden when no run is shown. */
+    function showTraceLink(runId) {
+      let link = S.el.traceLink;
+      if (!link || !link.isConnected) {
+        link = document.createElement("a");
+        link.className = "mg-trace-link";
+        link.dataset.testid = "run-trace-link";
+        link.target = "_blank";
+        link.rel = "noopener";
+        link.textContent = "Open its trace";
+        link.title = "The Traces tab on this run (a new browser tab)";
+        S.el.runText.insertAdjacentElement("afterend", link);
+        S.el.traceLink = link;
+      }
+      link.hidden = !runId;
+      if (runId) link.href = "?run=" + encodeURIComponent(runId);
     }
 
     function renderRunList() {
@@ -331,6 +351,7 @@
       S.el.progressBar.style.width = "0%";
       S.el.runText.textContent = S.runs.some((r) => !r.finished) ? "A run is still going (see the list)." : "No run yet.";
       S.el.runText.dataset.status = "";
+      showTraceLink(null);
     }
 
     async function showNodeOutputs(nodeId) {

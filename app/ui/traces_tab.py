@@ -234,19 +234,35 @@ def _build_views() -> _Views:
 def _wire_list(service: StudioService, v: _Views, tab: gr.Tab) -> None:
     """The run list and its filters, refreshed when the tab opens."""
 
-    def load_list(workflow: str, status: str, picked: str | None = None,
+    newest = gr.State(None)  # the newest run of the last listing: a pick that was it follows the next newest
+
+    def load_list(workflow: str, status: str, picked: str | None = None, newest_before: str | None = None,
                   request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
         rows, names = run_rows(service, workflow, status, visitor_for(service, request))
         choices = [run_choice(r) for r in rows]
         keys = [key for _, key in choices]
-        # keep the run already picked (e.g. opened by a ?run= link), else show the newest
-        current = picked if picked in keys else (keys[0] if keys else None)
+        current = followed_run(picked, keys, newest_before)
         return (gr.update(value=rows), gr.update(choices=[ALL, *names]), gr.update(choices=choices, value=current),
-                gr.update(choices=choices), gr.update(choices=choices))
+                gr.update(choices=choices), gr.update(choices=choices), keys[0] if keys else None)
 
-    list_outputs = [v.runs_df, v.wf_filter, v.run_pick, v.compare_a, v.compare_b]
+    list_outputs = [v.runs_df, v.wf_filter, v.run_pick, v.compare_a, v.compare_b, newest]
     for trigger in (v.refresh.click, tab.select, v.wf_filter.input, v.status_filter.input):
-        trigger(load_list, [v.wf_filter, v.status_filter, v.run_pick], list_outputs)
+        trigger(load_list, [v.wf_filter, v.status_filter, v.run_pick, newest], list_outputs)
+    v.runs_df.select(row_run, None, [v.run_pick])  # a click on a row opens that run
+
+
+def followed_run(picked: str | None, keys: list[str], newest_before: str | None) -> str | None:
+    """The run the tab shows after a listing: one the user picked (or a ?run= link opened) stays; none, or the
+    newest of the last listing, follows the newest now (the run just started)."""
+    if picked in keys and picked != newest_before:
+        return picked
+    return keys[0] if keys else None
+
+
+def row_run(evt: gr.SelectData) -> Any:
+    """The run of the clicked runs-table row (its first cell), as the Run dropdown's value."""
+    row = evt.row_value or []
+    return gr.update(value=str(row[0])) if row and row[0] else gr.update()
 
 
 def _empty_views(v: _Views, first_message: str) -> dict[Any, Any]:

@@ -267,9 +267,22 @@ class _NodeCheck:
     def check_required_inputs(self, cls: type[NodeKind], resolved: dict[str, Any]) -> None:
         for required in cls.required_inputs(resolved):
             if required not in self.node.inputs:
-                self.add("missing_input", f"input {required!r} is not connected",
-                         f"wire it: `inputs: {{{required}: inputs.{required}}}` or from another node's output",
+                self.add("missing_input", f"input {required!r} is not connected", self.wire_hint(required),
                          self.line("inputs") or self.line())
+
+    def wire_hint(self, port: str) -> str:
+        """How to connect `port`: from another node's output of that name (a voter's `candidates` from the
+        sampler's), else from the workflow input of that name, else either."""
+        sources = []
+        for other in self.wf.nodes:
+            cls = self.kinds.get(other.id) or self.registry.get(other.kind)
+            if other.id != self.node.id and cls is not None and cls.output_port(port) is not None:
+                sources.append(f"{other.id}.{port}")
+        if sources:
+            return f"wire it from {' or '.join(f'`{s}`' for s in sources[:3])}: `inputs: {{{port}: {sources[0]}}}`"
+        if port in self.wf.inputs:
+            return f"wire it from the workflow input: `inputs: {{{port}: inputs.{port}}}`"
+        return f"wire it: `inputs: {{{port}: inputs.{port}}}` or from another node's output"
 
 
 def _check_node(wf: Workflow, registry: NodeRegistry, index: int, by_id: dict[str, NodeSpec],

@@ -1,4 +1,5 @@
-"""A required input left empty is refused in the run panel, the field highlighted, nothing run (issue 43 §2.9)."""
+"""A required input left empty is refused in the run panel, the field highlighted, nothing run (issue 43 §2.9);
+the run then made links to its trace, and the Traces tab shows it (§2.6)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,11 @@ def test_an_empty_required_input_is_highlighted_and_not_run(ui: Any, shot: Any) 
     shot(page, "required-empty")
     field.fill("What is 2 + 2?")
     assert field.get_attribute("aria-invalid") is None
-    ui.click_run()
+    run_id = ui.click_run()
     page.wait_for_function("document.querySelector('[data-testid=run-status]').dataset.status === 'succeeded'",
                            timeout=60_000)
+    link = page.locator("[data-testid=run-trace-link]")  # the run panel links to the run's trace (§2.6)
+    assert link.is_visible() and link.get_attribute("href") == f"?run={run_id}"
+    ui.tab("Traces")  # which follows the newest run
+    page.wait_for_function("(id) => document.querySelector('#mg-traces-run input').value.startsWith(id)",
+                           arg=run_id, timeout=30_000)
