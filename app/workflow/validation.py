@@ -340,7 +340,11 @@ def check(wf: Workflow, registry: NodeRegistry, children: ChildLoader | None = N
     for name, ref in wf.outputs.items():
         parts = split_ref(ref)
         line = wf.line_of("outputs", name)
-        if parts is None:
+        if not str(ref).strip():  # a fresh Output node of the editor: a step to take, not a mistake
+            issues.append(Issue("unwired_output", f"output {name!r} is not wired yet",
+                                "connect a node's output port to it (e.g. `vote.answer`); until then it stays empty",
+                                line=line, severity="warning"))
+        elif parts is None:
             issues.append(Issue("unknown_ref", f"output {name!r} = {ref!r} is not `node.port`",
                                 "write it as e.g. `vote.answer`", line=line))
         elif parts[0] in by_id and (registry.get(by_id[parts[0]].kind) is None or (
