@@ -1,9 +1,12 @@
-"""The run form's required inputs: an input without a default must be given a value (not an empty field)."""
+"""What a run needs before it starts: required inputs (no default) given, Hub models pulled (a warning early)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from app.workflow.model_refs import hub_needs
+from app.workflow.problems import Issue
 from app.workflow.spec import Workflow
 
 
@@ -27,3 +30,11 @@ def required_problem(wf: Workflow, given: dict[str, Any]) -> str | None:
     names = ", ".join(repr(n) for n in missing)
     return (f"input {names} {'is' if len(missing) == 1 else 'are'} required (no default) and empty: give "
             f"{'it' if len(missing) == 1 else 'each'} a value (in the run form's field) before running")
+
+
+def unpulled_warnings(wf: Workflow, models_folder: Path) -> list[Issue]:
+    """A warning for each `source: hub` model not in the models folder yet, shown in Problems when the workflow
+    is opened rather than first at Run."""
+    return [Issue("model_not_pulled", need.message(), "Run offers to pull it; or pull it on the Models tab",
+                  line=wf.line_of("models", need.alias), severity="warning")
+            for need in hub_needs(wf.models or {}, models_folder)]

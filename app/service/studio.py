@@ -24,7 +24,7 @@ from app.service.folder_ports import FolderPorts
 from app.service.interruptible import wait_interruptibly
 from app.service.model_catalog import ModelCatalog
 from app.service.model_hub import ModelHub
-from app.service.run_inputs import required_problem
+from app.service.run_inputs import required_problem, unpulled_warnings
 from app.share.consent import RemoteConsent
 from app.share.policy import (
     SharePolicy,
@@ -447,7 +447,9 @@ class StudioService:
         """Validation problems plus what the policy refuses (share mode), over the whole tree of sub-workflows
         (found through `children`, else the app's loader)."""
         checked = check_tree(wf, self.registry, children or self.children)
-        return checked.issues + tree_refusals(wf, checked, self.policy)
+        # share mode refuses Hub models (tree_refusals); the owner hears of one not pulled yet when opening it
+        unpulled = [] if self.policy.share_mode else unpulled_warnings(wf, Path(self.models_dir))
+        return checked.issues + tree_refusals(wf, checked, self.policy) + unpulled
 
     def describe(self, wf: Workflow, children: ChildLoader | None = None) -> dict[str, Any]:
         """The editor's view of a workflow: JSON for the canvas, canonical YAML and the problems."""
