@@ -334,6 +334,22 @@ def check(wf: Workflow, registry: NodeRegistry, children: ChildLoader | None = N
                             "a workflow must be a DAG: remove one of these connections (use a refiner for loops)",
                             node_id=first, line=wf.node_line(first, "inputs")))
 
+    issues += _output_issues(wf, registry, by_id, kinds, ids)
+    for node_id in wf.layout:
+        if node_id not in ids and not node_id.startswith(("inputs.", "outputs.")):
+            issues.append(Issue("bad_layout", f"layout entry {node_id!r} names no node", "delete it",
+                                node_id=node_id, line=wf.line_of("layout", node_id), severity="warning"))
+    issues.sort(key=lambda i: (i.file is not None, i.line or 0))
+    checked.issues = issues + checked.issues
+    checked.output_types = {name: ref_type(wf, registry, ref, by_id, kinds) or JSON
+                            for name, ref in wf.outputs.items()}
+    return checked
+
+
+def _output_issues(wf: Workflow, registry: NodeRegistry, by_id: dict[str, NodeSpec], kinds: KindMap,
+                   ids: Any) -> list[Issue]:
+    """The problems of the workflow's `outputs:` (none declared, unwired, unknown or misspelt references)."""
+    issues: list[Issue] = []
     if not wf.outputs:
         issues.append(Issue("no_outputs", "the workflow declares no outputs",
                             "add `outputs: {answer: some_node.port}`", line=wf.line_of("outputs")))
@@ -358,12 +374,4 @@ def check(wf: Workflow, registry: NodeRegistry, children: ChildLoader | None = N
         elif parts[0] == "inputs" and parts[1] not in wf.inputs:
             issues.append(Issue("unknown_ref", f"output {name!r} refers to undeclared input {parts[1]!r}",
                                 "declare it under `inputs:`", line=line))
-    for node_id in wf.layout:
-        if node_id not in ids and not node_id.startswith(("inputs.", "outputs.")):
-            issues.append(Issue("bad_layout", f"layout entry {node_id!r} names no node", "delete it",
-                                node_id=node_id, line=wf.line_of("layout", node_id), severity="warning"))
-    issues.sort(key=lambda i: (i.file is not None, i.line or 0))
-    checked.issues = issues + checked.issues
-    checked.output_types = {name: ref_type(wf, registry, ref, by_id, kinds) or JSON
-                            for name, ref in wf.outputs.items()}
-    return checked
+    return issues
