@@ -46,7 +46,9 @@
       }
       box.innerHTML = names.map((name) => {
         const spec = inputs[name] || {};
-        const label = '<span class="mg-label">' + esc(name) + ' <em>' + esc(spec.type) + "</em></span>";
+        const required = spec.default === null || spec.default === undefined;
+        const label = '<span class="mg-label">' + esc(name) + ' <em>' + esc(spec.type) + "</em>" +
+          (required ? ' <em class="mg-required" title="no default: give it a value">required</em>' : "") + "</span>";
         const title = spec.description ? ' title="' + esc(spec.description) + '"' : "";
         if (spec.type === "number") {
           return '<label class="mg-field"' + title + ">" + label + '<input type="number" step="any" data-input="' +
@@ -65,6 +67,24 @@
         el.value = keep ? typed[name] : def;
         el.dataset.default = keep ? def : el.value;  // untouched while it reads this (a number field as it reads back)
       });
+    }
+
+    /** The required inputs (no default) left empty, highlighted until typed in; [] when all are given. */
+    function missingRequired() {
+      const missing = [];
+      S.el.inputs.querySelectorAll("[data-input]").forEach((el) => {
+        const spec = S.inputs[el.dataset.input] || {};
+        const empty = (spec.default === null || spec.default === undefined) && !String(el.value).trim() &&
+          !(el.validity && el.validity.badInput);
+        if (empty) {
+          missing.push(el.dataset.input);
+          el.setAttribute("aria-invalid", "true");
+          el.addEventListener("input", () => el.removeAttribute("aria-invalid"), { once: true });
+        } else {
+          el.removeAttribute("aria-invalid");
+        }
+      });
+      return missing;
     }
 
     function readInputs() {
@@ -110,6 +130,15 @@
         S.problemsNotice = true;
         return;
       }
+      const missing = missingRequired();
+      if (missing.length) {
+        const text = "Input " + missing.map((n) => "'" + n + "'").join(", ") + (missing.length > 1 ? " are" : " is") +
+          " required (no default): type a value before running.";
+        S.el.runText.textContent = text;
+        S.el.runText.className = "mg-run-text mg-bad";
+        S.el.inputs.querySelector("[aria-invalid=true]").focus();
+        return notice(text, "error");
+      }
       const seed = parseInt(S.el.seed.value || "0", 10);
       S.el.runBtn.disabled = true;
       const request = { workflow: currentWorkflow(), inputs: readInputs(), seed: isNaN(seed) ? 0 : seed,
@@ -149,6 +178,7 @@
       }
       S.runs.push(snap);
       S.currentRun = snap.run_id;
+      remember();
       if (S.ed && S.ed.clearRunState) S.ed.clearRunState();
       S.el.outputs.innerHTML = "";
       S.el.nodeOutputs.innerHTML = "";
@@ -208,8 +238,13 @@
       S.el.runText.dataset.status = "disconnected";
     }
 
+    function detached() {
+      return S.el.runText && !S.el.runText.isConnected;  // Gradio re-rendered the app: a newer panel took over
+    }
+
     async function poll() {
       S.pollTimer = null;
+      if (detached()) return;
       const active = S.runs.filter((r) => !r.finished);
       for (const r of active) {
         if (connection() && connection().isLost()) {
@@ -222,11 +257,13 @@
           break;  // no answer: not a verdict on the run; asked again on the next poll
         }
         if (snap.error && !snap.run_id) {
-          r.finished = true;
-          r.status = "lost";
-          r.error = snap.error;
+          if (!/^no live run/.test(snap.error)) break;  // the app did not answer: asked again on the next poll
+          // the server does not know the run (restarted since): it ended with the studio that ran it
+          updateRun(Object.assign({}, r, { finished: true, status: "lost", nodes: {}, output_views: [],
+            error: "ended when the studio stopped (" + snap.error + ")" }));
           continue;
         }
+        if (!snap.run_id) break;  // an empty answer (a server coming back up): not a verdict; asked again
         updateRun(snap);
       }
       if (S.runs.some((r) => !r.finished)) schedulePoll();
@@ -235,6 +272,7 @@
     function updateRun(snap) {
       const i = S.runs.findIndex((r) => r.run_id === snap.run_id);
       if (i >= 0) S.runs[i] = snap; else S.runs.push(snap);
+      remember();
       if (snap.run_id === S.currentRun) showRun(snap);
       renderRunList();
     }
@@ -262,6 +300,7 @@
       S.el.runText.textContent = text;
       S.el.runText.className = "mg-run-text" + (["failed", "invalid", "lost"].includes(snap.status) ? " mg-bad" : "");
       S.el.runText.dataset.status = snap.status;
+      showTraceLink(snap.run_id);
       S.el.cancelBtn.disabled = !S.runs.some((r) => !r.finished);
       if (S.ed && S.ed.setRunState && snap.nodes) S.ed.setRunState(snap.nodes);
       if (snap.finished) {
@@ -275,6 +314,25 @@
           "<pre>" + esc(n.text) + "</pre></div>").join("");
       }
       renderRunList();
+    }
+
+    /** "Open its trace" beside the run's status: the Traces tab on this run, in a new browser tab (the editor stays
+     *  as it is); hidden when no run is shown. */
+    function showTraceLink(runId) {
+      let link = S.el.traceLink;
+      if (!link || !link.isConnected) {
+        link = document.createElement("a");
+        link.className = "mg-trace-link";
+        link.dataset.testid = "run-trace-link";
+        link.target = "_blank";
+        link.rel = "noopener";
+        link.textContent = "Open its trace";
+        link.title = "The Traces tab on this run (a new browser tab)";
+        S.el.runText.insertAdjacentElement("afterend", link);
+        S.el.traceLink = link;
+      }
+      link.hidden = !runId;
+      if (runId) link.href = "?run=" + encodeURIComponent(runId);
     }
 
     function renderRunList() {
@@ -293,6 +351,7 @@
       S.el.progressBar.style.width = "0%";
       S.el.runText.textContent = S.runs.some((r) => !r.finished) ? "A run is still going (see the list)." : "No run yet.";
       S.el.runText.dataset.status = "";
+      showTraceLink(null);
     }
 
     async function showNodeOutputs(nodeId) {
@@ -322,13 +381,50 @@
       showNodeOutputs(S.selectedNode);
     }
 
+    // ------------------------------------------------------------------ runs across a re-render of the page
+
+    const LIVE_KEY = "mg-live-runs";  // this tab's unfinished runs: Gradio re-renders the app when a restarted
+                                      // server answers, and the panel must then still show how they ended
+
+    function remember() {
+      if (detached()) return;
+      try {
+        // the unfinished runs, and those just found lost (the page may re-render right after it learnt that)
+        const kept = S.runs.filter((r) => r.run_id && (!r.finished || (r.status === "lost" && !r.restored)))
+          .map((r) => ({ run_id: r.run_id, status: r.status, finished: !!r.finished, error: r.error || null }));
+        if (kept.length) sessionStorage.setItem(LIVE_KEY, JSON.stringify({ runs: kept, current: S.currentRun }));
+        else sessionStorage.removeItem(LIVE_KEY);
+      } catch (e) { /* storage off: the panel starts afresh */ }
+    }
+
+    function restoreRuns() {
+      let saved = null;
+      try { saved = JSON.parse(sessionStorage.getItem(LIVE_KEY) || "null"); } catch (e) { saved = null; }
+      if (!saved || !Array.isArray(saved.runs) || !saved.runs.length || S.runs.length) return;  // the server's own
+      saved.runs = saved.runs.filter((r) => r && typeof r.run_id === "string" && r.run_id);
+      if (!saved.runs.length) return;
+      saved.runs.forEach((r) => S.runs.push({ run_id: r.run_id, status: r.finished ? r.status : "running",
+        finished: !!r.finished, error: r.error, restored: !!r.finished, progress: r.finished ? 1 : 0, done: 0,
+        total: 0, nodes: {}, output_views: [] }));
+      const ids = saved.runs.map((r) => r.run_id);
+      S.currentRun = ids.includes(saved.current) ? saved.current : ids[ids.length - 1];
+      showRun(S.runs.find((r) => r.run_id === S.currentRun));
+      remember();
+      schedulePoll();
+    }
+    window.addEventListener("metagen:ready", restoreRuns, { once: true });  // after the page's init (its runs)
+
     function watchConnection() {
       const conn = connection();
       if (!conn) { setTimeout(watchConnection, 200); return; }
       conn.onChange((state) => {
         if (!S.runs.some((r) => !r.finished)) return;
         if (state === "lost") showConnectionLost();
-        else schedulePoll();  // back: the runs' real state (a restarted server no longer knows them: "lost")
+        else {  // back: the runs' real state at once (a restarted server reads it from the traces, or knows none)
+          clearTimeout(S.pollTimer);
+          S.pollTimer = null;
+          poll();
+        }
       });
     }
     watchConnection();

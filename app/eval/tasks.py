@@ -238,7 +238,8 @@ def local_copy_hint(task: TaskPreset) -> str:
     return (f"To run task {task.name} without the Hub, give a copy of its dataset ({' + '.join(task.dataset)}) as a "
             f"local JSONL, CSV, JSON or Parquet file with the columns {', '.join(source_columns(task))}: "
             f"`metagen eval WORKFLOW --task {task.name} --data FILE` (the preset still makes the prompts and "
-            "references), or upload it in the Evaluate tab and pick it as the dataset")
+            "references); in the studio's Evaluate tab, upload the file (or put it in the datasets folder), pick it "
+            f"as the Dataset and pick {task.name} in the Task preset list, then Check the grader or Start")
 
 
 def load_task_rows(task: TaskPreset, data: str | Path | None = None) -> Dataset:

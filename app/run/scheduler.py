@@ -607,12 +607,14 @@ class _DagRun:
 
     def _outputs_available(self) -> bool:
         """Whether every workflow output refers to a run input or to a node that produced its outputs."""
-        refs = [split_ref(ref) for ref in self.wf.outputs.values()]
+        refs = [split_ref(ref) for ref in self.wf.outputs.values() if str(ref).strip()]  # unwired: stays empty
         return all(parts is not None and (parts[0] in self.outputs or parts[0] == "inputs") for parts in refs)
 
     def _workflow_outputs(self) -> dict[str, Any]:
         outputs: dict[str, Any] = {}
         for name, ref in self.wf.outputs.items():
+            if not str(ref).strip():
+                continue  # an Output node not wired yet (a warning, not an error)
             head, tail = split_ref(ref)  # type: ignore[misc]
             outputs[name] = self.values[tail] if head == "inputs" else self.outputs[head][tail]
         return outputs

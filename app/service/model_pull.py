@@ -57,8 +57,18 @@ def pull_needed_models(models: dict[str, Any], *, models_dir: str | Path | None 
     for need in hub_needs(models, folder):
         if ask is not None and not ask(f"This workflow needs {need.label()} from {need.repo}. Pull it now?"):
             raise UserError(need.message(), code="model_not_pulled")
-        pulled.append(pull_model(need.ref, file=need.file, models_dir=folder, progress=progress, cancel=cancel))
+        try:
+            pulled.append(pull_model(need.ref, file=need.file, models_dir=folder, progress=progress, cancel=cancel))
+        except UserError as exc:
+            raise UserError(unpulled_message(need, str(exc), folder), code=exc.code) from None
     return pulled
+
+
+def unpulled_message(need: Any, reason: str, folder: Path) -> str:
+    """Why model `need` (a HubNeed) could not be pulled, naming its key, repo and quant or file, and what to do."""
+    what = f"quant {need.quant}" if need.quant else (f"file {need.file}" if need.file else "its default quant")
+    return (f"model {need.alias!r} ({need.repo}, {what}) could not be pulled: {reason.rstrip('.')}. Pull it later "
+            f"(the Models tab, or `{need.pull_command()}`), or put its GGUF file into the models folder {folder}")
 
 
 def search_models(query: str, limit: int = 20) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from app.platform.fileio import atomic_write_text
 from app.run.live_run import LiveRun
 from app.run.scheduler import Budget, CancelToken, RunResult, Scheduler, resolve_inputs
 from app.run.status import CANCELLED, FAILED, INVALID, QUEUED, SUCCEEDED
+from app.service.ended_runs import ended_run_snapshot
 from app.service.errors import UserError
 from app.service.evaluations import EvaluationService
 from app.service.folder_ports import FolderPorts
@@ -24,6 +25,7 @@ from app.service.gallery import Gallery
 from app.service.interruptible import wait_interruptibly
 from app.service.model_catalog import ModelCatalog
 from app.service.model_hub import ModelHub
+from app.service.run_inputs import required_problem, unpulled_warnings
 from app.service.tune_jobs import TuneJobs
 from app.share.consent import RemoteConsent
 from app.share.policy import (
@@ -460,7 +462,9 @@ class StudioService:
         """Validation problems plus what the policy refuses (share mode), over the whole tree of sub-workflows
         (found through `children`, else the app's loader)."""
         checked = check_tree(wf, self.registry, children or self.children)
-        return checked.issues + tree_refusals(wf, checked, self.policy)
+        # share mode refuses Hub models (tree_refusals); the owner hears of one not pulled yet when opening it
+        unpulled = [] if self.policy.share_mode else unpulled_warnings(wf, Path(self.models_dir))
+        return checked.issues + tree_refusals(wf, checked, self.policy) + unpulled
 
     def describe(self, wf: Workflow, children: ChildLoader | None = None) -> dict[str, Any]:
         """The editor's view of a workflow: JSON for the canvas, canonical YAML and the problems."""
@@ -549,6 +553,9 @@ class StudioService:
         too_large = inputs_problem(inputs if isinstance(inputs, dict) else {}, self.policy)
         if too_large:  # before anything is copied, stored or traced
             raise UserError(too_large)
+        missing = required_problem(wf, inputs if isinstance(inputs, dict) else {})
+        if missing:  # an empty question ran for 17 s on nothing
+            raise UserError(missing)
         try:
             values = resolve_inputs(wf, _clean_inputs(wf, inputs or {}))
         except WorkflowError as exc:
@@ -705,6 +712,10 @@ class StudioService:
         return handle
 
     def run_status(self, run_id: str, *, visitor: str | None = None) -> dict[str, Any]:
+        if run_id not in self._runs and not self.policy.share_mode:  # a page open across a restart asks for it
+            ended = ended_run_snapshot(self.trace_store, run_id)
+            if ended is not None:
+                return ended
         handle = self._handle(run_id, visitor)
         snap = handle.live.snapshot()
         if snap["status"] == QUEUED:

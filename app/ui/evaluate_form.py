@@ -36,6 +36,8 @@ METRICS = [("exact match", "exact"), ("number (numeric equality)", "number"), ("
            ("math (LaTeX equivalence, math-verify)", "math"), ("choice (the option letter)", "choice"),
            ("regex (pattern below; empty: the reference is the pattern)", "regex"),
            ("python file (its name below)", "python"), ("a workflow output (its name below)", "output")]
+TESTS_METRIC = ("tests (the code's unit tests run)", "tests")
+"""Offered where the app allows code execution (not a shared app's default)."""
 METRICS_WITH_ARGUMENT = {"python": "the metric file's name, e.g. instructions_metric.py",
                          "output": "the workflow output that holds the grade, e.g. passed"}
 PAST_COLUMNS = ["id", "name", "status", "runs", "dataset", "created"]
@@ -268,9 +270,11 @@ def build_request(service: StudioService, *, picked: list[str] | None, editor_ya
                   metric: str | None = "exact", metric_arg: str | None = "", output: str | None = DEFAULT_OUTPUT,
                   limit: Any = 0, shuffle: bool = False, seed: Any = 0, sweeps: str | None = "",
                   share_samples: bool = False, bootstrap: Any = 0, repeats: Any = 1,
-                  baseline: str | None = "") -> dict[str, Any]:
-    """The service's evaluation request from the form's values (UserError for what the form itself can tell)."""
-    if not dataset:
+                  baseline: str | None = "", task: str | None = "") -> dict[str, Any]:
+    """The service's evaluation request from the form's values (UserError for what the form itself can tell). A
+    `task` preset picked beside a file dataset makes that file's prompts and references (a local copy of the
+    preset's Hub dataset)."""
+    if not dataset and not task:
         raise UserError("pick a dataset or a task preset, upload one (.jsonl, .csv, .json or .parquet), or type a "
                         "Hub dataset hf:OWNER/NAME[:CONFIG][@SPLIT]")
     graded = (output or "").strip()
@@ -282,7 +286,8 @@ def build_request(service: StudioService, *, picked: list[str] | None, editor_ya
     if limit_n < 0:
         raise UserError("limit must be 0 (all rows) or more")
     return {
-        "workflows": selected_workflows(service, picked, editor_yaml), "dataset": dataset,
+        "workflows": selected_workflows(service, picked, editor_yaml), "dataset": dataset or None,
+        "task": (task or "").strip().removeprefix("task:") or None,
         "metric": metric_spec(metric, metric_arg),
         # `answer` is also the plan's default, which falls back to a workflow's only output when it has no answer
         "output": None if graded in ("", DEFAULT_OUTPUT) else graded,
@@ -366,6 +371,20 @@ def dataset_choices(service: StudioService, visitor: str | None = None) -> list[
     for t in service.evaluations.tasks():
         out.append((f"task: {t['title']} ({t['metric']}; {t['dataset']})", f"task:{t['name']}"))
     return out
+
+
+def task_choices(service: StudioService) -> list[tuple[str, str]]:
+    """(label, name) of the Task preset list: none, then every preset (none offered in share mode)."""
+    return [("(none)", ""), *((f"{t['title']} ({t['metric']})", t["name"]) for t in service.evaluations.tasks())]
+
+
+def picked_task(dataset: str | None, task: str | None) -> tuple[str | None, str | None]:
+    """(task, file dataset) of the form: a `task:NAME` dataset is that preset with its own (Hub) rows; any other
+    dataset is a file, whose rows the preset of the Task preset list (if one is picked) makes into prompts."""
+    name, task_name = str(dataset or "").strip(), str(task or "").strip().removeprefix("task:")
+    if name.startswith("task:"):
+        return name[len("task:"):], None
+    return task_name or None, name or None
 
 
 def task_metric(service: StudioService, dataset: str | None) -> str | None:

@@ -26,6 +26,7 @@ from app.ui.evaluate_form import (
     PAST_COLUMNS,
     POLL_S,
     READ_EDITOR_JS,
+    TESTS_METRIC,
     _cell,
     _safe,
     _try_selected,
@@ -37,10 +38,12 @@ from app.ui.evaluate_form import (
     gold_check_html,
     message_html,
     past_rows,
+    picked_task,
     progress_html,
     run_link,
     selected_workflows,
     sweep_options,
+    task_choices,
     task_metric,
     workflow_choices,
 )
@@ -60,6 +63,7 @@ class EvaluateView:
     workflows: gr.Dropdown
     refresh: gr.Button
     dataset: gr.Dropdown
+    task: gr.Dropdown
     check_grader: gr.Button
     upload: gr.File
     dataset_info: gr.Markdown
@@ -102,7 +106,7 @@ class EvaluateView:
     @property
     def form(self) -> set[Any]:
         """Every input a handler may read (Gradio passes them as one dict keyed by component)."""
-        return {self.editor_yaml, self.workflows, self.dataset, self.upload, self.columns, self.map_names,
+        return {self.editor_yaml, self.workflows, self.dataset, self.task, self.upload, self.columns, self.map_names,
                 *self.map_slots, self.reference, self.metric, self.metric_arg, self.output, self.limit, self.shuffle,
                 self.seed, self.share_samples, self.bootstrap, self.repeats, self.baseline, self.sweep_param,
                 self.sweeps, self.sweep_suggested, self.past}
@@ -156,7 +160,8 @@ class EvaluateHandlers:
                              metric=d.get(v.metric), metric_arg=d.get(v.metric_arg), output=d.get(v.output),
                              limit=d.get(v.limit), shuffle=d.get(v.shuffle), seed=d.get(v.seed),
                              sweeps=d.get(v.sweeps), share_samples=d.get(v.share_samples),
-                             bootstrap=d.get(v.bootstrap), repeats=d.get(v.repeats), baseline=d.get(v.baseline))
+                             bootstrap=d.get(v.bootstrap), repeats=d.get(v.repeats), baseline=d.get(v.baseline),
+                             task=d.get(v.task))
 
     @staticmethod
     def _error(exc: Exception, doing: str) -> str:
@@ -195,12 +200,13 @@ class EvaluateHandlers:
     def _check(self, d: dict[Any, Any], mapping: dict[str, str] | None = None, reference: str | None = None,
                visitor: str | None = None) -> str:
         """Whether every row fills the picked workflows' inputs (the plan check, without the sweep)."""
-        dataset = d.get(self.v.dataset)
-        if not dataset or not self._picked(d):
+        task, dataset = picked_task(d.get(self.v.dataset), d.get(self.v.task))
+        if not (dataset or task) or not self._picked(d):
             return ""
         try:
             workflows = selected_workflows(self.service, self._picked(d), d.get(self.v.editor_yaml))
-            plan = self.service.evaluations.plan({"workflows": workflows, "dataset": dataset, "metric": "exact",
+            plan = self.service.evaluations.plan({"workflows": workflows, "dataset": dataset, "task": task,
+                                                  "metric": "exact",
                                                   "mapping": mapping if mapping is not None else self._mapping(d),
                                                   "reference": reference if reference is not None
                                                   else d.get(self.v.reference) or None}, visitor=visitor)
@@ -245,6 +251,9 @@ class EvaluateHandlers:
             names = [value for _, value in datasets]
             kept = d.get(v.dataset) in names or str(d.get(v.dataset) or "").startswith("hf:")  # typed Hub names stay
             out[v.dataset] = gr.update(choices=datasets, value=d.get(v.dataset) if kept else None)
+            tasks = task_choices(self.service)
+            out[v.task] = gr.update(choices=tasks, value=d.get(v.task) if d.get(v.task) in
+                                    {value for _, value in tasks} else "")
         except Exception as exc:
             problems.append(self._error(exc, "list the datasets"))
         try:
@@ -292,8 +301,19 @@ class EvaluateHandlers:
         name = d.get(self.v.dataset)
         out = {**self._dataset_updates(d, name, visitor), self.v.message: ""}
         metric = task_metric(self.service, name) or self.service.evaluations.dataset_metric(name, visitor=visitor)
-        if metric is not None and metric in {value for _, value in METRICS}:  # the preset's or the dataset's own
+        # the preset's metric or the one the dataset's meta file declares
+        if metric is not None and metric in {value for _, value in (*METRICS, TESTS_METRIC)}:
             out[self.v.metric] = gr.update(value=metric)
+        return out
+
+    def on_task(self, d: dict[Any, Any], request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
+        """A task preset was picked beside the dataset: its metric, and whether the file's rows fill its prompts."""
+        v = self.v
+        task, _ = picked_task(d.get(v.dataset), d.get(v.task))
+        out: dict[Any, Any] = {v.check: self._check(d, visitor=self._visitor(request)), v.message: ""}
+        metric = task_metric(self.service, f"task:{task}") if task else None
+        if metric is not None and metric in {value for _, value in (*METRICS, TESTS_METRIC)}:
+            out[v.metric] = gr.update(value=metric)
         return out
 
     def on_upload(self, d: dict[Any, Any], request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
@@ -328,13 +348,14 @@ class EvaluateHandlers:
                         request: gr.Request = None) -> dict[Any, Any]:  # type: ignore[assignment]
         """Grade the picked task preset's own gold answers (its first `limit` rows) with its metric."""
         v = self.v
-        picked = str(d.get(v.dataset) or "")
-        if not picked.startswith("task:"):
+        task, dataset = picked_task(d.get(v.dataset), d.get(v.task))
+        if not task:
             return {v.check: "", v.message: message_html(
-                "Pick a task preset (task:NAME) as the dataset: the grader is checked on its own gold answers.",
-                "error")}
+                "Pick a task preset in the Task preset list (its rows: the picked dataset file, else the preset's "
+                "own Hub dataset): the grader is checked on the rows' gold answers.", "error")}
         try:
-            result = self.service.evaluations.check_gold(picked, limit=int(d.get(v.limit) or 0) or None,
+            result = self.service.evaluations.check_gold(task, dataset=dataset,
+                                                         limit=int(d.get(v.limit) or 0) or None,
                                                          visitor=self._visitor(request))
         except Exception as exc:
             return {v.check: "", v.message: self._error(exc, "check the grader")}
@@ -463,6 +484,8 @@ def _dataset_section() -> dict[str, Any]:
     with gr.Row():
         dataset = gr.Dropdown([], label="Dataset (a file, a task preset, or type hf:OWNER/NAME[:CONFIG][@SPLIT])",
                               elem_id="mg-eval-dataset", scale=3, allow_custom_value=True)
+        task = gr.Dropdown([("(none)", "")], value="", label="Task preset (makes a file's prompts and references)",
+                           elem_id="mg-eval-task", scale=2)
         check_grader = gr.Button("Check the grader", elem_id="mg-eval-check-grader", scale=0, min_width=120)
         upload = gr.File(label="…or upload one (.jsonl, .csv)", file_types=[".jsonl", ".csv"], type="filepath",
                          elem_id="mg-eval-upload", height=140, scale=2)
@@ -474,7 +497,7 @@ def _dataset_section() -> dict[str, Any]:
         reference = gr.Dropdown([("(none)", "")], value="", label="Reference column", elem_id="mg-eval-reference",
                                 min_width=160)
     check = gr.HTML(elem_id="mg-eval-check")
-    return {"workflows": workflows, "refresh": refresh, "dataset": dataset, "check_grader": check_grader,
+    return {"workflows": workflows, "refresh": refresh, "dataset": dataset, "task": task, "check_grader": check_grader,
             "upload": upload, "dataset_info": dataset_info, "preview": preview, "columns": gr.State([]),
             "map_names": gr.State([]), "map_slots": map_slots, "reference": reference, "check": check}
 
@@ -484,6 +507,8 @@ def _metric_section(service: StudioService) -> dict[str, Any]:
     gr.Markdown("### 2 · Metric and sweep")
     with gr.Row():
         metrics = [m for m in METRICS if m[1] != "python" or service.policy.allow_python]
+        if service.policy.allow_code_execution:  # code presets (HumanEval, MBPP) grade with their unit tests
+            metrics.append(TESTS_METRIC)
         metric = gr.Dropdown(metrics, value="exact", label="Metric", elem_id="mg-eval-metric", scale=2)
         metric_arg = gr.Textbox(label="Metric argument", elem_id="mg-eval-metric-arg", scale=2,
                                 placeholder="regex pattern, python file name or output name")
@@ -559,13 +584,14 @@ def _wire_form(v: EvaluateView, h: EvaluateHandlers, tab: gr.Tab) -> None:
     """Opening the tab, the lists, workflows, dataset, upload, mapping, the grader check and the sweep."""
     form = v.form
     workflow_outputs = [*v.mapping_outputs, v.sweep_param, v.sweeps, v.sweep_suggested, v.message]
-    select_outputs = [v.workflows, v.dataset, v.past, v.past_table, *workflow_outputs]
+    select_outputs = [v.workflows, v.dataset, v.task, v.past, v.past_table, *workflow_outputs]
     dataset_outputs = [v.preview, v.dataset_info, v.columns, *v.mapping_outputs, v.message, v.metric]
     # the editor's YAML is read in the browser when the tab opens, then the lists are refreshed
     tab.select(None, None, [v.editor_yaml], js=READ_EDITOR_JS).then(h.on_select, form, select_outputs)
     v.refresh.click(None, None, [v.editor_yaml], js=READ_EDITOR_JS).then(h.on_select, form, select_outputs)
     v.workflows.input(h.on_workflows, form, workflow_outputs)
     v.dataset.input(h.on_dataset, form, dataset_outputs)
+    v.task.input(h.on_task, form, [v.check, v.message, v.metric])
     v.check_grader.click(h.on_check_grader, form, [v.check, v.message])
     v.upload.upload(h.on_upload, form, [v.dataset, *dataset_outputs])
     for slot in (*v.map_slots, v.reference):

@@ -180,15 +180,21 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
     return TracesTab(run_pick=views.run_pick, message=views.message)
 
 
+KEPT: dict[str, Any] = {"allow_custom_value": True}
+"""For the dropdowns whose choices a handler fills: the server keeps those choices per session, so after a studio
+restart the open page's value is not among the new server's (empty) choices and Gradio refused every event that
+reads it ("Value: … is not in the list of choices"); the handlers check the value themselves."""
+
+
 def _build_views() -> _Views:
     with gr.Row():
-        wf_filter = gr.Dropdown([ALL], value=ALL, label="Workflow", elem_id="mg-traces-workflow", scale=2)
+        wf_filter = gr.Dropdown([ALL], value=ALL, label="Workflow", elem_id="mg-traces-workflow", scale=2, **KEPT)
         status_filter = gr.Dropdown(list(STATUSES), value=ALL, label="Status", elem_id="mg-traces-status", scale=1)
         refresh = gr.Button("Refresh", elem_id="mg-traces-refresh", scale=0)
     runs_df = gr.Dataframe(headers=RUN_COLUMNS, interactive=False, elem_id="mg-traces-runs", wrap=True,
                            max_height=260)
     with gr.Row():
-        run_pick = gr.Dropdown([], label="Run", elem_id="mg-traces-run", scale=3)
+        run_pick = gr.Dropdown([], label="Run", elem_id="mg-traces-run", scale=3, **KEPT)
         open_btn = gr.Button("Open this run's workflow in the editor", elem_id="mg-traces-open", scale=1)
         export_btn = gr.DownloadButton("Export HTML report", elem_id="mg-traces-export", scale=1)
     run_link_controls(run_pick)
@@ -200,7 +206,7 @@ def _build_views() -> _Views:
             timeline = gr.Plot(label="Timeline", elem_id="mg-trace-timeline")
         with gr.Tab("Samples", elem_id="mg-trace-samples-tab"):
             sample_node = gr.Dropdown([], label="Node (empty: the last candidate set of the run)",
-                                      elem_id="mg-trace-sample-node")
+                                      elem_id="mg-trace-sample-node", **KEPT)
             samples_plot = gr.Plot(label="Samples", elem_id="mg-trace-samples-plot", visible=False)
             samples_html = gr.HTML(elem_id="mg-trace-samples")
         with gr.Tab("Search tree", elem_id="mg-trace-tree-tab"):
@@ -209,12 +215,12 @@ def _build_views() -> _Views:
         with gr.Tab("Refinement", elem_id="mg-trace-refine-tab"):
             refine_html = gr.HTML(elem_id="mg-trace-refine")
         with gr.Tab("Tokens", elem_id="mg-trace-tokens-tab"):
-            call_pick = gr.Dropdown([], label="LM call", elem_id="mg-trace-call")
+            call_pick = gr.Dropdown([], label="LM call", elem_id="mg-trace-call", **KEPT)
             tokens_html = gr.HTML(elem_id="mg-trace-tokens")
         with gr.Tab("Compare", elem_id="mg-trace-compare-tab"):
             with gr.Row():
-                compare_a = gr.Dropdown([], label="Run A", elem_id="mg-compare-a")
-                compare_b = gr.Dropdown([], label="Run B", elem_id="mg-compare-b")
+                compare_a = gr.Dropdown([], label="Run A", elem_id="mg-compare-a", **KEPT)
+                compare_b = gr.Dropdown([], label="Run B", elem_id="mg-compare-b", **KEPT)
                 compare_btn = gr.Button("Compare", elem_id="mg-compare-btn", scale=0)
             compare_html = gr.HTML(elem_id="mg-compare")
     yaml_box = gr.Textbox(visible="hidden", elem_id="mg-traces-yaml")
@@ -228,19 +234,35 @@ def _build_views() -> _Views:
 def _wire_list(service: StudioService, v: _Views, tab: gr.Tab) -> None:
     """The run list and its filters, refreshed when the tab opens."""
 
-    def load_list(workflow: str, status: str, picked: str | None = None,
+    newest = gr.State(None)  # the newest run of the last listing: a pick that was it follows the next newest
+
+    def load_list(workflow: str, status: str, picked: str | None = None, newest_before: str | None = None,
                   request: gr.Request = None) -> tuple[Any, ...]:  # type: ignore[assignment]
         rows, names = run_rows(service, workflow, status, visitor_for(service, request))
         choices = [run_choice(r) for r in rows]
         keys = [key for _, key in choices]
-        # keep the run already picked (e.g. opened by a ?run= link), else show the newest
-        current = picked if picked in keys else (keys[0] if keys else None)
+        current = followed_run(picked, keys, newest_before)
         return (gr.update(value=rows), gr.update(choices=[ALL, *names]), gr.update(choices=choices, value=current),
-                gr.update(choices=choices), gr.update(choices=choices))
+                gr.update(choices=choices), gr.update(choices=choices), keys[0] if keys else None)
 
-    list_outputs = [v.runs_df, v.wf_filter, v.run_pick, v.compare_a, v.compare_b]
+    list_outputs = [v.runs_df, v.wf_filter, v.run_pick, v.compare_a, v.compare_b, newest]
     for trigger in (v.refresh.click, tab.select, v.wf_filter.input, v.status_filter.input):
-        trigger(load_list, [v.wf_filter, v.status_filter, v.run_pick], list_outputs)
+        trigger(load_list, [v.wf_filter, v.status_filter, v.run_pick, newest], list_outputs)
+    v.runs_df.select(row_run, None, [v.run_pick])  # a click on a row opens that run
+
+
+def followed_run(picked: str | None, keys: list[str], newest_before: str | None) -> str | None:
+    """The run the tab shows after a listing: one the user picked (or a ?run= link opened) stays; none, or the
+    newest of the last listing, follows the newest now (the run just started)."""
+    if picked in keys and picked != newest_before:
+        return picked
+    return keys[0] if keys else None
+
+
+def row_run(evt: gr.SelectData) -> Any:
+    """The run of the clicked runs-table row (its first cell), as the Run dropdown's value."""
+    row = evt.row_value or []
+    return gr.update(value=str(row[0])) if row and row[0] else gr.update()
 
 
 def _empty_views(v: _Views, first_message: str) -> dict[Any, Any]:

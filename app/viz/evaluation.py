@@ -94,11 +94,22 @@ def _tokens_per_item(point: dict[str, Any], tokens: str = "completion") -> float
     return cost / max(point.get("total") or 0, 1)
 
 
+REUSED = "reused from the shared pool"
+"""Why a shared-samples point made fewer completion tokens than its per-item cost: its draws came from the pool."""
+
+
+def _reused_note(point: dict[str, Any]) -> str:
+    """' (reused from the shared pool)' for a point whose draws came from the shared sample pool, else ''."""
+    cost = point.get("cost_tokens")
+    reused = isinstance(cost, int | float) and cost > (point.get("completion_tokens") or 0)
+    return f" ({REUSED})" if reused else ""
+
+
 def _hover(point: dict[str, Any]) -> str:
     lo, hi = (point.get("ci") or [None, None])[:2]
     return (f"<b>{esc(point.get('label'))}</b><br>accuracy {_pct(point['accuracy'])} "
             f"(95% CI {_pct(lo)}–{_pct(hi)})<br>{point.get('correct')}/{point.get('total')} correct<br>"
-            f"{fmt_num(_tokens_per_item(point), 1)} completion tokens per item")
+            f"{fmt_num(_tokens_per_item(point), 1)} completion tokens per item{esc(_reused_note(point))}")
 
 
 def _percent_yaxis(fig: go.Figure, title: str) -> None:
@@ -342,10 +353,12 @@ def _points_table(summary: dict[str, Any]) -> str:
             failed += (f' <span class="mg-ungraded" title="{esc(p.get("ungraded_reason") or "")}">'
                        f'({fmt_num(p["ungraded"])} ungraded)</span>')
         star = "★" if p.get("pareto") else ""
+        reused = (f' <span class="mg-muted mg-reused" title="its per-item cost counts the pooled draws it used">'
+                  f"{esc(_reused_note(p).strip())}</span>" if _reused_note(p) else "")
         rows.append(f"<tr{' class=mg-winner' if star else ''}><td>{esc(p.get('label'))}</td>"
                     f"<td class=num>{acc}</td>"
                     f"<td class=num>{fmt_num(p.get('correct'))}/{fmt_num(p.get('total'))}{planned}{failed}</td>"
-                    f"<td class=num>{fmt_num(p.get('completion_tokens'))}</td>"
+                    f"<td class=num>{fmt_num(p.get('completion_tokens'))}{reused}</td>"
                     f"<td class=num>{fmt_num(p.get('thinking_tokens', 0))} / {fmt_num(p.get('answer_tokens'))}</td>"
                     f"<td class=num>{fmt_num(_tokens_per_item(p), 1)}</td>"
                     f"<td class=num>{fmt_num(p.get('prompt_tokens_evaluated'))} / "

@@ -267,9 +267,22 @@ class _NodeCheck:
     def check_required_inputs(self, cls: type[NodeKind], resolved: dict[str, Any]) -> None:
         for required in cls.required_inputs(resolved):
             if required not in self.node.inputs:
-                self.add("missing_input", f"input {required!r} is not connected",
-                         f"wire it: `inputs: {{{required}: inputs.{required}}}` or from another node's output",
+                self.add("missing_input", f"input {required!r} is not connected", self.wire_hint(required),
                          self.line("inputs") or self.line())
+
+    def wire_hint(self, port: str) -> str:
+        """How to connect `port`: from another node's output of that name (a voter's `candidates` from the
+        sampler's), else from the workflow input of that name, else either."""
+        sources = []
+        for other in self.wf.nodes:
+            cls = self.kinds.get(other.id) or self.registry.get(other.kind)
+            if other.id != self.node.id and cls is not None and cls.output_port(port) is not None:
+                sources.append(f"{other.id}.{port}")
+        if sources:
+            return f"wire it from {' or '.join(f'`{s}`' for s in sources[:3])}: `inputs: {{{port}: {sources[0]}}}`"
+        if port in self.wf.inputs:
+            return f"wire it from the workflow input: `inputs: {{{port}: inputs.{port}}}`"
+        return f"wire it: `inputs: {{{port}: inputs.{port}}}` or from another node's output"
 
 
 def _check_node(wf: Workflow, registry: NodeRegistry, index: int, by_id: dict[str, NodeSpec],
@@ -321,13 +334,33 @@ def check(wf: Workflow, registry: NodeRegistry, children: ChildLoader | None = N
                             "a workflow must be a DAG: remove one of these connections (use a refiner for loops)",
                             node_id=first, line=wf.node_line(first, "inputs")))
 
+    issues += _output_issues(wf, registry, by_id, kinds, ids)
+    for node_id in wf.layout:
+        if node_id not in ids and not node_id.startswith(("inputs.", "outputs.")):
+            issues.append(Issue("bad_layout", f"layout entry {node_id!r} names no node", "delete it",
+                                node_id=node_id, line=wf.line_of("layout", node_id), severity="warning"))
+    issues.sort(key=lambda i: (i.file is not None, i.line or 0))
+    checked.issues = issues + checked.issues
+    checked.output_types = {name: ref_type(wf, registry, ref, by_id, kinds) or JSON
+                            for name, ref in wf.outputs.items()}
+    return checked
+
+
+def _output_issues(wf: Workflow, registry: NodeRegistry, by_id: dict[str, NodeSpec], kinds: KindMap,
+                   ids: Any) -> list[Issue]:
+    """The problems of the workflow's `outputs:` (none declared, unwired, unknown or misspelt references)."""
+    issues: list[Issue] = []
     if not wf.outputs:
         issues.append(Issue("no_outputs", "the workflow declares no outputs",
                             "add `outputs: {answer: some_node.port}`", line=wf.line_of("outputs")))
     for name, ref in wf.outputs.items():
         parts = split_ref(ref)
         line = wf.line_of("outputs", name)
-        if parts is None:
+        if not str(ref).strip():  # a fresh Output node of the editor: a step to take, not a mistake
+            issues.append(Issue("unwired_output", f"output {name!r} is not wired yet",
+                                "connect a node's output port to it (e.g. `vote.answer`); until then it stays empty",
+                                line=line, severity="warning"))
+        elif parts is None:
             issues.append(Issue("unknown_ref", f"output {name!r} = {ref!r} is not `node.port`",
                                 "write it as e.g. `vote.answer`", line=line))
         elif parts[0] in by_id and (registry.get(by_id[parts[0]].kind) is None or (
@@ -341,12 +374,4 @@ def check(wf: Workflow, registry: NodeRegistry, children: ChildLoader | None = N
         elif parts[0] == "inputs" and parts[1] not in wf.inputs:
             issues.append(Issue("unknown_ref", f"output {name!r} refers to undeclared input {parts[1]!r}",
                                 "declare it under `inputs:`", line=line))
-    for node_id in wf.layout:
-        if node_id not in ids and not node_id.startswith(("inputs.", "outputs.")):
-            issues.append(Issue("bad_layout", f"layout entry {node_id!r} names no node", "delete it",
-                                node_id=node_id, line=wf.line_of("layout", node_id), severity="warning"))
-    issues.sort(key=lambda i: (i.file is not None, i.line or 0))
-    checked.issues = issues + checked.issues
-    checked.output_types = {name: ref_type(wf, registry, ref, by_id, kinds) or JSON
-                            for name, ref in wf.outputs.items()}
-    return checked
+    return issues

@@ -17,6 +17,20 @@ export function layeredPositions(nodes, edges, sizeOf) {
     comps.get(r).push(n);
   }
   if (comps.size === 1) return layeredComponent(nodes, edges, sizeOf);
+  // workflow inputs wired to nothing yet: a column left of everything (inputs read left to right, like wires)
+  const strayInputs = [...comps.values()].filter((m) => m.every((n) => n.section === "inputs")).flat();
+  if (strayInputs.length && strayInputs.length < nodes.length) {
+    const stray = new Set(strayInputs.map((n) => n.id));
+    const rest = layeredPositions(nodes.filter((n) => !stray.has(n.id)), edges, sizeOf);
+    const width = Math.max(180, ...strayInputs.map((n) => sizeOf(n.id).w || 220)) + 80;
+    const out = new Map([...rest].map(([id, p]) => [id, { x: p.x + width, y: p.y }]));
+    let y = 0;
+    for (const n of strayInputs) {
+      out.set(n.id, { x: 0, y });
+      y += (sizeOf(n.id).h || 110) + 36;
+    }
+    return out;
+  }
   const laid = [...comps.values()].map((members) => {
     const pos = layeredComponent(members, edges, sizeOf);
     let w = 0; let hh = 0;

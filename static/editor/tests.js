@@ -281,6 +281,19 @@ function defineTests(R, D, L) {
     eq(L.layeredPositions(cyc.nodes, cyc.edges).size, 2, "a cycle gets positions too");
   });
 
+  test("layout: an input wired to nothing yet stays left of the nodes (issue 43 §2.8)", (fx) => {
+    const doc = D.docFromWorkflow({
+      version: 1, name: "stray",
+      inputs: { question: { type: "text" } },
+      nodes: [{ id: "sample", kind: "k" }, { id: "vote", kind: "k", inputs: { x: "sample.out" } }],
+      outputs: { answer: "vote.out" },
+    }, Object.assign({ rules: fx.rules }, kinds)).doc;
+    const pos = L.layeredPositions(doc.nodes, doc.edges);
+    checkLayout(doc, pos, "stray input");
+    ok(pos.get("inputs.question").x < pos.get("sample").x, "the unwired input is left of the sampler");
+    eq(pos.get("inputs.question").x, 0, "in the first column");
+  });
+
   return tests;
 }
 

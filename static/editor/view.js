@@ -174,8 +174,16 @@ export default class ViewMethods {
   }
 
   /** Zoom and pan so that every node (or just the nodes in `ids`) is in view. */
+  /** How much of the canvas's right side the floating inspector covers (narrow hosts; 0 when it does not float). */
+  _coveredRight() {
+    if (!this.root.classList.contains("mge-narrow") || getComputedStyle(this.inspector).display === "none") return 0;
+    const ir = this.inspector.getBoundingClientRect();
+    const vr = this.viewport.getBoundingClientRect();
+    return Math.max(0, Math.min(vr.width / 2, vr.right - ir.left + 8));
+  }
+
   fitView(ids) {
-    const w = this.viewport.clientWidth;
+    const w = this.viewport.clientWidth - this._coveredRight();  // Fit shows the nodes beside the inspector
     const hgt = this.viewport.clientHeight;
     if (!w || !hgt) { this.pendingFit = true; return; }
     this.pendingFit = false;

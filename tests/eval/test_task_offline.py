@@ -96,7 +96,7 @@ def test_a_preset_not_cached_fails_at_once_and_says_how_to_use_a_local_file(sile
             load_task_dataset(task)
         text = str(caught.value)
         assert "hf:openai/gsm8k:main@test is not in this machine's dataset cache" in text
-        assert "--task gsm8k --data FILE" in text and "upload it in the Evaluate tab" in text
+        assert "--task gsm8k --data FILE" in text and "pick gsm8k in the Task preset list" in text
         assert "with the columns question, answer" in text
     assert hub.connections == 1  # one probe; the library never waited on the network
     assert set(hub.looked_up) <= {"127.0.0.1"}
@@ -129,7 +129,7 @@ def test_the_evaluate_tab_preview_estimate_and_start_fail_at_once(silent_hub: tu
     request = {"workflows": [{"name": "chain_of_thought", "yaml": COT.read_text(encoding="utf-8")}],
                "dataset": "task:gsm8k"}
     for ask in (lambda: evals.preview("task:gsm8k"), lambda: evals.estimate(request), lambda: evals.start(request)):
-        with pytest.raises(UserError, match="upload it in the Evaluate tab"):
+        with pytest.raises(UserError, match="pick gsm8k in the Task preset list"):
             ask()
     assert hub.connections == 1 and set(hub.looked_up) <= {"127.0.0.1"}
     service.close()

@@ -4,6 +4,7 @@ offline) cache; visitors of a shared app get neither."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -75,3 +76,30 @@ def test_check_the_grader_grades_the_presets_gold_answers(service: StudioService
     evals.policy = type(evals.policy)(**{**evals.policy.__dict__, "share_mode": True})
     with pytest.raises(UserError, match="shared app"):
         evals.check_gold("task:gsm8k")
+
+
+def test_check_the_grader_and_the_plan_read_an_uploaded_copy_of_a_presets_rows(service: StudioService) -> None:  # noqa: F811
+    """Offline, a preset's rows come from a file: uploaded, picked as the Dataset, the preset picked in the Task
+    preset list; the grader check grades its gold answers and an evaluation's plan reads it through the preset."""
+    from tests.eval.humaneval_data import problems
+
+    rows = problems()[:3]
+    data = "".join(json.dumps(r) + "\n" for r in rows).encode()
+    added = service.evaluations.upload_dataset("humaneval_copy.jsonl", data)
+    tab = build_tab(service)
+    v, h = tab.view, tab.handlers
+    form = initial_form(tab)
+    form[v.editor_yaml] = VOTE
+    apply(form, h.on_select(form))
+    assert ("humaneval" in {value for _, value in h.on_select(form)[v.task]["choices"]})
+    form[v.dataset] = added["name"]
+    assert "Pick a task preset in the Task preset list" in h.on_check_grader(form)[v.message]
+    form[v.task] = "humaneval"
+    assert h.on_task(form)[v.metric]["value"] == "tests"
+    out = h.on_check_grader(form)
+    assert 'data-correct="3" data-total="3"' in out[v.check], out
+    request = h.request(form)
+    assert request["task"] == "humaneval" and request["dataset"] == added["name"]
+    plan = service.evaluations.plan({**request, "metric": "exact"})
+    assert plan.task == "humaneval" and len(plan.dataset.rows) == 3
+    assert "tests" in plan.dataset.columns

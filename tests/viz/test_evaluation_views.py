@@ -173,3 +173,20 @@ def test_no_sweep_at_all(summary: dict[str, Any]) -> None:
     summary["points"] = [summary["points"][4]]
     fig = viz.accuracy_curve_figure(summary)
     assert fig is not None and list(fig.data[0].x) == ["greedy"] and fig.layout.xaxis.type == "category"
+
+
+def test_a_shared_sample_point_says_its_draws_were_reused(summary: dict[str, Any]) -> None:
+    """Issue 43 §2.5: a point whose draws came from the shared pool made 0 completion tokens itself beside a
+    per-item cost; the table and the hover say why."""
+    shared = copy.deepcopy(summary)
+    pooled = shared["points"][0]
+    pooled.update(completion_tokens=0, cost_tokens=640)
+    html = viz.evaluation_summary_html(shared)
+    start = html.index("<tbody>", html.index("mg-eval-points"))
+    rows = html[start:html.index("</tbody>", start)].split("<tr")[1:]
+    assert "reused from the shared pool" in rows[0] and "64.0" in rows[0]
+    assert all("reused from the shared pool" not in row for row in rows[1:])  # points that ran their own draws
+    from app.viz.evaluation import accuracy_tokens_figure
+
+    hovers = [str(h) for trace in accuracy_tokens_figure(shared).data for h in (trace.hovertext or [])]
+    assert sum("reused from the shared pool" in h for h in hovers) == 1
