@@ -38,6 +38,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                "  metagen eval workflows/self_consistency.yaml --data hf:HuggingFaceH4/MATH-500@test --map "
                "question=problem --metric math")
     p.add_argument("targets", nargs="*", metavar="WORKFLOW | list | show ID | export ID | delete ID")
+    _add_dataset_options(p)
+    _add_sweep_options(p)
+    _add_budget_options(p)
+    _add_run_options(p)
+    _add_report_options(p)
+    p.set_defaults(func=cmd_eval)
+
+
+def _add_dataset_options(p: argparse.ArgumentParser) -> None:
+    """The items: where they come from, how inputs and references map, how answers are graded."""
     p.add_argument("--data", "-d", default=None, metavar="DATASET",
                    help="a .jsonl, .csv, .json (array) or .parquet file (or the name of one in the datasets folders), "
                         "or a Hub dataset hf:OWNER/NAME[:CONFIG][@SPLIT]")
@@ -51,10 +61,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="exact | number | contains | math | choice | regex[:PATTERN] | python:FILE | output:NAME | "
                         "tests (default: the task's, else the dataset's NAME.meta.yaml, else exact)")
     p.add_argument("--output", default=None, metavar="NAME", help="the workflow output graded (default answer)")
-    p.add_argument("--sweep", action="append", default=[], metavar="NODE.PARAM=V1,V2,...",
-                   help="sweep a node param (repeatable: the grid is their product)")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="at most N items")
     p.add_argument("--shuffle", action="store_true", help="shuffle the items (with --seed) before --limit")
+
+
+def _add_sweep_options(p: argparse.ArgumentParser) -> None:
+    """What is compared: the swept params, seeds, shared samples, bootstrap, repeats, baseline."""
+    p.add_argument("--sweep", action="append", default=[], metavar="NODE.PARAM=V1,V2,...",
+                   help="sweep a node param (repeatable: the grid is their product)")
     p.add_argument("--seed", type=int, default=0, help="run seed and shuffle seed (default 0)")
     p.add_argument("--share-samples", action="store_true",
                    help="samplers drawing the same (model, prompt, decoding params) in different workflows share "
@@ -69,21 +83,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--baseline", default=None, metavar="LABEL",
                    help="compare each point with this one (a point's label, or its workflow's name or file name, "
                         "e.g. chain-of-thought or chain_of_thought) instead of every pair")
-    p.add_argument("--concurrency", type=int, default=None, metavar="K",
-                   help="items in flight at once (default 8: keeps the engine's batch full)")
-    p.add_argument("--resume", default=None, metavar="EVAL_ID", help="finish an interrupted evaluation")
-    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
-    p.add_argument("--html", default=None, metavar="OUT.html", help="write the offline report (show/export)")
-    p.add_argument("--dry-run", action="store_true", help="use the scripted fake backend instead of llama.cpp")
-    p.add_argument("--no-python", action="store_true", help="refuse python: metrics and python verifiers")
-    p.add_argument("--calibrate", action="store_true", help="measure this machine's throughput again first")
+
+
+def _add_budget_options(p: argparse.ArgumentParser) -> None:
+    """Limits that stop the evaluation."""
     p.add_argument("--max-lm-calls", type=int, default=None, metavar="N", help="stop the evaluation after N calls")
     p.add_argument("--max-tokens", type=int, default=None, metavar="N", help="stop after N tokens in all")
     p.add_argument("--max-seconds", type=float, default=None, metavar="S", help="stop after S seconds")
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    """How it runs: concurrency, resuming, the backend, python, calibration, the trace db, quiet."""
+    p.add_argument("--concurrency", type=int, default=None, metavar="K",
+                   help="items in flight at once (default 8: keeps the engine's batch full)")
+    p.add_argument("--resume", default=None, metavar="EVAL_ID", help="finish an interrupted evaluation")
+    p.add_argument("--dry-run", action="store_true", help="use the scripted fake backend instead of llama.cpp")
+    p.add_argument("--no-python", action="store_true", help="refuse python: metrics and python verifiers")
+    p.add_argument("--calibrate", action="store_true", help="measure this machine's throughput again first")
     p.add_argument("--db", default=None, metavar="PATH",
                    help="trace database (default: $METAGEN_TRACE_DB or the user data folder)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
-    p.set_defaults(func=cmd_eval)
+
+
+def _add_report_options(p: argparse.ArgumentParser) -> None:
+    """How results are shown: JSON, the offline HTML report."""
+    p.add_argument("--json", action="store_true", help="print the results as one JSON object")
+    p.add_argument("--html", default=None, metavar="OUT.html", help="write the offline report (show/export)")
 
 
 def _err(text: str) -> None:

@@ -30,72 +30,98 @@ def summarize(record: dict[str, Any], baseline: str | None = None) -> dict[str, 
     default the recorded one) compares each point with that one instead of every pair."""
     evaluation, all_items = record["evaluation"], decoded_items(record)
     items = [i for i in all_items if i["status"] != UNGRADED]  # no verdict: counted apart, never as wrong
-    ungraded_by_point: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
-    for item in all_items:
-        if item["status"] == UNGRADED:
-            ungraded_by_point[(item["workflow_idx"], item["point_idx"])].append(item)
     config = evaluation["config"]
-    repeats = int(config.get("repeats") or 1)
     workflows = config.get("workflows", [])
-    by_point: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
-    for item in items:
-        by_point[(item["workflow_idx"], item["point_idx"])].append(item)
-    n_items = len(config.get("items", []))
-    points = []
-    for w_idx, wf in enumerate(workflows):
-        names = workflow_names(wf["name"], wf.get("source"), yaml_name_of(wf.get("yaml")))
-        for p_idx, params in enumerate(wf.get("points") or [{}]):
-            rows = by_point.get((w_idx, p_idx), [])
-            skipped = ungraded_by_point.get((w_idx, p_idx), [])
-            correct = sum(1 for r in rows if r["correct"])
-            total = len(rows)
-            accuracy, se, (lo, hi) = point_interval(list(item_means(_runs_by_item(rows)).values()))
-            if repeats == 1:  # one 0/1 run per item: the Wilson interval (better than the t interval near 0 and 1)
-                lo, hi = wilson_interval(correct, total)
-            points.append({
-                "workflow": wf["name"], "workflow_idx": w_idx, "point_idx": p_idx, "params": params,
-                "label": point_label(wf["name"], params), "names": names,
-                "accuracy": accuracy if total else None, "correct": correct, "total": total,
-                "planned": n_items * repeats, "ci": [lo, hi], "se": None if se != se else se, "repeats": repeats,
-                "items": len({r["item_idx"] for r in rows}),
-                "mean_score": sum(r["score"] for r in rows) / total if total else None,
-                "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
-                "prompt_tokens_evaluated": sum(r["prompt_tokens_evaluated"] for r in rows),
-                "prompt_tokens_cached": sum(r["prompt_tokens_cached"] for r in rows),
-                "completion_tokens": sum(r["completion_tokens"] for r in rows),
-                "completion_tokens_reused": sum(r["completion_tokens_reused"] for r in rows),
-                "cost_tokens": sum(r["completion_tokens"] + r["completion_tokens_reused"] for r in rows),
-                # of the completion tokens, those spent thinking, and the answers' own
-                "thinking_tokens": sum(r.get("thinking_tokens", 0) for r in rows),
-                "answer_tokens": sum(r["completion_tokens"] - r.get("thinking_tokens", 0) for r in rows),
-                "lm_calls": sum(r["lm_calls"] for r in rows),
-                # seconds while at least one of its items ran (never more than the evaluation's), and its items'
-                # run times summed (more than the wall time when items run concurrently)
-                "wall_s": wall_seconds(rows), "busy_s": sum(r["wall_s"] for r in rows),
-                "failed": sum(1 for r in rows if r["status"] not in (SUCCEEDED, "")),
-                "ungraded": len(skipped),
-                "ungraded_reason": skipped[0]["detail"] if skipped else "",
-            })
-    costed = [(i, p) for i, p in enumerate(points) if p["accuracy"] is not None]
-    # a point's cost is what it would take alone: its own draws plus those it reused from a larger point
-    front = pareto_front([(p["cost_tokens"] / max(p["total"], 1), p["accuracy"]) for _, p in costed])
-    for k in front:
-        points[costed[k][0]]["pareto"] = True
+    points = _points(workflows, items, [i for i in all_items if i["status"] == UNGRADED], config)
+    _mark_pareto(points)
+    seed = int(config.get("seed") or 0)
     return {
         "eval_id": evaluation["id"], "name": evaluation.get("name", ""), "status": evaluation["status"],
         "error": evaluation.get("error"), "dataset": config.get("dataset", {}), "metric": config.get("metric"),
         "output": config.get("output"), "sweep": config.get("sweep", []), "points": points,
-        "comparisons": comparisons(items, points, baseline or config.get("baseline"), int(config.get("seed") or 0)),
-        "baseline": baseline or config.get("baseline"), "repeats": repeats, "seed": int(config.get("seed") or 0),
+        "comparisons": comparisons(items, points, baseline or config.get("baseline"), seed),
+        "baseline": baseline or config.get("baseline"), "repeats": int(config.get("repeats") or 1), "seed": seed,
         "pass_at_k": pass_at_k_curves(items, workflows),
         "disagreements": disagreements([i for i in items if i["repeat"] == 0], points),
-        "vote_curves": vote_curves(items, workflows, int(config.get("bootstrap") or 0), int(config.get("seed") or 0)),
+        "vote_curves": vote_curves(items, workflows, int(config.get("bootstrap") or 0), seed),
         "share_samples": bool(config.get("share_samples")),
         "estimate": evaluation.get("estimate") or {}, "elapsed_s": _elapsed(evaluation),
         "done": len(all_items), "total": int(config.get("total_tasks", 0)),
         "servers": config.get("servers") or {},
         "warnings": list(config.get("warnings") or []),
     }
+
+
+def _by_point(items: list[dict[str, Any]]) -> dict[tuple[int, int], list[dict[str, Any]]]:
+    """Items grouped by their (workflow_idx, point_idx)."""
+    grouped: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    for item in items:
+        grouped[(item["workflow_idx"], item["point_idx"])].append(item)
+    return grouped
+
+
+def _points(workflows: list[dict[str, Any]], items: list[dict[str, Any]], ungraded: list[dict[str, Any]],
+            config: dict[str, Any]) -> list[dict[str, Any]]:
+    """One summary per (workflow, sweep point), in the plan's order, from its graded and ungraded items."""
+    by_point, ungraded_by_point = _by_point(items), _by_point(ungraded)
+    repeats = int(config.get("repeats") or 1)
+    planned = len(config.get("items", [])) * repeats
+    points = []
+    for w_idx, wf in enumerate(workflows):
+        names = workflow_names(wf["name"], wf.get("source"), yaml_name_of(wf.get("yaml")))
+        for p_idx, params in enumerate(wf.get("points") or [{}]):
+            rows = by_point.get((w_idx, p_idx), [])
+            skipped = ungraded_by_point.get((w_idx, p_idx), [])
+            points.append({
+                "workflow": wf["name"], "workflow_idx": w_idx, "point_idx": p_idx, "params": params,
+                "label": point_label(wf["name"], params), "names": names,
+                **_accuracy(rows, repeats, planned), **_usage(rows),
+                "ungraded": len(skipped),
+                "ungraded_reason": skipped[0]["detail"] if skipped else "",
+            })
+    return points
+
+
+def _accuracy(rows: list[dict[str, Any]], repeats: int, planned: int) -> dict[str, Any]:
+    """A point's accuracy over its graded rows, with its 95% interval and standard error."""
+    correct = sum(1 for r in rows if r["correct"])
+    total = len(rows)
+    accuracy, se, (lo, hi) = point_interval(list(item_means(_runs_by_item(rows)).values()))
+    if repeats == 1:  # one 0/1 run per item: the Wilson interval (better than the t interval near 0 and 1)
+        lo, hi = wilson_interval(correct, total)
+    return {"accuracy": accuracy if total else None, "correct": correct, "total": total,
+            "planned": planned, "ci": [lo, hi], "se": None if se != se else se, "repeats": repeats,
+            "items": len({r["item_idx"] for r in rows}),
+            "mean_score": sum(r["score"] for r in rows) / total if total else None}
+
+
+def _usage(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """What a point's rows cost: tokens, model calls, time, and how many failed."""
+    return {
+        "prompt_tokens": sum(r["prompt_tokens"] for r in rows),
+        "prompt_tokens_evaluated": sum(r["prompt_tokens_evaluated"] for r in rows),
+        "prompt_tokens_cached": sum(r["prompt_tokens_cached"] for r in rows),
+        "completion_tokens": sum(r["completion_tokens"] for r in rows),
+        "completion_tokens_reused": sum(r["completion_tokens_reused"] for r in rows),
+        "cost_tokens": sum(r["completion_tokens"] + r["completion_tokens_reused"] for r in rows),
+        # of the completion tokens, those spent thinking, and the answers' own
+        "thinking_tokens": sum(r.get("thinking_tokens", 0) for r in rows),
+        "answer_tokens": sum(r["completion_tokens"] - r.get("thinking_tokens", 0) for r in rows),
+        "lm_calls": sum(r["lm_calls"] for r in rows),
+        # seconds while at least one of its items ran (never more than the evaluation's), and its items'
+        # run times summed (more than the wall time when items run concurrently)
+        "wall_s": wall_seconds(rows), "busy_s": sum(r["wall_s"] for r in rows),
+        "failed": sum(1 for r in rows if r["status"] not in (SUCCEEDED, "")),
+    }
+
+
+def _mark_pareto(points: list[dict[str, Any]]) -> None:
+    """Set `pareto` on the points of the accuracy-against-cost frontier."""
+    costed = [(i, p) for i, p in enumerate(points) if p["accuracy"] is not None]
+    # a point's cost is what it would take alone: its own draws plus those it reused from a larger point
+    front = pareto_front([(p["cost_tokens"] / max(p["total"], 1), p["accuracy"]) for _, p in costed])
+    for k in front:
+        points[costed[k][0]]["pareto"] = True
 
 
 POINT_JSON_KEYS = ("workflow", "params", "accuracy", "correct", "total", "ci", "prompt_tokens",

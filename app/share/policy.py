@@ -439,66 +439,90 @@ def remote_models(wf: Workflow) -> list[dict[str, str]]:
 
 def check_workflow_allowed(wf: Workflow, policy: SharePolicy) -> list[Issue]:
     """Problems that make this workflow unrunnable under `policy` (empty when it may run)."""
-    issues: list[Issue] = []
-    if not policy.allow_python:
-        for node in wf.nodes:
-            if node.kind == "python" or _uses_python(node.params):
-                issues.append(Issue(
-                    "python_disabled",
-                    "the python verifier is disabled on this shared app",
-                    "use another verifier method (regex, exact, llm_judge...), or, as the owner, "
-                    "start the app with --allow-python",
-                    node_id=node.id, line=wf.node_line(node.id, "params")))
-    if not policy.allow_code_execution:
-        for node in wf.nodes:
-            if _runs_candidate_code(node.params):
-                issues.append(Issue(
-                    "code_execution_disabled",
-                    "running candidates' code (method: tests / behaviour) is disabled on this shared app",
-                    "use another verifier method, or, as the owner, start the app with --allow-code-execution",
-                    node_id=node.id, line=wf.node_line(node.id, "params")))
+    issues = _python_issues(wf, policy) + _code_execution_issues(wf, policy)
     if not policy.share_mode:
         return issues
-    issues += _search_cap_issues(wf)
-    issues += _prm_cap_issues(wf)
+    return issues + _search_cap_issues(wf) + _prm_cap_issues(wf) + _model_issues(wf, policy)
+
+
+def _python_issues(wf: Workflow, policy: SharePolicy) -> list[Issue]:
+    """Each node that would run the python verifier, unless the owner allowed python."""
+    if policy.allow_python:
+        return []
+    return [Issue("python_disabled", "the python verifier is disabled on this shared app",
+                  "use another verifier method (regex, exact, llm_judge...), or, as the owner, "
+                  "start the app with --allow-python",
+                  node_id=node.id, line=wf.node_line(node.id, "params"))
+            for node in wf.nodes if node.kind == "python" or _uses_python(node.params)]
+
+
+def _code_execution_issues(wf: Workflow, policy: SharePolicy) -> list[Issue]:
+    """Each node that would run candidates' code, unless the owner allowed code execution."""
+    if policy.allow_code_execution:
+        return []
+    return [Issue("code_execution_disabled",
+                  "running candidates' code (method: tests / behaviour) is disabled on this shared app",
+                  "use another verifier method, or, as the owner, start the app with --allow-code-execution",
+                  node_id=node.id, line=wf.node_line(node.id, "params"))
+            for node in wf.nodes if _runs_candidate_code(node.params)]
+
+
+def _model_issues(wf: Workflow, policy: SharePolicy) -> list[Issue]:
+    """Each `models` entry a shared app refuses: a remote server it does not offer, a Hub download, a file
+    outside its list, settings it does not accept or above its limits."""
+    issues: list[Issue] = []
     choices = ", ".join(Path(c).name for c in policy.model_choices) or "none besides the bundled model"
     for alias, spec in wf.models.items():
-        line = wf.line_of("models", alias)
         if not isinstance(spec, dict):
             continue
         if spec.get("source") == "openai":  # the app's server would call any URL a visitor names (SSRF)
             issues += _remote_entry_issues(wf, alias, spec, policy, choices)
-            continue
-        if spec.get("source") == "hub":  # a shared app never downloads a model a visitor names
+        elif spec.get("source") == "hub":  # a shared app never downloads a model a visitor names
             issues.append(Issue("model_path_refused", f"model {alias!r} asks for a Hub model, which a shared app "
                                 "never pulls", f"pick a model from the list ({choices}) or use `source: bundled`",
-                                line=wf.line_of("models", alias, "source") or line))
-            continue
-        extra = sorted(str(key) for key in set(spec) - _SHARE_MODEL_KEYS)  # YAML keys may be 1, true, null
-        if extra:
-            issues.append(Issue("model_option_refused",
-                                f"model {alias!r} sets {', '.join(extra)}, which a shared app does not accept",
-                                "remove those settings", line=line))
-        source = spec.get("source", "path" if spec.get("path") else "bundled")
-        if source == "path" or spec.get("path"):
-            value = str(spec.get("path") or "")
-            if policy.model_choice_for(value) is None:
-                issues.append(Issue("model_path_refused",
-                                    f"model {alias!r} points at {value!r}, which is not one of this app's models",
-                                    f"pick a model from the list ({choices}) or use `source: bundled`",
-                                    line=wf.line_of("models", alias, "path") or line))
-        n_ctx = model_int(spec, "n_ctx")
-        if policy.max_n_ctx is not None and n_ctx is not None and n_ctx > policy.max_n_ctx:
-            issues.append(Issue("model_option_refused",
-                                f"model {alias!r} asks for n_ctx={n_ctx}; this shared app allows at most "
-                                f"{policy.max_n_ctx}", f"set n_ctx to {policy.max_n_ctx} or less",
-                                line=wf.line_of("models", alias, "n_ctx") or line))
-        threads = model_int(spec, "threads")
-        if policy.max_threads is not None and threads is not None and threads > policy.max_threads:
-            issues.append(Issue("model_option_refused",
-                                f"model {alias!r} asks for {threads} threads; this shared app allows at most "
-                                f"{policy.max_threads}", "lower `threads` or remove it",
-                                line=wf.line_of("models", alias, "threads") or line))
+                                line=wf.line_of("models", alias, "source") or wf.line_of("models", alias)))
+        else:
+            issues += _local_model_issues(wf, alias, spec, policy, choices)
+    return issues
+
+
+def _local_model_issues(wf: Workflow, alias: str, spec: dict[str, Any], policy: SharePolicy,
+                        choices: str) -> list[Issue]:
+    """A local model entry: only the owner's files, only the accepted settings, within the owner's limits."""
+    issues: list[Issue] = []
+    line = wf.line_of("models", alias)
+    extra = sorted(str(key) for key in set(spec) - _SHARE_MODEL_KEYS)  # YAML keys may be 1, true, null
+    if extra:
+        issues.append(Issue("model_option_refused",
+                            f"model {alias!r} sets {', '.join(extra)}, which a shared app does not accept",
+                            "remove those settings", line=line))
+    source = spec.get("source", "path" if spec.get("path") else "bundled")
+    if source == "path" or spec.get("path"):
+        value = str(spec.get("path") or "")
+        if policy.model_choice_for(value) is None:
+            issues.append(Issue("model_path_refused",
+                                f"model {alias!r} points at {value!r}, which is not one of this app's models",
+                                f"pick a model from the list ({choices}) or use `source: bundled`",
+                                line=wf.line_of("models", alias, "path") or line))
+    return issues + _model_limit_issues(wf, alias, spec, policy)
+
+
+def _model_limit_issues(wf: Workflow, alias: str, spec: dict[str, Any], policy: SharePolicy) -> list[Issue]:
+    """A local model's n_ctx and threads above the owner's limits."""
+    issues: list[Issue] = []
+    line = wf.line_of("models", alias)
+    n_ctx = model_int(spec, "n_ctx")
+    if policy.max_n_ctx is not None and n_ctx is not None and n_ctx > policy.max_n_ctx:
+        issues.append(Issue("model_option_refused",
+                            f"model {alias!r} asks for n_ctx={n_ctx}; this shared app allows at most "
+                            f"{policy.max_n_ctx}", f"set n_ctx to {policy.max_n_ctx} or less",
+                            line=wf.line_of("models", alias, "n_ctx") or line))
+    threads = model_int(spec, "threads")
+    if policy.max_threads is not None and threads is not None and threads > policy.max_threads:
+        issues.append(Issue("model_option_refused",
+                            f"model {alias!r} asks for {threads} threads; this shared app allows at most "
+                            f"{policy.max_threads}", "lower `threads` or remove it",
+                            line=wf.line_of("models", alias, "threads") or line))
     return issues
 
 

@@ -40,7 +40,7 @@ from nodes.decoding import (
     sampling_params,
 )
 from nodes.kinds.refine_rsa import DEFAULT_AGGREGATE, run_rsa
-from nodes.scoring import RESERVED_VARS, regex_problems, score_texts, scoring_params
+from nodes.scoring import RESERVED_VARS, Verdict, regex_problems, score_texts, scoring_params
 
 METHODS = ("refine", "rsa")
 RSA_VARS = ("solutions",)
@@ -170,66 +170,92 @@ class Refiner(NodeKind):
     def run(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
         if params["method"] == "rsa":
             return run_rsa(inputs, params, ctx)
-        values = {k: v for k, v in inputs.items() if k not in ("draft",)}
-        task_prompt = build_prompt(params, values)
-        task = task_prompt if isinstance(task_prompt, str) else task_prompt[-1]["content"]
-        calls = 0
+        loop = _RefineLoop(inputs, params, ctx)
+        stopped = loop.iterate(loop.first_draft(inputs))
+        return _refine_outputs(loop.iterations, stopped, loop.task, params, ctx)
 
-        def ask(prompt: Any, step: str, iteration: int) -> str:
-            nonlocal calls
-            seed = ctx.seed + calls
-            calls += 1
-            result = ctx.generate(prompt, sampling_params(params, seed), n=1, seeds=[seed], purpose=step,
-                                  tag={"iteration": iteration, "step": step})
-            return result.completions[0].text.strip()
 
-        def prompt_from(key: str, extra: dict[str, Any]) -> Any:
-            return build_prompt({**params, "prompt": params[key]}, {**values, **extra})
+class _RefineLoop:
+    """One self-refine run, a method per phase: draft, check, feedback, revise; `iterate` says why it stopped."""
 
-        draft = as_text(inputs["draft"]).strip() if inputs.get("draft") is not None else ask(task_prompt, "draft", 0)
-        check = params["check"]
-        max_iters = params["max_iters"]
-        threshold = params["pass_threshold"]
-        iterations: list[dict[str, Any]] = []
-        stopped = "max_iters"
+    def __init__(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> None:
+        self.params = params
+        self.ctx = ctx
+        self.values = {k: v for k, v in inputs.items() if k not in ("draft",)}
+        self.task_prompt = build_prompt(params, self.values)
+        self.task = self.task_prompt if isinstance(self.task_prompt, str) else self.task_prompt[-1]["content"]
+        self.calls = 0
+        self.iterations: list[dict[str, Any]] = []
+
+    def ask(self, prompt: Any, step: str, iteration: int) -> str:
+        """One model call; each call of the run gets the next seed."""
+        seed = self.ctx.seed + self.calls
+        self.calls += 1
+        result = self.ctx.generate(prompt, sampling_params(self.params, seed), n=1, seeds=[seed], purpose=step,
+                                   tag={"iteration": iteration, "step": step})
+        return result.completions[0].text.strip()
+
+    def prompt_from(self, key: str, extra: dict[str, Any]) -> Any:
+        return build_prompt({**self.params, "prompt": self.params[key]}, {**self.values, **extra})
+
+    def first_draft(self, inputs: dict[str, Any]) -> str:
+        """The wired draft, else one written from the task prompt."""
+        if inputs.get("draft") is not None:
+            return as_text(inputs["draft"]).strip()
+        return self.ask(self.task_prompt, "draft", 0)
+
+    def iterate(self, draft: str) -> str:
+        """Check, critique and revise until a stop rule fires; the rule's name (max_iters when none did)."""
+        max_iters = self.params["max_iters"]
         for it in range(max_iters + 1):
             record: dict[str, Any] = {"iteration": it, "draft": draft, "score": None, "reason": None,
                                       "feedback": None, "revision": None}
-            iterations.append(record)
-            verdict = None
-            if check != "none":
-                verdict = score_texts(check, [draft], params, values, ctx, prompt=task,
-                                      model=params["judge_model"] or None,
-                                      extra=[{"task": task, "draft": draft}])[0]
-                record["score"], record["reason"] = verdict.score, verdict.reason
-                if verdict.score >= threshold:
-                    stopped = "threshold"
-                    break
+            self.iterations.append(record)
+            verdict = self.check(draft, record)
+            if verdict is not None and verdict.score >= self.params["pass_threshold"]:
+                return "threshold"
             if it == max_iters:
                 break
-            ctx.progress(it, max_iters)
-            parts = []
-            critique = ""
-            if params["feedback"] in ("verifier", "both") and verdict is not None:
-                parts.append(verdict.reason)
-            if params["feedback"] in ("self", "both"):
-                critique = ask(prompt_from("feedback_prompt", {"task": task, "draft": draft}), "feedback", it)
-                parts.append(critique)
-            feedback = "\n".join(p for p in parts if p)
-            record["feedback"] = feedback
-            phrase = params["stop_phrase"]
-            if critique and phrase and phrase.casefold() in critique.casefold() and (
-                    verdict is None or params["feedback"] == "self"):
-                stopped = "no_issues"
-                break
-            revision = ask(prompt_from("revise_prompt", {"task": task, "draft": draft, "feedback": feedback}),
-                           "revise", it)
+            self.ctx.progress(it, max_iters)
+            critique = self.feedback(draft, verdict, record, it)
+            if self.critique_sees_no_issues(critique, verdict):
+                return "no_issues"
+            revision = self.ask(self.prompt_from("revise_prompt", {"task": self.task, "draft": draft,
+                                                                   "feedback": record["feedback"]}), "revise", it)
             record["revision"] = revision
-            if params["stop_unchanged"] and normalize_text(revision) == normalize_text(draft):
-                stopped = "unchanged"
-                break
+            if self.params["stop_unchanged"] and normalize_text(revision) == normalize_text(draft):
+                return "unchanged"
             draft = revision
-        return _refine_outputs(iterations, stopped, task, params, ctx)
+        return "max_iters"
+
+    def check(self, draft: str, record: dict[str, Any]) -> Verdict | None:
+        """The check's verdict on the draft (None without a check), noted in the iteration's record."""
+        if self.params["check"] == "none":
+            return None
+        verdict = score_texts(self.params["check"], [draft], self.params, self.values, self.ctx, prompt=self.task,
+                              model=self.params["judge_model"] or None,
+                              extra=[{"task": self.task, "draft": draft}])[0]
+        record["score"], record["reason"] = verdict.score, verdict.reason
+        return verdict
+
+    def feedback(self, draft: str, verdict: Verdict | None, record: dict[str, Any], it: int) -> str:
+        """The verifier's reason and/or the model's critique, joined into the record's feedback; the critique."""
+        parts = []
+        critique = ""
+        if self.params["feedback"] in ("verifier", "both") and verdict is not None:
+            parts.append(verdict.reason)
+        if self.params["feedback"] in ("self", "both"):
+            critique = self.ask(self.prompt_from("feedback_prompt", {"task": self.task, "draft": draft}),
+                                "feedback", it)
+            parts.append(critique)
+        record["feedback"] = "\n".join(p for p in parts if p)
+        return critique
+
+    def critique_sees_no_issues(self, critique: str, verdict: Verdict | None) -> bool:
+        """The critique says the stop phrase, and no verifier verdict outranks it."""
+        phrase = self.params["stop_phrase"]
+        return bool(critique and phrase and phrase.casefold() in critique.casefold() and (
+            verdict is None or self.params["feedback"] == "self"))
 
 
 def _refine_outputs(iterations: list[dict[str, Any]], stopped: str, task: str, params: dict[str, Any],

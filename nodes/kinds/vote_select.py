@@ -161,66 +161,92 @@ def tournament_vote(cands: list[Candidate], answers: list[str | None], question:
     """Pairwise tournament (Liu et al. 2024): each pair judged `judgements` times in alternating orders; knockout
     advances each match's winner (a bye for an odd one out) until one remains, league plays every pair once
     and ranks by judgements won. Every round's judgements are sent at once."""
-    support = answer_support(answers)
-    orders = judgement_orders(int(params["judgements"]))
-    sp = _sampling(params)
-    league = params["format"] == "league"
+    tournament = _Tournament(cands, answer_support(answers), question, params, ctx)
+    entrants = list(range(len(cands)))
+    if params["format"] == "league" and len(entrants) > 1:
+        entrants, ties = tournament.play_league(entrants)
+    else:
+        entrants, ties = tournament.play_knockout(entrants)
+    winner = entrants[0] if entrants else None
+    return _clusters_result("tournament", answers, winner, ties if len(ties) > 1 else [], tournament.detail())
 
-    def play(pairs: list[tuple[int, int]], r: int) -> list[dict[str, Any]]:
-        jobs = [(m, j, a, b, swapped) for m, (a, b) in enumerate(pairs) for j, swapped in enumerate(orders)]
 
-        def judge(job: tuple[int, int, int, int, bool]) -> dict[str, Any]:
-            m, j, a, b, swapped = job
-            first, second = (b, a) if swapped else (a, b)
-            text = render_template(str(params["pair_prompt"]), {
-                "question": question, "response_a": cands[first].text.strip(),
-                "response_b": cands[second].text.strip()})
-            result = ctx.generate(_chat(text), sp, n=1, seeds=sample_seeds(ctx.seed, 1, "tournament", r, m, j),
-                                  purpose="select",
-                                  tag={"tournament_round": r, "match": m, "judgement": j})
-            reply = result.completions[0].text
-            verdict = parse_pair_winner(reply)
-            pick = None if verdict is None else (first if verdict == "A" else second)
-            return {"order": "ba" if swapped else "ab", "verdict": verdict, "pick": pick,
-                    "reasoning": answer_part(reply).strip()[:REASONING_CHARS]}
+class _Tournament:
+    """One tournament's state and phases: judging a pair, playing a round, the league, the knockout, the trace."""
 
-        done = ctx.map(judge, jobs)
+    def __init__(self, cands: list[Candidate], support: list[int], question: str, params: dict[str, Any],
+                 ctx: NodeContext) -> None:
+        self.cands = cands
+        self.support = support
+        self.question = question
+        self.params = params
+        self.ctx = ctx
+        self.orders = judgement_orders(int(params["judgements"]))
+        self.sp = _sampling(params)
+        self.rounds: list[dict[str, Any]] = []
+        self.standings: list[dict[str, Any]] | None = None
+
+    def judge(self, job: tuple[int, int, int, int, bool], r: int) -> dict[str, Any]:
+        """One judgement of match m in round r, the pair shown in the job's order."""
+        m, j, a, b, swapped = job
+        first, second = (b, a) if swapped else (a, b)
+        text = render_template(str(self.params["pair_prompt"]), {
+            "question": self.question, "response_a": self.cands[first].text.strip(),
+            "response_b": self.cands[second].text.strip()})
+        result = self.ctx.generate(_chat(text), self.sp, n=1,
+                                   seeds=sample_seeds(self.ctx.seed, 1, "tournament", r, m, j),
+                                   purpose="select", tag={"tournament_round": r, "match": m, "judgement": j})
+        reply = result.completions[0].text
+        verdict = parse_pair_winner(reply)
+        pick = None if verdict is None else (first if verdict == "A" else second)
+        return {"order": "ba" if swapped else "ab", "verdict": verdict, "pick": pick,
+                "reasoning": answer_part(reply).strip()[:REASONING_CHARS]}
+
+    def play(self, pairs: list[tuple[int, int]], r: int) -> list[dict[str, Any]]:
+        """Every judgement of every pair of round r, sent at once; one match record per pair."""
+        jobs = [(m, j, a, b, swapped) for m, (a, b) in enumerate(pairs) for j, swapped in enumerate(self.orders)]
+        done = self.ctx.map(lambda job: self.judge(job, r), jobs)
         matches = []
         for m, (a, b) in enumerate(pairs):
             mine = [d for job, d in zip(jobs, done, strict=True) if job[0] == m]
             match = Match(a, b, [d["pick"] for d in mine])
-            matches.append({"a": a, "b": b, "wins": list(match.wins), "winner": match.winner(support),
+            matches.append({"a": a, "b": b, "wins": list(match.wins), "winner": match.winner(self.support),
                             "tied": match.tied(), "judgements": mine, "_match": match})
         return matches
 
-    rounds: list[dict[str, Any]] = []
-    entrants = list(range(len(cands)))
-    standings: list[dict[str, Any]] | None = None
-    ties: list[int] = []
-    if league and len(entrants) > 1:
-        matches = play(league_pairs(entrants), 0)
-        standings = league_standings(entrants, [m["_match"] for m in matches], support)
-        rounds.append({"round": 0, "matches": matches, "bye": None})
-        top = standings[0]
-        ties = [s["index"] for s in standings if (s["wins"], s["matches_won"]) == (top["wins"], top["matches_won"])]
-        entrants = [top["index"]]
-    total = max(1, (len(entrants) - 1).bit_length())
-    while len(entrants) > 1:
-        pairs, bye = knockout_pairs(entrants)
-        matches = play(pairs, len(rounds))
-        rounds.append({"round": len(rounds), "matches": matches, "bye": bye})
-        ctx.progress(len(rounds), total)
-        entrants = [m["winner"] for m in matches] + ([bye] if bye is not None else [])
-        if len(entrants) == 1 and matches[-1]["tied"]:
-            ties = [matches[-1]["a"], matches[-1]["b"]]
-    for rnd in rounds:
-        for m in rnd["matches"]:
-            m.pop("_match", None)
-    detail: dict[str, Any] = {"format": params["format"], "judgements": len(orders), "rounds": rounds}
-    if standings is not None:
-        detail["standings"] = standings
-    winner = entrants[0] if entrants else None
-    return _clusters_result("tournament", answers, winner, ties if len(ties) > 1 else [], detail)
+    def play_league(self, entrants: list[int]) -> tuple[list[int], list[int]]:
+        """Every pair once, ranked by judgements won: the leader, and everyone level with it."""
+        matches = self.play(league_pairs(entrants), 0)
+        self.standings = league_standings(entrants, [m["_match"] for m in matches], self.support)
+        self.rounds.append({"round": 0, "matches": matches, "bye": None})
+        top = self.standings[0]
+        level = (top["wins"], top["matches_won"])
+        return [top["index"]], [s["index"] for s in self.standings if (s["wins"], s["matches_won"]) == level]
+
+    def play_knockout(self, entrants: list[int]) -> tuple[list[int], list[int]]:
+        """Rounds of pairs (a bye for an odd one out) until one remains: it, and the final's pair if tied."""
+        ties: list[int] = []
+        total = max(1, (len(entrants) - 1).bit_length())
+        while len(entrants) > 1:
+            pairs, bye = knockout_pairs(entrants)
+            matches = self.play(pairs, len(self.rounds))
+            self.rounds.append({"round": len(self.rounds), "matches": matches, "bye": bye})
+            self.ctx.progress(len(self.rounds), total)
+            entrants = [m["winner"] for m in matches] + ([bye] if bye is not None else [])
+            if len(entrants) == 1 and matches[-1]["tied"]:
+                ties = [matches[-1]["a"], matches[-1]["b"]]
+        return entrants, ties
+
+    def detail(self) -> dict[str, Any]:
+        """The vote event's detail: the rounds without their working Match objects, and the league table."""
+        for rnd in self.rounds:
+            for m in rnd["matches"]:
+                m.pop("_match", None)
+        detail: dict[str, Any] = {"format": self.params["format"], "judgements": len(self.orders),
+                                  "rounds": self.rounds}
+        if self.standings is not None:
+            detail["standings"] = self.standings
+        return detail
 
 
 def question_of(inputs: dict[str, Any], prompt: str) -> str:

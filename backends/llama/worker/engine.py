@@ -194,6 +194,8 @@ class Engine:
             self._drop(job, error, park=False)
 
     def _step(self) -> None:
+        """One turn of the loop: fill one batch from every active job, decode it, hand each job its rows.
+        The phases share two per-step containers rather than returning new ones: this runs once per token."""
         self._drop_cancelled()
         self._admit()
         if not self._active:
@@ -202,6 +204,19 @@ class Engine:
         batch.clear()
         in_batch: list[Job] = []
         prefill_jobs: set[int] = set()
+        self._add_next_tokens(batch, in_batch)
+        self._add_drafts(batch, in_batch)
+        self._add_prompt_chunks(batch, in_batch, prefill_jobs)
+        if batch.n == 0:  # every active job is waiting for sequence ids; let others finish first
+            with self._cond:
+                self._cond.wait(timeout=0.005)
+            return
+        elapsed = self._decode(batch, in_batch)
+        if elapsed is not None:
+            self._commit_results(in_batch, prefill_jobs, elapsed)
+
+    def _add_next_tokens(self, batch: BatchBuilder, in_batch: list[Job]) -> None:
+        """Each decoding job's next token(s); a job that finishes or fails while drawing them leaves here."""
         for job in list(self._active):
             before = batch.n
             try:
@@ -214,8 +229,14 @@ class Engine:
                 continue
             if batch.n > before:
                 in_batch.append(job)
-        for job in list(in_batch):  # speculative drafts ride behind the next tokens, leaving room for prompts
+
+    def _add_drafts(self, batch: BatchBuilder, in_batch: list[Job]) -> None:
+        """Speculative drafts ride behind the next tokens, leaving room for prompts."""
+        for job in list(in_batch):
             job.add_draft_tokens(batch, min(batch.room() // 2, batch.outputs_left()))
+
+    def _add_prompt_chunks(self, batch: BatchBuilder, in_batch: list[Job], prefill_jobs: set[int]) -> None:
+        """Fill what room is left (at most the prefill cap) with prompt tokens, in arrival order."""
         prompt_budget = min(batch.room(), self._prefill_cap)
         for job in self._active:
             if prompt_budget <= 0 or batch.outputs_left() <= 0:
@@ -226,10 +247,9 @@ class Engine:
                 prefill_jobs.add(id(job))
                 if job not in in_batch:
                     in_batch.append(job)
-        if batch.n == 0:  # every active job is waiting for sequence ids; let others finish first
-            with self._cond:
-                self._cond.wait(timeout=0.005)
-            return
+
+    def _decode(self, batch: BatchBuilder, in_batch: list[Job]) -> float | None:
+        """One llama_decode over the batch; its seconds, or None when it failed (the failure is dealt with)."""
         batch.batch.n_tokens = batch.n
         started = time.perf_counter()
         rc = self.lib.llama_decode(self.ctx, batch.batch)
@@ -238,10 +258,14 @@ class Engine:
         self.stats["decode_s_total"] += elapsed  # type: ignore[assignment]
         if rc != 0:
             self._decode_failed(rc, in_batch)
-            return
+            return None
         self.stats["tokens_decoded"] += batch.n
         self.table.advance(batch.n)
         self.stats["max_batch_tokens"] = max(self.stats["max_batch_tokens"], batch.n)
+        return elapsed
+
+    def _commit_results(self, in_batch: list[Job], prefill_jobs: set[int], elapsed: float) -> None:
+        """Each job reads its rows of the decoded batch; a finished job completes, a failing one is dropped."""
         for job in in_batch:
             if id(job) in prefill_jobs:
                 job.usage.prefill_s += elapsed
