@@ -35,7 +35,9 @@ KNOWN_CODES = frozenset({
     "bad_model", "model_not_pulled", "bad_input", "missing_id", "bad_id", "unknown_kind", "io_in_nodes", "bad_param",
     "bad_grammar",
     "unknown_model", "unknown_port", "unknown_ref", "type_mismatch", "missing_input", "duplicate_id", "cycle",
-    "no_outputs",
+    "no_outputs", "unwired_output",
+    # workflow tags (app/workflow/tags.py)
+    "unknown_tag", "bad_tag",
     # speculative decoding (app/workflow/speculative_spec.py)
     "bad_speculative",
     # share mode (app/share/policy.py)
