@@ -132,10 +132,10 @@ def test_rank_models_and_generators_are_refused_in_each_others_place(rank_file: 
 
 
 def test_the_provider_builds_a_rank_backend_that_refuses_to_generate(llama_provide: Any, rank_file: Path) -> None:
-    from backends.llama.worker_backend import WorkerBackend
+    from backends.llama.worker_backend import RankWorkerBackend
 
     backend = llama_provide(ModelSpec(source="path", path=str(rank_file), pooling="rank"))
-    assert isinstance(backend, WorkerBackend) and backend.kind == "rank"  # the rank model in a worker of its own
+    assert isinstance(backend, RankWorkerBackend) and backend.kind == "rank"  # the rank model in a worker of its own
     assert backend.info()["backend"] == "llama.cpp (rank pooling)"
     assert len(backend.rank("a question", ["one answer", "another"]).scores) == 2
     try:
