@@ -348,6 +348,9 @@ def _execute(args: argparse.Namespace, plan: Any, registry: Any, evals: Any, tra
     finally:
         signal.signal(signal.SIGINT, previous)
         printer.finish()
+        closing = getattr(provider, "close", None)  # its engine workers end with the command, in-process too
+        if callable(closing):
+            closing()
     summary = summarize(evals.get(evaluation.eval_id), baseline=args.baseline)
     if args.json:
         print(json.dumps(_json_result(summary, cost), indent=1))

@@ -186,6 +186,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         if store is not None:
             store.close()
+        _close_provider(provider)
     if args.json:
         print(json.dumps(result.to_json(), ensure_ascii=False, indent=2))
     else:
@@ -200,6 +201,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"error: {result.error}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _close_provider(provider: Any) -> None:
+    """End the engine workers this command started (a caller running it in-process keeps no worker behind)."""
+    closing = getattr(provider, "close", None)
+    if callable(closing):
+        try:
+            closing()
+        except Exception as exc:  # the run's result stands whatever the shutdown says
+            log.debug("closing the models: %s", exc)
 
 
 def cmd_nodes(args: argparse.Namespace) -> int:

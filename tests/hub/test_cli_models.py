@@ -60,6 +60,7 @@ def test_search(fake_hub: FakeHub, tmp_path: Path) -> None:
 def test_run_a_workflow_on_a_pulled_model(fake_hub: FakeHub, tmp_path: Path) -> None:
     import metagen as mg
     from backends.llama.models.bundled import bundled_model_path
+    from metagen._studio import default_studio
 
     fake_hub.add("tester/SmolLM2-GGUF", {"SmolLM2-135M-Instruct-Q4_1.gguf": Path(bundled_model_path())})
     path = mg.pull("tester/SmolLM2-GGUF", models_dir=tmp_path / "models", progress=False)
@@ -79,6 +80,9 @@ nodes:
   inputs: {{question: inputs.question}}
 outputs: {{answer: answer.text}}
 """)
-    result = wf.run({"question": "What is 3 + 4?"})
+    try:
+        result = wf.run({"question": "What is 3 + 4?"})
+    finally:
+        default_studio().close()  # the process's shared studio keeps its models loaded until closed
     assert result.status == "succeeded" and result.outputs["answer"].strip()
     assert result.stats.tokens > 0
