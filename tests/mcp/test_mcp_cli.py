@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import anyio
 from mcp import Client, StdioServerParameters
 
+from tests.fresh_loop import run_fresh
 from tests.mcp.conftest import ROOT, copy_workflows, text_of
 from tests.serve.conftest import metagen
 
@@ -39,12 +39,12 @@ async def _round_trip(params: StdioServerParameters) -> dict[str, Any]:
 
 
 def test_a_dry_run_server_over_stdio(tmp_path: Path) -> None:
-    out = anyio.run(_round_trip, _dry_run(tmp_path))
+    out = run_fresh(_round_trip, _dry_run(tmp_path))
     assert sorted(out["tools"]) == ["echo", "fails", "long_count", "self_consistency"]
     assert text_of(out["echo"]) == "You said: hi" and out["echo"].structured_content["outputs"]["times"] == 1
     assert [r.uri for r in out["runs"]] == [f"metagen://runs/{out['echo'].structured_content['run_id']}"]
 
 
 def test_share_mode_lists_no_runs_over_stdio(tmp_path: Path) -> None:
-    out = anyio.run(_round_trip, _dry_run(tmp_path, "--share-mode"))
+    out = run_fresh(_round_trip, _dry_run(tmp_path, "--share-mode"))
     assert not out["echo"].is_error and out["runs"] == []

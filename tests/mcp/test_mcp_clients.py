@@ -20,6 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from app.traces.store import TraceStore
+from tests.fresh_loop import run_fresh
 from tests.mcp.conftest import ROOT, copy_workflows, resource_json, text_of
 from tests.serve.conftest import API_KEY, ServeProcess, start_serve, stop_serve
 
@@ -124,12 +125,12 @@ def _stored_run(db: Path, run_id: str) -> dict[str, Any]:
 
 def test_stdio(stdio_server: tuple[StdioServerParameters, Path]) -> None:
     params, db = stdio_server
-    out = anyio.run(_session, Client(params))
+    out = run_fresh(_session, Client(params))
     _check(out, db)
 
 
 def test_streamable_http(http_server: ServeProcess) -> None:
-    out = anyio.run(_session, _http_client(http_server))
+    out = run_fresh(_session, _http_client(http_server))
     _check(out, http_server.db)
 
 

@@ -21,6 +21,7 @@ from app.serve.access import Caller
 from app.serve.config import studio_config
 from app.service.studio import StudioService
 from app.workflow.spec import load_workflow_text
+from tests.fresh_loop import run_fresh
 from tests.mcp.conftest import ROOT, copy_workflows, resource_json, text_of
 from tests.studio_fixtures import studio_service
 
@@ -42,7 +43,7 @@ def _with_client(service: StudioService, fn: ClientFn, *, share: bool = False, m
         async with Client(server, mode=mode) as client:
             return await fn(client)
 
-    return anyio.run(main)
+    return run_fresh(main)
 
 
 @pytest.fixture()

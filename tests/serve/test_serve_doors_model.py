@@ -5,7 +5,6 @@ streamed). Generations are kept short."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +12,7 @@ import anthropic
 import openai
 import pytest
 
+from tests.fresh_loop import run_fresh
 from tests.serve.conftest import API_KEY, ServeProcess, start_serve, stop_serve
 
 pytestmark = pytest.mark.model
@@ -87,7 +87,7 @@ def test_an_openai_agents_agent_runs_a_served_workflow(real: ServeProcess) -> No
         finally:
             await client.close()
 
-    result = asyncio.run(run())
+    result = run_fresh(run)
     stored = real.client().responses.retrieve(result.raw_responses[-1].response_id)
     assert result.final_output == stored.output_text and stored.output_text
     assert stored.model_dump()["metagen"]["status"] == ["succeeded"]
