@@ -43,7 +43,10 @@ def check_test_results(event: dict, n: int, total: int) -> None:
         assert 0.0 <= row["score"] <= 1.0 and row["reason"]
         detail = row["tests"]
         assert detail["total"] == total and len(detail["tests"]) <= total
-        assert row["score"] == pytest.approx(detail["passed"] / total)
+        # partial credit comes only from results the supervisor observed (stdin/stdout pairs; these have none):
+        # the per-test breakdown runs in the candidate's own process and could be forged
+        assert row["score"] in (0.0, 1.0)
+        assert row["score"] == 0.0 or detail["passed"] == total
 
 
 def test_code_best_of_n(scheduler: Scheduler) -> None:
