@@ -108,4 +108,4 @@ def test_anthropic_messages_create_plain_and_streamed(real: ServeProcess) -> Non
     assert [e.type for e in events[-3:]] == ["content_block_stop", "message_delta", "message_stop"]
     final = events[-2]
     assert final.delta.stop_reason in ("end_turn", "max_tokens") and 0 < final.usage.output_tokens <= 16
-    assert final.usage.input_tokens > 0
+    assert final.usage.input_tokens + (final.usage.cache_read_input_tokens or 0) > 0  # a cached prompt reads
