@@ -44,16 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _problem(args: argparse.Namespace) -> str | None:
-    for flag, value in (("--max-concurrent-runs", args.max_concurrent_runs), ("--cap-lm-calls", args.cap_lm_calls),
-                        ("--cap-tokens", args.cap_tokens), ("--cap-seconds", args.cap_seconds)):
-        if value <= 0:
-            return f"{flag} must be a positive number, got {value}"
-    if args.max_queue < 0:
-        return f"--max-queue must be 0 or more, got {args.max_queue}"
-    folder = Path(args.workflows).expanduser() if args.workflows else None
-    if folder is not None and folder.exists() and not folder.is_dir():
-        return f"--workflows {args.workflows} is a file; give the folder that holds your workflow .yaml files"
-    return None
+    from app.cli.serve import check_run_limits
+
+    return check_run_limits(args)
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:

@@ -75,6 +75,11 @@ def _fail(message: str) -> int:
 def _check_numbers(args: argparse.Namespace) -> str | None:
     if not 0 < args.port < 65536:
         return f"--port must be between 1 and 65535, got {args.port}"
+    return check_run_limits(args)
+
+
+def check_run_limits(args: argparse.Namespace) -> str | None:
+    """What is wrong with the run caps, queue and workflows folder shared by `serve` and `mcp`, or None."""
     for flag, value in (("--max-concurrent-runs", args.max_concurrent_runs), ("--cap-lm-calls", args.cap_lm_calls),
                         ("--cap-tokens", args.cap_tokens), ("--cap-seconds", args.cap_seconds)):
         if value <= 0:
