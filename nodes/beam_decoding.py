@@ -25,7 +25,7 @@ def beam_problems(params: dict[str, Any]) -> list[tuple[str, str]]:
         return []
     problems: list[tuple[str, str]] = []
     n, groups = params.get("n"), params.get("diverse_groups", 1)
-    if isinstance(n, int) and isinstance(groups, int) and groups >= 1 and n % groups:
+    if isinstance(n, int) and n >= 1 and isinstance(groups, int) and groups >= 1 and n % groups:
         problems.append(("diverse_groups", f"diverse_groups ({groups}) must divide n ({n}): each group holds "
                                            f"n / diverse_groups beams; try {_divisor_below(n, groups)}"))
     if params.get("adaptive", "off") not in ("off", None):

@@ -79,8 +79,8 @@ def select_problems(params: dict[str, Any]) -> list[tuple[str, str]]:
     method = params.get("method")
     checks = {"genselect": ("prompt", GENSELECT_VARS, ("candidates",)),
               "tournament": ("pair_prompt", PAIR_VARS, ("response_a", "response_b"))}
-    if method not in checks:
-        return []
+    if not isinstance(method, str) or method not in checks:
+        return []  # the type check reports a method that is not text
     name, allowed, needed = checks[method]
     text = params.get(name)
     if not isinstance(text, str):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from pathlib import Path
@@ -16,11 +17,11 @@ from app.share.deeplink import DeepLinkError, decode_payload, read_deep_link
 from app.share.policy import SharePolicy, check_workflow_allowed
 from app.traces import TraceStore, TraceStoreError
 from app.workflow.problems import WorkflowError
-from app.workflow.spec import load_workflow_text
+from app.workflow.spec import load_workflow_text, workflow_from_dict
 from app.workflow.validation import validate
 from backends.grammar.grammar_check import MAX_PARSE_STACKS, grammar_problem, schema_problem
 from nodes.registry import default_registry
-from tests.fuzz.strategies import chain_grammar, example_texts
+from tests.fuzz.strategies import chain_grammar, example_data, example_texts
 from tests.fuzz.targets import LlamaProbe, base_documents, integrity_problem
 
 GENERATOR = """\
@@ -55,6 +56,33 @@ def test_a_link_version_of_unicode_digits_or_5000_digits_is_refused(payload: str
         decode_payload(payload)
     link = read_deep_link({"wf": payload})
     assert link is not None and link.error
+
+
+# ------------------------------------------------------------------ params of the wrong shape
+
+WRONG_SHAPES = {"list": [1, "x", [2]], "mapping": {"a": {"b": 1}}, "null": None, "negative": -5}
+
+
+def test_every_param_of_every_example_given_a_wrong_shape_gets_issues_never_an_exception() -> None:
+    # was: TypeError out of validate() for a voter's `method: [1, x, list]` (unhashable, in a dict lookup) and
+    # ValueError for a diverse-beam sampler's `n: -5` (max() of no divisors): the editor's JSON reached both
+    registry = default_registry()
+    checked = 0
+    for name, data in example_data().items():
+        for index, node in enumerate(data.get("nodes", [])):
+            keys = set(node.get("params", {})) | {p.name for p in registry.get(node["kind"]).params}
+            for key in sorted(keys):
+                for shape, value in WRONG_SHAPES.items():
+                    changed = copy.deepcopy(data)
+                    changed["nodes"][index].setdefault("params", {})[key] = value
+                    try:
+                        validate(workflow_from_dict(changed), registry)
+                    except WorkflowError:
+                        pass
+                    except Exception as exc:  # noqa: BLE001 - what the test is for
+                        pytest.fail(f"{name}: {node['id']}.{key} = {shape} raised {type(exc).__name__}: {exc}")
+                    checked += 1
+    assert checked > 1000
 
 
 # ------------------------------------------------------------------ grammars and schemas
