@@ -6,6 +6,7 @@ import ctypes
 import functools
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,10 @@ log = logging.getLogger(__name__)
 DEVICES = ("auto", "cpu", "gpu", "metal")
 _DEVICE_TYPES = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel"}
 GPU_DOC_HINT = "See docs/gpu.md for installing a CUDA, Vulkan or Metal build of llama-cpp-python."
+_INIT_LOCK = threading.Lock()
+"""llama.cpp's backend init and device listing are not safe to run twice at once: a model prefetch and the run's
+own first `get` both resolve a device, and two concurrent first calls corrupted the heap (1 run in 10 aborted with
+"unaligned tcache chunk detected"). lru_cache does not stop two first calls, so both caches fill under this lock."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -63,9 +68,14 @@ def _ggml_devices() -> list[dict[str, Any]]:
         return []
 
 
-@functools.lru_cache(maxsize=1)
 def build_info() -> dict[str, Any]:
     """What this llama.cpp build supports: GPU offload, which GPU backends, devices, CPU features."""
+    with _INIT_LOCK:
+        return _build_info()
+
+
+@functools.lru_cache(maxsize=1)
+def _build_info() -> dict[str, Any]:
     llama_cpp = _llama()
     system_info = (llama_cpp.llama_print_system_info() or b"").decode(errors="replace").strip()
     devices = _ggml_devices()

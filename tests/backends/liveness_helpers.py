@@ -39,6 +39,19 @@ def children(pid: int) -> set[int]:
     return found
 
 
+def engine_workers(pid: int) -> set[int]:
+    """The children of a process that are engine workers (their command line runs worker_main), not the short
+    probes a command may start first."""
+    found = set()
+    for child in children(pid):
+        try:
+            if b"worker_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                found.add(child)
+        except OSError:
+            continue
+    return found
+
+
 def wait_for(condition: Callable[[], Any], limit_s: float, what: str) -> Any:
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:

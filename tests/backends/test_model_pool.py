@@ -86,3 +86,34 @@ def test_memory_budget_unloads_the_least_recently_used_model() -> None:
         second = pool.get(b)
         assert [entry["model"] for entry in pool.loaded()] == [second.model_id]
         assert pool.get(b) is second
+
+
+def test_first_build_info_calls_from_two_threads_run_llama_cpp_init_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # was: a model prefetch and the run's own first `get` both resolved a device at once, both ran llama.cpp's
+    # backend init and device listing, and about 1 `metagen run` in 10 aborted ("unaligned tcache chunk detected")
+    import functools
+    import threading
+    import time
+
+    from backends.llama import devices
+
+    inside, overlapped, calls = [0], [False], [0]
+    real = devices._build_info.__wrapped__
+
+    def watched() -> dict[str, object]:
+        inside[0] += 1
+        overlapped[0] = overlapped[0] or inside[0] > 1
+        calls[0] += 1
+        time.sleep(0.2)  # long enough that an unguarded second caller is inside too
+        try:
+            return real()
+        finally:
+            inside[0] -= 1
+
+    monkeypatch.setattr(devices, "_build_info", functools.lru_cache(maxsize=1)(watched))
+    threads = [threading.Thread(target=devices.build_info) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not overlapped[0] and calls[0] == 1

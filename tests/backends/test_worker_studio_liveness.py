@@ -20,7 +20,7 @@ import metagen
 from backends.base import CancelToken
 from backends.llama.models.bundled import bundled_model_path
 from tests.backends import worker_faults
-from tests.backends.liveness_helpers import AT_ONCE_S, LOAD_S, STALL_S, alive, children, stop, wait_for
+from tests.backends.liveness_helpers import AT_ONCE_S, LOAD_S, STALL_S, alive, engine_workers, stop, wait_for
 from tests.backends.test_worker_replies import plant_faults
 
 pytestmark = pytest.mark.model
@@ -97,7 +97,7 @@ def test_metagen_run_with_max_seconds_exits_with_a_stopped_worker(tmp_path: Path
                             "--no-trace"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
-        worker = wait_for(lambda: children(cli.pid), LOAD_S, "the run's engine worker started").pop()
+        worker = wait_for(lambda: engine_workers(cli.pid), LOAD_S, "the run's engine worker started").pop()
         time.sleep(min(cap / 2, 4.0))  # loaded and decoding, or still loading: either way the run must end
         stop(worker, stopped)
         _, err = cli.communicate(timeout=cap + STALL_S + GRACE_S + 20)
