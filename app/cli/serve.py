@@ -32,10 +32,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     from app.serve.config import API_KEY_ENV, DEFAULT_MAX_CONCURRENT_RUNS, DEFAULT_MAX_QUEUE
 
     p = subparsers.add_parser(
-        "serve", help="serve workflows as OpenAI-compatible models (/v1/chat/completions)",
+        "serve", help="serve workflows as OpenAI-compatible models (/v1/chat/completions, /v1/responses, "
+                      "/v1/messages; --mcp: MCP tools)",
         description="Serve every workflow of the workflows folder as a model of an OpenAI-compatible API "
-                    "(GET /v1/models, POST /v1/chat/completions), and each local model file for plain "
-                    "completions (POST /v1/completions). Point an OpenAI client's base_url at http://HOST:PORT/v1.")
+                    "(GET /v1/models, POST /v1/chat/completions), the Responses API (POST /v1/responses) and "
+                    "Anthropic's Messages API (POST /v1/messages), and each local model file for plain completions "
+                    "(POST /v1/completions). Point an OpenAI client's base_url at http://HOST:PORT/v1, an Anthropic "
+                    "client's at http://HOST:PORT; --mcp adds every workflow as an MCP tool at /mcp. GET / lists "
+                    "the routes.")
     p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST}: this machine "
                    "only; any other address needs an API key)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT})")

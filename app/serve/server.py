@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -12,7 +13,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Mount, Route
 
 from app.platform.shutdown import arm_forced_exit
 from app.serve.config import ServeConfig
@@ -28,13 +29,30 @@ def build_server(service: StudioService, config: ServeConfig, *, extra_routes: S
     """The /v1 routes, /health and the index; `extra_routes` beside them (the MCP endpoint), with the
     `lifespan` they need running while the server serves."""
 
+    routes = [*api_routes(service, config), *extra_routes]
+    listed = route_list(routes)
+
     async def index(request: Request) -> Response:
         return JSONResponse({"name": "Metagen Studio", "api": API_PREFIX, "openai_compatible": True,
-                             "routes": ["GET /v1/models", "POST /v1/chat/completions", "POST /v1/completions",
-                                        "POST /v1/rerank"]})
+                             "routes": listed})
 
-    return Starlette(routes=[Route("/", index), *api_routes(service, config), *extra_routes],
+    return Starlette(routes=[Route("/", index), *routes],
                      exception_handlers={HTTPException: route_error, Exception: route_error}, lifespan=lifespan)
+
+
+def route_list(routes: Sequence[BaseRoute]) -> list[str]:
+    """"METHOD /path" for every route served, mounted apps' routes under their prefix (the index's list, read
+    from the routes themselves so it names every door there is)."""
+    listed: list[str] = []
+    for route in routes:
+        path = re.sub(r":\w+}", "}", getattr(route, "path", ""))  # {model_id:path} shown as {model_id}
+        inner = getattr(route, "routes", None)
+        if isinstance(route, Mount) and inner:
+            listed += [f"{entry.split(' ', 1)[0]} {path}{entry.split(' ', 1)[1]}" for entry in route_list(inner)]
+            continue
+        methods = sorted(m for m in (getattr(route, "methods", None) or ()) if m != "HEAD") or ["POST"]
+        listed += [f"{method} {path}" for method in methods]
+    return listed
 
 
 GRACEFUL_SHUTDOWN_S = 2

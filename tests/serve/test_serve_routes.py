@@ -215,3 +215,27 @@ def test_share_mode_refusals(shared: ServeProcess) -> None:
     assert too_many.value.param == "max_tokens"
     runs = shared.traces()
     assert json.dumps(runs[0]["status"]) == '"budget_exceeded"'
+
+
+def test_the_index_lists_every_door_served(dry: ServeProcess) -> None:
+    # was: a hand-typed list of the first four routes, without /v1/responses, /v1/messages or /mcp
+    index = httpx.get(dry.base_url.removesuffix("/v1") + "/", timeout=10).json()
+    assert {"POST /v1/chat/completions", "POST /v1/responses", "GET /v1/responses/{response_id}",
+            "DELETE /v1/responses/{response_id}", "POST /v1/messages", "GET /v1/models/{model_id}",
+            "GET /health"} <= set(index["routes"])
+    assert not any("mcp" in route for route in index["routes"])  # not asked for with --mcp
+
+
+def test_the_route_list_reads_mounted_apps_and_an_mcp_endpoint() -> None:
+    from starlette.applications import Starlette
+    from starlette.responses import PlainTextResponse
+    from starlette.routing import Mount, Route
+
+    from app.serve.server import route_list
+
+    async def ok(request: Any) -> PlainTextResponse:
+        return PlainTextResponse("ok")
+
+    inner = Starlette(routes=[Route("/models/{model_id:path}", ok, methods=["GET"])])
+    routes = [Mount("/v1", app=inner), Route("/mcp", ok, methods=["GET", "POST", "DELETE"])]
+    assert route_list(routes) == ["GET /v1/models/{model_id}", "DELETE /mcp", "GET /mcp", "POST /mcp"]
