@@ -306,7 +306,7 @@ def _run(args: argparse.Namespace, resume: str | None = None) -> int:
 
 def _execute(args: argparse.Namespace, plan: Any, registry: Any, evals: Any, traces: Any, eval_id: str | None,
              resume: str | None) -> int:
-    from app.eval.estimate import calibrate, estimate, load_calibration
+    from app.eval.estimate import calibrate, calibration_complete, estimate, load_calibration
     from app.eval.results import summarize
     from app.eval.runner import DEFAULT_CONCURRENCY, Evaluation
     from app.eval.servers import plan_concurrency
@@ -320,7 +320,7 @@ def _execute(args: argparse.Namespace, plan: Any, registry: Any, evals: Any, tra
     calibration = None
     if backend is not None and not args.dry_run:
         calibration = None if args.calibrate else load_calibration(backend.model_id)
-        if calibration is None:
+        if not calibration_complete(calibration):
             if not args.quiet and not args.json:
                 print("measuring this machine's throughput once (cached for this model)...", file=sys.stderr)
             calibration = calibrate(backend)
