@@ -298,6 +298,19 @@ def _update_cache(model_id: str, change: Callable[[dict[str, Any] | None], dict[
     return True
 
 
+def run_expected_s(workflow: Any, registry: NodeRegistry, calibration: dict[str, Any] | None) -> float | None:
+    """Seconds one run of `workflow` is expected to take on this machine: its nodes' completion tokens (as
+    `workflow_cost`, EXPECTED_FILL of their max) at the speed measured here for its widest sampler's batch.
+    None without a measured speed: a default speed is no estimate (it said 8 s for a run of minutes)."""
+    if not calibration or not calibration.get("decode_tps"):
+        return None
+    _, tokens = workflow_cost(workflow, registry)
+    if tokens <= 0:
+        return None
+    widest = max((int(_resolved(n, registry).get("n") or 1) for n in workflow.nodes if n.kind == "sampler"), default=1)
+    return round(tokens * EXPECTED_FILL / _throughput_at(calibration["decode_tps"], min(64, widest)), 1)
+
+
 def completion_ceiling(workflow: Any, registry: NodeRegistry) -> int:
     """The most completion tokens one run of `workflow` can generate, from its nodes' params (no model needed):
     what `metagen tune` keeps a candidate's compute grid within."""

@@ -118,3 +118,44 @@ def test_a_finished_evaluation_keeps_its_pace_and_shows_taken_against_estimated(
         assert "took " in line and "(estimated 7.0 s)" in line
     finally:
         traces.close()
+
+
+SAMPLE_RUN = """version: 1
+name: sample-run
+inputs:
+  question: {type: text, default: 'What is 2 + 2?'}
+nodes:
+- id: think
+  kind: sampler
+  params: {prompt: '{question}', n: 8, max_tokens: 50}
+  inputs: {question: inputs.question}
+outputs: {answer: think.candidates}
+"""
+
+
+def test_a_run_is_expected_to_take_its_tokens_at_the_speed_measured_here(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run panel shows a run's expected seconds beside the time it took, from the speed measured here for its
+    model at its batch (n=8: 8 x 50 tokens x 60% at 12 tokens/s = 20 s); none without a measured speed."""
+    from app.eval.estimate import run_expected_s
+    from app.workflow.spec import load_workflow_text
+    from backends.base import ModelSpec
+    from tests.ui.test_ui_service import editor_json, make_service
+
+    workflow = load_workflow_text(SAMPLE_RUN)
+    measured = {"decode_tps": {"1": 4.0, "8": 12.0, "32": 30.0}}
+    assert run_expected_s(workflow, default_registry(), measured) == pytest.approx(20.0)
+    assert run_expected_s(workflow, default_registry(), None) is None  # a default speed is no estimate
+    monkeypatch.setenv("METAGEN_HOME", str(tmp_path / "home"))
+    service = make_service(tmp_path)
+    try:
+        unmeasured = service.start_run(editor_json(SAMPLE_RUN), {})
+        assert service.wait_run(unmeasured["run_id"], timeout=30)["expected_s"] is None
+        model_id = service.scheduler.provider(ModelSpec()).model_id
+        (tmp_path / "home").mkdir(exist_ok=True)
+        (tmp_path / "home" / "calibration.json").write_text(json.dumps({model_id: measured}), encoding="utf-8")
+        run = service.start_run(editor_json(SAMPLE_RUN), {"question": "What is 3 + 3?"})
+        done = service.wait_run(run["run_id"], timeout=30)
+        assert done["status"] == "succeeded" and done["expected_s"] == pytest.approx(20.0)
+    finally:
+        service.close()
