@@ -345,8 +345,12 @@ def progress_html(status: dict[str, Any]) -> str:
     name = summary.get("name") or status.get("eval_id")
     if running:
         eta = status.get("eta_s")
-        text = (f"Running {name}: {done} of {total} runs done{pct} · {share} so far"
-                + (f" · about {duration(eta)} left" if eta is not None else ""))
+        expected = (summary.get("estimate") or {}).get("expected_s")
+        text = f"Running {name}: {done} of {total} runs done{pct} · {share} so far"
+        if eta is not None:
+            text += f" · about {duration(eta)} left"
+        elif expected is not None:  # past its estimate with nothing finished to tell the pace by
+            text += f" · taking longer than its estimate of {duration(expected)}"
     else:
         word = "Done" if status.get("status") in FINISHED else "Not running here"  # e.g. interrupted
         text = f"{word} ({status.get('status')}): {name}: {done} of {total} runs{pct} · {share}"

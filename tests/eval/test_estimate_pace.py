@@ -159,3 +159,10 @@ def test_a_run_is_expected_to_take_its_tokens_at_the_speed_measured_here(
         assert done["status"] == "succeeded" and done["expected_s"] == pytest.approx(20.0)
     finally:
         service.close()
+
+
+def test_the_progress_line_says_the_time_left_or_that_it_is_past_its_estimate() -> None:
+    running = {"running": True, "status": "running", "done": 0, "total": 4,
+               "summary": {"estimate": {"expected_s": 8.0}}}
+    assert "about 5.0 s left" in progress_html({**running, "eta_s": 5.0})
+    assert "taking longer than its estimate of 8.0 s" in progress_html({**running, "eta_s": None})
