@@ -290,7 +290,11 @@
       let text = "Run " + snap.run_id + ": " + (STATUS_TEXT[snap.status] || snap.status);
       if (snap.status === "queued" && snap.queue_position) text += " (position " + snap.queue_position + " in the queue)";
       if (!snap.finished && snap.status !== "queued") text += " · " + snap.done + "/" + snap.total + " nodes · " + pct + "%";
-      if (snap.finished && snap.elapsed_s) text += " in " + Number(snap.elapsed_s).toFixed(1) + " s";
+      const expected = snap.expected_s ? Number(snap.expected_s).toFixed(1) + " s" : "";
+      if (!snap.finished && expected) text += " · expected " + expected + " (at the speed measured here)";
+      if (snap.finished && snap.elapsed_s) {
+        text += " in " + Number(snap.elapsed_s).toFixed(1) + " s" + (expected ? " (estimated " + expected + ")" : "");
+      }
       const states = Object.values(snap.nodes || {}).map((n) => n.state);
       if (snap.status === "succeeded" && states.length && states.every((st) => st === "cached")) {
         // an instant identical answer looks broken unless it says why

@@ -306,7 +306,7 @@ def _run(args: argparse.Namespace, resume: str | None = None) -> int:
 
 def _execute(args: argparse.Namespace, plan: Any, registry: Any, evals: Any, traces: Any, eval_id: str | None,
              resume: str | None) -> int:
-    from app.eval.estimate import calibrate, estimate, load_calibration
+    from app.eval.estimate import calibrate, calibration_complete, estimate, load_calibration
     from app.eval.results import summarize
     from app.eval.runner import DEFAULT_CONCURRENCY, Evaluation
     from app.eval.servers import plan_concurrency
@@ -320,7 +320,7 @@ def _execute(args: argparse.Namespace, plan: Any, registry: Any, evals: Any, tra
     calibration = None
     if backend is not None and not args.dry_run:
         calibration = None if args.calibrate else load_calibration(backend.model_id)
-        if calibration is None:
+        if not calibration_complete(calibration):
             if not args.quiet and not args.json:
                 print("measuring this machine's throughput once (cached for this model)...", file=sys.stderr)
             calibration = calibrate(backend)
@@ -330,7 +330,7 @@ def _execute(args: argparse.Namespace, plan: Any, registry: Any, evals: Any, tra
         print(_estimate_line(cost), file=sys.stderr)
     for warning in plan.warnings:  # before the run: a user may stop an oracle's evaluation here
         print(f"warning: {warning}", file=sys.stderr)
-    printer = _ProgressLine(quiet=args.quiet or args.json)
+    printer = _ProgressLine(quiet=args.quiet or args.json, expected_s=cost.get("expected_s"))
     evaluation = Evaluation(plan, scheduler, evals, eval_id=eval_id, observers=[traces],
                             concurrency=concurrency, on_progress=printer,
                             total_budget=Budget(args.max_lm_calls, args.max_tokens, args.max_seconds))
@@ -403,8 +403,10 @@ def _cancel_on_sigint(evaluation: Any) -> Any:
 class _ProgressLine:
     """`12/96 items · 58% correct · ETA 1m20s` on stderr, rewritten in place on a terminal."""
 
-    def __init__(self, quiet: bool) -> None:
+    def __init__(self, quiet: bool, expected_s: float | None = None) -> None:
         self.quiet = quiet
+        self.expected_s = expected_s
+        """The pre-run estimate: the ETA starts from it and moves toward the pace (`estimate.time_left`)."""
         self.tty = sys.stderr.isatty()
         self._last = 0.0
         self._lock = threading.Lock()
@@ -417,7 +419,9 @@ class _ProgressLine:
             if progress.done < progress.total and now - self._last < (0.2 if self.tty else 5.0):
                 return
             self._last = now
-        eta = progress.eta_s
+        from app.eval.estimate import time_left
+
+        eta = time_left(self.expected_s, progress.elapsed_s, progress.done, progress.total, progress.elapsed_s)
         line = (f"{progress.done}/{progress.total} runs · {progress.correct / max(progress.done, 1):.0%} correct"
                 + (f" · ETA {_duration(eta)}" if eta is not None and progress.done < progress.total else ""))
         print(("\r" + line) if self.tty else line, end="" if self.tty else "\n", file=sys.stderr, flush=True)

@@ -132,6 +132,7 @@ class Evaluation:
         self._done = 0
         self._correct = 0
         self._tokens = 0
+        self._completion = 0
         self._calls = 0
         self._started = time.perf_counter()
         self._run_tokens: set[CancelToken] = set()
@@ -149,6 +150,11 @@ class Evaluation:
             tokens = list(self._run_tokens)
         for token in tokens:
             token.cancel(reason)
+
+    @property
+    def elapsed_s(self) -> float:
+        """Seconds since this run of the evaluation began (the ETA counts down with it between finished items)."""
+        return time.perf_counter() - self._started
 
     def start_record(self, estimate: dict[str, Any] | None = None) -> None:
         """Write the evaluation record (a new evaluation) before any item runs."""
@@ -181,7 +187,21 @@ class Evaluation:
                 self.status, self.error = FAILED, ungraded
         servers = served_since(served_before, served_snapshot(self.plan, self.scheduler.provider))
         self.store.finish(self.eval_id, self.status, self.error, servers=servers or None)
+        if self.status == SUCCEEDED and self.only is None:
+            self._remember_pace(time.perf_counter() - self._started)
         return self.status
+
+    def _remember_pace(self, seconds: float) -> None:
+        """Keep this run's completion tokens per second for the next estimate of its model at its batch (only
+        when its estimate was measured on this machine: `estimate.record_observed`)."""
+        from app.eval.estimate import record_observed
+
+        try:
+            est = self.store.get(self.eval_id)["evaluation"].get("estimate") or {}
+            if est.get("calibrated") and est.get("calibration_model") and est.get("batch"):
+                record_observed(str(est["calibration_model"]), int(est["batch"]), self._completion, seconds)
+        except Exception:  # a pace not kept costs the next estimate some accuracy, never this evaluation
+            log.warning("could not keep evaluation %s's pace for later estimates", self.eval_id, exc_info=True)
 
     def _all_ungraded(self) -> str | None:
         """Why the evaluation failed when every item of some point is ungraded (the grader never ran), else None."""
@@ -315,6 +335,7 @@ class Evaluation:
             self._correct += int(bool(values.get("correct")))
             self._calls += int(values.get("lm_calls", 0))
             self._tokens += int(values.get("prompt_tokens_evaluated", 0)) + int(values.get("completion_tokens", 0))
+            self._completion += int(values.get("completion_tokens", 0))
             progress = Progress(self._done, self.plan.total_tasks, self._correct,
                                 time.perf_counter() - self._started, last)
             over = self._over_total_budget()

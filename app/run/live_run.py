@@ -51,6 +51,8 @@ class LiveRun:
     node_outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
     queue_position: int = 0
     version: int = 0
+    expected_s: float | None = None
+    """The run's expected seconds on this machine (`estimate.run_expected_s`), None when no speed was measured."""
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -186,6 +188,7 @@ class LiveRun:
                 "progress": round(min(1.0, fraction), 4),
                 "elapsed_s": round((self.ended or time.time()) - (self.started or self.created), 2)
                 if self.started else 0.0,
+                "expected_s": self.expected_s,
                 "error": self.error,
                 "stats": dict(self.stats),
                 "outputs": self.outputs if self.finished else {},

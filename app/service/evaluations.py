@@ -15,7 +15,7 @@ from typing import Any
 
 from app.eval.dataset_meta import DatasetMetaError, declared_metric
 from app.eval.datasets import SUPPORTED_SUFFIXES, DatasetError, dataset_dirs, load_dataset, resolve_dataset
-from app.eval.estimate import calibrate, estimate, load_calibration
+from app.eval.estimate import calibrate, calibration_complete, estimate, load_calibration, time_left
 from app.eval.gold import check_gold
 from app.eval.hub_datasets import is_hub_spec
 from app.eval.metrics import MetricError
@@ -329,7 +329,8 @@ class EvaluationService:
 
     def estimate(self, request: dict[str, Any], *, visitor: str | None = None) -> dict[str, Any]:
         plan = self.plan(request, visitor=visitor, doing="estimated")
-        return {"estimate": self._estimate(plan), "tasks": plan.total_tasks}
+        # measured here first when this model was not (the one estimate: Start finds the same cached speed)
+        return {"estimate": self._estimate(plan, measure=True), "tasks": plan.total_tasks}
 
     def _main_backend(self, plan: Any) -> Any:
         """The backend of the first workflow's first model (loaded by the pool; runs load it anyway)."""
@@ -342,10 +343,11 @@ class EvaluationService:
             return None
 
     def _estimate(self, plan: Any, measure: bool = False) -> dict[str, Any]:
-        """The estimate with this machine's cached throughput; `measure` calibrates first when none is cached."""
+        """The estimate with this machine's cached throughput; `measure` calibrates first when none (or one of an
+        older, shorter calibration) is cached."""
         backend = self._main_backend(plan)
         calibration = load_calibration(backend.model_id) if backend is not None else None
-        if calibration is None and measure and backend is not None and not self.dry_run:
+        if not calibration_complete(calibration) and measure and backend is not None and not self.dry_run:
             calibration = calibrate(backend)
 
         def count(text: str) -> int:
@@ -474,7 +476,7 @@ class EvaluationService:
         evaluation = Evaluation(plan, self.scheduler, store, eval_id=eval_id, observers=self.observers,
                                 concurrency=concurrency, on_progress=on_progress,
                                 total_budget=self.policy.budget_caps if self.policy.share_mode else Budget())
-        cost = None if resume else self._estimate(plan)
+        cost = None if resume else self._estimate(plan, measure=True)
         # Ctrl+C in a terminal or a notebook stops the runs in flight and keeps the finished items
         wait_interruptibly(lambda: evaluation.run(resume=bool(resume), estimate=cost),
                            lambda: evaluation.cancel("interrupted"), f"eval-{evaluation.eval_id}")
@@ -561,7 +563,12 @@ class EvaluationService:
             raise UserError(str(exc)) from None
         if live is not None and live.evaluation.eval_id != summary["eval_id"]:
             live, running = None, False
-        eta = live.progress.eta_s if (live and live.progress) else None
+        eta = None
+        if running and live is not None:  # one estimate: the pre-run one, moved toward the pace seen so far
+            progress = live.progress
+            eta = time_left((summary.get("estimate") or {}).get("expected_s"), live.evaluation.elapsed_s,
+                            progress.done if progress else 0, summary["total"] or 0,
+                            progress.elapsed_s if progress else None)
         return {"eval_id": summary["eval_id"], "running": running, "status": summary["status"],
                 "done": summary["done"], "total": summary["total"], "eta_s": eta, "summary": summary}
 

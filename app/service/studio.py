@@ -640,6 +640,7 @@ class StudioService:
                     live.finish(CANCELLED, error="cancelled before it started")
                     return
                 live.mark_running()
+                live.expected_s = self._expected_s(wf)
                 observers: list[Any] = [live]
                 store = self.trace_store
                 if store is not None:
@@ -655,6 +656,21 @@ class StudioService:
         except Exception as exc:
             log.exception("run %s crashed", live.run_id)
             live.finish(FAILED, error=f"the run stopped on an unexpected error: {type(exc).__name__}: {exc}")
+
+    def _expected_s(self, wf: Workflow) -> float | None:
+        """The run's expected seconds from the speed measured here for its first model (the run loads that model
+        anyway); None when this model's speed was never measured or the workflow names no model."""
+        from app.eval.estimate import load_calibration, run_expected_s
+        from app.workflow.model_specs import model_specs
+
+        try:
+            spec = next(iter(model_specs(wf).values()), None)
+            if spec is None:
+                return None
+            return run_expected_s(wf, self.registry, load_calibration(self.scheduler.provider(spec).model_id))
+        except Exception as exc:  # the estimate is a nicety: the run reports its own problems
+            log.debug("no estimate for run of %s: %s", wf.name, exc)
+            return None
 
     def _unfinished_runs_of(self, visitor: str | None) -> int:
         """Runs and evaluations `visitor` has going (call with `_runs_lock` held)."""

@@ -311,12 +311,22 @@ def estimate_html(result: dict[str, Any]) -> str:
         ("prompt tokens", _number(est.get("prompt_tokens"))),
         ("time on this machine", f"expected {duration(est.get('expected_s'))} · at most {duration(est.get('max_s'))}"),
         ("decode speed", f"{_number(est.get('decode_tokens_per_s'))} tokens/s at batch {_number(est.get('batch'))}"
-                         + ("" if est.get("calibrated") else " (not measured here yet)")),
+                         + (f" ({est['speed_source']})" if est.get("speed_source")
+                            else "" if est.get("calibrated") else " (not measured here yet)")),
     ]
     body = "".join(f"<tr><th>{html.escape(k)}</th><td>{v}</td></tr>" for k, v in rows)
     note = (f'<p class="mg-muted">Assumptions: {html.escape(str(est["assumptions"]))}</p>'
             if est.get("assumptions") else "")
     return wrap_section(f'<h3>Estimate</h3><table id="mg-eval-estimate-table">{body}</table>{note}')
+
+
+def _taken_against_estimate(summary: dict[str, Any]) -> str:
+    """' · took 3 min 19 s (estimated 3 min 30 s)': the time an evaluation took beside its one pre-run estimate."""
+    taken = summary.get("elapsed_s")
+    if taken is None:
+        return ""
+    expected = (summary.get("estimate") or {}).get("expected_s")
+    return f" · took {duration(taken)}" + (f" (estimated {duration(expected)})" if expected is not None else "")
 
 
 def progress_html(status: dict[str, Any]) -> str:
@@ -335,11 +345,16 @@ def progress_html(status: dict[str, Any]) -> str:
     name = summary.get("name") or status.get("eval_id")
     if running:
         eta = status.get("eta_s")
-        text = (f"Running {name}: {done} of {total} runs done{pct} · {share} so far"
-                + (f" · about {duration(eta)} left" if eta is not None else ""))
+        expected = (summary.get("estimate") or {}).get("expected_s")
+        text = f"Running {name}: {done} of {total} runs done{pct} · {share} so far"
+        if eta is not None:
+            text += f" · about {duration(eta)} left"
+        elif expected is not None:  # past its estimate with nothing finished to tell the pace by
+            text += f" · taking longer than its estimate of {duration(expected)}"
     else:
         word = "Done" if status.get("status") in FINISHED else "Not running here"  # e.g. interrupted
         text = f"{word} ({status.get('status')}): {name}: {done} of {total} runs{pct} · {share}"
+        text += _taken_against_estimate(summary)
         if summary.get("error"):
             text += f" · {summary['error']}"
     state = "running" if running else "done"

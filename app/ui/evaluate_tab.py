@@ -113,7 +113,7 @@ class EvaluateView:
 
     @property
     def results(self) -> list[Any]:
-        return [self.progress, self.curve, self.tokens, self.pass_at_k, self.summary, self.items]
+        return [self.progress, self.curve, self.tokens, self.pass_at_k, self.summary, self.items, self.cancel_btn]
 
     @property
     def mapping_outputs(self) -> list[Any]:
@@ -370,10 +370,12 @@ class EvaluateHandlers:
         return {v.estimate: estimate_html(result), v.message: ""}
 
     def _views(self, status: dict[str, Any]) -> dict[Any, Any]:
-        """Progress line, the three plots, the summary and the items table of one status."""
+        """Progress line, the three plots, the summary and the items table of one status; Cancel is active only
+        while that evaluation runs (it looked clickable with nothing running)."""
         v = self.v
         summary = status.get("summary") or {}
         return {
+            v.cancel_btn: gr.update(interactive=bool(status.get("running"))),
             v.progress: progress_html(status),
             v.curve: _figure(_safe(viz.accuracy_curve_figure, summary)),
             v.tokens: _figure(_safe(viz.accuracy_tokens_figure, summary)),
@@ -437,7 +439,7 @@ class EvaluateHandlers:
         v = self.v
         eval_id = d.get(v.past)
         if not eval_id:
-            return {v.timer: gr.Timer(active=False)}
+            return {v.timer: gr.Timer(active=False), v.cancel_btn: gr.update(interactive=False)}
         try:
             status = self.service.evaluations.status(eval_id, visitor=self._visitor(request))
         except Exception as exc:
@@ -552,7 +554,7 @@ def _actions_row() -> dict[str, Any]:
     with gr.Row():
         estimate_btn = gr.Button("Estimate", elem_id="mg-eval-estimate", scale=0)
         start_btn = gr.Button("Start", variant="primary", elem_id="mg-eval-start", scale=0)
-        cancel_btn = gr.Button("Cancel", variant="stop", elem_id="mg-eval-cancel", scale=0)
+        cancel_btn = gr.Button("Cancel", variant="stop", elem_id="mg-eval-cancel", scale=0, interactive=False)
     message = gr.HTML(elem_id="mg-eval-message")
     estimate = gr.HTML(elem_id="mg-eval-estimate-view")
     return {"estimate_btn": estimate_btn, "start_btn": start_btn, "cancel_btn": cancel_btn, "message": message,

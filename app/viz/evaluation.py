@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from app.viz.common import CSS, MUTED, WINNER_COLOR, badge, esc, fmt_num, message, shorten, wrap_section
 from app.viz.comparisons import comparisons_body
 from app.viz.html_export import PAGE_CSS
+from app.viz.label_layout import label_positions
 
 log = logging.getLogger(__name__)
 
@@ -178,13 +179,19 @@ def accuracy_tokens_figure(summary: dict[str, Any], tokens: str = "completion") 
     if not points:
         return None
     colors = _workflow_colors(summary)
+    xs = [_tokens_per_item(p, tokens) for p in points]
+    wide = min(xs) > 0 and max(xs) / min(xs) >= 10
+    texts = [shorten(str(p.get("label")), 40) for p in points]
+    # each label on a side of its marker where it overlaps no other label and is not cut at the plot's edge
+    sides = dict(zip(map(id, points), label_positions(xs, [p["accuracy"] for p in points], texts, log_x=wide),
+                     strict=True))
     fig = go.Figure()
     for workflow, group in _by_workflow(points).items():
         color = colors.get(workflow, MUTED)
         fig.add_trace(go.Scatter(
             x=[_tokens_per_item(p, tokens) for p in group], y=[100 * p["accuracy"] for p in group],
-            mode="markers+text",
-            name=workflow, text=[shorten(str(p.get("label")), 40) for p in group], textposition="top center",
+            mode="markers+text", name=workflow, text=[shorten(str(p.get("label")), 40) for p in group],
+            textposition=[sides[id(p)] for p in group],
             marker={"color": color, "size": 10, "symbol": ["star" if p.get("pareto") else "circle" for p in group]},
             hovertext=[_hover(p) for p in group], hoverinfo="text", cliponaxis=False))
     front = sorted((p for p in points if p.get("pareto")), key=_tokens_per_item) if tokens == "completion" else []
@@ -193,8 +200,6 @@ def accuracy_tokens_figure(summary: dict[str, Any], tokens: str = "completion") 
             x=[_tokens_per_item(p) for p in front], y=[100 * p["accuracy"] for p in front], mode="lines",
             name="Pareto frontier", line={"color": WINNER_COLOR, "dash": "dash", "shape": "hv", "width": 2},
             hoverinfo="skip"))
-    xs = [_tokens_per_item(p, tokens) for p in points]
-    wide = min(xs) > 0 and max(xs) / min(xs) >= 10
     fig.update_layout(title={"text": f"Accuracy against {TOKEN_AXES[tokens]} per item", "font": {"size": 14}},
                       **LAYOUT)
     fig.update_xaxes(title={"text": f"mean {TOKEN_AXES[tokens]} per item" + (" (log scale)" if wide else "")},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from typing import Any
 
@@ -155,7 +156,7 @@ def sample_view(record: dict[str, Any], node_id: str | None = None, page: int = 
     # nothing, so the view is the table alone
     has_votes = any(answer != NO_ANSWER for answer, _, _ in counts)
     chart_px = 280 if has_votes else 0
-    table_px = min(40 + 30 * max(len(shown), 1), 900)  # longer pages scroll inside the table
+    table_px = min(40 + sum(_row_px(r["text"]) for r in shown) if shown else 70, 900)  # longer ones scroll
     height = chart_px + table_px + 90
     if has_votes:
         # answers as short, level tick labels with room below them: rotated long labels ran into the table
@@ -174,7 +175,7 @@ def sample_view(record: dict[str, Any], node_id: str | None = None, page: int = 
         header={"values": ["#", "text", "answer", "score", "cluster", "winner", "tokens"]
                 + (["tests"] if tests else []), "align": "left"},
         cells={"values": [
-            [r["index"] for r in shown], [shorten(r["text"], 240) for r in shown],
+            [r["index"] for r in shown], [shorten(r["text"], TABLE_TEXT_CHARS) for r in shown],
             [("—" if r["answer"] is None else shorten(str(r["answer"]), 40)) for r in shown],
             [fmt_num(r["score"], 3) for r in shown], [fmt_num(r["cluster"]) for r in shown],
             ["★ winner" if r["winner"] else "" for r in shown], [r["completion_tokens"] for r in shown]]
@@ -192,6 +193,19 @@ def sample_view(record: dict[str, Any], node_id: str | None = None, page: int = 
         fig.update_xaxes(type="category", tickangle=0, automargin=True, row=1, col=1)
         fig.update_yaxes(title={"text": VOTES_AXIS}, rangemode="tozero", row=1, col=1)
     return fig
+
+
+TABLE_TEXT_CHARS = 240
+LINE_CHARS = 55
+"""Characters of a candidate's text on one line of the figure's table at half a page's width (a conservative
+guess: a narrower line wraps the text onto more lines than the rows were given, and the last rows went out of
+sight, e.g. 5 of self_certainty_bon's 6 samples on the bundled model)."""
+
+
+def _row_px(text: str) -> int:
+    """Pixels a table row takes: its text shortened to TABLE_TEXT_CHARS, wrapped at LINE_CHARS a line."""
+    lines = max(1, math.ceil(len(shorten(text, TABLE_TEXT_CHARS)) / LINE_CHARS))
+    return max(30, 10 + 17 * lines)
 
 
 VOTES_AXIS = "votes (candidates per answer)"

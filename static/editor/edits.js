@@ -36,7 +36,8 @@ export default class EditMethods {
   /** A spot near the middle of the view where a new node overlaps no other node. */
   _freeSpot() {
     const r = this.viewport.getBoundingClientRect();
-    const c = this.toWorld(r.left + (r.width || 600) / 2, r.top + (r.height || 400) / 2);
+    const visible = (r.width || 600) - this._coveredRight(true);  // the part of the canvas beside the inspector
+    const c = this.toWorld(r.left + visible / 2, r.top + (r.height || 400) / 2);
     const boxes = this.doc.nodes.map((n) => {
       const g = this.geom.get(n.id) || {};
       return [n.x - 20, n.y - 20, n.x + (g.w || 220) + 20, n.y + (g.h || 110) + 20];

@@ -86,7 +86,8 @@ export default class PaletteMethods {
       if (!moved) { this._addFromPalette(item, null); return; }
       const r = this.viewport.getBoundingClientRect();
       if (ev.clientX >= r.left && ev.clientX <= r.right && ev.clientY >= r.top && ev.clientY <= r.bottom) {
-        const p = this.toWorld(ev.clientX, ev.clientY);
+        const at = this._visibleDropPoint(ev.clientX, ev.clientY);  // dropped over the inspector: beside it
+        const p = this.toWorld(at.x, at.y);
         this._addFromPalette(item, { x: p.x - 20, y: p.y - 14 });
       }
       this.root.focus({ preventScroll: true });

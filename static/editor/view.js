@@ -173,15 +173,33 @@ export default class ViewMethods {
     return x0 === Infinity ? null : { x0, y0, x1, y1 };
   }
 
-  /** Zoom and pan so that every node (or just the nodes in `ids`) is in view. */
-  /** How much of the canvas's right side the floating inspector covers (narrow hosts; 0 when it does not float). */
-  _coveredRight() {
-    if (!this.root.classList.contains("mge-narrow") || getComputedStyle(this.inspector).display === "none") return 0;
-    const ir = this.inspector.getBoundingClientRect();
+  /** How much of the canvas's right side the floating inspector covers (narrow hosts; 0 when it does not float).
+   * `selecting`: as it will be once a node is selected (it shows then, unless the user hid it). */
+  _coveredRight(selecting = false) {
+    if (!this.root.classList.contains("mge-narrow")) return 0;
     const vr = this.viewport.getBoundingClientRect();
+    if (getComputedStyle(this.inspector).display === "none") {
+      const hiddenUntilSelected = this.root.classList.contains("mge-nothing-selected")
+        && !this.root.classList.contains("mge-hide-inspector");
+      if (!selecting || !hiddenUntilSelected) return 0;
+      const st = getComputedStyle(this.inspector);  // not laid out: its floating width and offset from the CSS
+      const width = (parseFloat(st.width) || 260) + (parseFloat(st.right) || 8);
+      return Math.max(0, Math.min(vr.width / 2, width + 8));
+    }
+    const ir = this.inspector.getBoundingClientRect();
     return Math.max(0, Math.min(vr.width / 2, vr.right - ir.left + 8));
   }
 
+  /** A client point moved left where needed so that a node of `width` world units placed there (its top-left
+   * corner near the point) lies on the visible canvas, not under the floating inspector (drops from the palette). */
+  _visibleDropPoint(clientX, clientY, width = 220) {
+    const vr = this.viewport.getBoundingClientRect();
+    const right = vr.right - this._coveredRight(true) - 12;
+    const x = Math.min(clientX, right - (width - 20) * this.view.z);
+    return { x: Math.max(vr.left + 12, x), y: clientY };
+  }
+
+  /** Zoom and pan so that every node (or just the nodes in `ids`) is in view. */
   fitView(ids) {
     const w = this.viewport.clientWidth - this._coveredRight();  // Fit shows the nodes beside the inspector
     const hgt = this.viewport.clientHeight;

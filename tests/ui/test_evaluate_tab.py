@@ -205,6 +205,8 @@ def test_handlers_take_a_small_dataset_through_an_evaluation(service: StudioServ
     again = h.on_past(form)
     assert again[v.timer].active is False and 'data-status="succeeded"' in again[v.progress]
     assert again[v.estimate] == "" and "busy s (summed over concurrent items)" in again[v.summary]
+    assert again[v.cancel_btn]["interactive"] is False  # nothing runs: Cancel does not look clickable
+    assert v.cancel_btn.interactive is False  # nor before any evaluation was picked
     assert "not running" in h.on_cancel(form)[v.message]
 
 
@@ -257,6 +259,7 @@ def test_cancel_stops_a_running_evaluation_and_keeps_what_finished(tmp_path: Pat
         apply(form, h.on_upload(form))
         started = h.on_start({**form, v.sweeps: "draft.max_tokens=8,16"})
         assert started[v.timer].active is True and 'data-state="running"' in started[v.progress]
+        assert started[v.cancel_btn]["interactive"] is True  # Cancel is active while the evaluation runs
         form[v.past] = started[v.past]["value"]
         cancelled = h.on_cancel(form)
         assert "Cancelling" in cancelled[v.message] and cancelled[v.timer].active is True
@@ -267,6 +270,7 @@ def test_cancel_stops_a_running_evaluation_and_keeps_what_finished(tmp_path: Pat
             time.sleep(0.2)
             out = h.on_poll(form)
         assert 'data-status="cancelled"' in out[v.progress] and "Done (cancelled)" in out[v.progress]
+        assert out[v.cancel_btn]["interactive"] is False
         assert "of 6 runs" in out[v.progress]
     finally:
         service.close()
