@@ -7,7 +7,7 @@ import logging
 import socket
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from app.cli.share_flags import add_cap_arguments
 from app.cli.ui import listen_error
@@ -120,6 +120,32 @@ def _app(service: StudioService, config: ServeConfig, args: argparse.Namespace) 
     return build_server(service, config, extra_routes=endpoint.routes(), lifespan=endpoint.lifespan)
 
 
+def _auto_problem(service: Any, name: str | None) -> str | None:
+    """`--auto NAME` naming nothing served is a mistake to say at start, not on the first request."""
+    if not name:
+        return None
+    from app.serve.catalog import find_model
+    from app.serve.errors import ApiError
+
+    try:
+        find_model(service, service.policy, name)
+    except ApiError as exc:
+        return f"--auto {name}: {exc.message}"
+    return None
+
+
+def _banner(args: argparse.Namespace, service: Any, files: str, remote: str, keyed: bool) -> list[str]:
+    """What serve prints as it starts: where each door is, what it serves, who may call it."""
+    base = f"http://{f'[{args.host}]' if ':' in args.host else args.host}:{args.port}"
+    return [f"OpenAI-compatible API: {base}/v1  ({len(service.list_workflows())} workflow(s) from "
+            f"{service.workflows_dir}, {files})",
+            f"Responses API: {base}/v1/responses  Anthropic Messages: {base}/v1/messages",
+            *([f"MCP (streamable HTTP): {base}/mcp"] if args.mcp else []),
+            "requests from other machines: " + remote,
+            "API key required." if keyed else "No API key: only this machine may call it.",
+            "Ctrl+C stops it."]
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from app.serve.catalog import model_files
     from app.serve.config import ServeConfig, bind_problem, load_api_keys, remote_policy_for
@@ -149,16 +175,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     service = StudioService(policy=SharePolicy.local(), workflows_dir=Path(args.workflows) if args.workflows else None,
                             trace_db=Path(args.db) if args.db else None, dry_run=args.dry_run,
                             fake_latency_s=max(0.0, args.fake_latency) if args.dry_run else 0.0)
-    if args.auto:  # a name that does not exist is a mistake to say now, not on the first request
-        from app.serve.catalog import find_model
-        from app.serve.errors import ApiError
-
-        try:
-            find_model(service, service.policy, args.auto)
-        except ApiError as exc:
-            service.close()
-            sock.close()
-            return _fail(f"--auto {args.auto}: {exc.message}")
+    problem = _auto_problem(service, args.auto)
+    if problem:
+        service.close()
+        sock.close()
+        return _fail(problem)
     remote = remote_policy_for(service.policy, allow_python=args.allow_python, models_folder=service.models_dir,
                                max_lm_calls=args.cap_lm_calls, max_tokens=args.cap_tokens,
                                max_seconds=args.cap_seconds, max_concurrent_runs=args.max_concurrent_runs,
@@ -166,14 +187,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     config = ServeConfig(remote_policy=remote, gate=RunGate(args.max_concurrent_runs, args.max_queue),
                          api_keys=keys, share_rules_everywhere=args.share_mode or env_share_mode(), auto=args.auto)
     server = make_server(_app(service, config, args), args.host, args.port, lifespan=args.mcp)
-    shown = f"[{args.host}]" if ":" in args.host else args.host
-    lines = [f"OpenAI-compatible API: http://{shown}:{args.port}/v1  ({len(service.list_workflows())} workflow(s) "
-             f"from {service.workflows_dir}, {len(model_files(service, service.policy))} model file(s))",
-             *([f"MCP (streamable HTTP): http://{shown}:{args.port}/mcp"] if args.mcp else []),
-             "requests from other machines: " + remote.describe(),
-             "API key required." if keys else "No API key: only this machine may call it.",
-             "Ctrl+C stops it."]
-    for line in lines:
+    for line in _banner(args, service, f"{len(model_files(service, service.policy))} model file(s)", remote.describe(),
+                        bool(keys)):
         print(line, file=sys.stderr, flush=True)
     try:
         server.run(sockets=[sock])

@@ -80,8 +80,9 @@ def _as_api_error(exc: BaseException) -> ApiError:
     return ApiError(500, f"the server hit an unexpected error: {type(exc).__name__}: {exc}", code="server_error")
 
 
-def create_api(service: StudioService, config: ServeConfig) -> Starlette:
-    """The ASGI app of the routes (mount it at /v1)."""
+def _endpoints(service: StudioService, config: ServeConfig) -> Callable[[Handler, Render], Endpoint]:
+    """Makes a route's endpoint from a handler: the caller's access checked first, every error rendered in the
+    door's shape (`render`), a client that went away logged, not reported."""
 
     def endpoint(handler: Handler, render: Render = ApiError.response) -> Endpoint:
         async def run(request: Request) -> Response:
@@ -95,6 +96,13 @@ def create_api(service: StudioService, config: ServeConfig) -> Starlette:
                 return render(_as_api_error(exc))
 
         return run
+
+    return endpoint
+
+
+def create_api(service: StudioService, config: ServeConfig) -> Starlette:
+    """The ASGI app of the routes (mount it at /v1)."""
+    endpoint = _endpoints(service, config)
 
     async def models(request: Request, caller: Caller) -> Response:
         return JSONResponse({"object": "list", "data": list_models(service, caller.policy, config.auto)})

@@ -98,15 +98,7 @@ class StudioService:
         self.models_dir = Path(models_dir or paths.models_dir()).expanduser()
         self.dry_run = dry_run
         self._pool = pool
-        if provider is None:
-            from app.run.providers import fake_provider, llama_provider
-
-            if dry_run:
-                provider = fake_provider(latency_s=fake_latency_s)
-            else:
-                from app.platform.settings import with_device_settings
-
-                provider = with_device_settings(llama_provider(self.pool))
+        provider = provider or self._default_provider(fake_latency_s)
         folders = (self.workflows_dir, *([Path(self.examples_dir)] if self.examples_dir is not None else []))
         self.children = ChildLoader(folders, trusted=not self.policy.share_mode)
         """Where workflow nodes find their children: the workflows folder, then the examples; share mode takes
@@ -127,9 +119,9 @@ class StudioService:
         self._trace_lock = threading.Lock()
         self._gate = RunGate.for_policy(self.policy)
         self.visitors = VisitorIdentities()
+        """Share mode: who a browser call is for (its session, within a bound per client address)."""
         self.consent = RemoteConsent()
         """The one consent check for remote servers named by workflows from links and uploads."""
-        """Share mode: who a browser call is for (its session, within a bound per client address)."""
         self._runs: dict[str, _RunHandle] = {}
         self._runs_lock = threading.Lock()
         self._run_owners: dict[str, str | None] = {}
@@ -138,6 +130,16 @@ class StudioService:
         self.hub = ModelHub(self)
         self._evaluations: EvaluationService | None = None
         self.ensure_workflows_dir()
+
+    def _default_provider(self, fake_latency_s: float) -> Callable[[Any], Any]:
+        """The scripted fake model for a dry run, else llama.cpp through the pool with the device settings."""
+        from app.run.providers import fake_provider, llama_provider
+
+        if self.dry_run:
+            return fake_provider(latency_s=fake_latency_s)
+        from app.platform.settings import with_device_settings
+
+        return with_device_settings(llama_provider(self.pool))
 
     # ------------------------------------------------------------------ shared resources
 

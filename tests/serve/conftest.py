@@ -98,7 +98,7 @@ def start_serve(home: Path, args: list[str], api_key: str | None = None) -> Serv
             log_file.close()
             raise RuntimeError(f"metagen serve exited with {process.returncode}:\n{server.log()}")
         try:
-            httpx.get(f"{server.base_url}/models", timeout=2)
+            httpx.get(f"{server.base_url}/models", timeout=10)  # 40 workflows parsed: seconds on a loaded machine
             break
         except httpx.HTTPError:
             time.sleep(0.2)
