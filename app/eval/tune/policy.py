@@ -73,9 +73,6 @@ def policy_yaml(baseline_yaml: str, bins: list[float], branches: list[str], outp
     inputs = {name: f"inputs.{name}" for name in base.get("inputs", {})}
     route = {"id": ROUTE_NODE, "kind": "route", "params": {"bins": list(bins), "branches": list(branches)},
              "inputs": {"score": f"{PROBE_VOTE}.result", **inputs}}
-    aliases = list(base.get("models", {}))
-    if aliases:
-        route["params"]["models"] = {alias: alias for alias in aliases}
     data = {"version": 1, "name": "adaptive-policy",
             "description": "A difficulty-adaptive policy written by `metagen tune --adaptive`: a probe of "
                            f"{PROBE_SAMPLES} short samples scores each item by their agreement, and the route runs "
