@@ -172,7 +172,8 @@ def _adaptive_lines(adaptive: dict[str, Any] | None) -> list[str]:
     lines = [f"adaptive policy (bins of the probe's agreement, fixed on dev): {adaptive['path']}"]
     for b in adaptive["branches"]:
         low, high = b["range"]
-        span = f"{'' if low is None else f'{low:g} <= '}score{'' if high is None else f' < {high:g}'}"
+        span = ("any score" if low is None and high is None else
+                f"{'' if low is None else f'{low:g} <= '}score{'' if high is None else f' < {high:g}'}")
         lines.append(f"  bin {b['bin']} ({span}, {b['n']} dev items): {b['label']} "
                      f"(dev {_pct(b['accuracy']).strip()}, {b['tokens_per_item'] or 0:.0f} tok/item)")
     test = adaptive["test"]
