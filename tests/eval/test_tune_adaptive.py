@@ -126,6 +126,8 @@ def test_adaptive_tune_beats_the_best_single_strategy_within_the_budget(tmp_path
     assert adaptive["against"]["label"] == "chain_of_thought"
     assert adaptive["test"]["n"] == 20 and adaptive["test"]["accuracy"] == 1.0
     assert adaptive["comparison"]["diff"] > 0 and adaptive["comparison"]["p"] < 0.05
+    recommended = Path(data["recommended"]["path"])  # still the most recent: what `auto` on /v1 serves
+    assert recommended.stat().st_mtime_ns >= Path(adaptive["path"]).stat().st_mtime_ns
     policy = load_workflow(Path(adaptive["path"]))
     assert policy.provenance["branches"] == ["big", "chain_of_thought"]
     assert [n.kind for n in policy.nodes] == ["sampler", "voter", "route"]

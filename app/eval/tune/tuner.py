@@ -5,6 +5,7 @@ test, the report and the recommended workflow written."""
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
@@ -198,6 +199,8 @@ class Tuner:
                                  "seconds_per_item": options.budget_seconds},
                       "split": {"seed": options.seed, "dev": len(state.dev), "test": len(state.test)}}
         result.adaptive = build(setup, rec.with_name(f"{rec.stem}-adaptive.yaml"), provenance)
+        if rec.is_file():  # the recommended workflow stays the most recent: what `auto` on /v1 answers with
+            os.utime(rec)
         result.tune_tokens += setup.spent
         if self.cancel_token.cancelled:
             raise TuneError(f"the tune was cancelled ({self.cancel_token.reason}) while its adaptive policy was "
