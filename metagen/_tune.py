@@ -40,7 +40,7 @@ class _TuneBar:
 def tune(data: str | Path, *, metric: str | None = None, model: str | None = None, budget_tokens: int | None = None,
          budget_seconds: float | None = None, candidates: list[str] | None = None, axes: list[str] | None = None,
          dev_fraction: float = 0.5, tune_budget_tokens: int | None = None, limit: int | None = None, seed: int = 0,
-         out: str | Path | None = None, resume: str | None = None, progress: bool = True,
+         out: str | Path | None = None, resume: str | None = None, progress: bool = True, adaptive: bool = False,
          studio: Studio | None = None) -> TuneResult:
     """Find the strategy (and its compute: samples, expansions, rounds) that scores best on your data within a
     budget per item, honestly: raced on a dev split with paired tests, reported once on the held-out test split,
@@ -59,8 +59,10 @@ def tune(data: str | Path, *, metric: str | None = None, model: str | None = Non
         out: where the recommended workflow is written (default tuned/<dataset>-<model>.yaml).
         resume: the id of an interrupted tune to finish.
         progress: a progress bar while it runs.
+        adaptive: also a difficulty-adaptive policy (a probe's bins and a strategy per bin, fixed on dev), written
+            beside the recommended workflow as `<out>-adaptive.yaml` and reported on test in `.adaptive`.
 
-    Returns a TuneResult: `.recommended`, `.front`, `.figure()`, `.html()`, `.to_json()`.
+    Returns a TuneResult: `.recommended`, `.front`, `.adaptive`, `.figure()`, `.html()`, `.to_json()`.
 
     Example:
         >>> result = metagen.tune("datasets/arithmetic.jsonl", budget_tokens=1500, limit=20)  # doctest: +SKIP
@@ -74,10 +76,11 @@ def tune(data: str | Path, *, metric: str | None = None, model: str | None = Non
         expect("budget_seconds", budget_seconds, int | float, "seconds per item (a number)")
     expect("dev_fraction", dev_fraction, int | float, "a fraction between 0 and 1")
     expect("seed", seed, int, "a whole number")
+    expect("adaptive", adaptive, bool, "true or false")
     options = TuneOptions(data=str(data), metric=metric, model=model, budget_tokens=budget_tokens,
                           budget_seconds=budget_seconds, candidates=list(candidates or []), axes=list(axes or []),
                           dev_fraction=float(dev_fraction), tune_budget_tokens=tune_budget_tokens, limit=limit,
-                          seed=seed, out=str(out) if out is not None else None, resume=resume)
+                          seed=seed, out=str(out) if out is not None else None, resume=resume, adaptive=adaptive)
     bar = _TuneBar() if progress else None
     try:
         return studio_or_default(studio).service.tune(options, on_progress=bar)

@@ -385,9 +385,11 @@ class NodeContext(Protocol):
         once the items already running ended. Never start a thread pool in a node: this is the run's."""
         ...
 
-    def run_workflow(self, runs: Sequence[dict[str, Any]], mapped: bool) -> list[dict[str, Any]]:
+    def run_workflow(self, runs: Sequence[dict[str, Any]], mapped: bool,
+                     branch: int | None = None) -> list[dict[str, Any]]:
         """A workflow node's child, once per inputs dict of `runs`, all at once, inside this run (same budget,
-        cancel and engines); the outputs of each. `mapped` numbers the child runs in their node ids (`w/2/x`)."""
+        cancel and engines); the outputs of each. `mapped` numbers the child runs in their node ids (`w/2/x`);
+        `branch` names a route node's branch to run (its node ids `r/1/x`)."""
         ...
 
 

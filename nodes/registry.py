@@ -7,10 +7,10 @@ from types import ModuleType
 from typing import Any
 
 from nodes.base import NODE_ID_RE, PORT_TYPES, RESERVED_NODE_IDS, TEMPLATE_VAR, NodeKind, port_compatibility
-from nodes.kinds import collect, generate, io, refine, search, verify, vote, workflow
+from nodes.kinds import collect, generate, io, refine, route, search, verify, vote, workflow
 from nodes.scoring import RESERVED_VARS
 
-NODE_MODULES = (io, generate, verify, vote, refine, search, collect, workflow)
+NODE_MODULES = (io, generate, verify, vote, refine, search, collect, workflow, route)
 """Modules whose NodeKind subclasses (with a `kind`) make up the default registry, in palette order.
 A new kind: a class in nodes/kinds/ (a new module goes here too)."""
 

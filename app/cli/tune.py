@@ -45,7 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--out", default=None, metavar="PATH.yaml",
                    help="where the recommended workflow goes (default tuned/<dataset>-<model>.yaml in the "
                         "workflows folder)")
-    p.add_argument("--adaptive", action="store_true", help="a difficulty-adaptive policy (not implemented yet)")
+    p.add_argument("--adaptive", action="store_true",
+                   help="also a difficulty-adaptive policy: a probe's bins and a strategy per bin, fixed on dev, "
+                        "written as a workflow with a route node (<out>-adaptive.yaml) and reported on test")
     p.add_argument("--exhaustive", action="store_true", help="no racing: every candidate on all of dev (the grid)")
     p.add_argument("--resume", default=None, metavar="TUNE_ID", help="finish an interrupted tune")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
@@ -155,6 +157,27 @@ def format_result(data: dict[str, Any]) -> str:
         lines.append(f"against {c['against']}: {c['sentence']}")
     lines.extend(f"warning: {w}" for w in data.get("warnings", []))
     lines.append(data["verdict"])
+    lines.extend(_adaptive_lines(data.get("adaptive")))
     lines.append(f"wrote {data['recommended']['path']} · tuning used {data['tune_tokens']} tokens · tune "
                  f"{data['tune_id']}")
     return "\n".join(lines)
+
+
+def _adaptive_lines(adaptive: dict[str, Any] | None) -> list[str]:
+    """--adaptive: the bins and their strategies (dev), the policy on test and its paired comparison."""
+    if adaptive is None:
+        return []
+    if adaptive.get("status") != "built":
+        return [f"adaptive policy: none ({adaptive.get('reason', '')})"]
+    lines = [f"adaptive policy (bins of the probe's agreement, fixed on dev): {adaptive['path']}"]
+    for b in adaptive["branches"]:
+        low, high = b["range"]
+        span = ("any score" if low is None and high is None else
+                f"{'' if low is None else f'{low:g} <= '}score{'' if high is None else f' < {high:g}'}")
+        lines.append(f"  bin {b['bin']} ({span}, {b['n']} dev items): {b['label']} "
+                     f"(dev {_pct(b['accuracy']).strip()}, {b['tokens_per_item'] or 0:.0f} tok/item)")
+    test = adaptive["test"]
+    lines.append(f"  on test: {_pct(test['accuracy']).strip()} at {test['tokens_per_item'] or 0:.0f} tok/item "
+                 f"(n = {test['n']})")
+    lines.extend(f"  against {c['against']} ({c['b']}): {c['sentence']}" for c in adaptive["comparisons"])
+    return lines

@@ -36,7 +36,7 @@ from backends.llama.worker.speculative import speculation_fields
 from nodes.base import NodeError, to_jsonable
 from nodes.thinking import THINK_PURPOSE
 
-SubworkflowRunner = Callable[[Sequence[dict[str, Any]], bool], list[dict[str, Any]]]
+SubworkflowRunner = Callable[[Sequence[dict[str, Any]], bool, int | None], list[dict[str, Any]]]
 """Runs a workflow node's child once per inputs dict (mapped: numbered child runs); the outputs of each."""
 
 
@@ -210,12 +210,13 @@ class RunNodeContext:
     def code_limit_caps(self) -> tuple[float, int] | None:
         return self._code_caps
 
-    def run_workflow(self, runs: Sequence[dict[str, Any]], mapped: bool) -> list[dict[str, Any]]:
+    def run_workflow(self, runs: Sequence[dict[str, Any]], mapped: bool,
+                     branch: int | None = None) -> list[dict[str, Any]]:
         """This workflow node's child, once per inputs dict, several at once (the run's helper threads), inside this
         run (the scheduler's)."""
         if self._subworkflows is None:
             raise NodeError(f"node {self.node_id!r} has no sub-workflow to run")
-        return self._subworkflows(runs, mapped)
+        return self._subworkflows(runs, mapped, branch)
 
     def map(self, fn: Callable[[T], R], items: Sequence[T], *, limit: int | None = None) -> list[R]:
         """`fn` over `items` as concurrent requests on the run's fan-out pool (at most what its engines batch at

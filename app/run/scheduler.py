@@ -28,7 +28,7 @@ from app.run.status import FAILED, SUCCEEDED, budget_stop_reason, stop_status
 from app.workflow.model_specs import DEFAULT_MODEL_ALIAS, model_specs
 from app.workflow.problems import Issue, WorkflowError, errors
 from app.workflow.spec import Workflow
-from app.workflow.subworkflows import Child, ChildLoader, workflow_texts
+from app.workflow.subworkflows import Child, ChildLoader, branch_children, branch_key, workflow_texts
 from app.workflow.validation import build_graph, check, check_input_value, split_ref
 from backends.base import (
     BackendError,
@@ -430,6 +430,9 @@ class _DagRun:
                     if isinstance(alias := params.get(key), str) and alias in self.specs}
         if scorers:  # a PRM / reward model / judge named in the params: its entry is part of what the node computes
             params = {**params, "scoring_models": scorers}
+        branches = branch_children(self.children, node_id)
+        if branches:  # a route node: editing any branch re-runs it
+            return {**params, "branches_hash": [c.tree_hash for c in branches]}
         child = self.children.get(node_id)
         if child is None:
             return params
@@ -455,11 +458,12 @@ class _DagRun:
         """Runs on a worker thread: the node_start event, the node itself, the node_end event."""
         node = self.by_id[node_id]
         runner = None
-        if node_id in self.children:
-            params = {**params, "map": self.children[node_id].mapped or ""}
+        if node_id in self.children or branch_children(self.children, node_id):
+            if node_id in self.children:
+                params = {**params, "map": self.children[node_id].mapped or ""}
 
-            def runner(runs: Sequence[dict[str, Any]], mapped: bool) -> list[dict[str, Any]]:
-                return self._run_child(node_id, node_seed, runs, mapped)
+            def runner(runs: Sequence[dict[str, Any]], mapped: bool, branch: int | None = None) -> list[dict[str, Any]]:
+                return self._run_child(node_id, node_seed, runs, mapped, branch)
 
         ctx = RunNodeContext(self.state, self.prefix + node_id, cls.kind, node.model, node_seed, self.values,
                              self.backend_for, self.default_model, self.scheduler.allow_python, runner,
@@ -482,16 +486,20 @@ class _DagRun:
         })
         return result
 
-    def _run_child(self, node_id: str, seed: int, runs: Sequence[dict[str, Any]], mapped: bool) -> list[dict[str, Any]]:
-        """Runs on the workflow node's thread: its child once per inputs dict, as many at once as the run's helper
-        threads allow (so their engine requests batch), on this run's state, counted against the run's cap on
-        child runs; the outputs of each, or the first child's failure."""
-        child = self.children[node_id]
+    def _run_child(self, node_id: str, seed: int, runs: Sequence[dict[str, Any]], mapped: bool,
+                   branch: int | None = None) -> list[dict[str, Any]]:
+        """Runs on the workflow node's thread: its child (a route node's: the branch's) once per inputs dict, as
+        many at once as the run's helper threads allow (so their engine requests batch), on this run's state,
+        counted against the run's cap on child runs; the outputs of each, or the first child's failure."""
+        key = node_id if branch is None else branch_key(node_id, branch)
+        if key not in self.children:
+            raise NodeError(f"node {node_id!r} has no sub-workflow {key!r}")
+        child = self.children[key]
         specs = model_specs(child.workflow)
         specs.update({alias: self.specs[target] for alias, target in child.models.items() if target in self.specs})
 
         def one(index: int, given: dict[str, Any]) -> dict[str, Any]:
-            path = f"{self.prefix}{node_id}/" + (f"{index}/" if mapped else "")
+            path = f"{self.prefix}{key}/" + (f"{index}/" if mapped else "")
             try:
                 values = resolve_inputs(child.workflow, given)
             except WorkflowError as exc:

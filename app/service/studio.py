@@ -40,7 +40,7 @@ from app.share.visitors import VisitorIdentities
 from app.workflow.files import list_workflow_names, safe_workflow_name, workflow_path
 from app.workflow.problems import Issue, WorkflowError, errors
 from app.workflow.spec import Workflow, load_workflow_text, workflow_from_dict
-from app.workflow.subworkflows import CheckMemo, ChildLoader, workflow_ports, workflow_texts
+from app.workflow.subworkflows import CHILD_KINDS, CheckMemo, ChildLoader, workflow_ports, workflow_texts
 from app.workflow.validation import check as check_tree
 from nodes.registry import NodeRegistry, default_registry
 
@@ -531,7 +531,7 @@ class StudioService:
             wf = load_workflow_text(text)
         except WorkflowError:
             return {}
-        if not any(node.kind == "workflow" for node in wf.nodes):
+        if not any(node.kind in CHILD_KINDS for node in wf.nodes):
             return {}
         loader = ChildLoader((Path(self.examples_dir),), trusted=False)
         return {ref: yaml for ref, yaml in workflow_texts(wf, check_tree(wf, self.registry, loader)).items()

@@ -30,7 +30,7 @@ from app.ui.endpoints import endpoint, visitor_for
 from app.ui.traces_tab import TracesTab
 from app.workflow.problems import Issue, errors
 from app.workflow.spec import Workflow, load_workflow_text
-from app.workflow.subworkflows import WORKFLOW_KIND, workflow_texts
+from app.workflow.subworkflows import CHILD_KINDS, workflow_texts
 from app.workflow.validation import check as check_tree
 
 log = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ def _children_for_link(service: StudioService, yaml_text: str, linked: Mapping[s
     """The sub-workflows a link to this workflow must carry, by the name it uses (those its own link carried
     first, else the folder's); UserError for a child named by a path (a link names children by name only)."""
     wf = load_workflow_text(yaml_text)
-    if not any(node.kind == WORKFLOW_KIND for node in wf.nodes):
+    if not any(node.kind in CHILD_KINDS for node in wf.nodes):  # a route's branches travel too
         return {}
     loader = service.child_loader(trusted=not linked, linked=linked)
     texts = workflow_texts(wf, check_tree(wf, service.registry, loader))

@@ -1,5 +1,6 @@
-"""Sub-workflows: checking the tree of children of a workflow's workflow nodes (missing, cycles, depth, ports,
-`map`), and binding each workflow node's ports to its child's. Finding the files: child_files.py."""
+"""Sub-workflows: checking the tree of children of a workflow's workflow and route nodes (missing, cycles, depth,
+ports, `map`, branches that agree), and binding each such node's ports to its child's. Finding the files:
+child_files.py."""
 
 from __future__ import annotations
 
@@ -14,9 +15,13 @@ from app.workflow.child_overrides import SET_PARAM, apply_overrides
 from app.workflow.problems import Issue, WorkflowError
 from app.workflow.spec import Workflow
 from nodes.base import CANDIDATES, JSON, NUMBER, TEXT, NodeKind, Port, port_compatible
+from nodes.kinds.route import BIN_OUTPUT, BRANCH_OUTPUT, SCORE_INPUT
 from nodes.kinds.workflow import DEFAULT_OUTPUT
 
 WORKFLOW_KIND = "workflow"
+ROUTE_KIND = "route"
+CHILD_KINDS = (WORKFLOW_KIND, ROUTE_KIND)
+"""Kinds whose ports are their children's: bound per node by validation."""
 MAX_DEPTH = 4
 """Deepest nesting of sub-workflows: a child of a child ... at most 4 levels below the workflow run."""
 MAX_CHILD_INSTANCES = 500
@@ -34,15 +39,18 @@ class Checked:
 
     issues: list[Issue] = field(default_factory=list)
     children: dict[str, Child] = field(default_factory=dict)
-    """Workflow node id -> its resolved child (only the nodes whose child loaded)."""
+    """Workflow node id -> its resolved child (only the nodes whose child loaded); a route node's branch i is
+    under `branch_key(node id, i)` (`route/1`), the path its nodes run under."""
+    routes: dict[str, type[NodeKind]] = field(default_factory=dict)
+    """Route node id -> the route kind bound to its branches' ports (only when every branch loaded)."""
     output_types: dict[str, str] = field(default_factory=dict)
     """Workflow output name -> port type (json when it cannot be told)."""
     instances: int = 0
     """Workflow nodes of the whole tree below this workflow, each use counted (see MAX_CHILD_INSTANCES)."""
 
     def kinds(self) -> dict[str, type[NodeKind]]:
-        """Node id -> the NodeKind bound to that workflow node's child ports."""
-        return {node_id: child.kind for node_id, child in self.children.items()}
+        """Node id -> the NodeKind bound to that workflow (or route) node's child ports."""
+        return {**{node_id: child.kind for node_id, child in self.children.items()}, **self.routes}
 
 
 @dataclass
@@ -65,6 +73,20 @@ class Child:
         for grandchild in self.checked.children.values():
             out.update(grandchild.texts(_ref_of(self.workflow, grandchild.node_id)))
         return out
+
+
+def branch_key(node_id: str, index: int) -> str:
+    """Where a route node's branch `index` is kept in `Checked.children`, and the path its nodes run under."""
+    return f"{node_id}/{index}"
+
+
+def branch_children(children: Mapping[str, Child], node_id: str) -> list[Child]:
+    """A route node's resolved branches in order (empty for any other node)."""
+    out, index = [], 0
+    while branch_key(node_id, index) in children:
+        out.append(children[branch_key(node_id, index)])
+        index += 1
+    return out
 
 
 def workflow_ports(wf: Workflow, checked: Checked) -> dict[str, Any]:
@@ -105,12 +127,17 @@ def child_runs(wf: Workflow, checked: Checked, _memo: dict[int, int] | None = No
     `n`, a mapped workflow node's own count), else once (a lower bound). Each distinct child is counted once."""
     memo = {} if _memo is None else _memo
     total = 0
+    route_most: dict[str, int] = {}  # a route node runs one of its branches: the largest counts
     for node_id, child in checked.children.items():
         key = id(child.checked)
         if key not in memo:
             memo[key] = child_runs(child.workflow, child.checked, memo)
-        total += fan_out(wf, checked, node_id) * (1 + memo[key])
-    return total
+        owner, slash, _ = node_id.partition("/")
+        if slash:
+            route_most[owner] = max(route_most.get(owner, 0), 1 + memo[key])
+        else:
+            total += fan_out(wf, checked, node_id) * (1 + memo[key])
+    return total + sum(route_most.values())
 
 
 def fan_out(wf: Workflow, checked: Checked, node_id: str) -> int:
@@ -132,8 +159,15 @@ def fan_out(wf: Workflow, checked: Checked, node_id: str) -> int:
 
 
 def _ref_of(wf: Workflow, node_id: str) -> str:
-    node = wf.node(node_id)
-    return str(node.params.get("workflow", "")) if node is not None else ""
+    """The reference a child was written as: a workflow node's `workflow`, a route branch's entry of `branches`."""
+    owner, slash, index = node_id.partition("/")
+    node = wf.node(owner)
+    if node is None:
+        return ""
+    if slash:
+        branches = node.params.get("branches")
+        return str(branches[int(index)]) if isinstance(branches, list) and int(index) < len(branches) else ""
+    return str(node.params.get("workflow", ""))
 
 
 def mapped_input(node: Any) -> str | None:
@@ -183,30 +217,32 @@ class _Resolver:
 
     def run(self) -> Checked:
         base = self.registry.get(WORKFLOW_KIND)
+        route = self.registry.get(ROUTE_KIND)
         found: list[tuple[int, Any, Found]] = []
         for index, node in enumerate(self.wf.nodes):
             if node.kind == WORKFLOW_KIND and base is not None:
                 child = self.resolve(index, node, base)
                 if child is not None:
                     found.append((index, node, child))
+            elif node.kind == ROUTE_KIND and route is not None:
+                first = _RouteResolver(self, index, node).resolve(route)
+                if first is not None:
+                    found.append((index, node, first))
         for index, node, child in found:  # once every child is bound: a wire may come from another workflow node
-            self.check_ports(index, node, child, mapped_input(node))
+            self.check_ports(index, node, child, mapped_input(node) if node.kind == WORKFLOW_KIND else None)
         return self.out
 
-    def resolve(self, index: int, node: Any, base: type[NodeKind]) -> Found | None:
-        """Load, check and bind one workflow node's child (None, reported, when it cannot be used)."""
-        ref = node.params.get("workflow")
-        if not isinstance(ref, str) or not node.id:
-            return None  # reported by the param and id checks
+    def load_checked(self, index: int, node: Any, ref: str, path: str, param: str) -> tuple[Found, Checked] | None:
+        """Load and check one child written as `ref` (its problems reported under `path`); None when unusable."""
         parent_dir = self.wf.source.parent if self.wf.source is not None else None
         try:
             found = self.loader.load(ref, parent_dir)
         except ChildRefError as exc:
-            self.add(exc.code, str(exc), exc.hint, node.id, self.line(index, "params", "workflow"))
+            self.add(exc.code, str(exc), exc.hint, node.id, self.line(index, "params", param))
             return None
         except WorkflowError as exc:
             for issue in exc.issues:
-                self.out.issues.append(_prefixed(issue, node.id, ref))
+                self.out.issues.append(_prefixed(issue, path, ref))
             return None
         if not self.cycle_free(index, node, found):
             return None
@@ -216,10 +252,21 @@ class _Resolver:
             self.add("too_many_subworkflows", f"this tree of sub-workflows has more than {MAX_CHILD_INSTANCES} "
                      f"workflow nodes, each use of a child counted with its own ({found.label} used here)",
                      "use a child fewer times, nest fewer levels, or map one workflow node over candidates",
-                     node.id, self.line(index, "params", "workflow"))
+                     node.id, self.line(index, "params", param))
             return None
         self.out.instances += 1 + checked.instances
-        self.out.issues += [_prefixed(issue, node.id, found.label) for issue in checked.issues]
+        self.out.issues += [_prefixed(issue, path, found.label) for issue in checked.issues]
+        return found, checked
+
+    def resolve(self, index: int, node: Any, base: type[NodeKind]) -> Found | None:
+        """Load, check and bind one workflow node's child (None, reported, when it cannot be used)."""
+        ref = node.params.get("workflow")
+        if not isinstance(ref, str) or not node.id:
+            return None  # reported by the param and id checks
+        loaded = self.load_checked(index, node, ref, node.id, "workflow")
+        if loaded is None:
+            return None
+        found, checked = loaded
         mapped = mapped_input(node)
         kind = bind_kind(base, found.workflow, checked.output_types, mapped)
         models = node.params.get("models") if isinstance(node.params.get("models"), dict) else {}
@@ -270,6 +317,8 @@ class _Resolver:
         """Each wire into the node against the child's inputs, and the mapped input against a candidate set."""
         child = found.workflow
         for port, ref in node.inputs.items():
+            if node.kind == ROUTE_KIND and port == SCORE_INPUT:
+                continue  # the route's own input (any score; checked against its kind's port)
             line = self.line(index, "inputs", port)
             spec = child.inputs.get(port)
             if spec is None:
@@ -304,7 +353,8 @@ class _Resolver:
             return INPUT_TYPE_TO_PORT.get(spec.type) if spec else None
         node = self.wf.node(head)
         bound = self.out.children.get(head)
-        cls = bound.kind if bound is not None else (self.registry.get(node.kind) if node is not None else None)
+        cls = bound.kind if bound is not None else self.out.routes.get(head) or (
+            self.registry.get(node.kind) if node is not None else None)
         port = cls.output_port(tail) if cls is not None else None
         return port.type if port is not None else None
 
@@ -332,9 +382,79 @@ def resolve_children(wf: Workflow, registry: Any, loader: ChildLoader | None,
     """The workflow nodes of `wf` resolved to their children (each distinct child checked once by `check`, the
     checks kept in `memo`: pass one memo to check many workflows of one folder with one loader), with the
     problems."""
-    if not any(node.kind == WORKFLOW_KIND for node in wf.nodes):
+    if not any(node.kind in CHILD_KINDS for node in wf.nodes):
         return Checked()
     if not chain:
         key = str(wf.source.resolve()) if wf.source is not None else "<this workflow>"
         chain = ((key, str(wf.source) if wf.source is not None else wf.name),)
     return _Resolver(wf, registry, loader or default_loader(), chain, check, {} if memo is None else memo).run()
+
+
+@dataclass
+class _RouteResolver:
+    """One route node's branches: each loaded, checked and kept under `branch_key`; they must take the same inputs
+    and give the same outputs; the node is bound to them (plus its `score` input, `branch` and `bin` outputs)."""
+
+    parent: _Resolver
+    index: int
+    node: Any
+
+    def add(self, code: str, message: str, hint: str) -> None:
+        self.parent.add(code, message, hint, self.node.id, self.parent.line(self.index, "params", "branches"))
+
+    def resolve(self, route: type[NodeKind]) -> Found | None:
+        """The first branch (its ports are the node's), or None when a branch cannot be used (reported)."""
+        node, branches = self.node, self.node.params.get("branches")
+        if not isinstance(branches, list) or not node.id or not branches:
+            return None  # reported by the param and id checks
+        loaded: list[tuple[Found, Checked]] = []
+        for i, ref in enumerate(branches):
+            if not isinstance(ref, str) or not ref:
+                self.add("unknown_workflow", f"branch {i} is not a workflow name: {ref!r}",
+                         "name a workflow of the workflows folder (its file name without .yaml)")
+                return None
+            got = self.parent.load_checked(self.index, node, ref, branch_key(node.id, i), "branches")
+            if got is None:
+                return None
+            loaded.append(got)
+        if not self.agree(loaded):
+            return None
+        models = node.params.get("models") if isinstance(node.params.get("models"), dict) else {}
+        for i, (found, checked) in enumerate(loaded):
+            self.parent.check_models(self.index, node, found.workflow, models)
+            key = branch_key(node.id, i)
+            self.parent.out.children[key] = Child(
+                key, found.label, found.workflow, checked, bind_kind(self.parent.registry.get(WORKFLOW_KIND) or route,
+                                                                    found.workflow, checked.output_types, None),
+                None, {str(k): str(v) for k, v in models.items()}, found.yaml,
+                tree_hash(found.workflow, checked.children))
+        first, checked = loaded[0]
+        self.parent.out.routes[node.id] = bind_route(route, first.workflow, checked.output_types)
+        return first
+
+    def agree(self, loaded: list[tuple[Found, Checked]]) -> bool:
+        """Whether every branch takes the first one's inputs and gives its outputs (else reported)."""
+        first = loaded[0][0]
+        for found, _ in loaded[1:]:
+            if set(found.workflow.inputs) != set(first.workflow.inputs):
+                self.add("route_mismatch", f"the branches take different inputs: {first.label} takes "
+                         f"{sorted(first.workflow.inputs)}, {found.label} takes {sorted(found.workflow.inputs)}",
+                         "route between workflows with the same inputs (rename or add inputs so they match)")
+                return False
+            if set(found.workflow.outputs) != set(first.workflow.outputs):
+                self.add("route_mismatch", f"the branches give different outputs: {first.label} gives "
+                         f"{sorted(first.workflow.outputs)}, {found.label} gives {sorted(found.workflow.outputs)}",
+                         "route between workflows with the same outputs (rename outputs so they match)")
+                return False
+        return True
+
+
+def bind_route(base: type[NodeKind], branch: Workflow, output_types: Mapping[str, str]) -> type[NodeKind]:
+    """The route kind with its branches' ports: `score` and the branches' inputs; their outputs, `branch`, `bin`."""
+    inputs = (*base.inputs, *(Port(name, INPUT_TYPE_TO_PORT.get(spec.type, JSON), spec.description,
+                                   required=spec.default is None) for name, spec in branch.inputs.items()
+                              if name != SCORE_INPUT))
+    outputs = (*(Port(name, type_) for name, type_ in output_types.items()
+                 if name not in (BRANCH_OUTPUT, BIN_OUTPUT)), *base.outputs)
+    return type(f"{base.__name__}_{branch.name}", (base,), {"inputs": inputs, "outputs": outputs,
+                                                           "variadic_inputs": False})

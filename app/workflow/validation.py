@@ -14,8 +14,8 @@ from app.workflow.problems import Issue
 from app.workflow.reward_checks import reward_model_issues
 from app.workflow.spec import INPUT_TYPES, NodeSpec, Workflow, lone_surrogate
 from app.workflow.speculative_spec import check_speculative
+from app.workflow.subworkflows import CHILD_KINDS, WORKFLOW_KIND, Checked, CheckMemo, ChildLoader, resolve_children
 from app.workflow.subworkflows import INPUT_TYPE_TO_PORT as INPUT_TYPE_TO_PORT  # re-exported
-from app.workflow.subworkflows import WORKFLOW_KIND, Checked, CheckMemo, ChildLoader, resolve_children
 from nodes.base import JSON, TEXT, NodeKind, node_id_problem, port_compatible
 from nodes.decoding import grammar_problems
 from nodes.registry import NodeRegistry
@@ -140,7 +140,7 @@ class _NodeCheck:
         if self.node.map is not None and cls.kind != WORKFLOW_KIND:
             self.add("unknown_key", f"`map:` is for workflow nodes; {self.node.kind} has none",
                      "remove `map:` (a generator runs once per candidate with its for_each param)", self.line("map"))
-        if cls.kind == WORKFLOW_KIND:  # its ports are the child's, checked with the child (subworkflows.py)
+        if cls.kind in CHILD_KINDS:  # its ports are the child's, checked with the child (subworkflows.py)
             bound = self.kinds.get(self.node.id)
             for port_name, ref in self.node.inputs.items():
                 self.ref_resolves(port_name, ref, self.line("inputs", port_name))
@@ -255,7 +255,7 @@ class _NodeCheck:
                      _suggest(head, sorted(self.by_id)), line)
             return False
         src = self.by_id[head]
-        if src.kind == WORKFLOW_KIND and head not in self.kinds:
+        if src.kind in CHILD_KINDS and head not in self.kinds:
             return False  # its child could not be used (reported): its outputs are unknown
         src_cls = self.kinds.get(head) or self.registry.get(src.kind)
         if src_cls is not None and src_cls.output_port(tail) is None:
@@ -364,7 +364,7 @@ def _output_issues(wf: Workflow, registry: NodeRegistry, by_id: dict[str, NodeSp
             issues.append(Issue("unknown_ref", f"output {name!r} = {ref!r} is not `node.port`",
                                 "write it as e.g. `vote.answer`", line=line))
         elif parts[0] in by_id and (registry.get(by_id[parts[0]].kind) is None or (
-                by_id[parts[0]].kind == WORKFLOW_KIND and parts[0] not in kinds)):
+                by_id[parts[0]].kind in CHILD_KINDS and parts[0] not in kinds)):
             continue  # the node's unknown kind (or unusable child) is already reported; its ports cannot be checked
         elif parts[0] != "inputs" and ref_type(wf, registry, ref, by_id, kinds) is None:
             target = by_id.get(parts[0])

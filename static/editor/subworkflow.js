@@ -5,6 +5,7 @@ const V = new URL(import.meta.url).search; // the entry's ?v=<version>: every mo
 const { clone, uniqueName } = await import(`./helpers.js${V}`);
 
 export const WORKFLOW_KIND = "workflow";
+export const ROUTE_KIND = "route";
 const CHILD_INPUT_TYPES = { text: "text", number: "number", json: "json" };
 const NAME_OK = /^[A-Za-z0-9_][A-Za-z0-9_ .-]*$/;
 
@@ -21,6 +22,23 @@ export function boundDef(def, node, child) {
   const outputs = mapped ? (def.outputs || []).map((p) => Object.assign({}, p)) : (child.outputs || []).map(
     (p) => Object.assign({}, p));
   return Object.assign({}, def, { inputs, outputs, variadic_inputs: false });
+}
+
+/** The schema entry of a route node bound to its first branch's ports (`branch`: {inputs, outputs}): its own
+ * `score` input first, then the branch's inputs; the branch's outputs, then its own `branch` and `bin`. */
+export function routeDef(def, branch) {
+  const own = new Set((def.inputs || []).map((p) => p.name).concat((def.outputs || []).map((p) => p.name)));
+  const inputs = (def.inputs || []).concat((branch.inputs || []).filter((p) => !own.has(p.name)))
+    .map((p) => Object.assign({}, p));
+  const outputs = (branch.outputs || []).filter((p) => !own.has(p.name)).concat(def.outputs || [])
+    .map((p) => Object.assign({}, p));
+  return Object.assign({}, def, { inputs, outputs, variadic_inputs: false });
+}
+
+/** A route node's first branch name ("" when it names none). */
+function firstBranch(node) {
+  const branches = (node.params || {}).branches;
+  return Array.isArray(branches) && branches.length ? String(branches[0]) : "";
 }
 
 /** Methods of Editor (static/editor/index.js mixes them into its prototype). */
@@ -53,6 +71,10 @@ export default class SubworkflowMethods {
   /** The schema entry that decides a node's ports: a workflow node's is bound to its child's. */
   nodeDef(node) {
     const def = this.kindDef(node.kind);
+    if (def && node.kind === ROUTE_KIND && this.workflows) {
+      const branch = this.workflows.get(firstBranch(node));
+      return branch ? routeDef(def, branch) : def;
+    }
     if (!def || node.kind !== WORKFLOW_KIND || !this.workflows) return def;
     const child = this.workflows.get(String((node.params || {}).workflow || ""));
     return child ? boundDef(def, node, child) : def;
@@ -60,8 +82,9 @@ export default class SubworkflowMethods {
 
   /** The ports of a workflow node's child (null for other nodes): part of a node's render signature. */
   _childPorts(node) {
-    if (node.kind !== WORKFLOW_KIND || !this.workflows) return null;
-    const ports = this.workflows.get(String((node.params || {}).workflow || "")) || null;
+    if ((node.kind !== WORKFLOW_KIND && node.kind !== ROUTE_KIND) || !this.workflows) return null;
+    const name = node.kind === ROUTE_KIND ? firstBranch(node) : String((node.params || {}).workflow || "");
+    const ports = this.workflows.get(name) || null;
     return ports && this.childChanged && this.childChanged.has(node.id) ? Object.assign({ changed: true }, ports)
       : ports;
   }

@@ -33,3 +33,15 @@ def test_bad_arguments_name_themselves() -> None:
         metagen.tune("datasets/arithmetic.jsonl", budget_tokens=0)
     with pytest.raises(TypeError, match="dev_fraction"):
         metagen.tune("datasets/arithmetic.jsonl", budget_tokens=10, dev_fraction="half")
+
+
+def test_tune_adaptive_returns_the_policy_written_beside_the_recommended_one(tmp_path: Path) -> None:
+    with metagen.Studio(dry_run=True, trace_db=tmp_path / "t.db", workflows_dir=tmp_path / "wf") as studio:
+        result = metagen.tune(ROOT / "datasets" / "arithmetic.jsonl", budget_tokens=2000, limit=8, progress=False,
+                              candidates=["chain_of_thought", "self_consistency"], axes=["think.n=2"],
+                              adaptive=True, studio=studio)
+    assert result.adaptive is not None and result.adaptive["status"] == "built", result.adaptive
+    assert Path(result.adaptive["path"]).parent == Path(result.recommended["path"]).parent
+    assert result.to_json()["adaptive"] == result.adaptive
+    with pytest.raises(TypeError, match="adaptive"):
+        metagen.tune("datasets/arithmetic.jsonl", budget_tokens=10, adaptive="yes")

@@ -119,6 +119,23 @@ def test_mapped_node_takes_a_candidate_set(editor: EditorPage, static_url: str) 
     assert problem is not None and "candidates" in problem
 
 
+def test_a_route_node_takes_its_first_branchs_ports(editor: EditorPage, static_url: str) -> None:
+    ed = prepared(editor, static_url)
+    page = ed.page
+    route_def = next(s for s in default_registry().schema() if s["kind"] == "route")
+    page.evaluate("""(def_) => {
+        ed.setSchema(ed.opts.schema.concat([def_]));
+        ed.setWorkflows({hard: {inputs: [{name: "question", type: "text", required: true}],
+                                outputs: [{name: "answer", type: "text"}]}});
+        const wf = ed.getWorkflow();
+        wf.nodes.push({id: "pick", kind: "route", params: {bins: [0.5], branches: ["hard", "hard"]}});
+        ed.load(wf);
+    }""", route_def)
+    for port in ("in:score", "in:question", "out:answer", "out:branch", "out:bin"):
+        assert page.locator(ed.port("pick", port)).count() == 1, port
+    assert page.locator('.mge-palette [data-category="workflows"] [data-kind="route"]').count() == 1
+
+
 def test_inferred_names_can_be_changed_and_bad_ones_are_refused(editor: EditorPage, static_url: str) -> None:
     ed = prepared(editor, static_url)
     page = ed.page

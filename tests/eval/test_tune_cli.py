@@ -54,3 +54,33 @@ def test_a_short_tune_on_the_bundled_model_writes_a_workflow_that_runs(tmp_path:
     run = subprocess.run([sys.executable, "-m", "app.cli.main", "run", str(tmp_path / "tuned.yaml"), "--no-trace"],
                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_adaptive_adds_its_section_and_writes_a_policy_that_validates(tmp_path: Path) -> None:
+    done = _tune(tmp_path, "--data", "datasets/arithmetic.jsonl", "--budget-tokens", "2000", "--limit", "8",
+                 "--candidates", "chain_of_thought", "self_consistency", "--axes", "think.n=2", "--dry-run",
+                 "--adaptive", "--json")
+    assert done.returncode == 0, done.stderr
+    adaptive = json.loads(done.stdout)["adaptive"]
+    assert adaptive["status"] == "built", adaptive
+    assert {"path", "probe", "bins", "branches", "dev", "test", "against", "comparison"} <= set(adaptive)
+    assert {"diff", "ci", "p"} <= set(adaptive["comparison"])
+    assert Path(adaptive["path"]) == tmp_path / "tuned-adaptive.yaml"
+    check = subprocess.run([sys.executable, "-m", "app.cli.main", "validate", adaptive["path"]],
+                           cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+@pytest.mark.model
+@pytest.mark.timeout(1800)  # 4 items, two candidates, the probe and the policy: 14 min on a loaded 2-core machine
+def test_an_adaptive_tune_on_the_bundled_model_writes_a_policy_that_runs(tmp_path: Path) -> None:
+    done = _tune(tmp_path, "--data", "datasets/arithmetic.jsonl", "--budget-tokens", "2000", "--limit", "4",
+                 "--candidates", "chain_of_thought", "self_consistency", "--axes", "think.n=2", "--adaptive",
+                 timeout=1200)
+    assert done.returncode == 0, done.stderr
+    assert "adaptive policy (bins" in done.stdout, done.stdout
+    policy = tmp_path / "tuned-adaptive.yaml"
+    run = subprocess.run([sys.executable, "-m", "app.cli.main", "run", str(policy), "--no-trace"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "route" in policy.read_text() and "succeeded" in run.stdout + run.stderr

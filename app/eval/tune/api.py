@@ -45,7 +45,8 @@ class TuneOptions:
     out: str | None = None
     """Where the recommended workflow is written; None: tuned/<dataset>-<model>.yaml in the workflows folder."""
     adaptive: bool = False
-    """Build item 2 (a difficulty-adaptive `route` policy); not implemented yet: refused with a clear error."""
+    """Also fix, on dev, a difficulty-adaptive policy (a probe, its quantile bins, a candidate per bin within the
+    budget), write it as a workflow with a `route` node and report it on test (`TuneResult.adaptive`)."""
     resume: str | None = None
     """The id of an interrupted tune to finish (its own options are used)."""
     exhaustive: bool = False
@@ -106,6 +107,10 @@ class TuneResult:
     metric: str = ""
     warnings: list[str] = field(default_factory=list)
     """What makes a candidate's figures mean less than they seem (the evaluation plan's selection warnings)."""
+    adaptive: dict[str, Any] | None = None
+    """--adaptive: {status: built|none, path, probe, bins, branches: [{bin, range, label, n, accuracy,
+    tokens_per_item}], dev, test, against: {label, dev, test}, comparison: {diff, ci, p, sentence}, comparisons,
+    reason}; None when not asked."""
 
     def to_json(self) -> dict[str, Any]:
         """The contract shape of `metagen tune --json` (and a few more keys a report needs)."""
@@ -113,7 +118,8 @@ class TuneResult:
                 "recommended": self.recommended, "baseline": self.baseline, "comparison": self.comparison,
                 "front": self.front, "tune_tokens": self.tune_tokens, "held_out": self.held_out,
                 "comparisons": self.comparisons, "race": self.race, "verdict": self.verdict,
-                "dataset": self.dataset, "model": self.model, "metric": self.metric, "warnings": self.warnings}
+                "dataset": self.dataset, "model": self.model, "metric": self.metric, "warnings": self.warnings,
+                **({"adaptive": self.adaptive} if self.adaptive is not None else {})}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TuneResult:

@@ -5,6 +5,7 @@ test, the report and the recommended workflow written."""
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
@@ -86,8 +87,6 @@ def check_options(options: TuneOptions) -> None:
         problems.append(f"--budget-seconds must be above 0, got {options.budget_seconds}")
     if not 0.0 < options.dev_fraction < 1.0:
         problems.append(f"--dev-fraction must be between 0 and 1 (exclusive), got {options.dev_fraction}")
-    if options.adaptive:
-        problems.append("--adaptive (a difficulty-adaptive route policy) is not implemented yet; tune without it")
     if problems:
         raise TuneError("the tune cannot start (nothing was run):\n  " + "\n  ".join(problems))
 
@@ -167,6 +166,8 @@ class Tuner:
         self._race(state)
         finalists = [c.label for c in state.candidates if c.status == FINALIST]
         self._run_items(state, finalists, state.test, TEST, 0)
+        if self.options.adaptive and not self.cancel_token.cancelled:
+            self._complete_dev(state)
         if not self.cancel_token.cancelled and not state.results.get(cands.BASELINE):
             self.store.finish(self.tune_id, FAILED, "no item of the baseline could be graded")
             raise TuneError(f"no item of greedy {cands.BASELINE} could be graded ({'; '.join(self._errors)[:300]}); "
@@ -176,7 +177,34 @@ class Tuner:
         if self.cancel_token.cancelled:
             raise TuneError(f"the tune was cancelled ({self.cancel_token.reason}); finished runs are kept: "
                             f"`metagen tune --resume {self.tune_id}` goes on")
-        return self._result(state, finalists)
+        result = self._result(state, finalists)
+        if self.options.adaptive:
+            self._adaptive(state, finalists, result)
+        return result
+
+    def _adaptive(self, state: _State, finalists: list[str], result: TuneResult) -> None:
+        """--adaptive: the policy fixed on dev (the race's results and a probe run on dev), written beside the
+        recommended workflow and measured once on test (app/eval/tune/adaptive_run.py)."""
+        from app.eval.tune.adaptive_run import AdaptiveSetup, build
+
+        options = self.options
+        setup = AdaptiveSetup(plan=state.plan, scheduler=self.scheduler, results=state.results, dev=state.dev,
+                              test=state.test, baseline=cands.BASELINE, finalists=finalists, seed=options.seed,
+                              cancel=self.cancel_token, budget_tokens=options.budget_tokens,
+                              budget_seconds=options.budget_seconds)
+        rec = Path(result.recommended["path"])
+        provenance = {"tool": "metagen tune --adaptive", "tune_id": self.tune_id, "dataset": options.data,
+                      "model": state.model, "metric": state.plan.metric_spec,
+                      "budget": {"tokens_per_item": options.budget_tokens,
+                                 "seconds_per_item": options.budget_seconds},
+                      "split": {"seed": options.seed, "dev": len(state.dev), "test": len(state.test)}}
+        result.adaptive = build(setup, rec.with_name(f"{rec.stem}-adaptive.yaml"), provenance)
+        if rec.is_file():  # the recommended workflow stays the most recent: what `auto` on /v1 answers with
+            os.utime(rec)
+        result.tune_tokens += setup.spent
+        if self.cancel_token.cancelled:
+            raise TuneError(f"the tune was cancelled ({self.cancel_token.reason}) while its adaptive policy was "
+                            "being built")
 
     def _race(self, state: _State) -> None:
         """Successive halving on dev; the candidates left are the finalists."""
@@ -209,6 +237,18 @@ class Tuner:
                 c.status = FINALIST
                 if self._tune_budget_spent(state):
                     c.reason = "the tuning budget (--tune-budget-tokens) ended the race"
+
+    def _complete_dev(self, state: _State) -> None:
+        """--adaptive: the candidates dropped only for their cost, finished on dev (a policy may afford one on a
+        bin of the items: up to N_BINS times the budget), so the per-bin choice can weigh them."""
+        from app.eval.tune.adaptive import N_BINS
+
+        cap = self.options.budget_tokens
+        extra = [c.label for c in state.candidates if c.status == DROPPED and c.reason.startswith("over budget")
+                 and (cap is None or figures(state.results.get(c.label, {}), state.dev).tokens_per_item
+                      <= N_BINS * cap)]
+        if extra and not self._tune_budget_spent(state):
+            self._run_items(state, extra, state.dev, DEV, len(state.race) + 1)
 
     def _tune_budget_spent(self, state: _State) -> bool:
         cap = self.options.tune_budget_tokens
