@@ -30,7 +30,12 @@ GRACE_S = 2.0
 """The worker_protocol.Liveness default cancel_grace_s: how long a stopped worker may outlive a cancel."""
 
 
-def _workflow(n_ctx: int, max_tokens: int) -> str:
+LONG_GRAMMAR = 'root ::= ("one two three four "){400}'
+"""Forces about 2,000 tokens: a run that cannot end early (by an end of text) on a fast, quiet machine."""
+
+
+def _workflow(n_ctx: int, max_tokens: int, grammar: str = "") -> str:
+    extra = f", grammar: '{grammar}'" if grammar else ""
     return f"""
 version: 1
 name: live-{n_ctx}
@@ -42,7 +47,7 @@ nodes:
 - id: say
   kind: generator
   model: main
-  params: {{prompt: "{{question}}", max_tokens: {max_tokens}, temperature: 0.8}}
+  params: {{prompt: "{{question}}", max_tokens: {max_tokens}, temperature: 0.8{extra}}}
   inputs: {{question: inputs.question}}
 outputs: {{text: say.text}}
 """
@@ -90,7 +95,7 @@ def test_a_run_on_a_stopped_worker_ends_at_its_cancel_and_the_models_serve_on(
 def test_metagen_run_with_max_seconds_exits_with_a_stopped_worker(tmp_path: Path, quick_watch: None,
                                                                  stopped: list[int]) -> None:
     flow = tmp_path / "long.yaml"
-    flow.write_text(_workflow(512, 4000))
+    flow.write_text(_workflow(2560, 2400, LONG_GRAMMAR))  # was 512 tokens of counting: over in 4 s on a quiet machine
     cap = 12.0
     started = time.monotonic()
     cli = subprocess.Popen([sys.executable, "-m", "app.cli.main", "run", str(flow), "--max-seconds", str(cap),

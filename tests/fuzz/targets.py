@@ -37,7 +37,7 @@ KNOWN_CODES = frozenset({
     "unknown_model", "unknown_port", "unknown_ref", "type_mismatch", "missing_input", "duplicate_id", "cycle",
     "no_outputs", "unwired_output",
     # workflow tags (app/workflow/tags.py)
-    "unknown_tag", "bad_tag",
+    "unknown_tag", "bad_tag", "route_mismatch",
     # speculative decoding (app/workflow/speculative_spec.py)
     "bad_speculative",
     # share mode (app/share/policy.py)
