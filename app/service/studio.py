@@ -98,7 +98,7 @@ class StudioService:
         self.models_dir = Path(models_dir or paths.models_dir()).expanduser()
         self.dry_run = dry_run
         self._pool = pool
-        provider = provider or self._default_provider(fake_latency_s)
+        provider = provider if provider is not None else self._default_provider(fake_latency_s)
         folders = (self.workflows_dir, *([Path(self.examples_dir)] if self.examples_dir is not None else []))
         self.children = ChildLoader(folders, trusted=not self.policy.share_mode)
         """Where workflow nodes find their children: the workflows folder, then the examples; share mode takes
