@@ -17,27 +17,64 @@ SESSION_TMP_ENV = "METAGEN_TEST_TMPDIR"
 there (TMPDIR), so the end-of-session check sees this session's leftovers only, not those of another session
 running beside it, and the system temp directory is left as it was found."""
 SESSION_TMP_PREFIX = "metagen-test-tmp"
+WORKER_TMP_PREFIX = "xd"
+"""An xdist worker's temp folder, inside the controller's: short, since Chromium's socket path there must fit in
+108 bytes."""
 OWN_TEMP_PREFIX = "metagen-"
 """What the app and its tests name their temp files and folders; any left at the end fails the suite."""
 
 
-def _use_session_temp_dir() -> None:
+def _is_xdist_worker(config: object) -> bool:
+    """A pytest-xdist worker (`make test` runs two): its config carries the controller's `workerinput`. A pytest
+    started by a test inherits PYTEST_XDIST_WORKER from its environment, so the config, not the variable, decides."""
+    return hasattr(config, "workerinput")
+
+
+def _use_session_temp_dir(xdist_worker: bool) -> None:
+    """The session's own temp folder (TMPDIR). An xdist worker makes its own inside the controller's, so the two
+    workers never share a data folder, and whatever a worker leaves behind is still found by the controller."""
     from app.platform.scratch import remove_stale
 
-    if os.environ.get(SESSION_TMP_ENV):  # a pytest started by a test: its parent's folder is checked
+    inherited = os.environ.get(SESSION_TMP_ENV)
+    if inherited and not xdist_worker:  # a pytest started by a test: its parent's folder is checked
         return
     system_tmp = tempfile.gettempdir()
-    remove_stale(SESSION_TMP_PREFIX, Path(system_tmp))  # a session killed outright (pytest-timeout's thread method)
-    root = tempfile.mkdtemp(prefix=f"{SESSION_TMP_PREFIX}-{os.getpid()}-")
+    if not xdist_worker:
+        remove_stale(SESSION_TMP_PREFIX, Path(system_tmp))  # a session killed outright (pytest-timeout's thread method)
+    parent = inherited if xdist_worker and inherited else system_tmp
+    root = tempfile.mkdtemp(prefix=_root_prefix(xdist_worker), dir=parent)
     os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", system_tmp)  # tmp_path stays pytest's own, where it was
     os.environ[SESSION_TMP_ENV] = os.environ["TMPDIR"] = tempfile.tempdir = root
 
 
+def _root_prefix(xdist_worker: bool) -> str:
+    return f"{WORKER_TMP_PREFIX if xdist_worker else SESSION_TMP_PREFIX}-{os.getpid()}-"
+
+
+def _pin_to_a_share_of_the_cores(workerinput: dict[str, Any]) -> None:
+    """Each xdist worker runs on its own share of the CPUs (and so do the engine workers, servers and browsers its
+    tests start: affinity is inherited), so llama.cpp, which sizes its thread pool by the affinity
+    (devices.default_threads), never runs more threads than cores: oversubscribed, its spinning barriers wait out
+    whole scheduler slices. On 2 cores with `-n 2`, each worker is a 1-core machine."""
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    cpus = sorted(os.sched_getaffinity(0))
+    count, index = int(workerinput["workercount"]), int(str(workerinput["workerid"]).removeprefix("gw"))
+    share = len(cpus) // count
+    if count < 2 or share < 1:
+        return
+    os.sched_setaffinity(0, cpus[index * share:(index + 1) * share])
+
+
 def pytest_configure(config: object) -> None:
-    _use_session_temp_dir()
+    xdist_worker = _is_xdist_worker(config)
+    if xdist_worker:
+        _pin_to_a_share_of_the_cores(config.workerinput)  # type: ignore[attr-defined]
+    _use_session_temp_dir(xdist_worker)
     worker_leaks.mark_this_process()
-    # Never read or write the developer's real data folder, trace database or settings.
-    if "METAGEN_HOME" not in os.environ:
+    # Never read or write the developer's real data folder, trace database or settings (nor the other xdist
+    # worker's: each worker has a data folder of its own).
+    if "METAGEN_HOME" not in os.environ or xdist_worker:
         os.environ["METAGEN_HOME"] = tempfile.mkdtemp(prefix="metagen-test-home-")
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -64,7 +101,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Under -q (`make test`) pytest prints no header: the engine's lines are written all the same."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and session.config.get_verbosity() < 0:
+    if reporter is not None and session.config.get_verbosity() < 0 and not _is_xdist_worker(session.config):
         for line in engine_header_lines():
             reporter.write_line(line)
 
@@ -76,7 +113,13 @@ def session_leftovers(root: Path, home: Path | None) -> list[str]:
         entries = sorted(root.iterdir())
     except OSError:
         return []
-    return [e.name for e in entries if e.name.startswith(OWN_TEMP_PREFIX) and (home is None or e != home)]
+    left: list[str] = []
+    for entry in entries:
+        if entry.name.startswith(f"{WORKER_TMP_PREFIX}-") and entry.is_dir():  # a worker's, kept for its leftovers
+            left += [f"{entry.name}/{name}" for name in session_leftovers(entry, None)]
+        elif entry.name.startswith(OWN_TEMP_PREFIX) and (home is None or entry != home):
+            left.append(entry.name)
+    return left
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -86,7 +129,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     import sys
 
     root_text = os.environ.get(SESSION_TMP_ENV)
-    if not root_text or not Path(root_text).name.startswith(f"{SESSION_TMP_PREFIX}-{os.getpid()}-"):
+    if not root_text or not Path(root_text).name.startswith(_root_prefix(_is_xdist_worker(session.config))):
         return  # not this process's session folder (a pytest started by a test)
     scratch = sys.modules.get("app.platform.scratch")
     if scratch is not None:
@@ -94,7 +137,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     root = Path(root_text)
     home = Path(os.environ["METAGEN_HOME"]) if os.environ.get("METAGEN_HOME") else None
     left = session_leftovers(root, home if home is not None and home.parent == root else None)
-    shutil.rmtree(root, ignore_errors=True)
+    if left and _is_xdist_worker(session.config):  # the controller reports them: its check finds this folder
+        if home is not None and home.parent == root:
+            shutil.rmtree(home, ignore_errors=True)
+    else:
+        shutil.rmtree(root, ignore_errors=True)
     _report_worker_leaks(session)
     if not left:
         return

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from nodes.algorithms.code_exec import MAX_PROCESSES, UID_RANGE, ExecLimits, isolation
+from nodes.algorithms import code_exec
+from nodes.algorithms.code_exec import MAX_PROCESSES, ExecLimits, isolation
 from nodes.algorithms.code_tests import run_code_tests, run_many
 
 LIMITS = ExecLimits(timeout_s=3, memory_mb=256, output_bytes=1 << 20)
@@ -32,11 +33,29 @@ def _run(code: str, tests: str, isolate: bool):
     return report
 
 
-def _no_survivors() -> None:
-    """No live process of a throw-away uid (a SIGKILLed one may take a moment to go: poll briefly)."""
+@pytest.fixture
+def used_uids(monkeypatch: pytest.MonkeyPatch) -> set[int]:
+    """The throw-away uids this test's runs took (another test running beside it, under pytest-xdist, takes others:
+    its sandbox is not this test's survivor)."""
+    taken: set[int] = set()
+    pick = code_exec._pick_uid
+
+    def recording_pick() -> int | None:
+        uid = pick()
+        if uid is not None:
+            taken.add(uid)
+        return uid
+
+    monkeypatch.setattr(code_exec, "_pick_uid", recording_pick)
+    return taken
+
+
+def _no_survivors(uids: set[int]) -> None:
+    """No live process of a throw-away uid this test used (a SIGKILLed one may take a moment to go: poll briefly)."""
+    assert uids, "the runs took no throw-away uid: the check would prove nothing"
     for _ in range(50):
         out = subprocess.run(["ps", "-eo", "uid=,stat="], capture_output=True, text=True).stdout
-        alive = [ln for ln in out.splitlines() if ln.split() and UID_RANGE[0] <= int(ln.split()[0]) < UID_RANGE[1]
+        alive = [ln for ln in out.splitlines() if ln.split() and int(ln.split()[0]) in uids
                  and not ln.split()[1].startswith("Z")]
         if not alive:
             return
@@ -52,7 +71,7 @@ def test_endless_loop_ends_at_the_limit(isolate: bool) -> None:
 
 
 @pytest.mark.parametrize("isolate", MODES)
-def test_fork_bomb_is_bounded(isolate: bool) -> None:
+def test_fork_bomb_is_bounded(isolate: bool, used_uids: set[int]) -> None:
     _needs(isolate)
     if os.geteuid() != 0:
         pytest.skip("the process bound is a throw-away uid's RLIMIT_NPROC, taken only as root")
@@ -67,7 +86,7 @@ def test_fork_bomb_is_bounded(isolate: bool) -> None:
             "        except OSError:\n            pass\n")
     report = _run(bomb, "assert f() == 1", isolate)
     assert report.score == 0
-    _no_survivors()
+    _no_survivors(used_uids)
 
 
 @pytest.mark.parametrize("isolate", MODES)
@@ -97,7 +116,7 @@ def test_isolated_writes_stay_in_the_sandbox(tmp_path: Path) -> None:
     assert not Path(f"/tmp/{mark}").exists() and not home.exists()
 
 
-def test_isolated_no_network_no_ssh_no_survivor() -> None:
+def test_isolated_no_network_no_ssh_no_survivor(used_uids: set[int]) -> None:
     _needs(True)
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -118,7 +137,7 @@ def test_isolated_no_network_no_ssh_no_survivor() -> None:
     assert not results[0]["passed"] and "Error" in results[0]["error"]  # no route, no loopback peer
     assert not results[1]["passed"]
     assert results[2]["passed"]  # it may start one, but it does not outlive the run
-    _no_survivors()
+    _no_survivors(used_uids)
 
 
 def test_good_code_still_scores_beside_hostile_code() -> None:
