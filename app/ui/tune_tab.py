@@ -5,6 +5,7 @@ editor), and the report exported as offline HTML. The tuner is `StudioService.tu
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,9 @@ from app.ui.evaluate_form import POLL_S, dataset_choices, message_html
 from app.viz.tune_adaptive import adaptive_html
 from app.viz.tune_race import held_out_html, race_html
 from app.workflow.problems import WorkflowError
-from app.workflow.spec import load_workflow
+from app.workflow.spec import Workflow, load_workflow
+from app.workflow.subworkflows import CHILD_KINDS, workflow_texts
+from app.workflow.validation import check as check_tree
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +45,17 @@ INTRO = ("**Which strategy, with which N, for your data, your model and your bud
 REPORTS = ScratchFolder("metagen-tune-reports", keep=16)
 """The reports the export button serves: a private folder of at most 16, removed when the app exits."""
 
-OPEN_IN_EDITOR_JS = """(text, name) => {
+OPEN_IN_EDITOR_JS = """(text, name, extra) => {
   if (!text || !window.MetagenUI) return;
-  window.MetagenUI.openYaml(text, name || "the recommended workflow", "file", null, false);
+  let linked = {};
+  try { linked = extra ? JSON.parse(extra) : {}; } catch (e) { linked = {}; }
+  window.MetagenUI.openYaml(text, name || "the recommended workflow", "file", null, false, linked.children || {},
+                            linked.ports || {});
 }"""
 """Opens the recommended workflow (or the adaptive policy) in the editor: a file the tuner wrote into the owner's
-workflows folder (trusted, and no unsaved change)."""
+workflows folder (trusted, and no unsaved change). The policy's branch workflows lie beside it (in `tuned/`, where
+the editor, which looks up children by name in the folder, would not find them), so they travel with it as a
+traced run's children do."""
 ADAPTIVE_INFO = ("also fix, on dev, a policy that routes each item by a cheap difficulty probe (agreement among 4 "
                  "samples) to the strategy chosen for its difficulty bin, written as a workflow and reported on test "
                  "against the best single strategy at equal tokens")
@@ -79,6 +87,7 @@ class TuneView:
     timer: gr.Timer
     yaml_box: gr.Textbox
     name_box: gr.Textbox
+    children_box: gr.Textbox
     tabs: gr.Tabs
 
     @property
@@ -204,13 +213,22 @@ class TuneHandlers:
         try:
             job = self.service.tune_jobs.get(str(job_id or ""), owner=visitor_for(self.service, request))
             path = self._written_path(path_of(job.result), what)
-            load_workflow(path)  # bounded read, checked before the editor gets it
+            wf = load_workflow(path)  # bounded read, checked before the editor gets it
             text = path.read_text(encoding="utf-8")
+            children = self._children(wf)
         except UserError as exc:
             return {v.message: message_html(str(exc), "error")}
         except (WorkflowError, OSError) as exc:
             return {v.message: message_html(f"{what} cannot be opened: {exc}", "error")}
-        return {v.yaml_box: text, v.name_box: path.stem, v.tabs: gr.Tabs(selected=EDITOR_TAB), v.message: ""}
+        return {v.yaml_box: text, v.name_box: path.stem, v.children_box: json.dumps(children),
+                v.tabs: gr.Tabs(selected=EDITOR_TAB), v.message: ""}
+
+    def _children(self, wf: Workflow) -> dict[str, Any]:
+        """The sub-workflows (a route's branches) found beside the file, by the name it uses, and their ports."""
+        if not any(node.kind in CHILD_KINDS for node in wf.nodes):
+            return {}
+        texts = workflow_texts(wf, check_tree(wf, self.service.registry, self.service.child_loader()))
+        return {"children": texts, "ports": self.service.linked_workflow_ports(texts)}
 
     def _written_path(self, written: Any, what: str) -> Path:
         if not written:
@@ -273,7 +291,8 @@ def _results() -> dict[str, Any]:
     return {"message": message, "race": race, "plot": plot, "result": result, "adaptive_result": adaptive_result,
             "open_btn": open_btn, "open_policy_btn": open_policy_btn, "export_btn": export_btn, "job": gr.State(""),
             "timer": gr.Timer(POLL_S, active=False),
-            "yaml_box": gr.Textbox(visible=False), "name_box": gr.Textbox(visible=False)}
+            "yaml_box": gr.Textbox(visible=False), "name_box": gr.Textbox(visible=False),
+            "children_box": gr.Textbox(visible=False)}
 
 
 def tune_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TuneView:
@@ -286,6 +305,6 @@ def tune_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TuneView:
     v.cancel.click(h.on_cancel, [v.job], [v.message])
     v.timer.tick(h.on_poll, [v.job], v.shown, show_progress="hidden")
     for button, handler in ((v.open_btn, h.on_open), (v.open_policy_btn, h.on_open_policy)):
-        button.click(handler, [v.job], [v.yaml_box, v.name_box, v.tabs, v.message]).then(
-            None, [v.yaml_box, v.name_box], None, js=OPEN_IN_EDITOR_JS)
+        button.click(handler, [v.job], [v.yaml_box, v.name_box, v.children_box, v.tabs, v.message]).then(
+            None, [v.yaml_box, v.name_box, v.children_box], None, js=OPEN_IN_EDITOR_JS)
     return v

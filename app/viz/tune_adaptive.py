@@ -84,8 +84,8 @@ def held_out_policy_html(adaptive: dict[str, Any], baseline: dict[str, Any]) -> 
     comparison of the policy (diff in points, its 95 % CI, p)."""
     against = adaptive.get("against") or {}
     rows = [_test_row("adaptive policy", "probe, then the route", adaptive.get("test") or {}, "tune-adaptive-test"),
-            _test_row("best single strategy at equal tokens", against.get("label"), against.get("test") or {},
-                      "tune-adaptive-single")]
+            _test_row("best single strategy at equal tokens" + (" (greedy)" if against.get("label") == baseline.get(
+                "label") else ""), against.get("label"), against.get("test") or {}, "tune-adaptive-single")]
     if baseline.get("test") and baseline.get("label") != against.get("label"):
         rows.append(_test_row("greedy", baseline.get("label"), baseline["test"], "tune-adaptive-greedy"))
     comps = "".join(
