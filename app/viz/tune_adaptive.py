@@ -96,7 +96,8 @@ def held_out_policy_html(adaptive: dict[str, Any], baseline: dict[str, Any]) -> 
     return ('<p>The best single strategy at equal tokens is the finalist with the best dev accuracy whose dev tokens '
             "per item are at most the policy's (chosen on dev, never on test).</p>"
             '<table class="mg-tune-table"><thead><tr><th></th><th>workflow</th><th>test accuracy (95% CI)</th>'
-            f'<th>tokens/item</th><th>items</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
+            f'<th>tokens/item (the policy\'s: probe included)</th><th>items</th></tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table>'
             '<table class="mg-tune-table"><thead><tr><th>the policy against</th><th>diff (points)</th>'
             f'<th>95% CI</th><th>p</th><th></th></tr></thead><tbody>{comps}</tbody></table>')
 
