@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -208,7 +209,7 @@ class TuneHandlers:
         """The adaptive policy's text (the probe, then the route over its branch workflows) for the editor."""
         return self._open(job_id, request, "the adaptive policy", _policy_path_of)
 
-    def _open(self, job_id: Any, request: gr.Request, what: str, path_of: Any) -> dict[Any, Any]:
+    def _open(self, job_id: Any, request: gr.Request, what: str, path_of: Callable[[Any], Any]) -> dict[Any, Any]:
         v = self.v
         try:
             job = self.service.tune_jobs.get(str(job_id or ""), owner=visitor_for(self.service, request))
