@@ -1,10 +1,13 @@
 """The Tune tab: which strategy, with which N, for this dataset, model and budget? The race live (one row per
 candidate, dropped ones greyed with the reason), the held-out Pareto plot and table, the recommended workflow opened
-in the editor, and the report exported as offline HTML. The tuner is `StudioService.tune` (app/eval/tune)."""
+in the editor, the difficulty-adaptive policy when asked (its section of the report, and the policy opened in the
+editor), and the report exported as offline HTML. The tuner is `StudioService.tune` (app/eval/tune)."""
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,9 +21,12 @@ from app.service.studio import StudioService
 from app.service.tune_jobs import RUNNING
 from app.ui.endpoints import visitor_for
 from app.ui.evaluate_form import POLL_S, dataset_choices, message_html
+from app.viz.tune_adaptive import adaptive_html
 from app.viz.tune_race import held_out_html, race_html
 from app.workflow.problems import WorkflowError
-from app.workflow.spec import load_workflow
+from app.workflow.spec import Workflow, load_workflow
+from app.workflow.subworkflows import CHILD_KINDS, workflow_texts
+from app.workflow.validation import check as check_tree
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +46,20 @@ INTRO = ("**Which strategy, with which N, for your data, your model and your bud
 REPORTS = ScratchFolder("metagen-tune-reports", keep=16)
 """The reports the export button serves: a private folder of at most 16, removed when the app exits."""
 
-OPEN_IN_EDITOR_JS = """(text, name) => {
+OPEN_IN_EDITOR_JS = """(text, name, extra) => {
   if (!text || !window.MetagenUI) return;
-  window.MetagenUI.openYaml(text, name || "the recommended workflow", "file", null, false);
+  let linked = {};
+  try { linked = extra ? JSON.parse(extra) : {}; } catch (e) { linked = {}; }
+  window.MetagenUI.openYaml(text, name || "the recommended workflow", "file", null, false, linked.children || {},
+                            linked.ports || {});
 }"""
-"""Opens the recommended workflow in the editor: a file the tuner wrote into the owner's workflows folder (trusted,
-and no unsaved change)."""
+"""Opens the recommended workflow (or the adaptive policy) in the editor: a file the tuner wrote into the owner's
+workflows folder (trusted, and no unsaved change). The policy's branch workflows lie beside it (in `tuned/`, where
+the editor, which looks up children by name in the folder, would not find them), so they travel with it as a
+traced run's children do."""
+ADAPTIVE_INFO = ("also fix, on dev, a policy that routes each item by a cheap difficulty probe (agreement among 4 "
+                 "samples) to the strategy chosen for its difficulty bin, written as a workflow and reported on test "
+                 "against the best single strategy at equal tokens")
 
 
 @dataclass(frozen=True)
@@ -59,29 +73,33 @@ class TuneView:
     limit: gr.Number
     candidates: gr.Dropdown
     axes: gr.Textbox
+    adaptive: gr.Checkbox
     start: gr.Button
     cancel: gr.Button
     message: gr.HTML
     race: gr.HTML
     plot: gr.Plot
     result: gr.HTML
+    adaptive_result: gr.HTML
     open_btn: gr.Button
+    open_policy_btn: gr.Button
     export_btn: gr.DownloadButton
     job: gr.State
     timer: gr.Timer
     yaml_box: gr.Textbox
     name_box: gr.Textbox
+    children_box: gr.Textbox
     tabs: gr.Tabs
 
     @property
     def shown(self) -> list[Any]:
         """What every poll updates."""
-        return [self.race, self.plot, self.result, self.open_btn, self.export_btn, self.timer, self.message,
-                self.start, self.cancel]
+        return [self.race, self.plot, self.result, self.adaptive_result, self.open_btn, self.open_policy_btn,
+                self.export_btn, self.timer, self.message, self.start, self.cancel]
 
 
 def options_from_form(dataset: Any, metric: Any, model: Any, budget: Any, limit: Any, candidates: Any,
-                      axes: Any = "") -> TuneOptions:
+                      axes: Any = "", adaptive: Any = False) -> TuneOptions:
     """The form as TuneOptions; UserError saying what to fix."""
     if not dataset:
         raise UserError("pick a dataset (or a task preset) to tune on")
@@ -96,7 +114,7 @@ def options_from_form(dataset: Any, metric: Any, model: Any, budget: Any, limit:
         raise UserError("tune on at least 4 items (half are held out for the reported figures)")
     return TuneOptions(data=str(dataset), metric=str(metric) or None, model=str(model or "").strip() or None,
                        budget_tokens=budget_tokens, limit=items, candidates=[str(c) for c in candidates or []],
-                       axes=[a.strip() for a in str(axes or "").split(";") if a.strip()])
+                       axes=[a.strip() for a in str(axes or "").split(";") if a.strip()], adaptive=bool(adaptive))
 
 
 def _figure(result: Any) -> Any:
@@ -135,15 +153,16 @@ class TuneHandlers:
             choices=self.service.list_examples())}
 
     def on_start(self, dataset: Any, metric: Any, model: Any, budget: Any, limit: Any, candidates: Any, axes: Any,
-                 request: gr.Request) -> dict[Any, Any]:
+                 adaptive: Any, request: gr.Request) -> dict[Any, Any]:
         v = self.v
         try:
-            options = options_from_form(dataset, metric, model, budget, limit, candidates, axes)
+            options = options_from_form(dataset, metric, model, budget, limit, candidates, axes, adaptive)
             job = self.service.tune_jobs.start(options, owner=visitor_for(self.service, request))
         except UserError as exc:
             return {v.message: message_html(str(exc), "error")}
         return {v.job: job.job_id, v.race: race_html(None), v.result: "", v.plot: gr.update(value=None, visible=False),
-                v.open_btn: gr.update(visible=False), v.export_btn: gr.update(value=None, visible=False),
+                v.adaptive_result: "", v.open_btn: gr.update(visible=False),
+                v.open_policy_btn: gr.update(visible=False), v.export_btn: gr.update(value=None, visible=False),
                 v.timer: gr.Timer(active=True), v.message: message_html("The tune started.", "ok"),
                 v.start: gr.update(interactive=False), v.cancel: gr.update(interactive=True)}
 
@@ -174,30 +193,57 @@ class TuneHandlers:
             return out
         result = job.result
         out.update({v.result: held_out_html(snap["result"]), v.plot: _figure(result),
+                    v.adaptive_result: adaptive_html(snap["result"]),
                     v.open_btn: gr.update(visible=bool(result.recommended.get("path"))),
+                    v.open_policy_btn: gr.update(visible=_policy_path_of(result) is not None),
                     v.export_btn: gr.update(value=_export(result), visible=True),
                     v.message: message_html(f"The tune finished ({job.state}).", "ok")})
         return out
 
     def on_open(self, job_id: Any, request: gr.Request) -> dict[Any, Any]:
         """The recommended workflow's text for the editor (then the Editor tab)."""
+        return self._open(job_id, request, "the recommended workflow",
+                          lambda result: result.recommended.get("path") if result is not None else None)
+
+    def on_open_policy(self, job_id: Any, request: gr.Request) -> dict[Any, Any]:
+        """The adaptive policy's text (the probe, then the route over its branch workflows) for the editor."""
+        return self._open(job_id, request, "the adaptive policy", _policy_path_of)
+
+    def _open(self, job_id: Any, request: gr.Request, what: str, path_of: Callable[[Any], Any]) -> dict[Any, Any]:
         v = self.v
         try:
             job = self.service.tune_jobs.get(str(job_id or ""), owner=visitor_for(self.service, request))
-            path = self._recommended_path(job.result)
-            load_workflow(path)  # bounded read, checked before the editor gets it
+            path = self._written_path(path_of(job.result), what)
+            wf = load_workflow(path)  # bounded read, checked before the editor gets it
             text = path.read_text(encoding="utf-8")
+            children = self._children(wf)
         except UserError as exc:
             return {v.message: message_html(str(exc), "error")}
         except (WorkflowError, OSError) as exc:
-            return {v.message: message_html(f"the recommended workflow cannot be opened: {exc}", "error")}
-        return {v.yaml_box: text, v.name_box: path.stem, v.tabs: gr.Tabs(selected=EDITOR_TAB), v.message: ""}
+            return {v.message: message_html(f"{what} cannot be opened: {exc}", "error")}
+        return {v.yaml_box: text, v.name_box: path.stem, v.children_box: json.dumps(children),
+                v.tabs: gr.Tabs(selected=EDITOR_TAB), v.message: ""}
 
-    def _recommended_path(self, result: Any) -> Path:
-        if result is None or not result.recommended.get("path"):
-            raise UserError("this tune wrote no recommended workflow")
-        path = Path(str(result.recommended["path"])).expanduser()
+    def _children(self, wf: Workflow) -> dict[str, Any]:
+        """The sub-workflows (a route's branches) found beside the file, by the name it uses, and their ports."""
+        if not any(node.kind in CHILD_KINDS for node in wf.nodes):
+            return {}
+        texts = workflow_texts(wf, check_tree(wf, self.service.registry, self.service.child_loader()))
+        return {"children": texts, "ports": self.service.linked_workflow_ports(texts)}
+
+    def _written_path(self, written: Any, what: str) -> Path:
+        if not written:
+            raise UserError(f"this tune wrote no {what.removeprefix('the ')}")
+        path = Path(str(written)).expanduser()
         return path if path.is_absolute() else self.service.workflows_dir / path
+
+
+def _policy_path_of(result: Any) -> str | None:
+    """Where the tune wrote its adaptive policy (None: not asked, or none built)."""
+    adaptive = getattr(result, "adaptive", None)
+    if not isinstance(adaptive, dict) or adaptive.get("status") != "built":
+        return None
+    return adaptive.get("path") or None
 
 
 def _form(service: StudioService) -> dict[str, Any]:
@@ -216,14 +262,17 @@ def _form(service: StudioService) -> dict[str, Any]:
         candidates = gr.Dropdown(service.list_examples(), multiselect=True, label="Candidates (empty: every example "
                                  "that fits the dataset, greedy chain-of-thought always)", elem_id="mg-tune-candidates",
                                  scale=3)
-    axes = gr.Textbox(label="Compute axes (optional): NODE.PARAM=v1,v2, several separated by ;  (empty: each "
-                      "candidate's natural axis, doubling within the budget)", placeholder="think.n=2,4,8",
-                      elem_id="mg-tune-axes")
+    with gr.Row():
+        axes = gr.Textbox(label="Compute axes (optional): NODE.PARAM=v1,v2, several separated by ;  (empty: each "
+                          "candidate's natural axis, doubling within the budget)", placeholder="think.n=2,4,8",
+                          elem_id="mg-tune-axes", scale=3)
+        adaptive = gr.Checkbox(False, label="Adaptive policy (difficulty-routed)", info=ADAPTIVE_INFO,
+                               elem_id="mg-tune-adaptive", scale=2)
     with gr.Row():
         start = gr.Button("Tune", variant="primary", elem_id="mg-tune-start", scale=0)
         cancel = gr.Button("Cancel", elem_id="mg-tune-cancel", interactive=False, scale=0)
     return {"dataset": dataset, "metric": metric, "model": model, "budget": budget, "limit": limit,
-            "candidates": candidates, "axes": axes, "start": start, "cancel": cancel}
+            "candidates": candidates, "axes": axes, "adaptive": adaptive, "start": start, "cancel": cancel}
 
 
 def _results() -> dict[str, Any]:
@@ -232,25 +281,31 @@ def _results() -> dict[str, Any]:
     plot = gr.Plot(label="Held-out accuracy against tokens per item (the Pareto front joined)",
                    elem_id="mg-tune-pareto", visible=False)
     result = gr.HTML(elem_id="mg-tune-result")
+    adaptive_result = gr.HTML(elem_id="mg-tune-adaptive-result")
     with gr.Row():
         open_btn = gr.Button("Open the recommended workflow in the editor", elem_id="mg-tune-open", visible=False,
                              min_width=360)
+        open_policy_btn = gr.Button("Open the adaptive policy in the editor", elem_id="mg-tune-open-adaptive",
+                                    visible=False, min_width=320)
         export_btn = gr.DownloadButton("Export the report (offline HTML)", elem_id="mg-tune-export", visible=False,
                                        min_width=300)
-    return {"message": message, "race": race, "plot": plot, "result": result, "open_btn": open_btn,
-            "export_btn": export_btn, "job": gr.State(""), "timer": gr.Timer(POLL_S, active=False),
-            "yaml_box": gr.Textbox(visible=False), "name_box": gr.Textbox(visible=False)}
+    return {"message": message, "race": race, "plot": plot, "result": result, "adaptive_result": adaptive_result,
+            "open_btn": open_btn, "open_policy_btn": open_policy_btn, "export_btn": export_btn, "job": gr.State(""),
+            "timer": gr.Timer(POLL_S, active=False),
+            "yaml_box": gr.Textbox(visible=False), "name_box": gr.Textbox(visible=False),
+            "children_box": gr.Textbox(visible=False)}
 
 
 def tune_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TuneView:
     """The tab's components and events, inside the current `gr.Tab`."""
     v = TuneView(**_form(service), **_results(), tabs=tabs)
     h = TuneHandlers(service, v)
-    form = [v.dataset, v.metric, v.model, v.budget, v.limit, v.candidates, v.axes]
+    form = [v.dataset, v.metric, v.model, v.budget, v.limit, v.candidates, v.axes, v.adaptive]
     tab.select(h.on_select, None, [v.dataset, v.candidates, v.message])
     v.start.click(h.on_start, form, [v.job, *v.shown])
     v.cancel.click(h.on_cancel, [v.job], [v.message])
     v.timer.tick(h.on_poll, [v.job], v.shown, show_progress="hidden")
-    v.open_btn.click(h.on_open, [v.job], [v.yaml_box, v.name_box, v.tabs, v.message]).then(
-        None, [v.yaml_box, v.name_box], None, js=OPEN_IN_EDITOR_JS)
+    for button, handler in ((v.open_btn, h.on_open), (v.open_policy_btn, h.on_open_policy)):
+        button.click(handler, [v.job], [v.yaml_box, v.name_box, v.children_box, v.tabs, v.message]).then(
+            None, [v.yaml_box, v.name_box, v.children_box], None, js=OPEN_IN_EDITOR_JS)
     return v

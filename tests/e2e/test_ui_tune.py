@@ -62,3 +62,43 @@ def test_the_tune_tab_shows_the_race_and_opens_the_recommendation(ui: Any, shot:
     assert "provenance:" in ui.yaml() and "metagen tune" in ui.yaml()
     assert page.locator("[data-testid=dirty-flag]").is_hidden()
     shot(page, "opened-in-editor")
+
+
+def test_the_adaptive_policy_shows_in_the_tab_and_opens_in_the_editor(ui: Any, shot: Any, tmp_path: Path) -> None:
+    page = ui.page
+    ui.tab("Tune")
+    page.locator("#mg-tune-start").wait_for(state="visible")
+    page.wait_for_function("document.querySelector('#mg-tune-dataset input').value.startsWith('arithmetic')")
+    _pick(page, "mg-tune-candidates", ["chain_of_thought", "self_consistency"])
+    page.locator("#mg-tune-limit input").fill("8")
+    page.locator("#mg-tune-budget input").fill("2000")
+    page.locator("#mg-tune-axes textarea").fill("think.n=2")
+    page.locator("#mg-tune-adaptive input[type=checkbox]").check()
+    page.locator("#mg-tune-start").click()
+    section = page.locator("#mg-tune-adaptive-result [data-testid=tune-adaptive]")
+    section.wait_for(timeout=240_000)
+    text = section.inner_text()
+    assert "Adaptive policy (difficulty-routed)" in text and "tokens per item" in text  # the probe and its cost
+    assert section.locator("[data-testid=tune-adaptive-bin]").count() >= 1
+    policy = section.locator("[data-testid=tune-adaptive-test]").inner_text()
+    assert re.search(r"\d+% \(\d+%–\d+%\)", policy)  # test accuracy with its 95 % CI
+    assert section.locator("[data-testid=tune-adaptive-single]").count() == 1
+    assert section.locator("[data-testid=tune-adaptive-verdict]").inner_text().strip()
+    assert "-adaptive.yaml" in section.locator("[data-testid=tune-adaptive-files]").inner_text()
+    page.locator("#mg-tune-pareto .js-plotly-plot").wait_for(timeout=30_000)
+    assert "adaptive policy" in page.locator("#mg-tune-pareto").inner_text()  # its own point in the legend
+    shot(page, "adaptive-result")
+
+    with page.expect_download() as download:
+        page.locator("#mg-tune-export").click()
+    report = tmp_path / "report.html"
+    download.value.save_as(str(report))
+    assert "Adaptive policy (difficulty-routed)" in report.read_text(encoding="utf-8")
+
+    page.locator("#mg-tune-open-adaptive").click()
+    page.wait_for_function("document.querySelector('[data-testid=notice]').textContent.includes('Opened')")
+    assert "kind: route" in ui.yaml() and "metagen tune --adaptive" in ui.yaml()
+    # its branch workflows (beside it in tuned/) came along: the route finds them, nothing to fix
+    page.wait_for_function("document.querySelector('[data-testid=issue-count]').textContent === '0'")
+    assert page.locator("[data-testid=dirty-flag]").is_hidden()
+    shot(page, "adaptive-policy-in-editor")

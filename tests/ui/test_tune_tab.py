@@ -14,7 +14,7 @@ import pytest
 from app.eval.tune.api import TuneOptions, TuneProgress, TuneResult
 from app.service.errors import UserError
 from app.service.tune_jobs import CANCELLED, DONE, FAILED, RUNNING, TuneJobs
-from app.ui.tune_tab import options_from_form
+from app.ui.tune_tab import _policy_path_of, options_from_form
 from app.viz.tune_race import held_out_html, race_html
 
 
@@ -86,6 +86,17 @@ def test_the_form_becomes_tune_options() -> None:
     assert options_from_form("code", "tests", "my.gguf", None, None, []).model == "my.gguf"
     assert options_from_form("code", "", "", 2000, 8, [], " think.n=2,4 ; rounds=1 ;").axes == ["think.n=2,4",
                                                                                                 "rounds=1"]
+    assert not options_from_form("code", "", "", 2000, 8, []).adaptive
+    assert options_from_form("code", "", "", 2000, 8, [], "", True).adaptive  # the adaptive policy checkbox
+
+
+def test_the_adaptive_policy_opens_only_when_the_tune_built_one() -> None:
+    plain = result()
+    assert _policy_path_of(plain) is None and _policy_path_of(None) is None
+    plain.adaptive = {"status": "none", "reason": "no choice fits the budget"}
+    assert _policy_path_of(plain) is None
+    plain.adaptive = {"status": "built", "path": "tuned/arithmetic-bundled-adaptive.yaml"}
+    assert _policy_path_of(plain) == "tuned/arithmetic-bundled-adaptive.yaml"
 
 
 @pytest.mark.parametrize(("form", "says"), [

@@ -169,10 +169,10 @@ def build(setup: AdaptiveSetup, path: Path, provenance: dict[str, Any]) -> dict[
     prov = {**provenance, "candidate": POLICY, "bins": chosen.bins, "branches": chosen.branches, "dev": dev_json}
     policy_text = pol.policy_yaml(base.yaml, chosen.bins, names, base.output, voter)
     try:
-        pol.write_policy(path, policy_text, branch_files, prov)
+        written = pol.write_policy(path, policy_text, branch_files, prov)
     except WorkflowError as exc:
         return {"status": "none", "reason": f"the policy did not validate: {exc}", "probe": probe_dev}
-    return _report(setup, path, chosen, probe_dev, base.output, dev_json)
+    return {**_report(setup, path, chosen, probe_dev, base.output, dev_json), "files": [str(p) for p in written]}
 
 
 def _report(setup: AdaptiveSetup, path: Path, chosen: alloc.Allocation, probe_dev: dict[str, Any], output: str,

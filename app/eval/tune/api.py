@@ -110,7 +110,7 @@ class TuneResult:
     adaptive: dict[str, Any] | None = None
     """--adaptive: {status: built|none, path, probe, bins, branches: [{bin, range, label, n, accuracy,
     tokens_per_item}], dev, test, against: {label, dev, test}, comparison: {diff, ci, p, sentence}, comparisons,
-    reason}; None when not asked."""
+    files: [the policy, its branch workflows], reason}; None when not asked."""
 
     def to_json(self) -> dict[str, Any]:
         """The contract shape of `metagen tune --json` (and a few more keys a report needs)."""
