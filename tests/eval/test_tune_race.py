@@ -279,3 +279,36 @@ def test_the_race_ends_with_greedy_alone_when_no_challenger_can_beat_it(tmp_path
     assert status["same"]["dropped_after"] < len(raced.split["dev"])
     assert [row["label"] for row in raced.held_out] == ["chain_of_thought"]
     assert raced.tune_tokens < grid.tune_tokens
+
+
+def test_a_selection_that_would_see_an_inputs_default_is_skipped_before_the_race(tmp_path: Path) -> None:
+    service, data = _setup(tmp_path, {"chain_of_thought": (0.3, 5), "good": (0.9, 5)})
+    shipped = Path(__file__).resolve().parents[2] / "workflows" / "instruction_best_of_n.yaml"
+    (tmp_path / "examples" / "instruction_best_of_n.yaml").write_text(shipped.read_text())
+    seen: list[list[str]] = []
+    try:
+        result = service.tune(TuneOptions(data=str(data), metric="number", budget_tokens=200,
+                                          out=str(tmp_path / "o.yaml")),
+                              on_progress=lambda p: seen.append([r["label"] for r in p.rows
+                                                                 if r["status"] == "skipped"]))
+    finally:
+        service.close()
+    skipped = {c["label"]: c["reason"] for c in result.candidates if c["status"] == "skipped"}
+    assert "would select every item with the input's default" in skipped["instruction_best_of_n"]
+    assert seen[0] == ["instruction_best_of_n"]  # listed with the first progress, before any run ended
+    assert not result.warnings and result.recommended["label"] == "good"
+
+
+def test_the_race_log_prints_the_plans_warnings_before_the_race_and_not_again(capsys) -> None:
+    from app.cli.tune import _RaceLog, format_result
+    from app.eval.tune.api import TuneProgress
+
+    log = _RaceLog(quiet=False)
+    first = TuneProgress(phase="dev", rows=[], tokens_used=0, eta_s=None, round=1, total=4, warnings=["w1"])
+    log(first)
+    log(first)
+    assert capsys.readouterr().err.count("warning: w1") == 1
+    data = {"race": [], "split": {"test": []}, "held_out": [], "comparisons": [], "warnings": ["w1", "w2"],
+            "verdict": "v", "recommended": {"path": "p"}, "tune_tokens": 0, "tune_id": "t"}
+    text = format_result(data, shown=log.warned)
+    assert "warning: w1" not in text and "warning: w2" in text

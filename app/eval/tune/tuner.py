@@ -381,7 +381,7 @@ class Tuner:
         try:
             self.on_progress(TuneProgress(phase=phase, rows=rows, tokens_used=state.spent, eta_s=eta,
                                           round=round_no, done=int(ran), total=int(counter["total"]),
-                                          tune_id=self.tune_id))
+                                          tune_id=self.tune_id, warnings=list(state.plan.warnings)))
         except Exception:
             log.exception("tune progress callback failed")
 
