@@ -312,3 +312,24 @@ def test_the_race_log_prints_the_plans_warnings_before_the_race_and_not_again(ca
             "verdict": "v", "recommended": {"path": "p"}, "tune_tokens": 0, "tune_id": "t"}
     text = format_result(data, shown=log.warned)
     assert "warning: w1" not in text and "warning: w2" in text
+
+
+def test_finalists_whose_samples_came_from_the_shared_pool_are_marked(tmp_path: Path) -> None:
+    from app.cli.tune import format_result
+
+    root = Path(__file__).resolve().parents[2]
+    service = StudioService(trace_db=tmp_path / "t.db", workflows_dir=tmp_path / "wf", dry_run=True)
+    try:  # the grid keeps every candidate to test: n = 2, 4, 8 find their samples in n = 16's pool
+        result = service.tune(TuneOptions(data=str(root / "datasets" / "arithmetic.jsonl"), metric="number",
+                                          budget_tokens=1500, candidates=["chain_of_thought", "self_consistency"],
+                                          limit=8, out=str(tmp_path / "o.yaml"), exhaustive=True))
+    finally:
+        service.close()
+    rows = {r["label"]: r for r in result.to_json()["held_out"]}
+    pooled = [label for label, r in rows.items() if r["note"] == "reused from the shared pool"]
+    assert pooled and all(rows[label]["reused_tokens_per_item"] > 0 for label in pooled)
+    assert rows["chain_of_thought"]["note"] == "" and rows["chain_of_thought"]["reused_tokens_per_item"] == 0
+    assert not any("n=16" in label for label in pooled)  # the largest drew the pool itself
+    text = format_result(result.to_json())
+    assert sum("* reused from the shared pool" in line for line in text.splitlines()) == len(pooled)
+    assert "its seconds are only its own share" in text

@@ -26,6 +26,8 @@ class ItemResult:
     seconds: float
     spent: int = 0
     """Tokens actually evaluated and generated for it (not those it found in the shared pool)."""
+    reused: int = 0
+    """Completion tokens it took from the shared sample pool (drawn, and timed, by another candidate's run)."""
     failed: bool = False
     """The run itself failed (an error, not a wrong answer): scored 0, and its cost is not what it would be."""
 

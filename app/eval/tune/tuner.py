@@ -344,10 +344,11 @@ class Tuner:
             spent += int(row["prompt_tokens_evaluated"] or 0) + int(row["completion_tokens"] or 0)
             if row["status"] == UNGRADED:  # no verdict: left out, never counted as wrong
                 continue
-            tokens = int(row["prompt_tokens"] or 0) + int(row["completion_tokens"] or 0) + int(
-                row["completion_tokens_reused"] or 0)
+            reused = int(row["completion_tokens_reused"] or 0)
+            tokens = int(row["prompt_tokens"] or 0) + int(row["completion_tokens"] or 0) + reused
             results.setdefault(labels[row["workflow_idx"]], {})[int(row["item_idx"])] = ItemResult(
-                float(row["score"] or 0.0), tokens, float(row["wall_s"] or 0.0),
+                float(row["score"] or 0.0), tokens, float(row["wall_s"] or 0.0), spent=int(
+                    row["prompt_tokens_evaluated"] or 0) + int(row["completion_tokens"] or 0), reused=reused,
                 failed=row["status"] not in (SUCCEEDED, ""))
         state.results, state.spent = results, spent
 
