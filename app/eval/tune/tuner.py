@@ -288,8 +288,8 @@ class Tuner:
             if end >= MIN_ITEMS:  # a cost (or failures) judged on fewer items than a first slice is no evidence
                 drops |= {k: v for k, v in early.items() if not v.startswith("significantly")}
             drops |= self._ruled_out(state, [label for label in risky if label not in drops])
-        rest = [label for label in alive if label not in drops]
-        self._run_items(state, rest, sorted(items), DEV, round_no)
+        if not self.cancel_token.cancelled and not self._tune_budget_spent(state):
+            self._run_items(state, [label for label in alive if label not in drops], sorted(items), DEV, round_no)
         return drops
 
     def _complete_dev(self, state: _State) -> None:
