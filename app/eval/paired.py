@@ -106,7 +106,7 @@ def mcnemar_interval(a_only: int, b_only: int, n: int) -> tuple[float, float]:
     psi * (2 pi - 1), psi the share of discordant items and pi the share of them a wins; the interval is that
     product over both exact (Clopper-Pearson) intervals. It holds 0 exactly when pi's interval holds 1/2, i.e. when
     the exact McNemar p is at least 0.05, so the interval never contradicts the test (the paired t interval did:
-    [-76.9, -3.1] beside p = 0.12 on 10 items). Conservative: its exact coverage, computed over n = 10-40 items
+    [-76.9, -3.1] beside p = 0.12 on 10 items). Conservative: its exact coverage, computed at n = 10, 20 and 40 items
     and discordance rates of 1-45 %, is at least 96.5 % (the t interval's fell to 46 % at n = 10)."""
     m = a_only + b_only
     psi_lo, psi_hi = clopper_pearson(m, n)
