@@ -54,11 +54,33 @@ def _line(name: str, result: Any, seconds: float) -> str:
             f"test {acc} [{test['ci'][0]:.0%}, {test['ci'][1]:.0%}] n={test['n']}")
 
 
+def _paired_on_test(folder: Path, grid: Any, a: str, b: str) -> str:
+    """The paired comparison of two recommendations on test, from the grid's runs (it ran every candidate there)."""
+    from app.eval.paired import compare
+
+    service = StudioService(trace_db=folder / "grid.db", workflows_dir=folder / "wf", dry_run=True)
+    try:
+        record = service.evaluations.store.get(grid.tune_id)
+    finally:
+        service.close()
+    names = [w["name"] for w in record["evaluation"]["config"]["workflows"]]
+    test = set(grid.split["test"])
+    runs: dict[str, dict[int, list[float]]] = {a: {}, b: {}}
+    for row in record["items"]:
+        label = names[row["workflow_idx"]]
+        if label in runs and row["item_idx"] in test and row["score"] is not None:
+            runs[label][int(row["item_idx"])] = [float(row["score"])]
+    return compare(a, b, runs[a], runs[b]).sentence()
+
+
 def run_set(name: str, args: argparse.Namespace) -> None:
     spec = SETS[name]
     with tempfile.TemporaryDirectory(prefix="bench-tune-") as tmp:
         race, race_s = _tune(Path(tmp), spec, args, False)
         grid, grid_s = _tune(Path(tmp), spec, args, True)
+        differ = race.recommended["label"] != grid.recommended["label"]
+        paired = _paired_on_test(Path(tmp), grid, race.recommended["label"], grid.recommended["label"]) \
+            if differ else ""
     print(f"{name}: {spec['data']} --metric {spec['metric']} --budget-tokens {spec['budget']} "
           f"(limit {args.limit}, {len(race.split['dev'])} dev / {len(race.split['test'])} test)")
     print(_line("race", race, race_s))
@@ -66,6 +88,8 @@ def run_set(name: str, args: argparse.Namespace) -> None:
     share = race.tune_tokens / grid.tune_tokens if grid.tune_tokens else float("nan")
     same = race.recommended["label"] == grid.recommended["label"]
     print(f"  race/grid tokens {share:.0%} (target <= 40%); same recommendation: {'yes' if same else 'no'}")
+    if paired:
+        print(f"  the two recommendations on test (paired, the grid's runs): {paired}")
     for entry in race.race:
         dropped = "; ".join(f"{d['label']}: {d['reason']}" for d in entry["dropped"])
         print(f"    round {entry['round']} ({entry['items']} dev items): {len(entry['alive'])} left"

@@ -93,7 +93,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=1))
     else:
-        print(format_result(data))
+        print(format_result(data, shown=printer.warned))
     if args.html:
         from app.platform.fileio import atomic_write_text
 
@@ -118,10 +118,15 @@ class _RaceLog:
         self.quiet = quiet
         self._seen: set[str] = set()
         self._last = 0.0
+        self.warned: list[str] = []
 
     def __call__(self, progress: Any) -> None:
         if self.quiet:
             return
+        for warning in progress.warnings:  # known before the race: shown with the skipped list, before it runs
+            if warning not in self.warned:
+                self.warned.append(warning)
+                print(f"warning: {warning}", file=sys.stderr)
         for row in progress.rows:
             key = f"{row['label']}:{row['status']}"
             if row["status"] in ("dropped", "skipped") and key not in self._seen:
@@ -141,8 +146,9 @@ def _pct(x: Any) -> str:
     return "  –" if x is None else f"{100 * x:3.0f}%"
 
 
-def format_result(data: dict[str, Any]) -> str:
-    """The race log, the held-out table, the comparisons and the verdict."""
+def format_result(data: dict[str, Any], shown: list[str] | None = None) -> str:
+    """The race log, the held-out table, the comparisons and the verdict (and the warnings not `shown` before the
+    race)."""
     lines = ["race (dev):"]
     for entry in data["race"]:
         lines.append(f"  round {entry['round']}: {entry['items']} dev items, {len(entry['alive'])} left"
@@ -152,10 +158,13 @@ def format_result(data: dict[str, Any]) -> str:
     for r in data["held_out"]:
         ci = f"[{_pct(r['ci'][0]).strip()},{_pct(r['ci'][1]).strip()}]"
         lines.append(f"  {r['label'][:44]:<44} {_pct(r['accuracy']):>5} {ci:>12} {r['tokens_per_item'] or 0:9.0f} "
-                     f"{r['seconds_per_item'] or 0:7.2f}")
+                     f"{r['seconds_per_item'] or 0:7.2f}" + (f"  * {r['note']}" if r.get("note") else ""))
+    if any(r.get("note") for r in data["held_out"]):
+        lines.append("  * its tokens per item count the pooled samples as if it ran alone; its seconds are only its "
+                     "own share (another finalist's run drew and timed them)")
     for c in data["comparisons"]:
         lines.append(f"against {c['against']}: {c['sentence']}")
-    lines.extend(f"warning: {w}" for w in data.get("warnings", []))
+    lines.extend(f"warning: {w}" for w in data.get("warnings", []) if w not in (shown or []))
     lines.append(data["verdict"])
     lines.extend(_adaptive_lines(data.get("adaptive")))
     lines.append(f"wrote {data['recommended']['path']} · tuning used {data['tune_tokens']} tokens · tune "

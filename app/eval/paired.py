@@ -1,5 +1,6 @@
 """Paired statistics of an evaluation (pure math, numpy only): item means over repeats, clustered standard errors,
-and paired comparisons of two points on the same items (t interval, exact McNemar or sign-flip test, power)."""
+and paired comparisons of two points on the same items (exact McNemar test with the interval that agrees with it, or
+the sign-flip test with a t interval; power)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ EXACT_FLIPS = 16
 FLIP_RESAMPLES = 10_000
 MCNEMAR = "mcnemar-exact"
 SIGN_FLIP = "sign-flip"
+T_INTERVAL = "paired t"
 
 
 def item_means(runs: Mapping[int, Sequence[float]]) -> dict[int, float]:
@@ -79,6 +81,38 @@ def t_cdf(t: float, df: float) -> float:
     """Student's t distribution function."""
     tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
     return 1.0 - tail if t > 0 else tail
+
+
+def beta_quantile(p: float, a: float, b: float) -> float:
+    """The p-quantile of the Beta(a, b) distribution (bisection on the regularized incomplete beta function)."""
+    lo, hi = 0.0, 1.0
+    for _ in range(100):
+        mid = (lo + hi) / 2.0
+        lo, hi = (mid, hi) if _betainc(a, b, mid) < p else (lo, mid)
+    return (lo + hi) / 2.0
+
+
+def clopper_pearson(x: int, n: int, alpha: float = ALPHA) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) 1 - alpha interval of a binomial proportion, x successes of n."""
+    if n == 0:
+        return (0.0, 1.0)
+    lo = 0.0 if x == 0 else beta_quantile(alpha / 2, x, n - x + 1)
+    hi = 1.0 if x == n else beta_quantile(1 - alpha / 2, x + 1, n - x)
+    return (lo, hi)
+
+
+def mcnemar_interval(a_only: int, b_only: int, n: int) -> tuple[float, float]:
+    """The 95 % interval of accuracy(a) - accuracy(b) that agrees with the exact McNemar test: the difference is
+    psi * (2 pi - 1), psi the share of discordant items and pi the share of them a wins; the interval is that
+    product over both exact (Clopper-Pearson) intervals. It holds 0 exactly when pi's interval holds 1/2, i.e. when
+    the exact McNemar p is at least 0.05, so the interval never contradicts the test (the paired t interval did:
+    [-76.9, -3.1] beside p = 0.12 on 10 items). Conservative: its exact coverage, computed at n = 10, 20 and 40 items
+    and discordance rates of 1-45 %, is at least 96.5 % (the t interval's fell to 46 % at n = 10)."""
+    m = a_only + b_only
+    psi_lo, psi_hi = clopper_pearson(m, n)
+    pi_lo, pi_hi = clopper_pearson(a_only, m) if m else (0.0, 1.0)
+    ends = [psi * (2 * pi - 1) for psi in (psi_lo, psi_hi) for pi in (pi_lo, pi_hi)]
+    return (min(ends), max(ends))
 
 
 def t_quantile(p: float, df: float) -> float:
@@ -141,6 +175,8 @@ class Comparison:
     method: str
     sd: float
     """Standard deviation of the per-item differences (the agreement the power sentence uses)."""
+    interval: str = "mcnemar-exact"
+    """How `ci` was made: the interval of the exact McNemar test (`mcnemar_interval`) or the paired t interval."""
 
     @property
     def significant(self) -> bool:
@@ -165,6 +201,11 @@ class Comparison:
         if self.n == 0:
             return f"{self.a} and {self.b} share no graded items: nothing to compare"
         lo, hi = (100 * x for x in self.ci)
+        if self.significant != (lo > 0 or hi < 0):  # only the sign-flip test beside a t interval can disagree
+            return (f"{self.a} against {self.b} on {self.n} items: {self.diff * 100:+.1f} points, "
+                    f"{'significant' if self.significant else 'not significant'} by the {self.method} test "
+                    f"(p = {_p_text(self.p_value)}); the {self.interval} interval [{lo:.1f}, {hi:.1f}] "
+                    f"{'holds' if lo <= 0 <= hi else 'excludes'} 0")
         if self.significant:
             verb = "beats" if self.diff > 0 else "trails"
             return (f"{self.a} {verb} {self.b} by {abs(self.diff) * 100:.1f} points [{lo:.1f}, {hi:.1f}], "
@@ -184,14 +225,15 @@ def _p_text(p: float) -> str:
 def compare(a_label: str, b_label: str, a_runs: Mapping[int, Sequence[float]], b_runs: Mapping[int, Sequence[float]],
             seed: int = 0) -> Comparison:
     """Compare two points on their shared items, each item's score the mean of its repeats. 0/1 items run once
-    get the exact McNemar test; otherwise the paired sign-flip test. The interval is the paired t interval."""
+    get the exact McNemar test and the interval that agrees with it (`mcnemar_interval`); otherwise the paired
+    sign-flip test and the paired t interval."""
     shared = sorted(set(a_runs) & set(b_runs))
     a_means, b_means = item_means({i: a_runs[i] for i in shared}), item_means({i: b_runs[i] for i in shared})
     shared = [i for i in shared if i in a_means and i in b_means]
     d = np.asarray([a_means[i] - b_means[i] for i in shared], dtype=float)
     n = int(d.size)
     if n == 0:
-        return Comparison(a_label, b_label, 0, math.nan, (math.nan, math.nan), 1.0, SIGN_FLIP, math.nan)
+        return Comparison(a_label, b_label, 0, math.nan, (math.nan, math.nan), 1.0, SIGN_FLIP, math.nan, T_INTERVAL)
     diff = float(d.mean())
     sd = float(d.std(ddof=1)) if n > 1 else 0.0
     half = t_quantile(1 - ALPHA / 2, n - 1) * sd / math.sqrt(n) if n > 1 else math.inf
@@ -199,10 +241,11 @@ def compare(a_label: str, b_label: str, a_runs: Mapping[int, Sequence[float]], b
     binary = all(len(a_runs[i]) == 1 and len(b_runs[i]) == 1 and a_runs[i][0] in (0, 1) and b_runs[i][0] in (0, 1)
                  for i in shared)
     if binary:
-        p, method = mcnemar_exact(int(np.count_nonzero(d > 0)), int(np.count_nonzero(d < 0))), MCNEMAR
-    else:
-        p, method = sign_flip_p(d.tolist(), seed=seed), SIGN_FLIP
-    return Comparison(a_label, b_label, n, diff, ci, p, method, sd)
+        a_only, b_only = int(np.count_nonzero(d > 0)), int(np.count_nonzero(d < 0))
+        p, method = mcnemar_exact(a_only, b_only), MCNEMAR
+        return Comparison(a_label, b_label, n, diff, mcnemar_interval(a_only, b_only, n), p, method, sd, MCNEMAR)
+    p, method = sign_flip_p(d.tolist(), seed=seed), SIGN_FLIP
+    return Comparison(a_label, b_label, n, diff, ci, p, method, sd, T_INTERVAL)
 
 
 def compare_points(runs: Mapping[str, Mapping[int, Sequence[float]]], baseline: str | None = None,

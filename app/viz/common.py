@@ -17,6 +17,9 @@ from app.run.status import (
     SUCCEEDED,
 )
 
+REUSED = "reused from the shared pool"
+"""Why a point's (a tune finalist's) per-item cost exceeds what it drew itself: its samples came from the pool."""
+
 STATUS_COLORS = {
     SUCCEEDED: "#2f7ed8", NODE_CACHED: "#2ca02c", FAILED: "#d62728", CANCELLED: "#ff7f0e",
     BUDGET_EXCEEDED: "#ff7f0e", NODE_SKIPPED: "#b0b0b0", RUNNING: "#9467bd", INTERRUPTED: "#8c564b",

@@ -8,7 +8,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from app.viz.common import CSS, MUTED, WINNER_COLOR, badge, esc, fmt_num, message, shorten, wrap_section
+from app.viz.common import CSS, MUTED, REUSED, WINNER_COLOR, badge, esc, fmt_num, message, shorten, wrap_section
 from app.viz.comparisons import comparisons_body
 from app.viz.html_export import PAGE_CSS
 from app.viz.label_layout import label_positions
@@ -93,10 +93,6 @@ def _tokens_per_item(point: dict[str, Any], tokens: str = "completion") -> float
     else:
         cost = point.get(f"{tokens}_tokens") or 0
     return cost / max(point.get("total") or 0, 1)
-
-
-REUSED = "reused from the shared pool"
-"""Why a shared-samples point made fewer completion tokens than its per-item cost: its draws came from the pool."""
 
 
 def _reused_note(point: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from app.eval.paired import (
     compare_points,
     item_means,
     mcnemar_exact,
+    mcnemar_interval,
     point_interval,
     sign_flip_p,
     t_cdf,
@@ -62,17 +63,25 @@ def test_clustered_point_interval_is_the_t_interval_of_item_means() -> None:
     assert (lo, hi) == pytest.approx((max(0.0, low), min(1.0, high)))
 
 
-def test_binary_single_runs_get_mcnemar_and_the_paired_t_interval() -> None:
+def _exact_box(a_only: int, b_only: int, n: int) -> tuple[float, float]:
+    """psi * (2 pi - 1) over scipy's Clopper-Pearson intervals of psi (discordant share) and pi (a's share of them)."""
+    m = a_only + b_only
+    psi = stats.binomtest(m, n).proportion_ci(0.95, method="exact")
+    pi = stats.binomtest(a_only, m).proportion_ci(0.95, method="exact")
+    ends = [s * (2 * q - 1) for s in (psi.low, psi.high) for q in (pi.low, pi.high)]
+    return (min(ends), max(ends))
+
+
+def test_binary_single_runs_get_mcnemar_and_its_exact_interval() -> None:
     a = [1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1]
     b = [0, 1, 0, 0, 1, 0, 0, 1, 0, 1, 0, 1, 0, 1, 1, 0, 0, 1, 1, 0]
     result = compare("A", "B", {i: [x] for i, x in enumerate(a)}, {i: [x] for i, x in enumerate(b)})
     assert result.method == MCNEMAR and result.n == 20
     assert result.diff == pytest.approx(np.mean(a) - np.mean(b))
-    ci = stats.ttest_rel(a, b).confidence_interval(0.95)
-    assert result.ci == pytest.approx((ci.low, ci.high))
     a_only = sum(x > y for x, y in zip(a, b, strict=True))
     b_only = sum(x < y for x, y in zip(a, b, strict=True))
     assert (a_only, b_only) == (7, 0)
+    assert result.ci == pytest.approx(_exact_box(a_only, b_only, 20), abs=1e-9)
     assert result.p_value == pytest.approx(stats.binomtest(a_only, a_only + b_only, 0.5).pvalue)
     assert result.significant and result.sentence().startswith("A beats B by 35.0 points [")
 
@@ -87,7 +96,7 @@ def test_repeats_use_item_means_and_the_sign_flip_test() -> None:
     scipy_p = stats.permutation_test((np.array(d),), np.mean, permutation_type="samples", n_resamples=math.inf,
                                      alternative="two-sided").pvalue
     assert result.p_value == pytest.approx(scipy_p)
-    assert not result.significant and "no difference detectable with 5 items" in result.sentence()
+    assert not result.significant and "not significant by the sign-flip test (p = 0.12)" in result.sentence()
 
 
 def test_power_sentence_sizes_the_dataset_from_the_agreement() -> None:
@@ -110,3 +119,35 @@ def test_pairs_are_oriented_and_sorted_and_a_baseline_is_checked() -> None:
     assert {(c.a, c.b) for c in against} == {("vote", "greedy"), ("best", "greedy")}
     with pytest.raises(ValueError, match="no point labelled"):
         compare_points(runs, baseline="nope")
+
+
+def test_the_interval_never_contradicts_the_exact_test_on_ten_items() -> None:
+    """The tune report once printed `no difference detectable with 10 items (-40.0 points [-76.9, -3.1], p = 0.12)`:
+    a t interval excluding 0 beside the exact McNemar p. This is that table: b right where a is wrong on 4 items."""
+    a = [0, 0, 0, 0, 1, 1, 0, 0, 1, 0]
+    b = [1, 1, 1, 1, 1, 1, 0, 0, 1, 0]
+    result = compare("A", "B", {i: [x] for i, x in enumerate(a)}, {i: [x] for i, x in enumerate(b)})
+    assert result.method == MCNEMAR and result.diff == pytest.approx(-0.4)
+    assert result.p_value == pytest.approx(0.125) and not result.significant
+    lo, hi = result.ci
+    assert lo < result.diff < 0 < hi
+    assert (lo, hi) == pytest.approx(_exact_box(0, 4, 10), abs=1e-9)
+    assert "no difference detectable with 10 items (-40.0 points [" in result.sentence()
+
+
+@pytest.mark.parametrize("n", [6, 10, 25])
+def test_exact_interval_holds_zero_exactly_when_mcnemar_is_not_significant(n: int) -> None:
+    for a_only in range(n + 1):
+        for b_only in range(n + 1 - a_only):
+            lo, hi = mcnemar_interval(a_only, b_only, n)
+            assert lo <= (a_only - b_only) / n <= hi
+            assert (lo <= 0 <= hi) == (mcnemar_exact(a_only, b_only) >= 0.05), (a_only, b_only)
+
+
+def test_a_sign_flip_result_names_its_methods_when_the_t_interval_disagrees() -> None:
+    d = [1.0, 1.0, 1.0, 1.0, 0.5]  # a t interval far from 0, but 5 sign flips cannot reach p < 0.05
+    result = compare("A", "B", {i: [x, x] for i, x in enumerate(d)}, {i: [0.0, 0.0] for i in range(5)})
+    assert result.method == SIGN_FLIP and not result.significant and result.ci[0] > 0
+    assert "not significant by the sign-flip test" in result.sentence()
+    assert "paired t interval" in result.sentence() and "excludes 0" in result.sentence()
+    assert "no difference detectable" not in result.sentence()

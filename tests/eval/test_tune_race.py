@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from app.eval.tune.api import TuneOptions
+from app.eval.tune.race import MIN_HALVING_ITEMS, ItemResult
 from app.eval.tune.split import split_items
 from app.run.providers import fake_provider
 from app.service.studio import StudioService
@@ -89,7 +90,8 @@ def test_recommends_the_known_best_within_the_budget_and_drops_the_worst_early(t
     assert data["recommended"]["label"] == "good"
     status = {c["label"]: c for c in data["candidates"]}
     assert status["pricey"]["status"] == "dropped" and "over budget" in status["pricey"]["reason"]
-    assert status["bad"]["status"] == "dropped" and status["bad"]["dropped_after"] == 4  # the first slice
+    assert status["bad"]["status"] == "dropped"  # early: once a paired test on the slice can tell
+    assert status["bad"]["dropped_after"] <= MIN_HALVING_ITEMS < len(data["split"]["dev"])
     assert status["good"]["status"] == "finalist"
     assert data["recommended"]["test"]["n"] == len(data["split"]["test"]) == 20
     assert data["comparison"]["diff"] > 0 and data["comparison"]["p"] < 0.05
@@ -194,7 +196,7 @@ def test_a_tune_record_is_not_resumed_as_an_evaluation(tmp_path: Path) -> None:
 
 
 def test_failing_runs_drop_a_candidate_instead_of_looking_cheap() -> None:
-    from app.eval.tune.race import ItemResult, race_round
+    from app.eval.tune.race import race_round
 
     items = [0, 1, 2, 3]
     results = {"chain_of_thought": {i: ItemResult(0.0, 50, 0.1) for i in items},
@@ -216,3 +218,118 @@ def test_provenance_survives_load_and_dump_and_a_bad_one_is_an_issue() -> None:
     assert wf.semantic_hash() == load_workflow_text(WORKFLOW.format(name="x")).semantic_hash()
     bad = load_workflow_text(WORKFLOW.format(name="x").replace("models:", "provenance: 3\nmodels:"))
     assert [i.code for i in bad.load_issues] == ["bad_structure"]
+
+
+def _rows(right: set[int], n: int, tokens: int = 10) -> dict[int, ItemResult]:
+    return {i: ItemResult(float(i in right), tokens, 0.1) for i in range(n)}
+
+
+def test_one_answer_on_a_first_slice_drops_nobody_but_over_budget_still_goes_at_once() -> None:
+    from app.eval.tune.race import race_round
+
+    four = {"chain_of_thought": _rows(set(), 4), "lead": _rows({0}, 4), "zero": _rows(set(), 4),
+            "zero2": _rows(set(), 4), "pricey": _rows(set(), 4, tokens=500)}
+    drops = race_round(list(four), four, [0, 1, 2, 3], baseline="chain_of_thought", budget_tokens=100)
+    assert list(drops) == ["pricey"] and drops["pricey"].startswith("over budget")  # no "bottom half" on 4 items
+    eight = {label: _rows({0} if label == "lead" else set(), MIN_HALVING_ITEMS) for label in ("chain_of_thought",
+                                                                                               "lead", "a", "b")}
+    drops = race_round(list(eight), eight, list(range(MIN_HALVING_ITEMS)), baseline="chain_of_thought")
+    assert sorted(drops) == ["b"] and drops["b"].startswith("bottom half after 8 dev items")
+
+
+def test_a_candidate_is_ruled_out_once_it_cannot_beat_greedy_on_dev_whatever_it_answers() -> None:
+    from app.eval.tune.race import cannot_beat, steps_to_rule_out
+
+    dev = list(range(10))
+    greedy = _rows(set(), 10)  # wrong everywhere
+    results = {"chain_of_thought": greedy, "c": {i: r for i, r in _rows(set(), 10).items() if i < 4}}
+    # 4 ties and 6 items left: right on all 6 would be 6 wins to 0 (p = 0.031), so it can still win...
+    assert cannot_beat("c", results, dev, baseline="chain_of_thought") is None
+    # ...and one more wrong answer ends that (5 to 0: p = 0.062)
+    assert steps_to_rule_out("c", results, dev, [4, 5, 6, 7], baseline="chain_of_thought") == 1
+    results["c"] = {i: r for i, r in _rows(set(), 10).items() if i < 5}
+    why = cannot_beat("c", results, dev, baseline="chain_of_thought")
+    assert why is not None and "win 5 and lose 0" in why and "p = 0.062" in why
+    four = {"chain_of_thought": greedy, "c": _rows({0, 1, 2, 3}, 4)}  # 4 wins: wrong on 5 of the 6 left ends it
+    assert steps_to_rule_out("c", four, dev, [4, 5, 6, 7, 8, 9], baseline="chain_of_thought") == 5
+    six = {"chain_of_thought": greedy, "c": _rows(set(range(6)), 6)}  # 6 wins to 0 (p = 0.031): never ruled out
+    assert steps_to_rule_out("c", six, dev, [6, 7, 8, 9], baseline="chain_of_thought") is None
+    graded = {"chain_of_thought": greedy, "c": {0: ItemResult(0.5, 1, 0.1)}}  # not 0/1: no exact bound, kept
+    assert cannot_beat("c", graded, dev, baseline="chain_of_thought") is None
+
+
+def test_the_choice_is_the_best_candidate_that_beats_greedy_significantly() -> None:
+    from app.eval.tune.race import choose
+
+    n = 20
+    results = {"chain_of_thought": _rows(set(range(6)), n),
+               "a": _rows(set(range(6, 19)), n),  # 13 of 20: 13 wins, 6 losses against greedy (p = 0.17)
+               "b": _rows(set(range(12)), n)}  # 12 of 20: 6 wins, no loss (p = 0.031)
+    label, why = choose(list(results), results, list(range(n)), baseline="chain_of_thought")
+    assert label == "b" and why.startswith("b beats greedy on 20 dev items")
+
+
+def test_the_race_ends_with_greedy_alone_when_no_challenger_can_beat_it(tmp_path: Path) -> None:
+    raced = _tune(tmp_path / "race", {"chain_of_thought": (0.6, 5), "same": (0.6, 20), "worse": (0.3, 5)})
+    grid = _tune(tmp_path / "grid", {"chain_of_thought": (0.6, 5), "same": (0.6, 20), "worse": (0.3, 5)},
+                 exhaustive=True)
+    assert raced.recommended["label"] == grid.recommended["label"] == "chain_of_thought"
+    status = {c["label"]: c for c in raced.candidates}
+    assert "cannot beat greedy significantly on dev" in status["same"]["reason"]
+    assert status["same"]["dropped_after"] < len(raced.split["dev"])
+    assert [row["label"] for row in raced.held_out] == ["chain_of_thought"]
+    assert raced.tune_tokens < grid.tune_tokens
+
+
+def test_a_selection_that_would_see_an_inputs_default_is_skipped_before_the_race(tmp_path: Path) -> None:
+    service, data = _setup(tmp_path, {"chain_of_thought": (0.3, 5), "good": (0.9, 5)})
+    shipped = Path(__file__).resolve().parents[2] / "workflows" / "instruction_best_of_n.yaml"
+    (tmp_path / "examples" / "instruction_best_of_n.yaml").write_text(shipped.read_text())
+    seen: list[list[str]] = []
+    try:
+        result = service.tune(TuneOptions(data=str(data), metric="number", budget_tokens=200,
+                                          out=str(tmp_path / "o.yaml")),
+                              on_progress=lambda p: seen.append([r["label"] for r in p.rows
+                                                                 if r["status"] == "skipped"]))
+    finally:
+        service.close()
+    skipped = {c["label"]: c["reason"] for c in result.candidates if c["status"] == "skipped"}
+    assert "would select every item with the input's default" in skipped["instruction_best_of_n"]
+    assert seen[0] == ["instruction_best_of_n"]  # listed with the first progress, before any run ended
+    assert not result.warnings and result.recommended["label"] == "good"
+
+
+def test_the_race_log_prints_the_plans_warnings_before_the_race_and_not_again(capsys) -> None:
+    from app.cli.tune import _RaceLog, format_result
+    from app.eval.tune.api import TuneProgress
+
+    log = _RaceLog(quiet=False)
+    first = TuneProgress(phase="dev", rows=[], tokens_used=0, eta_s=None, round=1, total=4, warnings=["w1"])
+    log(first)
+    log(first)
+    assert capsys.readouterr().err.count("warning: w1") == 1
+    data = {"race": [], "split": {"test": []}, "held_out": [], "comparisons": [], "warnings": ["w1", "w2"],
+            "verdict": "v", "recommended": {"path": "p"}, "tune_tokens": 0, "tune_id": "t"}
+    text = format_result(data, shown=log.warned)
+    assert "warning: w1" not in text and "warning: w2" in text
+
+
+def test_finalists_whose_samples_came_from_the_shared_pool_are_marked(tmp_path: Path) -> None:
+    from app.cli.tune import format_result
+
+    root = Path(__file__).resolve().parents[2]
+    service = StudioService(trace_db=tmp_path / "t.db", workflows_dir=tmp_path / "wf", dry_run=True)
+    try:  # the grid keeps every candidate to test: n = 2, 4, 8 find their samples in n = 16's pool
+        result = service.tune(TuneOptions(data=str(root / "datasets" / "arithmetic.jsonl"), metric="number",
+                                          budget_tokens=1500, candidates=["chain_of_thought", "self_consistency"],
+                                          limit=8, out=str(tmp_path / "o.yaml"), exhaustive=True))
+    finally:
+        service.close()
+    rows = {r["label"]: r for r in result.to_json()["held_out"]}
+    pooled = [label for label, r in rows.items() if r["note"] == "reused from the shared pool"]
+    assert pooled and all(rows[label]["reused_tokens_per_item"] > 0 for label in pooled)
+    assert rows["chain_of_thought"]["note"] == "" and rows["chain_of_thought"]["reused_tokens_per_item"] == 0
+    assert not any("n=16" in label for label in pooled)  # the largest drew the pool itself
+    text = format_result(result.to_json())
+    assert sum("* reused from the shared pool" in line for line in text.splitlines()) == len(pooled)
+    assert "its seconds are only its own share" in text

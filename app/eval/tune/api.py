@@ -72,6 +72,9 @@ class TuneProgress:
     """Runs (candidate x item) finished in this phase, and how many it plans."""
     total: int = 0
     tune_id: str = ""
+    warnings: list[str] = field(default_factory=list)
+    """The plan's warnings about the candidates (e.g. a selection that sees an input's default), known before the
+    race starts and sent with every progress, so a caller can show them before the first run ends."""
 
 
 @dataclass

@@ -13,7 +13,7 @@ from app.eval.baseline import point_label
 from app.eval.datasets import Dataset, DatasetError, bind, check_rows
 from app.eval.estimate import completion_ceiling
 from app.eval.metrics import Metric
-from app.eval.selection import grading_leaks
+from app.eval.selection import grading_leaks, selecting_nodes
 from app.eval.sweep import SweepError, apply_point, parse_sweep
 from app.eval.tune.api import SKIPPED
 from app.eval.tune.errors import TuneError
@@ -130,6 +130,18 @@ def _skip_reason(wf: Workflow, name: str, ctx: CandidateContext) -> str | None:
     leaks = grading_leaks(wf, name, binding, ctx.metric.name, ctx.metric.needs_reference or ctx.metric.runs_code)
     if leaks:
         return "its selection would see the graded column: " + leaks[0]
+    return _default_selection(wf, binding)
+
+
+def _default_selection(wf: Workflow, binding: Any) -> str | None:
+    """Why a workflow would select every item with the same default text (an input a selecting node reads has no
+    column in the dataset, e.g. instruction_best_of_n's `check` and `arg` on the code set): its race would measure
+    nothing of its selection, so it is skipped before the race with this reason, not warned about after it."""
+    for inp in wf.inputs:
+        nodes = [] if inp in binding.inputs else selecting_nodes(wf, [inp])
+        if nodes:
+            return (f"its input {inp!r} has no column in the dataset, so node{'s' if len(nodes) > 1 else ''} "
+                    f"{', '.join(nodes)} would select every item with the input's default")
     return None
 
 

@@ -1,6 +1,7 @@
 """Successive halving with paired tests (pure functions over per-item results): after each slice of dev, the
-candidates over budget, those significantly worse than the leader (the product's paired test) and the bottom half
-are dropped; the choice among the finalists is made on dev alone."""
+candidates over budget, those significantly worse than the leader (the product's paired test), those that can no
+longer beat greedy significantly on dev, and (once the slice holds MIN_HALVING_ITEMS) the bottom half are dropped;
+the choice among the finalists is made on dev alone."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from app.eval.paired import ALPHA, compare
+from app.eval.paired import ALPHA, compare, mcnemar_exact
+
+MIN_HALVING_ITEMS = 8
+"""A bottom-half drop that is not significant needs a slice of at least this many dev items: on 4 items one
+answer decides the ranking (18 candidates once went at 0 % against the leader's 25 %)."""
 
 
 @dataclass
@@ -21,6 +26,8 @@ class ItemResult:
     seconds: float
     spent: int = 0
     """Tokens actually evaluated and generated for it (not those it found in the shared pool)."""
+    reused: int = 0
+    """Completion tokens it took from the shared sample pool (drawn, and timed, by another candidate's run)."""
     failed: bool = False
     """The run itself failed (an error, not a wrong answer): scored 0, and its cost is not what it would be."""
 
@@ -102,7 +109,7 @@ def race_round(alive: list[str], results: Results, items: list[int], *, baseline
             drops[label] = (f"significantly worse than {leader} on {comparison.n} dev items "
                             f"({comparison.diff * -100:+.0f} points, p = {comparison.p_value:.2g})")
     rest = [label for label in ranked(within, results, items) if label not in drops and label != baseline]
-    if halve and len(rest) > 1:
+    if halve and len(rest) > 1 and len(items) >= MIN_HALVING_ITEMS:
         keep = math.ceil(len(rest) / 2)
         lead = figures(results.get(leader, {}), items)
         for label in rest[keep:]:
@@ -112,19 +119,64 @@ def race_round(alive: list[str], results: Results, items: list[int], *, baseline
     return drops
 
 
+def _binary(*rows: dict[int, ItemResult]) -> bool:
+    return all(r.score in (0.0, 1.0) for row in rows for r in row.values())
+
+
+def cannot_beat(label: str, results: Results, dev: list[int], *, baseline: str) -> str | None:
+    """Why `label` can no longer be recommended (None: it still can): `choose` recommends a challenger only when it
+    beats greedy significantly on dev, and even right on every dev item it has not run (greedy wrong on those
+    greedy has not run) it would not. Exact for 0/1 scores (the McNemar case); other scores never rule out."""
+    own, base = results.get(label, {}), results.get(baseline, {})
+    if label == baseline or not _binary(own, base):
+        return None
+    a = b = 0
+    for i in dev:
+        mine = own[i].score if i in own else 1.0
+        theirs = base[i].score if i in base else 0.0
+        a, b = a + (mine > theirs), b + (mine < theirs)
+    p = mcnemar_exact(a, b)
+    if a > b and p < ALPHA:
+        return None
+    left = sum(1 for i in dev if i not in own)
+    return (f"cannot beat greedy significantly on dev: even right on the {left} dev items it has not run it would "
+            f"win {a} and lose {b} of the items where they differ (p = {p:.2g})")
+
+
+def steps_to_rule_out(label: str, results: Results, dev: list[int], upcoming: list[int], *,
+                      baseline: str) -> int | None:
+    """How many of the `upcoming` dev items (in order) `label` must run before `cannot_beat` could rule it out
+    (were it wrong on each of them); None when it cannot be ruled out on these items at all."""
+    own, base = results.get(label, {}), results.get(baseline, {})
+    if label == baseline or not _binary(own, base):
+        return None
+    trial = dict(own)
+    for step, item in enumerate(upcoming, 1):
+        trial[item] = ItemResult(0.0, 0, 0.0)
+        if cannot_beat(label, {**results, label: trial}, dev, baseline=baseline):
+            return step
+    return None
+
+
 def choose(finalists: list[str], results: Results, dev: list[int], *, baseline: str,
            budget_tokens: int | None = None, budget_seconds: float | None = None) -> tuple[str, str]:
-    """(recommended label, why) from dev alone: the best finalist within the budget when it beats the baseline
-    significantly on dev (the paired test), else the baseline: an honest "no gain"."""
+    """(recommended label, why) from dev alone: the best-ranked finalist within the budget that beats the baseline
+    significantly on dev (the paired test), else the baseline: an honest "no gain". (The race drops a candidate
+    once it cannot beat the baseline significantly, so the race and the grid choose alike.)"""
     within = [label for label in finalists
               if label == baseline or not over_budget(figures(results.get(label, {}), dev), budget_tokens,
                                                      budget_seconds)]
-    best = ranked(within, results, dev)[0] if within else baseline
-    if best == baseline:
+    order = ranked(within, results, dev) if within else [baseline]
+    above = order[:order.index(baseline)] if baseline in order else order
+    if not above:
         return baseline, f"no candidate scored above greedy {baseline} on dev"
+    for label in above:  # the best that beats greedy significantly: one that cannot is never recommended
+        comparison = compare(label, baseline, scores(results.get(label, {}), dev),
+                             scores(results.get(baseline, {}), dev))
+        if comparison.p_value < ALPHA and comparison.diff > 0:
+            return label, (f"{label} beats greedy on {comparison.n} dev items by {comparison.diff * 100:.0f} "
+                           f"points (p = {comparison.p_value:.2g})")
+    best = above[0]
     comparison = compare(best, baseline, scores(results.get(best, {}), dev), scores(results.get(baseline, {}), dev))
-    if comparison.p_value < ALPHA and comparison.diff > 0:
-        return best, (f"{best} beats greedy on {comparison.n} dev items by {comparison.diff * 100:.0f} points "
-                      f"(p = {comparison.p_value:.2g})")
     return baseline, (f"no gain: the best finalist, {best}, does not beat greedy significantly on dev "
                       f"({comparison.diff * 100:+.0f} points, p = {comparison.p_value:.2g}); greedy is recommended")

@@ -9,6 +9,7 @@ from typing import Any
 from app.eval.paired import compare
 from app.eval.stats import pareto_front, wilson_interval
 from app.eval.tune.race import Results, figures, scores
+from app.viz.common import REUSED
 
 MAJORITY_WORKFLOWS = ("self_consistency",)
 BEST_OF_N_WORKFLOWS = ("best_of_n", "code_best_of_n")
@@ -28,7 +29,16 @@ def test_figures(rows: dict[int, Any], test: list[int]) -> dict[str, Any]:
 
 
 def held_out_table(finalists: list[str], results: Results, test: list[int]) -> list[dict[str, Any]]:
-    return [{"label": label, **test_figures(results.get(label, {}), test)} for label in finalists]
+    """One row per finalist: its test figures, and `reused_tokens_per_item` with a `note` when some of its samples
+    came from the shared pool: its tokens then count them as if it ran alone, while its seconds are only its own
+    (another finalist's run drew them), so the two columns are not the same kind of cost."""
+    rows = []
+    for label in finalists:
+        got = [results.get(label, {})[i] for i in test if i in results.get(label, {})]
+        reused = math.fsum(r.reused for r in got) / len(got) if got else 0.0
+        rows.append({"label": label, **test_figures(results.get(label, {}), test), "reused_tokens_per_item": reused,
+                     "note": REUSED if reused > 0 else ""})
+    return rows
 
 
 def front(table: list[dict[str, Any]]) -> list[dict[str, Any]]:

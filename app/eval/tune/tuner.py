@@ -24,9 +24,9 @@ from app.eval.tune import candidates as cands
 from app.eval.tune.api import DEV, DROPPED, FINALIST, RUNNING, SKIPPED, TEST, TuneOptions, TuneProgress, TuneResult
 from app.eval.tune.errors import TuneError
 from app.eval.tune.model_override import model_entry, model_label
-from app.eval.tune.race import ItemResult, Results, choose, figures, race_round
+from app.eval.tune.race import ItemResult, Results, cannot_beat, choose, figures, race_round, steps_to_rule_out
 from app.eval.tune.report import comparisons, front, held_out_table, test_figures, verdict
-from app.eval.tune.split import race_slices, split_items
+from app.eval.tune.split import MIN_ITEMS, race_slices, split_items
 from app.eval.tune.writer import default_path, write_recommended
 from app.platform import paths
 from app.run.scheduler import Budget, NodeCache, Scheduler
@@ -214,29 +214,83 @@ class Tuner:
         order = list(state.dev)
         random.Random(self.options.seed + 1).shuffle(order)  # slices are random subsets of dev, not its first rows
         slices = [len(order)] if self.options.exhaustive else race_slices(len(order))
-        round_no = 0
+        round_no, done = 0, 0
         while slices and not self.cancel_token.cancelled and not self._tune_budget_spent(state):
             size = slices.pop(0)
             items = sorted(order[:size])
             round_no += 1
-            self._run_items(state, alive, items, DEV, round_no)
-            drops = race_round(alive, state.results, items, baseline=cands.BASELINE,
-                               budget_tokens=self.options.budget_tokens, budget_seconds=self.options.budget_seconds,
-                               halve=not self.options.exhaustive)
-            for c in state.candidates:
-                if c.label in drops:
-                    c.status, c.reason, c.dropped_after = DROPPED, drops[c.label], len(items)
-            alive = [label for label in alive if label not in drops]
+            drops = self._run_slice(state, alive, order[:size], done, round_no)
+            left = [label for label in alive if label not in drops]
+            drops |= race_round(left, state.results, items, baseline=cands.BASELINE,
+                                budget_tokens=self.options.budget_tokens, budget_seconds=self.options.budget_seconds,
+                                halve=not self.options.exhaustive)
+            drops |= self._ruled_out(state, [label for label in alive if label not in drops])
+            self._drop(state, drops, items)
+            alive, done = [label for label in alive if label not in drops], size
             state.race.append({"round": round_no, "items": len(items), "alive": list(alive),
                                "dropped": [{"label": k, "reason": v} for k, v in drops.items()]})
             log.info("tune %s round %d on %d dev items: %d left", self.tune_id, round_no, len(items), len(alive))
-            if slices and len([a for a in alive if a != cands.BASELINE]) <= 1:
+            challengers = len([a for a in alive if a != cands.BASELINE])
+            if not challengers and self._racing():
+                break  # greedy alone is left: nothing to choose between, dev need not be finished
+            if slices and challengers <= 1:
                 slices = [len(order)]  # one challenger left: finish dev for the paired choice against greedy
         for c in state.candidates:
             if c.label in alive:
                 c.status = FINALIST
                 if self._tune_budget_spent(state):
                     c.reason = "the tuning budget (--tune-budget-tokens) ended the race"
+
+    def _racing(self) -> bool:
+        """Whether candidates are ruled out within a slice: not in the grid (every candidate on every dev item),
+        nor with --adaptive (a candidate that cannot beat greedy overall may still serve a bin of the policy)."""
+        return not (self.options.exhaustive or self.options.adaptive)
+
+    def _ruled_out(self, state: _State, labels: list[str]) -> dict[str, str]:
+        """The candidates that can no longer be recommended (`cannot_beat`), each with the reason."""
+        if not self._racing():
+            return {}
+        found = {label: cannot_beat(label, state.results, state.dev, baseline=cands.BASELINE) for label in labels}
+        return {label: why for label, why in found.items() if why}
+
+    def _drop(self, state: _State, drops: dict[str, str], items: list[int]) -> None:
+        for c in state.candidates:
+            if c.label in drops and c.status != DROPPED:
+                ran = sum(1 for i in items if i in state.results.get(c.label, {}))
+                c.status, c.reason, c.dropped_after = DROPPED, drops[c.label], ran or len(items)
+
+    def _run_slice(self, state: _State, alive: list[str], items: list[int], done: int,
+                   round_no: int) -> dict[str, str]:
+        """Run `alive` on a slice of dev (`items` in race order, the first `done` of them run in earlier rounds):
+        greedy first, then the challengers that a few more wrong answers would rule out (they could no longer
+        beat greedy significantly on dev), a few items at a time and checked after each step, then the others on
+        the whole slice. Returns the candidates dropped on the way."""
+        base = cands.BASELINE
+        if not self._racing() or base not in alive:
+            self._run_items(state, alive, sorted(items), DEV, round_no)
+            return {}
+        self._run_items(state, [base], sorted(items), DEV, round_no)
+        drops: dict[str, str] = {}
+        at = {label: done for label in alive if label != base}
+        while not self.cancel_token.cancelled and not self._tune_budget_spent(state):
+            steps = {label: steps_to_rule_out(label, state.results, state.dev, items[at[label]:], baseline=base)
+                     for label in at if label not in drops}
+            risky = {label: s for label, s in steps.items() if s is not None and at[label] + s < len(items)}
+            if not risky:
+                break
+            end = min(at[label] + s for label, s in risky.items())
+            self._run_items(state, list(risky), sorted(items[:end]), DEV, round_no)
+            for label in risky:
+                at[label] = max(at[label], end)
+            early = race_round(list(risky), state.results, items[:end], baseline=base,
+                               budget_tokens=self.options.budget_tokens, budget_seconds=self.options.budget_seconds,
+                               halve=False)
+            if end >= MIN_ITEMS:  # a cost (or failures) judged on fewer items than a first slice is no evidence
+                drops |= {k: v for k, v in early.items() if not v.startswith("significantly")}
+            drops |= self._ruled_out(state, [label for label in risky if label not in drops])
+        if not self.cancel_token.cancelled and not self._tune_budget_spent(state):
+            self._run_items(state, [label for label in alive if label not in drops], sorted(items), DEV, round_no)
+        return drops
 
     def _complete_dev(self, state: _State) -> None:
         """--adaptive: the candidates dropped only for their cost, finished on dev (a policy may afford one on a
@@ -290,10 +344,11 @@ class Tuner:
             spent += int(row["prompt_tokens_evaluated"] or 0) + int(row["completion_tokens"] or 0)
             if row["status"] == UNGRADED:  # no verdict: left out, never counted as wrong
                 continue
-            tokens = int(row["prompt_tokens"] or 0) + int(row["completion_tokens"] or 0) + int(
-                row["completion_tokens_reused"] or 0)
+            reused = int(row["completion_tokens_reused"] or 0)
+            tokens = int(row["prompt_tokens"] or 0) + int(row["completion_tokens"] or 0) + reused
             results.setdefault(labels[row["workflow_idx"]], {})[int(row["item_idx"])] = ItemResult(
-                float(row["score"] or 0.0), tokens, float(row["wall_s"] or 0.0),
+                float(row["score"] or 0.0), tokens, float(row["wall_s"] or 0.0), spent=int(
+                    row["prompt_tokens_evaluated"] or 0) + int(row["completion_tokens"] or 0), reused=reused,
                 failed=row["status"] not in (SUCCEEDED, ""))
         state.results, state.spent = results, spent
 
@@ -327,7 +382,7 @@ class Tuner:
         try:
             self.on_progress(TuneProgress(phase=phase, rows=rows, tokens_used=state.spent, eta_s=eta,
                                           round=round_no, done=int(ran), total=int(counter["total"]),
-                                          tune_id=self.tune_id))
+                                          tune_id=self.tune_id, warnings=list(state.plan.warnings)))
         except Exception:
             log.exception("tune progress callback failed")
 
