@@ -37,7 +37,8 @@ class _TuneBar:
         self._bar = None
 
 
-def tune(data: str | Path, *, metric: str | None = None, model: str | None = None, budget_tokens: int | None = None,
+def tune(data: str | Path, *, task: str | None = None, metric: str | None = None, model: str | None = None,
+         budget_tokens: int | None = None,
          budget_seconds: float | None = None, candidates: list[str] | None = None, axes: list[str] | None = None,
          dev_fraction: float = 0.5, tune_budget_tokens: int | None = None, limit: int | None = None, seed: int = 0,
          out: str | Path | None = None, resume: str | None = None, progress: bool = True, adaptive: bool = False,
@@ -48,6 +49,8 @@ def tune(data: str | Path, *, metric: str | None = None, model: str | None = Non
 
     Args:
         data: a dataset file or name, "hf:OWNER/NAME", or "task:NAME".
+        task: a task preset whose prompt, reference and metric make the items from `data`'s rows (a local copy of
+            the preset's dataset, for offline use), as `metagen eval --task`.
         metric: as `metagen.evaluate` (None: the dataset's own).
         model: replaces every candidate's generating model (a file, a Hub reference, an http server).
         budget_tokens / budget_seconds: the allowed mean cost per item of the recommended strategy (one of them).
@@ -77,7 +80,9 @@ def tune(data: str | Path, *, metric: str | None = None, model: str | None = Non
     expect("dev_fraction", dev_fraction, int | float, "a fraction between 0 and 1")
     expect("seed", seed, int, "a whole number")
     expect("adaptive", adaptive, bool, "true or false")
-    options = TuneOptions(data=str(data), metric=metric, model=model, budget_tokens=budget_tokens,
+    if task is not None:
+        expect("task", task, str, "a task preset's name (str)")
+    options = TuneOptions(data=str(data), task=task, metric=metric, model=model, budget_tokens=budget_tokens,
                           budget_seconds=budget_seconds, candidates=list(candidates or []), axes=list(axes or []),
                           dev_fraction=float(dev_fraction), tune_budget_tokens=tune_budget_tokens, limit=limit,
                           seed=seed, out=str(out) if out is not None else None, resume=resume, adaptive=adaptive)

@@ -25,6 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                "  metagen tune --data datasets/arithmetic.jsonl --budget-tokens 1500 --candidates chain_of_thought "
                "self_consistency --axes think.n=2,4,8,16\n  metagen tune --resume TUNE_ID")
     p.add_argument("--data", "-d", default=None, metavar="FILE|hf:...|task:NAME", help="the dataset")
+    p.add_argument("--task", default=None, metavar="NAME",
+                   help="a task preset (as `metagen eval --task`) whose prompt, reference and metric make the items "
+                        "from --data FILE's rows instead of its own Hub dataset")
     p.add_argument("--metric", default=None, help="as `metagen eval --metric` (default: the dataset's own)")
     p.add_argument("--model", default=None, metavar="M",
                    help="replace every candidate's generating model: a .gguf file, OWNER/REPO[:QUANT] (Hub), or "
@@ -61,7 +64,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def _options(args: argparse.Namespace) -> Any:
     from app.service.tunes import TuneOptions
 
-    return TuneOptions(data=args.data or "", metric=args.metric, model=args.model, budget_tokens=args.budget_tokens,
+    return TuneOptions(data=args.data or "", task=args.task, metric=args.metric, model=args.model,
+                       budget_tokens=args.budget_tokens,
                        budget_seconds=args.budget_seconds, candidates=list(args.candidates), axes=list(args.axes),
                        dev_fraction=args.dev_fraction, tune_budget_tokens=args.tune_budget_tokens, limit=args.limit,
                        seed=args.seed, out=args.out, adaptive=args.adaptive, resume=args.resume,

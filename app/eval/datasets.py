@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import difflib
+import gzip
 import hashlib
 import io
 import json
@@ -29,7 +30,8 @@ MAX_COLUMNS = 1000
 SUPPORTED_SUFFIXES = (".jsonl", ".csv", ".json", ".parquet")
 _SHOWN_PROBLEMS = 10
 _FORMATS = (".jsonl (one JSON object per line), .csv (UTF-8 with a header row), .json (an array of objects), "
-            ".parquet, or hf:OWNER/NAME[:CONFIG][@SPLIT] (a Hugging Face Hub dataset)")
+            ".parquet, any but parquet gzipped (.jsonl.gz), or hf:OWNER/NAME[:CONFIG][@SPLIT] (a Hugging Face Hub "
+            "dataset)")
 
 
 class DatasetError(ValueError):
@@ -67,7 +69,7 @@ class Dataset:
         """'row N' for the row at `index` (0-based), with its file line when that number differs."""
         label = f"row {index + 1}"
         if index < len(self.lines):
-            expected = index + (2 if self.path.suffix.lower() == ".csv" else 1)
+            expected = index + (2 if _format_suffix(self.path) == ".csv" else 1)
             if self.lines[index] != expected:
                 label += f" (line {self.lines[index]})"
         return label
@@ -89,6 +91,26 @@ def _human_size(n: int) -> str:
     return f"{n / (1024 * 1024):.1f} MB ({n} bytes)"
 
 
+def _format_suffix(path: Path) -> str:
+    """The format's suffix: `.jsonl` for both `x.jsonl` and a gzipped `x.jsonl.gz` (as HumanEval ships)."""
+    suffix = path.suffix.lower()
+    return Path(path.stem).suffix.lower() if suffix == ".gz" else suffix
+
+
+def _gunzip(data: bytes, name: str) -> bytes:
+    """A gzipped file's text, never more than the size limit once unpacked (a small file may unpack to gigabytes)."""
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
+            text = f.read(MAX_DATASET_BYTES + 1)
+    except (OSError, EOFError) as exc:
+        raise DatasetError(f"{name} is not a whole gzip file ({exc}); unpack it and check it, or give the "
+                           "uncompressed file") from None
+    if len(text) > MAX_DATASET_BYTES:
+        raise DatasetError(f"{name} unpacks to over the limit of {_human_size(MAX_DATASET_BYTES)}: split it or use "
+                           "a smaller file")
+    return text
+
+
 def load_dataset(path: str | Path) -> Dataset:
     """Read a .jsonl, .csv, .json (array) or .parquet file, or an `hf:` Hub dataset; raises DatasetError with
     every problem found."""
@@ -99,8 +121,8 @@ def load_dataset(path: str | Path) -> Dataset:
         raise DatasetError(f"no such dataset file: {p}")
     if p.is_dir():
         raise DatasetError(f"{p} is a folder; give a dataset file: {_FORMATS}")
-    suffix = p.suffix.lower()
-    if suffix not in SUPPORTED_SUFFIXES:
+    suffix = _format_suffix(p)
+    if suffix not in SUPPORTED_SUFFIXES or (p.suffix.lower() == ".gz" and suffix == ".parquet"):
         raise DatasetError(f"{p.name}: unsupported dataset format {suffix or '(no suffix)'!r}; "
                            f"supported: {_FORMATS}")
     size = p.stat().st_size
@@ -114,6 +136,8 @@ def load_dataset(path: str | Path) -> Dataset:
         raise DatasetError(f"cannot read {p}: {exc.strerror or exc}") from None
     if len(data) > MAX_DATASET_BYTES:
         raise DatasetError(f"{p.name} is over the limit of {_human_size(MAX_DATASET_BYTES)}")
+    if p.suffix.lower() == ".gz":
+        data = _gunzip(data, p.name)
     if not data.strip():
         raise DatasetError(f"{p.name} is empty: it has no rows")
     digest = hashlib.sha256(data).hexdigest()

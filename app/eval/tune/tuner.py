@@ -54,6 +54,12 @@ class _State:
 def _dataset(options: TuneOptions) -> tuple[Dataset, Path | None, str | None]:
     """(dataset, path to plan with, task preset name)."""
     try:
+        if options.task:
+            if options.data.startswith("task:"):
+                raise TuneError(f"--task {options.task} with --data {options.data}: give the preset once (--data "
+                                "task:NAME for its own dataset, or --task NAME --data FILE for its rows from a file)")
+            rows = resolve_dataset(options.data) if options.data else None
+            return load_task_dataset(load_task(options.task), rows), rows, options.task
         if options.data.startswith("task:"):
             task = options.data[len("task:"):]
             return load_task_dataset(load_task(task)), None, task
