@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from app.cli.exit_codes import EXIT_FAILED, EXIT_INVALID, EXIT_OK
+from app.viz.common import REUSED_FOOTNOTE
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -164,8 +165,7 @@ def format_result(data: dict[str, Any], shown: list[str] | None = None) -> str:
         lines.append(f"  {r['label'][:44]:<44} {_pct(r['accuracy']):>5} {ci:>12} {r['tokens_per_item'] or 0:9.0f} "
                      f"{r['seconds_per_item'] or 0:7.2f}" + (f"  * {r['note']}" if r.get("note") else ""))
     if any(r.get("note") for r in data["held_out"]):
-        lines.append("  * its tokens per item count the pooled samples as if it ran alone; its seconds are only its "
-                     "own share (another finalist's run drew and timed them)")
+        lines.append(f"  * {REUSED_FOOTNOTE}")
     for c in data["comparisons"]:
         lines.append(f"against {c['against']}: {c['sentence']}")
     lines.extend(f"warning: {w}" for w in data.get("warnings", []) if w not in (shown or []))

@@ -285,7 +285,8 @@ class Evaluation:
         stats = result.stats
         values: dict[str, Any] = {
             "run_id": result.run_id, "status": result.status, "wall_s": stats.wall_s,
-            "prompt_tokens": stats.prompt_tokens, "prompt_tokens_evaluated": stats.prompt_tokens_evaluated,
+            "prompt_tokens": stats.prompt_tokens + stats.prompt_tokens_reused,  # as if it ran alone (tables.py)
+            "prompt_tokens_evaluated": stats.prompt_tokens_evaluated,
             "prompt_tokens_cached": stats.prompt_tokens_cached, "completion_tokens": stats.completion_tokens,
             "completion_tokens_reused": stats.completion_tokens_reused,
             "lm_calls": stats.lm_calls,

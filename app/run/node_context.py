@@ -66,6 +66,9 @@ class RunStats(TokenCounts):
     completion_tokens_reused: int = 0
     """Completion tokens of samples served from the sample cache: what they cost when they were drawn, so a
     point of a sweep can be costed as if it had run alone."""
+    prompt_tokens_reused: int = 0
+    """Prompt tokens of requests whose samples all came from the sample cache: the prompt each would have evaluated
+    had it drawn them itself (a request drawing any sample evaluates its prompt and counts it in prompt_tokens)."""
     nodes_run: int = 0
     nodes_cached: int = 0
     wall_s: float = 0.0
@@ -329,6 +332,7 @@ class RunNodeContext:
             with self._state.lock:
                 self._state.stats.completion_tokens_reused += reused
         if not missing:
+            self._count_pooled_prompt(cached)  # type: ignore[arg-type]
             self.event("note", {"message": f"{n} sample(s) from the sample cache", "cached_samples": n})
             return GenerateResult(completions=list(cached), usage=Usage(),  # type: ignore[arg-type]
                                   prompt_text=backend.render_prompt(prompt))
@@ -358,6 +362,13 @@ class RunNodeContext:
         for j, i in enumerate(missing):
             cached[i] = result.completions[j]
         return GenerateResult(completions=list(cached), usage=u, prompt_text=result.prompt_text)  # type: ignore[arg-type]
+
+    def _count_pooled_prompt(self, cached: Sequence[Completion]) -> None:
+        """The prompt a request served wholly from the sample cache would have evaluated alone: its samples' own
+        prompt count (the request's prompt, counted once, as a request that draws them counts it)."""
+        tokens = max((c.prompt_tokens for c in cached), default=0)
+        with self._state.lock:
+            self._state.stats.prompt_tokens_reused += tokens
 
     def _trace_samples(self, backend: LLMBackend, result: GenerateResult, missing: Sequence[int], *, n: int,
                        purpose: str, start: float, parent: str | None, tag: dict[str, Any] | None) -> None:

@@ -210,6 +210,8 @@ class EvalItemRow(TraceModel, table=True):
     samples: str = "[]"
     """Per-sample correctness of the graded sampler's candidates (JSON list of bools), for pass@k."""
     prompt_tokens: int = 0
+    """Prompt tokens of the run's requests as if it had run alone: with those of requests whose samples all came
+    from the sample cache (not evaluated: prompt_tokens - evaluated - cached of a row with reused samples)."""
     prompt_tokens_evaluated: int = 0
     prompt_tokens_cached: int = 0
     completion_tokens: int = 0

@@ -19,6 +19,9 @@ from app.run.status import (
 
 REUSED = "reused from the shared pool"
 """Why a point's (a tune finalist's) per-item cost exceeds what it drew itself: its samples came from the pool."""
+REUSED_FOOTNOTE = ("its tokens per item count the pooled samples as if it ran alone; its seconds are only its own "
+                   "share (another finalist's run drew and timed them)")
+"""The footnote of a held-out row marked `*` (its `note` is REUSED), the same in the CLI, the tab and the report."""
 
 STATUS_COLORS = {
     SUCCEEDED: "#2f7ed8", NODE_CACHED: "#2ca02c", FAILED: "#d62728", CANCELLED: "#ff7f0e",

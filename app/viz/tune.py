@@ -9,6 +9,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from app.viz.common import REUSED_FOOTNOTE
 from app.viz.tune_adaptive import adaptive_html
 
 
@@ -62,12 +63,17 @@ def _pct(x: Any) -> str:
 
 
 def _table(result: dict[str, Any]) -> str:
-    head = "<tr><th>finalist</th><th>accuracy</th><th>95% CI</th><th>tokens/item</th><th>s/item</th><th>n</th></tr>"
+    """The held-out table; a row whose samples came from the shared pool marked `*`, with the footnote below."""
+    head = ("<tr><th>finalist</th><th>accuracy</th><th>95% CI</th><th>tokens/item</th><th>s/item</th><th>n</th>"
+            "<th></th></tr>")
+    rows = result.get("held_out", [])
     body = "".join(
         f"<tr><td>{html.escape(r['label'])}</td><td>{_pct(r['accuracy'])}</td>"
         f"<td>[{_pct(r['ci'][0])}, {_pct(r['ci'][1])}]</td><td>{(r['tokens_per_item'] or 0):.0f}</td>"
-        f"<td>{(r['seconds_per_item'] or 0):.2f}</td><td>{r['n']}</td></tr>" for r in result.get("held_out", []))
-    return f"<table>{head}{body}</table>"
+        f"<td>{(r['seconds_per_item'] or 0):.2f}</td><td>{r['n']}</td>"
+        f"<td class='mg-note'>{'* ' + html.escape(r['note']) if r.get('note') else ''}</td></tr>" for r in rows)
+    note = f"<p class='mg-footnote'>* {html.escape(REUSED_FOOTNOTE)}</p>" if any(r.get("note") for r in rows) else ""
+    return f"<table>{head}{body}</table>{note}"
 
 
 def _race(result: dict[str, Any]) -> str:

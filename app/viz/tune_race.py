@@ -1,11 +1,12 @@
 """The Tune tab's live race (one row per candidate: its accuracy's CI as a bar that narrows as items come in,
-dropped ones greyed with the reason) and its held-out table, as HTML from the tuner's progress and result JSON."""
+dropped ones greyed with the reason; the plan's warnings above it) and its held-out table (pooled rows marked `*`),
+as HTML from the tuner's progress and result JSON."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from app.viz.common import esc
+from app.viz.common import REUSED_FOOTNOTE, esc
 
 STATUS_TEXT = {"running": "in the race", "finalist": "finalist", "dropped": "dropped", "skipped": "skipped"}
 PHASE_TEXT = {"dev": "Racing on the dev items", "test": "Running the finalists once on the held-out test items"}
@@ -84,7 +85,7 @@ def race_html(progress: dict[str, Any] | None, state: str = "running", result: d
     alive = sum(1 for r in rows if r.get("status") in ("running", "finalist"))
     left = "finalists" if result is not None else "candidates left"
     return (f'<div class="mg-tune-race" data-testid="tune-race"><div class="mg-tune-head" data-testid="tune-head">'
-            f'{head} · {alive} of {len(rows)} {left}</div>'
+            f'{head} · {alive} of {len(rows)} {left}</div>{_warnings(progress, result)}'
             '<table class="mg-tune-table"><thead><tr><th>candidate</th><th>status</th><th>items</th>'
             '<th>accuracy (95% CI)</th><th>CI</th><th>tokens/item</th><th>why dropped / skipped</th></tr></thead>'
             f'<tbody>{"".join(_row(r) for r in rows)}</tbody></table></div>')
@@ -100,9 +101,10 @@ def held_out_html(result: dict[str, Any]) -> str:
         mark = " ★ recommended" if row.get("label") == recommended else (" (greedy)" if row.get("label") == baseline
                                                                          else "")
         ci = row.get("ci") or [None, None]
+        note = f'<span class="mg-tune-note" title="{esc(row["note"])}">*</span>' if row.get("note") else ""
         body.append(f'<tr data-testid="tune-held-out-row"><td>{esc(row.get("label"))}{esc(mark)}</td>'
                     f'<td class="mg-num">{_pct(row.get("accuracy"))} ({_pct(ci[0])}–{_pct(ci[1])})</td>'
-                    f'<td class="mg-num">{float(row.get("tokens_per_item") or 0):,.0f}</td>'
+                    f'<td class="mg-num">{float(row.get("tokens_per_item") or 0):,.0f}{note}</td>'
                     f'<td class="mg-num">{float(row.get("seconds_per_item") or 0):.2f}</td>'
                     f'<td class="mg-num">{int(row.get("n") or 0)}</td></tr>')
     comparisons = "".join(f"<li>{esc(c.get('sentence') or c)}</li>" for c in result.get("comparisons") or [])
@@ -113,7 +115,26 @@ def held_out_html(result: dict[str, Any]) -> str:
             f'{len(split.get("dev") or [])} dev items); the tune spent {int(result.get("tune_tokens") or 0):,} '
             'tokens.</p><table class="mg-tune-table"><thead><tr><th>finalist</th><th>test accuracy (95% CI)</th>'
             f'<th>tokens/item</th><th>s/item</th><th>items</th></tr></thead><tbody>{"".join(body)}</tbody></table>'
-            + (f"<ul>{comparisons}</ul>" if comparisons else "") + "</div>")
+            + _footnote(result.get("held_out") or []) + (f"<ul>{comparisons}</ul>" if comparisons else "") + "</div>")
+
+
+def _footnote(rows: list[dict[str, Any]]) -> str:
+    """Under the held-out table, what a `*` row (samples from the shared pool, `note`) means; nothing without one."""
+    notes = sorted({str(r["note"]) for r in rows if r.get("note")})
+    if not notes:
+        return ""
+    return (f'<p class="mg-tune-footnote" data-testid="tune-footnote">* {esc("; ".join(notes))}: '
+            f'{esc(REUSED_FOOTNOTE)}</p>')
+
+
+def _warnings(progress: dict[str, Any], result: dict[str, Any] | None) -> str:
+    """The plan's warnings about the candidates, known before the first run (sent with every progress)."""
+    found = list(progress.get("warnings") or []) + [w for w in (result or {}).get("warnings") or []
+                                                   if w not in (progress.get("warnings") or [])]
+    if not found:
+        return ""
+    items = "".join(f"<li>{esc(w)}</li>" for w in found)
+    return f'<div class="mg-tune-warnings" data-testid="tune-warnings"><b>Warnings</b><ul>{items}</ul></div>'
 
 
 TUNE_CSS = """
@@ -130,5 +151,10 @@ TUNE_CSS = """
 .mg-tune-dropped .mg-tune-band, .mg-tune-skipped .mg-tune-band { background: #e5e7eb; }
 .mg-tune-tick { position: absolute; top: -2px; width: 2px; height: 14px; background: #1d4ed8; }
 .mg-tune-verdict { font-weight: 600; }
+.mg-tune-warnings { font-size: 13px; margin: 4px 0; padding: 4px 8px; background: #fffbeb; border-left: 3px solid
+  #f59e0b; color: #78350f; }
+.mg-tune-warnings ul { margin: 2px 0 0 1.2em; padding: 0; }
+.mg-tune-note { margin-left: 2px; color: #6b7280; cursor: help; }
+.mg-tune-footnote { font-size: 12px; color: #6b7280; margin: 4px 0; }
 """
 """The tab's styles (in the page's CSS: Gradio's HTML components keep no <style>)."""

@@ -100,3 +100,19 @@ def test_an_adaptive_tune_on_the_bundled_model_writes_a_policy_that_runs(tmp_pat
                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "route" in policy.read_text() and "succeeded" in run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("data", [("datasets/arithmetic.jsonl", "--budget-tokens", "1500"),
+                                  ("datasets/code.jsonl", "--metric", "tests", "--budget-tokens", "2000")])
+def test_no_default_candidate_is_skipped_as_invalid_on_the_bundled_sets(tmp_path: Path, data: tuple[str, ...]) -> None:
+    # every example with its doubling grid (deepconf's and diverse_beam's coupled params scaled along); the tune
+    # budget of 1 token ends the race after its first slice: the candidates are what this test is about
+    done = _tune(tmp_path, "--data", *data, "--limit", "4", "--tune-budget-tokens", "1", "--dry-run", "--json")
+    assert done.returncode == 0, done.stderr
+    candidates = json.loads(done.stdout)["candidates"]
+    assert not [f"{c['label']}: {c['reason']}" for c in candidates
+                if c["status"] == "skipped" and c["reason"].startswith("invalid")]
+    if data[0].endswith("arithmetic.jsonl"):
+        raced = {c["label"] for c in candidates if c["status"] != "skipped"}
+        assert {"deepconf · think.n=4, think.min_samples=1",
+                "diverse_beam · beams.n=8, beams.diverse_groups=4"} <= raced

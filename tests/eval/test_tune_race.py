@@ -333,3 +333,25 @@ def test_finalists_whose_samples_came_from_the_shared_pool_are_marked(tmp_path: 
     text = format_result(result.to_json())
     assert sum("* reused from the shared pool" in line for line in text.splitlines()) == len(pooled)
     assert "its seconds are only its own share" in text
+
+
+def _held_out(tmp_path: Path, name: str, **kwargs) -> dict[str, dict]:
+    root = Path(__file__).resolve().parents[2]
+    service = StudioService(trace_db=tmp_path / f"{name}.db", workflows_dir=tmp_path / "wf", dry_run=True)
+    try:
+        result = service.tune(TuneOptions(data=str(root / "datasets" / "arithmetic.jsonl"), metric="number",
+                                          budget_tokens=1500, candidates=["chain_of_thought", "self_consistency"],
+                                          limit=8, out=str(tmp_path / f"{name}.yaml"), exhaustive=True, **kwargs))
+    finally:
+        service.close()
+    return {r["label"]: r for r in result.to_json()["held_out"]}
+
+
+def test_a_pooled_candidate_costs_what_it_costs_when_it_draws_for_itself(tmp_path: Path) -> None:
+    pooled = _held_out(tmp_path, "grid")  # n = 2 finds its samples in n = 16's pool: it evaluates no prompt
+    alone = _held_out(tmp_path, "alone", axes=["think.n=2"])  # n = 2 alone draws them, and evaluates its prompt
+    label = "self_consistency · think.n=2"
+    assert pooled[label]["note"] == "reused from the shared pool" and alone[label]["note"] == ""
+    assert pooled[label]["tokens_per_item"] == alone[label]["tokens_per_item"] > 0
+    # what it took from the pool: its samples' completion tokens and the prompt it would have evaluated
+    assert pooled[label]["reused_tokens_per_item"] == alone[label]["tokens_per_item"]

@@ -189,3 +189,40 @@ def test_a_finished_race_shows_each_candidates_final_status_and_the_skipped_ones
         ("skipped", "code_best_of_n")]
     assert "in the race" not in html
     assert "binds to no column" in html and "as it ended (done)" in html and "2 of 4 finalists" in html
+
+
+def test_held_out_rows_from_the_shared_pool_are_marked_with_the_footnote() -> None:
+    data = result().to_json()
+    assert "tune-footnote" not in held_out_html(data)  # no pooled row: no mark, no footnote
+    data["held_out"][0]["note"] = "reused from the shared pool"
+    html = held_out_html(data)
+    rows = re.findall(r'<tr data-testid="tune-held-out-row">.*?</tr>', html, re.S)
+    assert 'class="mg-tune-note"' in rows[0] and "mg-tune-note" not in rows[1]  # only the pooled row: `*`
+    assert html.count('data-testid="tune-footnote"') == 1
+    assert "* reused from the shared pool: its tokens per item count the pooled samples as if it ran alone" in html
+
+
+def test_the_plans_warnings_show_in_the_progress_area_before_the_first_run() -> None:
+    warning = "best_of_n: its verifier receives the column the metric grades with"
+
+    class WarningTuner(ScriptedTuner):
+        def __call__(self, options: TuneOptions, *, on_progress: Any, cancel: Any) -> TuneResult:
+            on_progress(TuneProgress(phase="dev", rows=[], tokens_used=0, eta_s=None, round=1, total=40,
+                                     warnings=[warning]))
+            self.reported.set()
+            self.release.wait(5)
+            return result()
+
+    tuner = WarningTuner()
+    jobs = TuneJobs(tuner)
+    try:
+        job = jobs.start(TuneOptions(data="arithmetic"), owner="me")
+        assert tuner.reported.wait(5)
+        html = race_html(jobs.get(job.job_id, "me").snapshot()["progress"], RUNNING)  # what the tab's poll shows
+    finally:
+        tuner.release.set()
+        jobs.close()
+    block = re.search(r'<div class="mg-tune-warnings" data-testid="tune-warnings">.*?</div>', html, re.S)
+    assert block and "its verifier receives the column the metric grades with" in block.group(0)
+    assert html.index("tune-head") < html.index("tune-warnings") < html.index("<table")
+    assert "tune-warnings" not in race_html({**progress(8, ROUND_1).__dict__})  # none: no block

@@ -76,7 +76,8 @@ def _run(setup: AdaptiveSetup, text_or_path: str | Path, item: int, binding_of: 
 
 def _cost(result: Any) -> int:
     s = result.stats
-    return int(s.prompt_tokens) + int(s.completion_tokens) + int(s.completion_tokens_reused)
+    return (int(s.prompt_tokens) + int(s.prompt_tokens_reused)  # as if it ran alone: with what the pool served
+            + int(s.completion_tokens) + int(s.completion_tokens_reused))
 
 
 def run_probe(setup: AdaptiveSetup, probe_text: str, items: list[int]) -> dict[int, alloc.Probe]:

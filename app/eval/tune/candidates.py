@@ -16,6 +16,7 @@ from app.eval.metrics import Metric
 from app.eval.selection import grading_leaks, selecting_nodes
 from app.eval.sweep import SweepError, apply_point, parse_sweep
 from app.eval.tune.api import SKIPPED
+from app.eval.tune.coupled import fit_points
 from app.eval.tune.errors import TuneError
 from app.eval.tune.model_override import replace_models
 from app.workflow.model_refs import hub_needs
@@ -175,12 +176,13 @@ def natural_axis(wf: Workflow, registry: NodeRegistry) -> tuple[str, str, int, i
 
 
 def _grid(wf: Workflow, ctx: CandidateContext) -> list[dict[str, Any]]:
-    """The points of this workflow: the --axes that apply to it, else its natural axis doubling within the budget."""
+    """The points of this workflow: the --axes that apply to it, else its natural axis doubling within the budget;
+    each with the params its node ties to the axis scaled along (coupled.py), so every point validates."""
     given = [parse_sweep(text) for text in ctx.axes]
     own = [a for a in given if _declares(wf, a.node, a.param, ctx.registry)]
     if own:
         axis = own[0]
-        return [{axis.key: v} for v in axis.values]
+        return fit_points(wf, [{axis.key: v} for v in axis.values], ctx.registry)
     found = natural_axis(wf, ctx.registry)
     if found is None:
         return [{}]
@@ -193,7 +195,7 @@ def _grid(wf: Workflow, ctx: CandidateContext) -> list[dict[str, Any]]:
             break
         points.append(point)
         value *= 2
-    return points
+    return fit_points(wf, points, ctx.registry)
 
 
 def make_candidates(sources: list[tuple[str, Path]], ctx: CandidateContext) -> list[Candidate]:

@@ -350,8 +350,9 @@ class Tuner:
             spent += int(row["prompt_tokens_evaluated"] or 0) + int(row["completion_tokens"] or 0)
             if row["status"] == UNGRADED:  # no verdict: left out, never counted as wrong
                 continue
-            reused = int(row["completion_tokens_reused"] or 0)
-            tokens = int(row["prompt_tokens"] or 0) + int(row["completion_tokens"] or 0) + reused
+            reused = _reused(row)
+            tokens = int(row["prompt_tokens"] or 0) + int(row["completion_tokens"] or 0) + int(
+                row["completion_tokens_reused"] or 0)
             results.setdefault(labels[row["workflow_idx"]], {})[int(row["item_idx"])] = ItemResult(
                 float(row["score"] or 0.0), tokens, float(row["wall_s"] or 0.0), spent=int(
                     row["prompt_tokens_evaluated"] or 0) + int(row["completion_tokens"] or 0), reused=reused,
@@ -427,6 +428,17 @@ class Tuner:
             front=front(table), tune_tokens=state.spent, held_out=table, comparisons=comps, race=state.race,
             verdict=verdict(recommended, base, why, main), dataset=options.data, model=state.model,
             metric=state.plan.metric_spec, warnings=list(state.plan.warnings))
+
+
+def _reused(row: dict[str, Any]) -> int:
+    """Tokens an item's run took from the shared pool: its reused samples' completions, and the prompts of its
+    requests served wholly from the pool (counted in prompt_tokens, neither evaluated nor cached)."""
+    completions = int(row["completion_tokens_reused"] or 0)
+    if not completions:
+        return 0
+    prompts = int(row["prompt_tokens"] or 0) - int(row["prompt_tokens_evaluated"] or 0) - int(
+        row["prompt_tokens_cached"] or 0)
+    return completions + max(prompts, 0)
 
 
 def _measuring(scheduler: Scheduler) -> Scheduler:
