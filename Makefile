@@ -40,13 +40,16 @@ run: setup
 	$(BIN)/metagen ui
 
 # pytest exit code 5 means "no tests collected": a broken collection must not pass as green.
+# Two pytest-xdist workers, a test module (with its module fixtures) on one of them, each pinned to its share of the
+# cores (tests/conftest.py); TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= 2
 test: setup system-deps
-	@$(BIN)/python -m pytest -q -rs --durations=25; rc=$$?; \
+	@$(BIN)/python -m pytest -q -rs --durations=25 -n $(TEST_WORKERS) --dist loadfile; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests (exit 5): treating as a failure"; fi; \
 	exit $$rc
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not model and not e2e"
+	$(BIN)/python -m pytest -q -m "not model and not e2e" -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup
 	$(BIN)/ruff check .
