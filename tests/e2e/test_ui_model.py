@@ -37,8 +37,8 @@ def test_run_the_self_consistency_example_on_the_bundled_model(ui: Any, shot: An
     ui.select("think")
     ui.set_param("adaptive", "off")
     ui.set_param("n", "3")
-    ui.set_param("max_tokens", "32")
-    ui.wait_yaml(lambda t: "n: 3" in t and "max_tokens: 32" in t)
+    ui.set_param("max_tokens", "96")  # long enough for several of the page's polls while it runs, on one core
+    ui.wait_yaml(lambda t: "n: 3" in t and "max_tokens: 96" in t)
     ui.page.wait_for_function("document.querySelector('[data-testid=issue-count]').textContent === '0'")
     assert ui.page.locator("[data-testid=input-question]").input_value() == "What is 3 + 4?"
 
