@@ -41,12 +41,14 @@ run: setup
 
 # pytest exit code 5 means "no tests collected": a broken collection must not pass as green.
 # Two pytest-xdist workers, a test module (with its module fixtures) on one of them, each pinned to its share of the
-# cores (tests/conftest.py); TEST_WORKERS=0 runs the suite in one process.
+# cores (tests/conftest.py); TEST_WORKERS=0 runs the suite in one process. Tests marked `serial` run after, alone.
 TEST_WORKERS ?= 2
 test: setup system-deps
-	@$(BIN)/python -m pytest -q -rs --durations=25 -n $(TEST_WORKERS) --dist loadfile; rc=$$?; \
+	@$(BIN)/python -m pytest -q -rs --durations=25 -n $(TEST_WORKERS) --dist loadfile -m "not serial"; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests (exit 5): treating as a failure"; fi; \
-	exit $$rc
+	$(BIN)/python -m pytest -q -rs -m serial; serial=$$?; \
+	if [ $$serial -eq 5 ]; then echo "pytest collected no serial tests (exit 5): treating as a failure"; fi; \
+	[ $$rc -eq 0 ] && [ $$serial -eq 0 ]
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not model and not e2e" -n $(TEST_WORKERS) --dist loadfile

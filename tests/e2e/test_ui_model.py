@@ -9,7 +9,10 @@ from typing import Any
 
 import pytest
 
-pytestmark = [pytest.mark.e2e, pytest.mark.model]
+pytestmark = [pytest.mark.e2e, pytest.mark.model, pytest.mark.serial]
+"""serial: under pytest-xdist, with its studio, engine worker and Chromium pinned to one core beside a busy second
+worker, the page showed the run go from queued straight to done in 3 full-suite and stress runs of 4 (it passes
+alone on one core, `taskset -c 0`); why its polls are not answered while the run decodes is not found yet."""
 
 SERVER_ARGS: list[str] = []
 RECORD_STATES = """() => {
