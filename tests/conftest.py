@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -122,6 +123,24 @@ def session_leftovers(root: Path, home: Path | None) -> list[str]:
     return left
 
 
+SCRATCH_NAME = re.compile(r"^(metagen-[a-z]+(?:-[a-z]+)*)-(\d+)-")
+"""An app scratch folder: `<prefix>-<pid>-<random>` (app.platform.scratch)."""
+
+
+def _sweep_scratch_of_dead_processes(root: Path) -> None:
+    """Do what the app's next start does (`scratch.remove_stale`): remove the scratch folders of its processes that
+    a test killed outright (no handler could run). In one process, a later studio of the session swept them; an
+    xdist worker may start none after the kill. Folders of live processes stay, and are reported."""
+    from app.platform.scratch import remove_stale
+
+    try:
+        prefixes = {m.group(1) for e in root.iterdir() if (m := SCRATCH_NAME.match(e.name))}
+    except OSError:
+        return
+    for prefix in prefixes:
+        remove_stale(prefix, root)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Fail the suite when it left files of its own in the temp directory; then remove the session's temp folder.
     This process's scratch folders are removed first, as at any exit of the app (atexit would run after this)."""
@@ -136,6 +155,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         scratch.remove_all()
     root = Path(root_text)
     home = Path(os.environ["METAGEN_HOME"]) if os.environ.get("METAGEN_HOME") else None
+    _sweep_scratch_of_dead_processes(root)
     left = session_leftovers(root, home if home is not None and home.parent == root else None)
     if left and _is_xdist_worker(session.config):  # the controller reports them: its check finds this folder
         if home is not None and home.parent == root:
