@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.cli.origin_flags import add_origin_arguments, origin_rules_from_args
 from app.cli.share_flags import add_cap_arguments
 from app.cli.ui import listen_error
 from app.share.policy import (
@@ -68,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--dry-run", action="store_true", help="answer with a scripted fake model instead of llama.cpp")
     p.add_argument("--fake-latency", type=float, default=0.0, metavar="SECONDS",
                    help="with --dry-run: delay each fake model request")
+    add_origin_arguments(p)
     p.set_defaults(func=cmd_serve)
 
 
@@ -159,6 +161,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return _fail(problem)
     try:
         keys = load_api_keys(args.api_key, args.api_key_file)
+        origins = origin_rules_from_args(args, args.host)
     except ValueError as exc:
         return _fail(str(exc))
     problem = bind_problem(args.host, keys)
@@ -185,7 +188,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                max_seconds=args.cap_seconds, max_concurrent_runs=args.max_concurrent_runs,
                                max_queue=args.max_queue)
     config = ServeConfig(remote_policy=remote, gate=RunGate(args.max_concurrent_runs, args.max_queue),
-                         api_keys=keys, share_rules_everywhere=args.share_mode or env_share_mode(), auto=args.auto)
+                         api_keys=keys, share_rules_everywhere=args.share_mode or env_share_mode(), auto=args.auto,
+                         origins=origins)
     server = make_server(_app(service, config, args), args.host, args.port, lifespan=args.mcp)
     for line in _banner(args, service, f"{len(model_files(service, service.policy))} model file(s)", remote.describe(),
                         bool(keys)):

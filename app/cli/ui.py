@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from app.cli.origin_flags import add_origin_arguments, origin_rules_from_args
 from app.cli.share_flags import add_share_arguments, launch_with_share, policy_from_args
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--app", default=None, metavar="NAME", help="serve only the app page of workflow NAME (a saved "
                    "workflow or an example): its inputs, Run and the answer, no editor")
     add_share_arguments(p)
+    add_origin_arguments(p)
     api = p.add_argument_group("the OpenAI-compatible API on /v1 (see `metagen serve`)")
     keys = api.add_mutually_exclusive_group()
     keys.add_argument("--api-key", default=None, metavar="KEY", help="API clients must send `Authorization: Bearer "
@@ -85,6 +87,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     try:
         policy = policy_from_args(args, args.host)
         api_keys = load_api_keys(getattr(args, "api_key", None), getattr(args, "api_key_file", None))
+        origins = origin_rules_from_args(args, args.host, tunnel=bool(args.share))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -105,11 +108,15 @@ def cmd_ui(args: argparse.Namespace) -> int:
         service.close()
         return 2
     api = studio_config(service, api_keys=api_keys, all_remote=bool(args.share),
-                        share_rules_everywhere=bool(getattr(args, "share_mode", False)) or env_share_mode())
+                        share_rules_everywhere=bool(getattr(args, "share_mode", False)) or env_share_mode(),
+                        origins=origins)
     try:
         launched = launch_with_share(demo, host=args.host, port=args.port, share=args.share,
                                      inbrowser=not args.no_browser, quiet=True, show_error=False,
                                      **kwargs_for(service, api))
+        from app.ui.app import drop_gradio_cors
+
+        drop_gradio_cors(demo.app)
         key_note = "API key required" if api_keys else "no API key: only this machine may call it"
         api_line = f"OpenAI-compatible API: {launched.local_url.rstrip('/')}/v1 ({key_note})"
         app_line = [f"App page of {args.app!r} alone (no editor)."] if args.app else []

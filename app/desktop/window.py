@@ -113,7 +113,10 @@ def start_server(build: Callable[[], Studio], port: int | None = None) -> Server
     port = port or free_port()
     kwargs = {**studio.launch_kwargs, "server_name": LOOPBACK, "server_port": port, "share": False,
               "inbrowser": False, "prevent_thread_lock": True, "quiet": True}
-    _app, local_url, _share = studio.blocks.launch(**kwargs)
+    server_app, local_url, _share = studio.blocks.launch(**kwargs)
+    from app.ui.app import drop_gradio_cors
+
+    drop_gradio_cors(server_app)
     url = str(local_url or f"http://{LOOPBACK}:{port}/")
 
     def close() -> None:

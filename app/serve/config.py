@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.serve.origin_guard import OriginRules
 from app.service.studio import StudioService
 from app.share.policy import SharePolicy, is_loopback_host
 from app.share.run_gate import RunGate
@@ -40,6 +41,8 @@ class ServeConfig:
     """Whether a Traces tab is served next to the routes (then responses carry a `?run=` link)."""
     auto: str | None = None
     """The model id `model: "auto"` answers with (`metagen serve --auto`); None: the most recent tuned workflow."""
+    origins: OriginRules = field(default_factory=OriginRules)
+    """The Host names and Origins the server answers (`--allowed-hosts`, `--allowed-origins`; app/serve/origin_guard)."""
 
 
 def remote_policy_for(policy: SharePolicy, *, allow_python: bool = False, models_folder: Path | None = None,
@@ -87,9 +90,10 @@ def bind_problem(host: str, api_keys: tuple[str, ...]) -> str | None:
 
 
 def studio_config(service: StudioService, *, api_keys: tuple[str, ...] = (), all_remote: bool = False,
-                  share_rules_everywhere: bool = False) -> ServeConfig:
+                  share_rules_everywhere: bool = False, origins: OriginRules | None = None) -> ServeConfig:
     """The routes' settings when they are mounted on the studio's own server: the studio's run queue (API runs
     wait with the editor's), its share policy for requests from other machines, and links to the Traces tab."""
     return ServeConfig(remote_policy=remote_policy_for(service.policy, models_folder=service.models_dir),
                        gate=service.run_gate, api_keys=api_keys, all_remote=all_remote,
-                       share_rules_everywhere=share_rules_everywhere, trace_link=True)
+                       share_rules_everywhere=share_rules_everywhere, trace_link=True,
+                       origins=origins or OriginRules())

@@ -11,6 +11,7 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
@@ -18,6 +19,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from app.platform.shutdown import arm_forced_exit
 from app.serve.config import ServeConfig
 from app.serve.errors import route_error
+from app.serve.origin_guard import OriginGuard
 from app.serve.routes import API_PREFIX, api_routes
 from app.service.studio import StudioService
 
@@ -27,7 +29,7 @@ log = logging.getLogger(__name__)
 def build_server(service: StudioService, config: ServeConfig, *, extra_routes: Sequence[BaseRoute] = (),
                  lifespan: Callable[[Any], AbstractAsyncContextManager[None]] | None = None) -> Starlette:
     """The /v1 routes, /health and the index; `extra_routes` beside them (the MCP endpoint), with the
-    `lifespan` they need running while the server serves."""
+    `lifespan` they need running while the server serves; every request meets `config.origins` first."""
 
     routes = [*api_routes(service, config), *extra_routes]
     listed = route_list(routes)
@@ -37,6 +39,7 @@ def build_server(service: StudioService, config: ServeConfig, *, extra_routes: S
                              "routes": listed})
 
     return Starlette(routes=[Route("/", index), *routes],
+                     middleware=[Middleware(OriginGuard, rules=config.origins)],
                      exception_handlers={HTTPException: route_error, Exception: route_error}, lifespan=lifespan)
 
 

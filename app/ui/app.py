@@ -12,7 +12,10 @@ import gradio as gr
 
 from app.platform.resources import static_dir
 from app.platform.scratch import ScratchFolder, remove_stale
+from starlette.middleware import Middleware
+
 from app.serve.config import ServeConfig, studio_config
+from app.serve.origin_guard import OriginGuard
 from app.serve.routes import api_routes
 from app.service.studio import StudioService
 from app.ui.app_links import app_link_middleware
@@ -103,14 +106,33 @@ def build_app(service: StudioService) -> gr.Blocks:
     return demo
 
 
+def drop_gradio_cors(server_app: Any) -> None:
+    """Take Gradio's own CORS middleware out of a launched app: it reflects any localhost origin (and any origin
+    to a Host that is not localhost), and it sits outside the origin guard, so it answered preflights and marked
+    refusals readable. The guard answers CORS for `--allowed-origins` only. Starlette builds the middleware stack
+    on a request, so the next request gets the stack without it (the guard is in both)."""
+    from gradio.route_utils import CustomCORSMiddleware
+
+    middleware = getattr(server_app, "user_middleware", None)
+    if middleware is None:
+        return
+    kept = [m for m in middleware if m.cls is not CustomCORSMiddleware]
+    if len(kept) != len(middleware):
+        middleware[:] = kept
+        server_app.middleware_stack = None
+
+
 def launch_kwargs(service: StudioService, api: ServeConfig | None = None) -> dict[str, Any]:
     """Arguments for `Blocks.launch` that every launcher (CLI, desktop) must pass. The OpenAI-compatible /v1
     routes (app.serve) go in front of Gradio's own routes on the same server: FastAPI's `routes` argument, passed
     through Gradio's `app_kwargs`, is where the app Gradio creates starts its route list. In share mode
-    Gradio's traffic monitoring (`/monitoring`, `/monitoring/summary`, open to anyone by default) is off."""
+    Gradio's traffic monitoring (`/monitoring`, `/monitoring/summary`, open to anyone by default) is off. Every
+    request, Gradio's own routes included, meets the origin guard first (Host, Origin, JSON bodies: `api.origins`)."""
+    api = api or studio_config(service)
     return {
-        "app_kwargs": {"routes": api_routes(service, api or studio_config(service)),
-                       "middleware": app_link_middleware(service.policy.share_mode)},  # ?app= -> the app page
+        "app_kwargs": {"routes": api_routes(service, api),
+                       "middleware": [Middleware(OriginGuard, rules=api.origins),
+                                      *app_link_middleware(service.policy.share_mode)]},  # ?app= -> the app page
         "theme": gr.themes.Default(),
         "css": APP_CSS,
         "allowed_paths": [str(static_dir())],

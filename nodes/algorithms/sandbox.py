@@ -1,36 +1,27 @@
-"""The python verifier's sandbox: user code scores one candidate in a child process with limits.
+"""The python verifier's sandbox: user code scores one candidate in a confined child process with limits.
 
 The code is either an expression over `candidate` (text), `answer` (extracted answer or None),
 `reference` and `inputs` (the verifier's other inputs), e.g. `answer == "42"`, or statements that
 define `def verify(candidate, inputs): ...` (called with those two arguments) or assign `score`.
 The result may be a bool (1/0), a number, a (score, reason) pair or {"score": .., "reason": ..}.
 
-Limits, applied inside the child before any user code runs:
-- wall time: the parent kills the child after `timeout_s`; CPU time is capped with RLIMIT_CPU;
-- memory: RLIMIT_AS (address space) of `memory_mb`, so a hog gets MemoryError (or is killed);
-- no network and no escape hatches: an audit hook refuses socket creation/connection, new
-  processes (subprocess, os.system, exec, fork) and ctypes — a guard rail against accidents and
-  sloppy generated code, not a boundary against a determined attacker;
-- files: the audit hook refuses opening any file outside the child's temporary directory, except
-  reading the Python installation (standard library, site-packages) that imports need, and refuses
-  removing, renaming, linking or changing files outside it; files written are capped at 1 MB
-  (RLIMIT_FSIZE); the child runs isolated (`python -I`) in that empty temporary directory with a
-  minimal environment.
-All of this is a guard rail, not a security boundary: code that means harm can find ways around an
-audit hook. Run python verifiers only from people you trust (share mode disables them by default).
-Every failure (timeout, exception, blocked call, memory) becomes a clean `SandboxResult` with
-score 0, passed False and a one-line reason; nothing raises to the caller.
+The child runs through the confined runner of candidates' code (`code_exec.run_confined`: bubblewrap's pid,
+network, IPC and UTS namespaces where it works, else a throw-away uid when the app runs as root; a cgroup, CPU,
+memory, process and disk limits; [security.md](../../docs/security.md)), on the standard library only (`python -I
+-S`). Inside it, before any user code runs, an audit hook refuses network access, new processes, ctypes and files
+outside its own folder, so ordinary mistakes get a clear reason ("starting processes is blocked ..."); that hook is
+a convenience, not the boundary: the boundary is the confinement around the process, which code that works around
+the hook (`_posixsubprocess.fork_exec`) still meets. Every failure (timeout, exception, blocked call, memory)
+becomes a clean `SandboxResult` with score 0, passed False and a one-line reason; nothing raises to the caller.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass
 from typing import Any
+
+from nodes.algorithms.code_exec import ExecLimits, ExecResult, run_confined
 
 RESULT_MARK = "\x00METAGEN_RESULT\x00"
 
@@ -180,25 +171,29 @@ def _failure(reason: str, stdout: str = "") -> SandboxResult:
 def run_python_verifier(code: str, candidate: str, *, answer: str | None = None, reference: Any = None,
                         inputs: dict[str, Any] | None = None, timeout_s: float = 5.0, memory_mb: int = 256,
                         pass_threshold: float = 0.5) -> SandboxResult:
-    """Score one candidate with user code in a limited child process (see the module docstring)."""
+    """Score one candidate with user code in a confined child process (see the module docstring)."""
     request = json.dumps({
         "code": code, "candidate": candidate, "answer": answer, "reference": reference,
         "inputs": inputs or {}, "timeout_s": timeout_s, "memory_mb": memory_mb,
     }, default=str)
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONIOENCODING": "utf-8", "LANG": "C.UTF-8"}
-    with tempfile.TemporaryDirectory(prefix="metagen-verify-") as workdir:
-        try:
-            proc = subprocess.run(
-                [sys.executable, "-I", "-c", _CHILD], input=request, capture_output=True, text=True,
-                timeout=timeout_s + 1.0, cwd=workdir, env=env, encoding="utf-8", errors="replace",
-            )
-        except subprocess.TimeoutExpired:
-            return _failure(f"timed out after {timeout_s:g} s")
-        except OSError as exc:
-            return _failure(f"could not start the python verifier: {exc}")
-    line = next((ln for ln in reversed(proc.stdout.splitlines()) if ln.startswith(RESULT_MARK)), None)
+    # the runner's address-space share is larger than the child's own RLIMIT_AS, so a hog meets the child's
+    # limit first and reports MemoryError rather than being killed
+    limits = ExecLimits(timeout_s=timeout_s + 1.0, memory_mb=memory_mb + 256, output_bytes=1 << 20, disk_mb=16)
+    result = run_confined(["-c", _CHILD], request, limits)
+    return _verdict(result, timeout_s, memory_mb, pass_threshold)
+
+
+def _verdict(result: ExecResult, timeout_s: float, memory_mb: int, pass_threshold: float) -> SandboxResult:
+    if result.refused:
+        return _failure(f"the python verifier could not run: {result.refused}")
+    if result.timed_out or result.stopped_by == "cpu":
+        return _failure(f"timed out after {timeout_s:g} s")
+    if result.stopped_by == "memory":
+        return _failure(f"memory limit exceeded ({memory_mb} MB)")
+    line = next((ln for ln in reversed(result.stdout.splitlines()) if ln.startswith(RESULT_MARK)), None)
     if line is None:
-        return _failure(_death_reason(proc.returncode, proc.stderr, timeout_s, memory_mb))
+        return _failure(_death_reason(result.returncode if result.returncode is not None else -9, result.stderr,
+                                      timeout_s, memory_mb))
     data = json.loads(line[len(RESULT_MARK):])
     if not data.get("ok"):
         return _failure(str(data.get("reason") or "the verifier failed"), data.get("stdout", ""))

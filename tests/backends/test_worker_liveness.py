@@ -180,7 +180,8 @@ def test_status_calls_never_restart_a_worker() -> None:
         before = children(os.getpid())
         os.kill(pid, signal.SIGKILL)
         for _ in range(20):  # before and after the studio notices the death
-            assert backend.engine_stats() in ({},) or "requests" in backend.engine_stats()
+            stats = backend.engine_stats()  # the engine's figures while it lives, nothing once the death is seen
+            assert stats == {} or {"requests"} <= set(stats), stats
             assert backend.info()["model_id"] == backend.model_id
             time.sleep(0.02)
         wait_for(lambda: backend.pid is None, LOAD_S, "the studio saw the worker die")

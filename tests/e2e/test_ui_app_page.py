@@ -38,6 +38,14 @@ nodes:
 outputs: {answer: vote.answer}
 """
 SIZES = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
+RECORD_CANCEL = """() => {
+  window.__cancelSeen = [];
+  const status = document.querySelector('[data-testid=app-status]');
+  const cancel = document.querySelector('[data-testid=app-cancel]');
+  new MutationObserver(() => window.__cancelSeen.push({status: status.dataset.status || "",
+                                                       enabled: !cancel.disabled}))
+    .observe(status, {attributes: true, attributeFilter: ["data-status"]});
+}"""
 FINISHED = "['succeeded','failed','cancelled','budget_exceeded','invalid','lost'].includes(" \
            "document.querySelector('[data-testid=app-status]').dataset.status)"
 
@@ -117,10 +125,15 @@ def test_a_visitor_runs_an_app_link_and_reads_how_it_was_decided(visitor: Any, s
     question = {"desktop": "What is 2 + 2?", "phone": "What is 3 + 3?"}[size]  # a run of its own, not the cache's
     page.locator("[data-testid=app-input-question]").fill(question)
     assert "ap-invalid" not in (field.get_attribute("class") or "")
+    page.evaluate(RECORD_CANCEL)  # every status the page shows, with whether Cancel could be pressed then
     page.locator("[data-testid=app-run]").click()
     page.wait_for_function("window.MetagenApp.state().run !== null")
-    assert page.locator("[data-testid=app-cancel]").is_enabled() or page.evaluate(FINISHED)
     page.wait_for_function(FINISHED, timeout=300_000)
+    shown = page.evaluate("window.__cancelSeen")
+    live = [s for s in shown if s["status"] not in ("succeeded", "failed", "cancelled", "budget_exceeded",
+                                                     "invalid", "lost")]
+    assert live, shown  # the run was shown unfinished at least once (the run call answers before it ends)
+    assert all(s["enabled"] for s in live), shown  # ... and Cancel was enabled whenever it was
     status = page.locator("[data-testid=app-status]")
     assert status.get_attribute("data-status") == "succeeded", status.inner_text()
     assert page.locator("[data-testid=app-progress]").get_attribute("aria-valuenow") == "100"

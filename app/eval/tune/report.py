@@ -84,5 +84,5 @@ def verdict(recommended: str, baseline: str, why: str, main: dict[str, Any]) -> 
     """One sentence for the user: what is recommended, from dev, and what the held-out test says."""
     if recommended == baseline:
         return f"Recommended: greedy {baseline}. {why[:1].upper()}{why[1:]}."
-    held = (f"on held-out test it {main['sentence'].split(' ', 1)[1]}" if main.get("n") else "no test items")
+    held = f"on held-out test, {main['sentence']}" if main.get("n") else "no test items"
     return f"Recommended: {recommended} ({why}); {held}."
