@@ -213,6 +213,32 @@
     return text;
   }
 
+  // A YAML description's hard line breaks are where its author's editor wrapped, not where the text ends: blank
+  // lines part paragraphs, a line starting "- " or "* " is a list item, and every other break is a space (at
+  // phone width a line no longer ends mid-sentence).
+  function descriptionBlocks(text) {
+    return String(text).replace(/\r\n?/g, "\n").split(/\n\s*\n/).map((para) => {
+      const lines = para.split("\n").map((ln) => ln.trim()).filter(Boolean);
+      const items = lines.filter((ln) => /^[-*] /.test(ln));
+      if (items.length && items.length === lines.length) return { list: items.map((ln) => ln.slice(2)) };
+      return { text: lines.join(" ") };
+    }).filter((b) => b.list || b.text);
+  }
+
+  function renderDescription(el, text) {
+    el.textContent = "";
+    for (const block of descriptionBlocks(text)) {
+      if (block.list) {
+        const ul = document.createElement("ul");
+        for (const item of block.list) ul.appendChild(document.createElement("li")).textContent = item;
+        el.appendChild(ul);
+      } else {
+        el.appendChild(document.createElement("p")).textContent = block.text;
+      }
+    }
+    el.hidden = !el.childNodes.length;
+  }
+
   function showRun(snap) {
     const pct = snap.finished ? 100 : Math.round((snap.progress || 0) * 100);
     S.el.bar.style.width = pct + "%";
@@ -315,8 +341,7 @@
     S.info = info;
     S.el.title.textContent = label(info.title || info.name || "Workflow", true);
     document.title = S.el.title.textContent + " · Metagen";
-    S.el.desc.textContent = info.description || "";
-    S.el.desc.hidden = !info.description;
+    renderDescription(S.el.desc, info.description || "");
     if (info.studio_url) {
       S.el.studio.href = info.studio_url;
       S.el.studio.hidden = false;

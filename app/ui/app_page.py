@@ -32,7 +32,7 @@ APP_MARKUP = """
     <h1 class="ap-title" data-testid="app-title">Loading…</h1>
     <a class="ap-studio" data-testid="studio-link" hidden>Open in the full studio</a>
   </header>
-  <p class="ap-desc" data-testid="app-description"></p>
+  <div class="ap-desc" data-testid="app-description"></div>
   <div class="ap-error" data-testid="app-error" role="alert" hidden></div>
   <form class="ap-form" data-testid="app-form" novalidate hidden>
     <div class="ap-inputs" data-testid="app-inputs"></div>

@@ -19,7 +19,11 @@ NAME = "tiny_vote"
 TINY_VOTE = """\
 version: 1
 name: tiny vote
-description: Three short answers from the bundled model, and the most frequent number wins.
+description: |
+  Three short answers from the bundled model,
+  and the most frequent number wins.
+
+  Ask it something small.
 models:
   main: {source: bundled}
 inputs:
@@ -108,7 +112,9 @@ def test_a_visitor_runs_an_app_link_and_reads_how_it_was_decided(visitor: Any, s
     _open_app(page, shared.url + f"?app={NAME}")
     assert page.url.split("?")[0].endswith("/app"), page.url
     assert page.locator("[data-testid=app-title]").inner_text() == "Tiny vote"
-    assert "most frequent number" in page.locator("[data-testid=app-description]").inner_text()
+    paragraphs = page.locator("[data-testid=app-description] p").all_inner_texts()
+    assert paragraphs == ["Three short answers from the bundled model, and the most frequent number wins.",
+                          "Ask it something small."]  # the YAML's hard break inside a sentence is a space
     assert page.locator(".mg-page, [data-testid=yaml-editor], [role=tab]").count() == 0  # no editor, no tabs
     assert "studio=1" in (page.locator("[data-testid=studio-link]").get_attribute("href") or "")
     assert "share mode" in page.locator("[data-testid=app-policy]").inner_text()
