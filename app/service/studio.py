@@ -361,13 +361,17 @@ class StudioService:
                       children: Mapping[str, str] | None = None) -> list[Issue]:
         """What this app's policy refuses to save: the checks a run gets (`policy.tree_refusals`: python verifiers,
         candidates' code, models, caps) over `wf`'s tree of sub-workflows (`linked` first, then the folder) and
-        over each sub-workflow written beside it (`children`, name -> YAML). An unfinished workflow still saves;
-        none in local mode (the owner's folder is the owner's)."""
+        over each sub-workflow written beside it (`children`, name -> YAML). In share mode a visitor's workflow is
+        also validated as a run would be: one with errors (a route bomb, a cycle, a tree too large) is refused
+        before it reaches the owner's folder (the page keeps the visitor's draft). None in local mode (the owner's
+        folder is the owner's, and an unfinished workflow saves)."""
         if not self.policy.share_mode:
             return []
         loader = self.child_loader(trusted=False, linked=linked)
         memo: CheckMemo = {}
-        refused = errors(tree_refusals(wf, check_tree(wf, self.registry, loader, memo=memo), self.policy))
+        checked = check_tree(wf, self.registry, loader, memo=memo)
+        refused = errors(tree_refusals(wf, checked, self.policy))
+        refused += [i for i in errors(checked.issues) if i not in refused]
         for name, text in (children or {}).items():
             try:
                 child = load_workflow_text(text)
@@ -382,7 +386,7 @@ class StudioService:
                            children: Mapping[str, str] | None = None) -> None:
         refused = self.save_refusals(wf, linked, children)
         if refused:
-            raise UserError("not saved: this shared app does not allow it: " + issues_summary(refused))
+            raise UserError("not saved: this shared app saves only workflows it would run: " + issues_summary(refused))
 
     def linked_children_to_save(self, linked: Mapping[str, str]) -> dict[str, str]:
         """The sub-workflows a share link carried (name -> YAML) that saving its parent must write beside it: those

@@ -156,3 +156,25 @@ def test_the_owner_may_save_them(tmp_path: Path) -> None:
     assert _folder(service)["checker.yaml"] == PYTHON_CHILD
     service.save_yaml_text("again", PYTHON_CHILD)
     assert "again.yaml" in _folder(service)
+
+
+CYCLE_A = PARENT.replace("name: harmless", "name: loop_a").replace("workflow: checker", "workflow: loop_b")
+CYCLE_B = PARENT.replace("name: harmless", "name: loop_b").replace("workflow: checker", "workflow: loop_a")
+
+
+def test_a_visitors_invalid_tree_is_validated_before_it_is_written(tmp_path: Path) -> None:
+    """Round 7 §2.5: a visitor's save is validated as its run would be (a cycle of sub-workflows here; the probe's
+    route bomb the same), so nothing invalid reaches the owner's folder; the owner may still save unfinished
+    work."""
+    service = studio_service(tmp_path, share=True)
+    with pytest.raises(UserError, match="would run: .*unknown_workflow"):  # loop_b's loop_a is not in the folder
+        mg_save(service, {"name": "loop_a", "workflow": load_workflow_text(CYCLE_A).to_dict(),
+                          "children": {"loop_b": CYCLE_B}, VISITOR_KEY: "visitor"})
+    assert _folder(service) == {}
+    unfinished = load_workflow_text(PARENT.replace("workflow: checker", "workflow: not_there")).to_dict()
+    with pytest.raises(UserError, match="unknown_workflow|not_there"):
+        service.save_workflow("harmless", unfinished)
+    assert _folder(service) == {}
+    owner = studio_service(tmp_path / "owner", share=False)
+    owner.save_workflow("harmless", unfinished)
+    assert set(_folder(owner)) == {"harmless.yaml"}
