@@ -390,6 +390,35 @@ def _surrogate_issue(data: Any, issues: _Issues) -> Issue | None:
                  "\\ud83d\\ude00)", line=issues.line(*path))
 
 
+def data_too_large(data: Any) -> Issue | None:
+    """A `too_large` issue when already-parsed workflow data (the editor's JSON, an API body) holds more values
+    than a workflow text may (MAX_YAML_NODES), nests deeper than MAX_YAML_DEPTH or carries more text than
+    MAX_WORKFLOW_BYTES: the YAML parse budget applied to data that never was YAML, checked in one bounded pass
+    before anything else reads it (a 2.5 MB JSON route of 100k branches cost 6.9 s before its refusal)."""
+    hint = "a workflow has at most a few hundred values; split it into sub-workflows"
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    count = size = 0
+    while stack:
+        value, depth = stack.pop()
+        count += 1
+        if count > MAX_YAML_NODES:
+            return Issue("too_large", f"the workflow holds more than {MAX_YAML_NODES:,} values", hint)
+        if depth > MAX_YAML_DEPTH:
+            return Issue("too_large", f"the workflow nests deeper than {MAX_YAML_DEPTH} levels", hint)
+        if isinstance(value, dict):
+            for key, item in value.items():
+                size += len(key) if isinstance(key, str) else 8
+                stack.append((item, depth + 1))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((item, depth + 1) for item in value)
+        elif isinstance(value, str):
+            size += len(value)
+        if size > MAX_WORKFLOW_BYTES:
+            return Issue("too_large", f"the workflow carries more than {MAX_WORKFLOW_BYTES:,} characters of text",
+                         hint)
+    return None
+
+
 def workflow_from_dict(data: Any, lines: dict[Path_, int] | None = None) -> Workflow:
     """Build a Workflow, recording structural problems in `load_issues` instead of raising where the
     rest can still be checked. Raises WorkflowError only when nothing sensible can be built."""
@@ -398,6 +427,9 @@ def workflow_from_dict(data: Any, lines: dict[Path_, int] | None = None) -> Work
         raise WorkflowError([Issue("empty", "the workflow file is empty", "start from a file in workflows/", line=1)])
     if not isinstance(data, dict):
         raise WorkflowError([_type_issue("the workflow", "a mapping (key: value lines)", data, 1)])
+    too_large = data_too_large(data)
+    if too_large is not None:
+        raise WorkflowError([too_large])
     surrogate = _surrogate_issue(data, issues)
     if surrogate is not None:
         raise WorkflowError([surrogate])
