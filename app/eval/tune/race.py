@@ -158,11 +158,24 @@ def steps_to_rule_out(label: str, results: Results, dev: list[int], upcoming: li
     return None
 
 
+def holm_significant(p_values: dict[str, float], alpha: float = ALPHA) -> set[str]:
+    """The labels whose null hypothesis Holm's step-down procedure rejects at family-wise level `alpha`: sorted by
+    p, the k-th smallest (from 0) is rejected while every p before it was and p < alpha / (m - k)."""
+    order = sorted(p_values, key=lambda label: p_values[label])
+    rejected: set[str] = set()
+    for k, label in enumerate(order):
+        if not p_values[label] < alpha / (len(order) - k):
+            break
+        rejected.add(label)
+    return rejected
+
+
 def choose(finalists: list[str], results: Results, dev: list[int], *, baseline: str,
            budget_tokens: int | None = None, budget_seconds: float | None = None) -> tuple[str, str]:
-    """(recommended label, why) from dev alone: the best-ranked finalist within the budget that beats the baseline
-    significantly on dev (the paired test), else the baseline: an honest "no gain". (The race drops a candidate
-    once it cannot beat the baseline significantly, so the race and the grid choose alike.)"""
+    """(recommended label, why) from dev alone: the best-ranked finalist within the budget whose gain over the
+    baseline on dev is significant after Holm's correction over every finalist compared (the paired test of each
+    against greedy), else the baseline: an honest "no gain". Without the correction, the first of many candidates
+    with p < 0.05 would be a false "significant" one time in a few."""
     within = [label for label in finalists
               if label == baseline or not over_budget(figures(results.get(label, {}), dev), budget_tokens,
                                                      budget_seconds)]
@@ -170,13 +183,18 @@ def choose(finalists: list[str], results: Results, dev: list[int], *, baseline: 
     above = order[:order.index(baseline)] if baseline in order else order
     if not above:
         return baseline, f"no candidate scored above greedy {baseline} on dev"
-    for label in above:  # the best that beats greedy significantly: one that cannot is never recommended
-        comparison = compare(label, baseline, scores(results.get(label, {}), dev),
-                             scores(results.get(baseline, {}), dev))
-        if comparison.p_value < ALPHA and comparison.diff > 0:
+    compared = {label: compare(label, baseline, scores(results.get(label, {}), dev),
+                               scores(results.get(baseline, {}), dev)) for label in within if label != baseline}
+    significant = holm_significant({label: c.p_value for label, c in compared.items() if c.diff > 0})
+    m = len(compared)
+    for label in above:  # the best whose gain survives the correction: one that does not is never recommended
+        comparison = compared[label]
+        if label in significant:
             return label, (f"{label} beats greedy on {comparison.n} dev items by {comparison.diff * 100:.0f} "
-                           f"points (p = {comparison.p_value:.2g})")
+                           f"points (p = {comparison.p_value:.2g}, significant after Holm's correction over {m} "
+                           f"candidate{'s' if m != 1 else ''})")
     best = above[0]
-    comparison = compare(best, baseline, scores(results.get(best, {}), dev), scores(results.get(baseline, {}), dev))
-    return baseline, (f"no gain: the best finalist, {best}, does not beat greedy significantly on dev "
-                      f"({comparison.diff * 100:+.0f} points, p = {comparison.p_value:.2g}); greedy is recommended")
+    comparison = compared[best]
+    return baseline, (f"no gain: the best finalist, {best}, does not beat greedy significantly on dev after Holm's "
+                      f"correction over {m} candidate{'s' if m != 1 else ''} ({comparison.diff * 100:+.0f} points, "
+                      f"p = {comparison.p_value:.2g}); greedy is recommended")

@@ -19,11 +19,27 @@ def _finite(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
 
 
+def accuracy_interval(item_scores: list[float]) -> tuple[float, float]:
+    """The 95 % interval of a mean score: Wilson's when every score is 0 or 1, else the normal interval of the
+    mean (its standard error from the scores' own spread) clipped to [0, 1] — a Wilson interval of
+    round(mean * n) treats partial credit as whole successes."""
+    n = len(item_scores)
+    if not n:
+        return (0.0, 1.0)
+    if all(s in (0.0, 1.0) for s in item_scores):
+        return wilson_interval(int(sum(item_scores)), n)
+    mean = math.fsum(item_scores) / n
+    if n < 2:
+        return (0.0, 1.0)
+    sd = math.sqrt(math.fsum((s - mean) ** 2 for s in item_scores) / (n - 1))
+    half = 1.96 * sd / math.sqrt(n)
+    return (max(0.0, mean - half), min(1.0, mean + half))
+
+
 def test_figures(rows: dict[int, Any], test: list[int]) -> dict[str, Any]:
     """{accuracy, ci, tokens_per_item, seconds_per_item, n} on the test items."""
     f = figures(rows, test)
-    correct = round(f.accuracy * f.n) if f.n else 0
-    lo, hi = wilson_interval(correct, f.n) if f.n else (0.0, 1.0)
+    lo, hi = accuracy_interval([rows[i].score for i in test if i in rows])
     return {"accuracy": _finite(f.accuracy), "ci": [lo, hi], "tokens_per_item": _finite(f.tokens_per_item),
             "seconds_per_item": _finite(f.seconds_per_item), "n": f.n}
 
@@ -56,25 +72,32 @@ def comparison(a: str, b: str, results: Results, test: list[int]) -> dict[str, A
             "sentence": c.sentence()}
 
 
-def _closest(table: list[dict[str, Any]], labels: dict[str, str], family: tuple[str, ...], tokens: float | None,
-             recommended: str) -> str | None:
-    """The finalist of a family (plain majority, best-of-N) at the tokens nearest the recommended one's."""
-    rows = [r for r in table if labels.get(r["label"]) in family and r["label"] != recommended
-            and r["tokens_per_item"] is not None]
-    if not rows or tokens is None:
+def _closest(finalists: list[str], labels: dict[str, str], family: tuple[str, ...], results: Results,
+             dev: list[int], recommended: str) -> str | None:
+    """The finalist of a family (plain majority, best-of-N) at the dev tokens nearest the recommended one's, ties
+    to the more accurate on dev: the opponent is picked on dev, as the recommendation was, so the held-out
+    comparison is not one chosen with the test items' own figures."""
+    rec = figures(results.get(recommended, {}), dev)
+    if not rec.n or math.isnan(rec.tokens_per_item):
         return None
-    return min(rows, key=lambda r: (abs(r["tokens_per_item"] - tokens), -(r["accuracy"] or 0)))["label"]
+    figs = {label: figures(results.get(label, {}), dev) for label in finalists
+            if labels.get(label) in family and label != recommended}
+    rows = [(label, f) for label, f in figs.items() if f.n and not math.isnan(f.tokens_per_item)]
+    if not rows:
+        return None
+    return min(rows, key=lambda lf: (abs(lf[1].tokens_per_item - rec.tokens_per_item), -lf[1].accuracy))[0]
 
 
 def comparisons(recommended: str, baseline: str, table: list[dict[str, Any]], workflow_of: dict[str, str],
-                results: Results, test: list[int]) -> list[dict[str, Any]]:
-    """The recommended one against greedy, and against the best plain majority / best-of-N at equal tokens."""
+                results: Results, test: list[int], dev: list[int]) -> list[dict[str, Any]]:
+    """The recommended one against greedy, and against the plain majority / best-of-N finalist at equal tokens
+    (picked on dev), compared on test."""
     out = []
     if recommended != baseline:
         out.append({"against": "greedy", **comparison(recommended, baseline, results, test)})
-    tokens = next((r["tokens_per_item"] for r in table if r["label"] == recommended), None)
+    finalists = [r["label"] for r in table]
     for name, family in (("plain majority", MAJORITY_WORKFLOWS), ("best-of-N", BEST_OF_N_WORKFLOWS)):
-        other = _closest(table, workflow_of, family, tokens, recommended)
+        other = _closest(finalists, workflow_of, family, results, dev, recommended)
         if other is not None:
             out.append({"against": f"{name} at equal tokens", **comparison(recommended, other, results, test)})
     return out

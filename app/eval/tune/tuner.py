@@ -401,7 +401,7 @@ class Tuner:
                                   budget_seconds=options.budget_seconds)
         table = held_out_table(finalists, results, state.test)
         workflow_of = {c.label: c.workflow for c in state.candidates}
-        comps = comparisons(recommended, base, table, workflow_of, results, state.test)
+        comps = comparisons(recommended, base, table, workflow_of, results, state.test, state.dev)
         main = comps[0] if comps and comps[0]["against"] == "greedy" else {
             "a": base, "b": base, "diff": 0.0, "ci": [0.0, 0.0], "p": 1.0, "n": len(state.test),
             "sentence": "the recommended workflow is greedy itself"}
