@@ -115,3 +115,26 @@ def test_gemma_3_270m_renders_tool_prompts_through_its_file_s_format() -> None:
                                 bos_token=chat.bos_token, eos_token=chat.eos_token)
     assert prompt.family == "generic" and "get_weather" in prompt.text and prompt.text.endswith("Weather in Paris?\n")
     json.loads(prompt.text[prompt.text.index("["):prompt.text.index("]\n\n") + 1])
+
+
+def test_gemma_3_270m_answers_a_required_tool_prompt_with_valid_calls() -> None:
+    from backends.base import ModelSpec
+    from backends.llama.worker.llama_backend import LlamaBackend
+
+    path = gemma_model_path()
+    chat = chat_template_of(path)
+    request = ToolRequest((WEATHER,), ToolChoice("required"), parallel=False)
+    prompt = render_tool_prompt(chat.template, [{"role": "user", "content": "Weather in Paris for 2 days?"}],
+                                request, bos_token=chat.bos_token, eos_token=chat.eos_token)
+    backend = LlamaBackend(path, ModelSpec(device="cpu", n_ctx=1024, options=(("kv_size", 2048), ("n_seq_max", 2))))
+    try:
+        assert backend.model.tokenize(prompt.text).count(backend.model.bos_id) == 1
+        result = backend.generate(prompt.text, SamplingParams(max_tokens=80, temperature=0.7,
+                                                              grammar=tool_call_grammar(request, prompt.family)),
+                                  n=2, seeds=[1, 2])
+    finally:
+        backend.close()
+    for completion in result.completions:
+        answer = parse_tool_calls(completion.text, prompt.family, request)
+        assert [c.name for c in answer.calls] == ["get_weather"], completion.text
+        jsonschema.validate(dict(answer.calls[0].arguments), dict(WEATHER.parameters))
