@@ -243,12 +243,22 @@ def _normalized(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         elif item["content"] is None:
             item["content"] = ""
         out.append(item)
-    return out
+    return _one_system(out)
+
+
+def _one_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every system (and developer) message joined into one at the head, in order: templates take one, first (agents
+    such as Codex send several, some after the first user turn)."""
+    systems = [m["content"] or "" for m in messages if m["role"] == "system"]
+    if len(systems) <= 1 and (not systems or messages[0]["role"] == "system"):
+        return messages
+    rest = [m for m in messages if m["role"] != "system"]
+    return [{"role": "system", "content": "\n\n".join(s for s in systems if s)}, *rest]
 
 
 def _merge_same_role(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Consecutive user messages (tool results turned into user text) as one, for templates that insist on turns
-    alternating."""
+    """Consecutive user messages (tool results turned into user text, turns around a system message moved to the
+    head) as one, for templates that insist on turns alternating."""
     merged: list[dict[str, Any]] = []
     for m in messages:
         if merged and m["role"] == "user" and merged[-1]["role"] == "user" and "tool_calls" not in m:
@@ -301,9 +311,7 @@ def _polyfilled(messages: list[dict[str, Any]], caps: TemplateCaps, *, calls_as_
         out.append(m)
     if system_as_user:
         out = _system_into_user(out)
-    if results_as_text or calls_as_text or system_as_user:
-        out = _merge_same_role(out)
-    return out
+    return _merge_same_role(out)
 
 
 def _system_into_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

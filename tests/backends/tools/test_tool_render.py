@@ -167,3 +167,12 @@ def test_the_generic_tools_listing_is_the_openai_shape() -> None:
     start = text.index("[", text.index("following tools"))
     listed = json.JSONDecoder().raw_decode(text[start:])[0]
     assert listed == [t.to_openai() for t in AUTO.tools]
+
+
+def test_several_system_and_developer_messages_become_one_at_the_head() -> None:
+    messages = [{"role": "system", "content": "Rule one."}, {"role": "user", "content": "Hi"},
+                {"role": "developer", "content": "Rule two."}, {"role": "user", "content": "Weather?"}]
+    text = _render("mistralai-Mistral-Nemo-Instruct-2407.jinja", messages).text  # its template takes one, first
+    assert "[INST]Rule one.\n\nRule two.\n\nHi\n\nWeather?[/INST]" in text
+    gemma = _render("google-gemma-3n-it.jinja", messages).text
+    assert gemma.count("<start_of_turn>user") == 2 and "Rule one.\n\nRule two." in gemma
