@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.cli.fake_flags import add_fake_script_argument, fake_script_from_args
 from app.cli.share_flags import add_cap_arguments
 from app.cli.ui import listen_error
 from app.share.policy import (
@@ -68,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--dry-run", action="store_true", help="answer with a scripted fake model instead of llama.cpp")
     p.add_argument("--fake-latency", type=float, default=0.0, metavar="SECONDS",
                    help="with --dry-run: delay each fake model request")
+    add_fake_script_argument(p)
     p.set_defaults(func=cmd_serve)
 
 
@@ -157,6 +159,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     problem = _check_numbers(args)
     if problem:
         return _fail(problem)
+    fake_script, problem = fake_script_from_args(args)
+    if problem:
+        return _fail(problem)
     try:
         keys = load_api_keys(args.api_key, args.api_key_file)
     except ValueError as exc:
@@ -174,7 +179,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     install_forced_exit()  # gone within seconds of SIGTERM / Ctrl+C, even when a stuck run holds the shutdown up
     service = StudioService(policy=SharePolicy.local(), workflows_dir=Path(args.workflows) if args.workflows else None,
                             trace_db=Path(args.db) if args.db else None, dry_run=args.dry_run,
-                            fake_latency_s=max(0.0, args.fake_latency) if args.dry_run else 0.0)
+                            fake_latency_s=max(0.0, args.fake_latency) if args.dry_run else 0.0,
+                            fake_script=fake_script)
     problem = _auto_problem(service, args.auto)
     if problem:
         service.close()
