@@ -1,4 +1,4 @@
-"""Record what the real agent clients (Codex CLI, Claude Code) send: a loopback capture server and the fixtures it writes.
+"""Record what the real agent clients (Codex CLI, Claude Code) send: a loopback capture server and its fixtures.
 
 Usage: python scripts/capture_agents.py [--out tests/fixtures/agents] [--agents codex,claude]
 
@@ -95,7 +95,7 @@ def make_handler(recorder: Recorder) -> type[http.server.BaseHTTPRequestHandler]
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
+        def log_message(self, format: str, *args: Any) -> None:
             log.debug(format, *args)
 
         def _record(self) -> dict[str, Any]:
@@ -118,18 +118,18 @@ def make_handler(recorder: Recorder) -> type[http.server.BaseHTTPRequestHandler]
             self.end_headers()
             self.wfile.write(body)
 
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             entry = self._record()
             if entry["path"].endswith("/models"):
                 self._send(200, json.dumps({"object": "list", "data": []}).encode(), "application/json")
             else:
                 self._send(404, b'{"error": {"message": "not captured"}}', "application/json")
 
-        def do_HEAD(self) -> None:  # noqa: N802
+        def do_HEAD(self) -> None:
             self._record()
             self._send(200, b"", "text/plain")
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             entry = self._record()
             body = entry["body"] if isinstance(entry["body"], dict) else {}
             model = str(body.get("model", "capture"))
@@ -190,7 +190,7 @@ def run_codex(base_url: str, home: Path, workdir: Path, prompt: str, timeout_s: 
 def run_claude(base_url: str, home: Path, workdir: Path, prompt: str, timeout_s: float) -> subprocess.CompletedProcess:
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "ANTHROPIC_BASE_URL": base_url,
            "ANTHROPIC_API_KEY": CAPTURE_KEY, **CLAUDE_QUIET_ENV}
-    # --allowedTools, not --dangerously-skip-permissions: Claude Code refuses the latter to root (CI machines run as root)
+    # --allowedTools, not --dangerously-skip-permissions: Claude Code refuses the latter to root (CI runs as root)
     cmd = [str(AGENT_BIN / "claude"), "-p", prompt, "--allowedTools", "Bash", "--output-format", "text"]
     return subprocess.run(cmd, env=env, cwd=workdir, capture_output=True, text=True, timeout=timeout_s,
                           stdin=subprocess.DEVNULL)
