@@ -4,7 +4,6 @@ text as it is decoded, then the answer with its usage."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
@@ -14,10 +13,10 @@ from typing import Any
 from starlette.requests import Request
 
 from app.run.node_context import without_cache_hits
+from app.serve import file_prompt
 from app.serve.access import Caller
 from app.serve.catalog import FileModel, WorkflowModel
 from app.serve.config import ServeConfig
-from app.serve import file_prompt
 from app.serve.errors import ApiError, bad_param
 from app.serve.file_prompt import FilePrompt, file_prompt_for
 from app.serve.jobs import Job

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 NO_TOOLS = ToolRequest()
 
 
-class ContextTooLong(ApiError):
+class ContextTooLongError(ApiError):
     """The prompt holds more tokens than the model's context (OpenAI's 400 `context_length_exceeded`; the
     Messages door words it as Anthropic does, `anthropic_message`)."""
 
@@ -99,7 +99,7 @@ def prepare(backend: LLMBackend, spec: ModelSpec, messages: list[dict[str, Any]]
     n_tokens = len(backend.tokenize(text))
     n_ctx = context_of(backend, spec)
     if n_tokens >= n_ctx:
-        raise ContextTooLong(n_tokens, n_ctx)
+        raise ContextTooLongError(n_tokens, n_ctx)
     warnings = []
     room = n_ctx - n_tokens
     if params.max_tokens > room:
@@ -122,7 +122,7 @@ def prepare(backend: LLMBackend, spec: ModelSpec, messages: list[dict[str, Any]]
 async def file_prompt_for(service: StudioService, model: FileModel, req: ApiRequest,
                           params: SamplingParams) -> FilePrompt:
     """The model file's prompt for a chat request, rendered, counted and checked on a worker thread
-    (ContextTooLong when it does not fit)."""
+    (ContextTooLongError when it does not fit)."""
     backend = await asyncio.to_thread(service.scheduler.provider, model.spec)
     return await asyncio.to_thread(prepare, backend, model.spec, req.messages, req.tools, params,
                                    max_tokens_given=req.sampling.max_tokens is not None)

@@ -19,9 +19,6 @@ from app.serve.config import ServeConfig
 from app.serve.errors import ApiError, bad_param
 from app.serve.jobs import ClientGoneError
 from app.serve.messages_params import parse_messages
-from app.serve.model_alias import default_model, resolve_model
-from app.serve.plain import warning_headers
-from app.serve.rerank import refuse_rank_generation
 from app.serve.messages_shapes import (
     closing_events,
     error_body,
@@ -31,6 +28,9 @@ from app.serve.messages_shapes import (
     text_delta,
     tool_use_id,
 )
+from app.serve.model_alias import default_model, resolve_model
+from app.serve.plain import warning_headers
+from app.serve.rerank import refuse_rank_generation
 from app.service.studio import StudioService
 
 

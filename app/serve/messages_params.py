@@ -8,7 +8,6 @@ import json
 from typing import Any
 
 from app.serve.errors import ApiError, bad_param
-from app.serve.tool_params import messages_tools
 from app.serve.params import (
     MAX_TOKENS_LIMIT,
     ApiRequest,
@@ -20,6 +19,7 @@ from app.serve.params import (
     seed_param,
     stop_param,
 )
+from app.serve.tool_params import messages_tools
 
 MAX_TOKENS_ACCEPTED = 1_000_000
 """Anthropic clients send large max_tokens (Claude Code: 32000 and more): any up to this is taken, as a cap."""

@@ -11,7 +11,7 @@ from starlette.responses import JSONResponse
 from app.serve import sse
 from app.serve.answer import Answer
 from app.serve.errors import ApiError
-from app.serve.file_prompt import ContextTooLong
+from app.serve.file_prompt import ContextTooLongError
 from backends.base import TokenCounts
 from backends.tools.types import ToolCall
 
@@ -27,7 +27,7 @@ def new_message_id() -> str:
 
 def error_body(exc: ApiError) -> dict[str, Any]:
     """The error in Anthropic's shape; our code and the field at fault ride along (`code`, `param`)."""
-    message = exc.anthropic_message if isinstance(exc, ContextTooLong) else exc.message
+    message = exc.anthropic_message if isinstance(exc, ContextTooLongError) else exc.message
     error: dict[str, Any] = {"type": ERROR_TYPES.get(exc.status, "api_error"), "message": message}
     error.update({k: v for k, v in (("code", exc.code), ("param", exc.param)) if v is not None})
     return {"type": "error", "error": error}

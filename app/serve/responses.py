@@ -17,10 +17,10 @@ from app.serve import sse
 from app.serve.access import Caller
 from app.serve.answer import Answer, AnswerJob, CallArgs, CallOpen, Delta, Note, Piece, start_answer
 from app.serve.catalog import WorkflowModel
-from app.serve.model_alias import resolve_model
 from app.serve.config import ServeConfig
 from app.serve.errors import ApiError, bad_param
 from app.serve.jobs import ClientGoneError
+from app.serve.model_alias import resolve_model
 from app.serve.responses_params import ResponsesRequest, parse_responses
 from app.serve.responses_shapes import (
     ResponseEvents,

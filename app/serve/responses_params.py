@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.serve.errors import ApiError, bad_param
-from app.serve.tool_params import responses_tools
 from app.serve.params import (
     MAX_TOKENS_LIMIT,
     ROLES,
@@ -21,6 +20,7 @@ from app.serve.params import (
     int_param,
     seed_param,
 )
+from app.serve.tool_params import responses_tools
 
 REFUSED: dict[str, tuple[Any, str]] = {
     "background": ((None, False), "background responses are not supported: leave background out (or use stream)"),
