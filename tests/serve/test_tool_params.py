@@ -128,9 +128,8 @@ def test_messages_reads_a_claude_code_request_without_refusing_anything() -> Non
     assert req.sampling.max_tokens == 32000
     assert req.messages == [
         {"role": "system", "content": "You are Claude Code."}, {"role": "user", "content": "List files."},
-        {"role": "assistant", "content": "Listing.", "tool_calls": [{"id": "toolu_1", "type": "function",
-                                                                     "function": {"name": "Bash",
-                                                                                  "arguments": "{\"command\": \"ls\"}"}}]},
+        {"role": "assistant", "content": "Listing.", "tool_calls": [
+            {"id": "toolu_1", "type": "function", "function": {"name": "Bash", "arguments": "{\"command\": \"ls\"}"}}]},
         {"role": "tool", "tool_call_id": "toolu_1", "content": "Error: permission denied"},
         {"role": "user", "content": "Try again."}]
     assert req.warnings == [
