@@ -40,6 +40,8 @@ class ServeConfig:
     """Whether a Traces tab is served next to the routes (then responses carry a `?run=` link)."""
     auto: str | None = None
     """The model id `model: "auto"` answers with (`metagen serve --auto`); None: the most recent tuned workflow."""
+    aliases: tuple[tuple[str, str], ...] = ()
+    """(name clients send, the model id it answers with): `metagen serve --alias NAME=MODEL`."""
 
 
 def remote_policy_for(policy: SharePolicy, *, allow_python: bool = False, models_folder: Path | None = None,
