@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-KEYS = ("by_prompt", "replies", "latency_s", "token_delay_s")
+KEYS = ("by_prompt", "replies", "latency_s", "token_delay_s", "n_ctx")
 
 EXAMPLE = ('{"by_prompt": {"MG-MARKER-4711": "The command printed MG-MARKER-4711"}, '
            '"replies": [{"tool_calls": [{"name": "Bash", "arguments": {"command": "echo MG-MARKER-$((4700+11))"}}]}]}')
@@ -31,11 +31,15 @@ class FakeScript:
     replies: tuple[str, ...] = ()
     latency_s: float = 0.0
     token_delay_s: float = 0.0
+    n_ctx: int | None = None
+    """The context the fake claims (a word is a token; None: the served model file's); an agent's prompt is
+    10-20k words, more than the bundled model's 8192."""
 
     def backend_kwargs(self) -> dict[str, Any]:
         """FakeBackend's keyword arguments for this script."""
         return {"by_prompt": {k: list(v) if isinstance(v, tuple) else v for k, v in self.by_prompt.items()},
-                "replies": list(self.replies), "latency_s": self.latency_s, "token_delay_s": self.token_delay_s}
+                "replies": list(self.replies), "latency_s": self.latency_s, "token_delay_s": self.token_delay_s,
+                "n_ctx": self.n_ctx}
 
 
 def _reply_text(value: Any, where: str) -> str:
@@ -81,7 +85,10 @@ def parse_fake_script(data: Any, source: str = "the fake script") -> FakeScript:
     replies = tuple(_reply_text(v, f"{source}: replies[{i}]") for i, v in enumerate(replies_raw))
     if not by_prompt and not replies:
         raise FakeScriptError(f"{source} scripts nothing: give by_prompt and/or replies, for example {EXAMPLE}")
-    return FakeScript(by_prompt, replies, _delay(data, "latency_s"), _delay(data, "token_delay_s"))
+    n_ctx = data.get("n_ctx")
+    if n_ctx is not None and (isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 16):
+        raise FakeScriptError(f"{source}: n_ctx must be a whole number of tokens, 16 or more (got {n_ctx!r})")
+    return FakeScript(by_prompt, replies, _delay(data, "latency_s"), _delay(data, "token_delay_s"), n_ctx)
 
 
 def load_fake_script(path: str | Path) -> FakeScript:

@@ -133,7 +133,10 @@ def _turn(role: str, content: Any, where: str, dropped: list[str]) -> list[dict[
     return out
 
 
-def _messages(body: dict[str, Any], warnings: list[str]) -> list[dict[str, Any]]:
+def _messages(body: dict[str, Any], warnings: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The conversation as chat messages, and the text of `system` messages inside it (Claude Code sends them,
+    beta `mid-conversation-system`): chat templates take a system message first only, so they join the system
+    prompt."""
     value = body.get("messages")
     if value is None:
         raise bad_param("messages", "messages is required: a list of {role, content} objects",
@@ -142,17 +145,26 @@ def _messages(body: dict[str, Any], warnings: list[str]) -> list[dict[str, Any]]
         raise bad_param("messages", "messages must be a non-empty list of {role, content} objects", "invalid_type")
     out: list[dict[str, Any]] = []
     dropped: list[str] = []
+    systems: list[str] = []
     for i, message in enumerate(value):
         where = f"messages[{i}]"
         role = message.get("role") if isinstance(message, dict) else None
+        if role == "system":
+            systems.append(content_text(message.get("content"), f"{where}.content"))
+            continue
         if role not in ("user", "assistant"):
-            raise bad_param(f"{where}.role", f"{where}.role must be user or assistant (the system prompt goes in "
-                            f"`system`), got {role!r}")
+            raise bad_param(f"{where}.role", f"{where}.role must be user, assistant or system, got {role!r}")
         out += _turn(str(role), message.get("content"), f"{where}.content", dropped)
+    if not out:
+        raise bad_param("messages[0].role", "messages must hold a user or assistant turn (system messages join the "
+                        "system prompt)")
     if dropped:
         warnings.append(f"content blocks left out: {', '.join(dict.fromkeys(dropped))} (earlier answers' thinking "
                         "and server tools are not shown to the model)")
-    return out
+    if systems:
+        warnings.append(f"{len(systems)} system message(s) inside messages joined the system prompt (a chat template "
+                        "takes a system message first only)")
+    return out, systems
 
 
 def _max_tokens(body: dict[str, Any], warnings: list[str]) -> int:
@@ -180,9 +192,10 @@ def parse_messages(body: Any, *, counting: bool = False) -> ApiRequest:
                         max_tokens=None if counting else _max_tokens(body, warnings),
                         stop=stop_param(body, "stop_sequences"), json_schema=_output_schema(body))
     system = body.get("system")
-    messages = _messages(body, warnings)
-    if system is not None:
-        messages.insert(0, {"role": "system", "content": content_text(system, "system")})
+    messages, inner_systems = _messages(body, warnings)
+    system_texts = ([content_text(system, "system")] if system is not None else []) + inner_systems
+    if system_texts:
+        messages.insert(0, {"role": "system", "content": "\n\n".join(system_texts)})
     return ApiRequest(model=model.strip(), stream=bool_param(body, "stream"), sampling=sampling, messages=messages,
                       inputs=inputs_param({"inputs": body.get("inputs")}), tools=tools,
                       warnings=warnings + tool_warnings)

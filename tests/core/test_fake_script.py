@@ -32,9 +32,11 @@ def test_a_yaml_script_answers_by_prompt_first_then_its_replies(tmp_path: Path) 
 
 def test_a_json_script_with_replies_by_seed_and_in_turn(tmp_path: Path) -> None:
     path = tmp_path / "script.json"
-    path.write_text(json.dumps({"by_prompt": {"vote": ["A", "B"]}, "replies": ["one", "two"], "latency_s": 0}))
+    path.write_text(json.dumps({"by_prompt": {"vote": ["A", "B"]}, "replies": ["one", "two"], "latency_s": 0,
+                                "n_ctx": 65536}))
     script = load_fake_script(path)
     backend = FakeBackend(**script.backend_kwargs())
+    assert backend.n_ctx == 65536 and FakeBackend().n_ctx is None
     assert [reply(backend, "vote", seed) for seed in (0, 1, 2)] == ["A", "B", "A"]
     assert [reply(backend, "x"), reply(backend, "x"), reply(backend, "x")] == ["one", "two", "one"]
 
@@ -48,6 +50,7 @@ def test_a_json_script_with_replies_by_seed_and_in_turn(tmp_path: Path) -> None:
     ({"by_prompt": ["a"]}, "by_prompt must map"),
     ({"by_prompt": {"k": []}}, "empty list"),
     ({"replies": ["a"], "latency_s": -1}, "latency_s must be a number of seconds"),
+    ({"replies": ["a"], "n_ctx": "big"}, "n_ctx must be a whole number of tokens"),
 ])
 def test_a_malformed_script_says_what_is_wrong(data: object, says: str) -> None:
     with pytest.raises(FakeScriptError) as err:
