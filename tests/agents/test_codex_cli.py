@@ -33,7 +33,7 @@ def test_codex_exec_runs_the_tool_and_answers_from_its_output(scripted_serve, tm
     work.mkdir()
     (codex_home / "config.toml").write_text(at_port(docs_block("codex-config"), port_of(server.base_url)))
     env = {**base_env(home), "CODEX_HOME": str(codex_home), "METAGEN_API_KEY": "unused"}
-    proc = run_agent([str(codex), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
+    proc = run_agent([str(codex), "exec", "--skip-git-repo-check", "--sandbox", "workspace-write",
                       "-C", str(work), "Run the marker command and tell me what it printed."], env, work)
     assert proc.returncode == 0, describe(proc, server.log())
     assert f"The command printed {MARKER}" in proc.stdout, describe(proc, server.log())
