@@ -16,6 +16,8 @@ from tests.agents.agent_clients import MARKER, at_port, docs_block, port_of
 pytestmark = pytest.mark.agents
 
 SCRIPT = Path(__file__).resolve().parent / "scripts" / "agents_sdk.yaml"
+HANDOFF_SCRIPT = Path(__file__).resolve().parent / "scripts" / "agents_sdk_handoff.yaml"
+HANDOFF_PROGRAM = Path(__file__).resolve().parent / "handoff_agents.py"
 SNIPPET_TIMEOUT_S = 120.0
 
 
@@ -38,3 +40,20 @@ def test_a_function_tool_round_trip(scripted_serve, tmp_path: Path, model_class:
              f"server log:\n{server.log()[-4000:]}")
     assert proc.returncode == 0, story
     assert proc.stdout.strip() == f"The tool says {MARKER}", story
+
+
+def test_a_handoff_arrives_as_a_tool_and_the_agent_handed_to_answers(scripted_serve, tmp_path: Path) -> None:
+    if importlib.util.find_spec("agents") is None:
+        pytest.fail("the OpenAI Agents SDK is not installed: it is in the dev extra (pip install -e '.[dev]')",
+                    pytrace=False)
+    server = scripted_serve(HANDOFF_SCRIPT)
+    try:
+        proc = subprocess.run([sys.executable, str(HANDOFF_PROGRAM), server.base_url], capture_output=True,
+                              text=True, cwd=tmp_path, timeout=SNIPPET_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the handoff program did not finish within {SNIPPET_TIMEOUT_S:g}s\nserver log:\n"
+                    f"{server.log()[-4000:]}", pytrace=False)
+    story = (f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}\n"
+             f"server log:\n{server.log()[-4000:]}")
+    assert proc.returncode == 0, story
+    assert proc.stdout.strip() == f"Marker agent: The tool says {MARKER}", story
