@@ -65,3 +65,17 @@ def test_an_unreadable_or_invalid_file_is_a_clear_error(tmp_path: Path) -> None:
     bad.write_text("{not json")
     with pytest.raises(FakeScriptError, match="is not valid JSON"):
         load_fake_script(bad)
+
+
+def test_a_dry_run_studio_answers_every_model_with_the_script(tmp_path: Path) -> None:
+    from app.service.studio import StudioService
+    from backends.base import ModelSpec
+
+    script = parse_fake_script({"replies": ["scripted"], "n_ctx": 4096})
+    service = StudioService(dry_run=True, workflows_dir=tmp_path / "workflows", examples_dir=tmp_path / "none",
+                            trace_db=tmp_path / "traces.db", fake_script=script)
+    try:
+        backend = service.scheduler.provider(ModelSpec())
+        assert reply(backend, "anything") == "scripted" and backend.n_ctx == 4096
+    finally:
+        service.close()
