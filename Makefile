@@ -67,7 +67,7 @@ test: setup system-deps agents
 	[ $$rc -eq 0 ] && [ $$serial -eq 0 ]
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not model and not e2e" -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -m "not model and not e2e and not agents" -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup
 	$(BIN)/ruff check .
@@ -81,4 +81,4 @@ bench: setup
 	$(BIN)/python benchmarks/bench_serve.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache test-artifacts
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache test-artifacts .agents/node_modules
