@@ -171,6 +171,30 @@ def _fg_object(s: str, i: int) -> tuple[dict[str, Any], int]:
     return out, i + 1
 
 
+def gemma_call_end(text: str, start: int) -> int | None:
+    """The index just past `call:NAME{...}` opening at `start` (braces balanced outside <escape> strings), or None
+    while it is not closed (or not a call's shape)."""
+    m = re.compile(r"call:[A-Za-z0-9_.\-]+\{").match(text, start)
+    if m is None:
+        return None if "{" not in text[start:] else start + 1
+    depth, i = 0, m.end() - 1
+    while i < len(text):
+        if text.startswith(_ESCAPE, i):
+            j = text.find(_ESCAPE, i + len(_ESCAPE))
+            if j < 0:
+                return None
+            i = j + len(_ESCAPE)
+            continue
+        if text[i] in "{[":
+            depth += 1
+        elif text[i] in "}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return None
+
+
 def parse_gemma_call(body: str) -> ToolCall | None:
     """`call:NAME{args}` (what FunctionGemma writes between its call markers) as a ToolCall, or None."""
     m = re.match(r"\s*call:([A-Za-z0-9_.\-]+)", body)
@@ -289,6 +313,16 @@ class Scanner:
             if end is None:
                 return None if final else WAIT
             call = call_from_object(_load(text[pos:end]))
+            return ([CallItem(call)], end) if call is not None else None
+        if self.family == "gemma" and c == "c":  # FunctionGemma's markers may be control tokens that render empty
+            if not final and len(text) - pos < len("call:") and "call:".startswith(text[pos:]):
+                return WAIT
+            if not text.startswith("call:", pos):
+                return None
+            end = gemma_call_end(text, pos)
+            if end is None:
+                return None if final else WAIT
+            call = parse_gemma_call(text[pos:end])
             return ([CallItem(call)], end) if call is not None else None
         if self.family == "mistral" and c == "[":  # [TOOL_CALLS] is a control token: its text may be empty
             end = json_end(text, pos)

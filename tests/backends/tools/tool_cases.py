@@ -133,6 +133,11 @@ HAND_OUTPUTS: dict[str, list[tuple[str, str, list[tuple[str, dict[str, Any]]]]]]
          [("search_web", {"query": "a, b {c}: d", "safe": True})]),
         ("<start_function_call>call:get_weather{city:<escape>Paris<end_function_call>",
          "<start_function_call>call:get_weather{city:<escape>Paris<end_function_call>", []),
+        # the call markers as control tokens the engine renders as nothing
+        ("call:get_weather{city:<escape>Paris {1}<escape>,days:3}call:search_web{query:<escape>Rome hotels<escape>}",
+         "", [("get_weather", {"city": "Paris {1}", "days": 3}), ROME]),
+        ("call:get_weather{city:<escape>Paris", "call:get_weather{city:<escape>Paris", []),
+        ("calling you later", "calling you later", []),
     ],
     "generic": [
         ('{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}]}', "", [PARIS]),
