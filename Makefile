@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup system-deps run test test-fast lint bench clean
+.PHONY: setup system-deps agents run test test-fast lint bench clean
 
 # llama-cpp-python is built by scripts/build_engine.py before the app is installed (so pip never builds or reuses a
 # wheel of other flags): without llama.cpp's AMX kernels unless METAGEN_AMX=1, GPU backends by METAGEN_GPU=cuda|vulkan|
@@ -36,6 +36,22 @@ system-deps:
 	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
+# The real agent clients of tests/agents/ (Codex CLI, Claude Code), pinned in .agents/package.json and its lock, installed
+# by `npm ci` into .agents/node_modules (git-ignored). Their native binaries come from the registry as optional
+# dependencies of the same packages: nothing is downloaded when they run. Node and npm come from Debian's packages when
+# this machine has no npm at all (a NodeSource nodejs ships its own npm and conflicts with Debian's `npm`).
+AGENTS_STAMP := .agents/node_modules/.installed-stamp
+$(AGENTS_STAMP): .agents/package.json .agents/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "installing Debian packages: nodejs npm"; \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq nodejs npm; }
+	@node -e 'const m=+process.versions.node.split(".")[0]; if (m<18) { console.error("Node.js "+process.versions.node+" is too old for the agent clients (need >= 18)"); process.exit(1) }'
+	cd .agents && npm ci --no-audit --no-fund --loglevel=error
+	.agents/node_modules/.bin/codex --version
+	.agents/node_modules/.bin/claude --version
+	touch $(AGENTS_STAMP)
+
+agents: $(AGENTS_STAMP)
+
 run: setup
 	$(BIN)/metagen ui
 
@@ -43,7 +59,7 @@ run: setup
 # Two pytest-xdist workers, a test module (with its module fixtures) on one of them, each pinned to its share of the
 # cores (tests/conftest.py); TEST_WORKERS=0 runs the suite in one process. Tests marked `serial` run after, alone.
 TEST_WORKERS ?= 2
-test: setup system-deps
+test: setup system-deps agents
 	@$(BIN)/python -m pytest -q -rs --durations=25 -n $(TEST_WORKERS) --dist loadfile -m "not serial"; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests (exit 5): treating as a failure"; fi; \
 	$(BIN)/python -m pytest -q -rs -m serial; serial=$$?; \
@@ -51,7 +67,7 @@ test: setup system-deps
 	[ $$rc -eq 0 ] && [ $$serial -eq 0 ]
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not model and not e2e" -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -q -m "not model and not e2e and not agents" -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup
 	$(BIN)/ruff check .
@@ -65,4 +81,4 @@ bench: setup
 	$(BIN)/python benchmarks/bench_serve.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache test-artifacts
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache test-artifacts .agents/node_modules

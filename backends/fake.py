@@ -60,7 +60,7 @@ class FakeBackend:
     self-certainty is twice that). A word is a token: logprobs with top-k list the word, then `word~1`,
     `word~2` ... each 0.5 nats less likely.
     `step_fn(text, token)` gives `step_logprobs` its log-probabilities (else a hash of the text so far and the
-    token)."""
+    token). `n_ctx` is the context it claims to hold (a word is a token), as an engine reports its own."""
 
     def __init__(
         self,
@@ -73,7 +73,10 @@ class FakeBackend:
         name: str = "fake",
         token_confidence: Mapping[str, float] | None = None,
         step_fn: StepFn | None = None,
+        n_ctx: int | None = None,
     ) -> None:
+        self.n_ctx = n_ctx
+        """The context it claims, as a loaded engine reports its own (None: the model spec's context counts)."""
         self._token_confidence = dict(token_confidence or {})
         self._replies = list(replies or [])
         self._by_prompt = dict(by_prompt or {})

@@ -8,6 +8,7 @@ import logging
 import sys
 from pathlib import Path
 
+from app.cli.fake_flags import add_fake_script_argument, fake_script_from_args
 from app.cli.share_flags import add_cap_arguments
 from app.share.policy import SHARE_MODE_ENV, env_share_mode
 
@@ -40,6 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--dry-run", action="store_true", help="answer with a scripted fake model instead of llama.cpp")
     p.add_argument("--fake-latency", type=float, default=0.0, metavar="SECONDS",
                    help="with --dry-run: delay each fake model request")
+    add_fake_script_argument(p)
     p.set_defaults(func=cmd_mcp)
 
 
@@ -56,13 +58,15 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     from app.share.policy import SharePolicy
     from app.share.run_gate import RunGate
 
-    problem = _problem(args)
+    fake_script, fake_problem = fake_script_from_args(args)
+    problem = _problem(args) or fake_problem
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
     service = StudioService(policy=SharePolicy.local(), workflows_dir=Path(args.workflows) if args.workflows else None,
                             trace_db=Path(args.db) if args.db else None, dry_run=args.dry_run,
-                            fake_latency_s=max(0.0, args.fake_latency) if args.dry_run else 0.0)
+                            fake_latency_s=max(0.0, args.fake_latency) if args.dry_run else 0.0,
+                            fake_script=fake_script)
     rules = remote_policy_for(service.policy, allow_python=args.allow_python, models_folder=service.models_dir,
                               max_lm_calls=args.cap_lm_calls, max_tokens=args.cap_tokens,
                               max_seconds=args.cap_seconds, max_concurrent_runs=args.max_concurrent_runs,

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.cli.fake_flags import add_fake_script_argument, fake_script_from_args
 from app.cli.origin_flags import add_origin_arguments, origin_rules_from_args
 from app.cli.share_flags import add_cap_arguments
 from app.cli.ui import listen_error
@@ -66,10 +67,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    "(streamable HTTP; the same API key and share-mode rules; docs/mcp.md)")
     p.add_argument("--auto", default=None, metavar="MODEL", help="the workflow `model: \"auto\"` answers with (a "
                    "workflow name or tuned/NAME; default: the most recent tuned workflow, see `metagen tune`)")
+    p.add_argument("--alias", action="append", default=[], metavar="NAME=MODEL",
+                   help="answer requests for model NAME with MODEL (a workflow or model file; repeatable). Without "
+                   "one, a claude-* or gpt-* name that nothing here has answers with the bundled model (or --auto's "
+                   "target), with a warning header")
     p.add_argument("--dry-run", action="store_true", help="answer with a scripted fake model instead of llama.cpp")
     p.add_argument("--fake-latency", type=float, default=0.0, metavar="SECONDS",
                    help="with --dry-run: delay each fake model request")
     add_origin_arguments(p)
+    add_fake_script_argument(p)
     p.set_defaults(func=cmd_serve)
 
 
@@ -151,12 +157,16 @@ def _banner(args: argparse.Namespace, service: Any, files: str, remote: str, key
 def cmd_serve(args: argparse.Namespace) -> int:
     from app.serve.catalog import model_files
     from app.serve.config import ServeConfig, bind_problem, load_api_keys, remote_policy_for
+    from app.serve.model_alias import parse_alias
     from app.serve.server import make_server
     from app.service.studio import StudioService
     from app.share.policy import SharePolicy
     from app.share.run_gate import RunGate
 
     problem = _check_numbers(args)
+    if problem:
+        return _fail(problem)
+    fake_script, problem = fake_script_from_args(args)
     if problem:
         return _fail(problem)
     try:
@@ -177,8 +187,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     install_forced_exit()  # gone within seconds of SIGTERM / Ctrl+C, even when a stuck run holds the shutdown up
     service = StudioService(policy=SharePolicy.local(), workflows_dir=Path(args.workflows) if args.workflows else None,
                             trace_db=Path(args.db) if args.db else None, dry_run=args.dry_run,
-                            fake_latency_s=max(0.0, args.fake_latency) if args.dry_run else 0.0)
+                            fake_latency_s=max(0.0, args.fake_latency) if args.dry_run else 0.0,
+                            fake_script=fake_script)
     problem = _auto_problem(service, args.auto)
+    try:
+        aliases = tuple(parse_alias(text) for text in args.alias)
+    except ValueError as exc:
+        problem = problem or str(exc)
     if problem:
         service.close()
         sock.close()
@@ -189,7 +204,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                max_queue=args.max_queue)
     config = ServeConfig(remote_policy=remote, gate=RunGate(args.max_concurrent_runs, args.max_queue),
                          api_keys=keys, share_rules_everywhere=args.share_mode or env_share_mode(), auto=args.auto,
-                         origins=origins)
+                         origins=origins, aliases=aliases)
     server = make_server(_app(service, config, args), args.host, args.port, lifespan=args.mcp)
     for line in _banner(args, service, f"{len(model_files(service, service.policy))} model file(s)", remote.describe(),
                         bool(keys)):

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from app.cli.fake_flags import add_fake_script_argument, fake_script_from_args
 from app.cli.origin_flags import add_origin_arguments, origin_rules_from_args
 from app.cli.share_flags import add_share_arguments, launch_with_share, policy_from_args
 
@@ -32,6 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--dry-run", action="store_true", help="answer with a scripted fake model instead of llama.cpp")
     p.add_argument("--fake-latency", type=float, default=0.0, metavar="SECONDS",
                    help="with --dry-run: delay each fake model request (to watch live progress)")
+    add_fake_script_argument(p)
     p.add_argument("--app", default=None, metavar="NAME", help="serve only the app page of workflow NAME (a saved "
                    "workflow or an example): its inputs, Run and the answer, no editor")
     add_share_arguments(p)
@@ -84,6 +86,11 @@ def cmd_ui(args: argparse.Namespace) -> int:
     from app.serve.config import load_api_keys, studio_config
     from app.share.policy import env_share_mode
 
+    fake_script, problem = fake_script_from_args(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+
     try:
         policy = policy_from_args(args, args.host)
         api_keys = load_api_keys(getattr(args, "api_key", None), getattr(args, "api_key_file", None))
@@ -102,6 +109,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         trace_db=Path(args.db) if args.db else None,
         dry_run=args.dry_run,
         fake_latency_s=max(0.0, args.fake_latency) if args.dry_run else 0.0,
+        fake_script=fake_script,
     )
     demo, kwargs_for = _blocks(service, args.app)
     if demo is None:

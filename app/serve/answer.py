@@ -5,7 +5,7 @@ text as it is decoded, then the answer with its usage."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -13,20 +13,23 @@ from typing import Any
 from starlette.requests import Request
 
 from app.run.node_context import without_cache_hits
+from app.serve import file_prompt
 from app.serve.access import Caller
 from app.serve.catalog import FileModel, WorkflowModel
 from app.serve.config import ServeConfig
 from app.serve.errors import ApiError, bad_param
+from app.serve.file_prompt import FilePrompt, file_prompt_for
 from app.serve.jobs import Job
 from app.serve.params import ApiRequest
 from app.serve.plain import backend_error, check_caps, generate_on_job, sampling_params
 from app.serve.rerank import refuse_rank_generation
 from app.serve.sse import AnswerStream
 from app.serve.workflow_chat import RUN_ID_HEADER
-from app.serve.workflow_request import PreparedRun, prepare
+from app.serve.workflow_request import WARNING_HEADER, PreparedRun, prepare
 from app.serve.workflow_runs import answers, metagen_field, run_choices, total_usage
 from app.service.studio import StudioService
 from backends.base import BackendError, CancelledError, GenerateResult, TokenCounts
+from backends.tools.types import ToolAnswer, ToolCall, new_call_id, parse_answer_json
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,8 @@ class Answer:
     """The stop string that ended it, where known (a model file's)."""
     metagen: dict[str, Any] | None = None
     """A workflow's run: the `metagen` field of /v1/chat/completions (run id, seed, outputs, stats)."""
+    calls: tuple[ToolCall, ...] = ()
+    """The tool calls of the answer (each with its id), in order; `text` is then the text beside them."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,67 @@ class Delta:
     """A piece of the answer's text; the pieces add up to Answer.text."""
 
     text: str
+
+
+@dataclass(frozen=True)
+class CallOpen:
+    """A tool call begins: its place among the answer's calls, its id and the function's name."""
+
+    index: int
+    id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class CallArgs:
+    """A piece of a call's arguments (JSON text); the pieces of one call add up to its arguments."""
+
+    index: int
+    text: str
+
+
+@dataclass(frozen=True)
+class CallClose:
+    index: int
+    call: ToolCall
+
+
+Piece = Delta | CallOpen | CallArgs | CallClose
+
+
+def whole_calls(calls: Iterable[ToolCall]) -> list[Piece]:
+    """The pieces of calls known at once (a workflow's answer): each opened, its arguments whole, closed."""
+    out: list[Piece] = []
+    for i, call in enumerate(calls):
+        out += [CallOpen(i, call.id, call.name), CallArgs(i, call.arguments_json()), CallClose(i, call)]
+    return out
+
+
+def tool_pieces(events: Iterable[Any], ids: dict[int, str]) -> list[Piece]:
+    """The tool stream parser's events (backends.tools.stream) as the doors' pieces; `ids` keeps each call's id
+    (one is made for a call the parser gave none)."""
+    out: list[Piece] = []
+    for event in events:
+        kind = type(event).__name__
+        if kind == "TextDelta":
+            if event.text:
+                out.append(Delta(event.text))
+        elif kind == "CallStart":
+            ids[event.index] = event.id or new_call_id()
+            out.append(CallOpen(event.index, ids[event.index], event.name))
+        elif kind == "ArgsDelta":
+            if event.text:
+                out.append(CallArgs(event.index, event.text))
+        elif kind == "CallEnd":
+            out.append(CallClose(event.index, event.call))
+    return out
+
+
+def with_ids(answer: ToolAnswer, ids: dict[int, str] | None = None) -> ToolAnswer:
+    """The answer with an id on every call (those streamed keep the id the stream gave them)."""
+    ids = ids or {}
+    return ToolAnswer(answer.content, tuple(ToolCall(c.name, c.arguments, ids[i]) if i in ids else c.with_id()
+                                            for i, c in enumerate(answer.calls)))
 
 
 @dataclass(frozen=True)
@@ -85,6 +151,14 @@ class AnswerJob:
     hide_cache_hits: bool = False
     trace_link: bool = False
     headers: dict[str, str] = field(default_factory=dict)
+    prompt: FilePrompt | None = None
+    """A model file's prompt (its tools and their format)."""
+
+    def warn(self, *notes: str) -> None:
+        """Adds notes to the answer's x-metagen-warning header."""
+        joined = "; ".join(filter(None, [self.headers.get(WARNING_HEADER), *notes]))
+        if joined:
+            self.headers[WARNING_HEADER] = joined
 
     @property
     def run_id(self) -> str | None:
@@ -97,16 +171,25 @@ class AnswerJob:
     def cancel(self) -> None:
         self.job.cancel()
 
-    def _finish(self, outcome: Any) -> Answer:
+    def _finish(self, outcome: Any, streamed: ToolAnswer | None = None) -> Answer:
+        """The answer of the finished job (`streamed`: the calls as the stream parser read them)."""
         if self.prepared is not None:
             text = answers(self.job, self.prepared, outcome)[0]
-            return Answer(text, total_usage(outcome),
-                          metagen=metagen_field(self.prepared, outcome, self.trace_link))
+            tool = parse_answer_json(text)
+            metagen = metagen_field(self.prepared, outcome, self.trace_link)
+            if tool is not None:
+                tool = with_ids(tool)
+                return Answer(tool.content, total_usage(outcome), metagen=metagen, calls=tool.calls)
+            return Answer(text, total_usage(outcome), metagen=metagen)
         result: GenerateResult = outcome
         usage = without_cache_hits(result.usage) if self.hide_cache_hits else result.usage
         completion = result.completions[0]
         finish = "length" if completion.finish_reason == "length" else "stop"
-        return Answer(completion.text, usage, finish, completion.stop if completion.finish_reason == "stop" else "")
+        stop = completion.stop if completion.finish_reason == "stop" else ""
+        if self.prompt is None or self.prompt.family is None:
+            return Answer(completion.text, usage, finish, stop)
+        tool = streamed if streamed is not None else file_prompt.parse_answer(self.prompt, completion.text)
+        return Answer(tool.content, usage, finish, stop, calls=tool.calls)
 
     async def result(self, request: Request) -> Answer:
         """The answer (ApiError when the run failed; ClientGoneError when the client left first)."""
@@ -116,9 +199,12 @@ class AnswerJob:
             raise failure(exc) from None
         return self._finish(outcome)
 
-    async def stream(self) -> AsyncIterator[Delta | Note | Answer]:
-        """The answer's pieces as they are decoded, notes between them, then the Answer; ApiError on failure."""
+    async def stream(self) -> AsyncIterator[Piece | Note | Answer]:
+        """The answer's pieces as they are decoded (text, and tool calls as they are read), notes between them,
+        then the Answer; ApiError on failure."""
         pieces = AnswerStream() if self.prepared is not None else None
+        parser = file_prompt.stream_parser(self.prompt) if self.prompt is not None else None
+        ids: dict[int, str] = {}
         while True:
             event = await self.job.next_event(KEEPALIVE_S)
             if event is None:
@@ -126,10 +212,16 @@ class AnswerJob:
                 continue
             kind = event[0]
             if kind == "token" and event[1] == 0:
+                if parser is not None:
+                    for piece in tool_pieces(parser.feed(event[2]), ids):
+                        yield piece
+                    continue
                 text = pieces.feed(event[2]) if pieces is not None else event[2]
                 if text:
                     yield Delta(text)
             elif kind == "text" and pieces is not None:
+                if parse_answer_json(event[2].strip()) is not None:
+                    continue  # a tool-call answer: its calls come once the run ends
                 rest = pieces.finish(event[2].strip())
                 if rest:
                     yield Delta(rest)
@@ -139,12 +231,20 @@ class AnswerJob:
                 raise failure(event[1])
             elif kind == "done":
                 break
-        answer = self._finish(event[1])
-        rest = pieces.finish(answer.text) if pieces is not None else ""
-        if rest is None:
-            log.warning("run %s: the streamed text is not a prefix of the answer", self.run_id)
-        elif rest:
-            yield Delta(rest)
+        streamed = None
+        if parser is not None:
+            for piece in tool_pieces(parser.close(), ids):
+                yield piece
+            streamed = with_ids(parser.answer(), ids)
+        answer = self._finish(event[1], streamed)
+        if pieces is not None:
+            rest = pieces.finish(answer.text)
+            if rest is None:
+                log.warning("run %s: the streamed text is not a prefix of the answer", self.run_id)
+            elif rest:
+                yield Delta(rest)
+            for piece in whole_calls(answer.calls):
+                yield piece
         yield answer
 
 
@@ -152,7 +252,9 @@ async def start_answer(service: StudioService, config: ServeConfig, caller: Call
                        req: ApiRequest, *, max_tokens_cap: bool = False) -> AnswerJob:
     """Starts the answer of `req` (n = 1) once the run queue admits it (ApiError 429 when the queue is full)."""
     if isinstance(target, FileModel):
-        return await _start_file(service, config, caller, target, req)
+        job = await _start_file(service, config, caller, target, req)
+        job.warn(*req.warnings)
+        return job
     prepared = prepare(service, caller, target, req, max_tokens_cap=max_tokens_cap)
     job = Job(config.gate, f"serve-{prepared.run_ids[0]}")
     job.start(partial(run_choices, service=service, prepared=prepared, stream=req.stream))
@@ -168,11 +270,13 @@ async def _start_file(service: StudioService, config: ServeConfig, caller: Calle
         raise bad_param("messages", "the conversation has no user message to answer", "missing_required_parameter")
     if req.inputs is not None:
         raise bad_param("inputs", "inputs are for workflows; a model file takes messages", "unsupported_parameter")
-    params = sampling_params(req, chat=True)
-    check_caps(caller, params, 1)
+    prompt = await file_prompt_for(service, model, req, sampling_params(req, chat=True))
+    check_caps(caller, prompt.params, 1)
     job = Job(config.gate, f"serve-{model.name}")
     max_seconds = caller.policy.max_seconds if caller.share_rules else None
     job.start(partial(generate_on_job, backend_for=lambda: service.scheduler.provider(model.spec),
-                      prompt=req.messages, params=params, n=1, stream=req.stream, max_seconds=max_seconds))
+                      prompt=prompt.text, params=prompt.params, n=1, stream=req.stream, max_seconds=max_seconds))
     await job.admitted()
-    return AnswerJob(job, model.name, hide_cache_hits=caller.remote or caller.share_rules)
+    answer_job = AnswerJob(job, model.name, hide_cache_hits=caller.remote or caller.share_rules, prompt=prompt)
+    answer_job.warn(*prompt.warnings)
+    return answer_job

@@ -4,6 +4,7 @@ files of the models folder) for plain completions."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,14 +38,43 @@ class FileModel:
     spec: ModelSpec
 
 
+SERVE_CONTEXT = 32_768
+"""The context a model file served on /v1 is loaded with: its training context up to this (an agent's prompt with
+its tools is 10-20k tokens; Gemma 3 270M trained on 32k, SmolLM2 on 8k)."""
+DEFAULT_CONTEXT = 4096
+"""When the file does not say its training context."""
+
+
+@functools.lru_cache(maxsize=64)
+def _trained_context(path: str, mtime_ns: int) -> int | None:
+    from backends.llama.models.gguf import model_file_info
+
+    try:
+        return model_file_info(path).context_length
+    except Exception as exc:  # an unreadable file fails with its own error when it is loaded
+        log.debug("no context length read from %s: %s", path, exc)
+        return None
+
+
+def serve_context(path: Path) -> int:
+    """The context to load `path` with on /v1: its training context, at most SERVE_CONTEXT."""
+    try:
+        trained = _trained_context(str(path), path.stat().st_mtime_ns)
+    except OSError:
+        trained = None
+    return min(trained or DEFAULT_CONTEXT, SERVE_CONTEXT)
+
+
 def model_files(service: StudioService, policy: SharePolicy) -> dict[str, FileModel]:
-    """Model files by name: the bundled model, then the models folder (share mode: the policy's choices)."""
+    """Model files by name: the bundled model, then the models folder (share mode: the policy's choices), each
+    loaded with the context it was trained for (up to SERVE_CONTEXT)."""
     found: dict[str, FileModel] = {}
     bundled = bundled_path()
     if bundled is not None:
-        found[bundled.name] = FileModel(bundled.name, ModelSpec())
+        found[bundled.name] = FileModel(bundled.name, ModelSpec(n_ctx=serve_context(bundled)))
     for path in folder_model_paths(service.models_dir, policy):
-        found.setdefault(path.name, FileModel(path.name, ModelSpec(source="path", path=str(path))))
+        found.setdefault(path.name, FileModel(path.name, ModelSpec(source="path", path=str(path),
+                                                                   n_ctx=serve_context(path))))
     return found
 
 

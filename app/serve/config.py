@@ -42,7 +42,9 @@ class ServeConfig:
     auto: str | None = None
     """The model id `model: "auto"` answers with (`metagen serve --auto`); None: the most recent tuned workflow."""
     origins: OriginRules = field(default_factory=OriginRules)
-    """The Host names and Origins the server answers (`--allowed-hosts`, `--allowed-origins`; app/serve/origin_guard)."""
+    """The Host names and Origins served (`--allowed-hosts`, `--allowed-origins`; app/serve/origin_guard.py)."""
+    aliases: tuple[tuple[str, str], ...] = ()
+    """(name clients send, the model id it answers with): `metagen serve --alias NAME=MODEL`."""
 
 
 def remote_policy_for(policy: SharePolicy, *, allow_python: bool = False, models_folder: Path | None = None,

@@ -1,5 +1,6 @@
-"""Request bodies of POST /v1/messages (Anthropic's Messages API), checked field by field: what this server cannot
-honour (tools, images, documents, extended thinking, top_k...) is a 400 naming the field."""
+"""Request bodies of POST /v1/messages (Anthropic's Messages API), checked field by field: custom tools, tool_use
+and tool_result blocks taken; what only Anthropic's servers do (server tools, thinking, effort...) ignored with a
+warning; images and documents a 400 naming the field."""
 
 from __future__ import annotations
 
@@ -18,36 +19,34 @@ from app.serve.params import (
     seed_param,
     stop_param,
 )
+from app.serve.tool_params import messages_tools
 
 MAX_TOKENS_ACCEPTED = 1_000_000
 """Anthropic clients send large max_tokens (Claude Code: 32000 and more): any up to this is taken, as a cap."""
-TOOLS = "this server has no tools: a workflow or a model file answers with text only"
-REFUSED: dict[str, tuple[Any, str]] = {
-    "tools": ((None, []), TOOLS),
-    "mcp_servers": ((None, []), TOOLS),
-    "container": ((None,), "code-execution containers are not supported"),
-    "context_management": ((None,), "context management is not supported"),
-    "top_k": ((None,), "top_k is not supported: use temperature or top_p"),
+IGNORED: dict[str, tuple[Any, str]] = {
+    "mcp_servers": ((None, []), "no MCP connector here: give the tools as `tools`"),
+    "container": ((None,), "no code-execution container here"),
+    "context_management": ((None,), "the conversation is sent to the model as it is"),
+    "top_k": ((None,), "use temperature or top_p"),
+    "service_tier": ((None, "auto", "standard_only"), "one tier here"),
 }
-"""Fields this server cannot honour: the values that mean "not used", and why."""
+"""Fields taken and ignored with a warning (x-metagen-warning): the values that mean "not used", and why."""
 BLOCK_REFUSED = {"image": "images are not supported", "document": "documents are not supported",
-                 "tool_use": TOOLS, "tool_result": TOOLS, "server_tool_use": TOOLS,
-                 "thinking": "thinking blocks are not supported", "redacted_thinking": "thinking blocks are not "
-                 "supported", "search_result": "search results are not supported"}
+                 "search_result": "search results are not supported"}
+BLOCK_DROPPED = ("thinking", "redacted_thinking", "server_tool_use", "web_search_tool_result",
+                 "code_execution_tool_result", "mcp_tool_use", "mcp_tool_result", "container_upload")
+"""Blocks an earlier answer of another model may hold, left out of the conversation with a warning."""
 
 
-def _refuse_unsupported(body: dict[str, Any]) -> None:
-    for name, (unused, why) in REFUSED.items():
-        if body.get(name) not in unused:
-            raise bad_param(name, f"{name} is not supported by this server: {why}", "unsupported_parameter")
-    choice = body.get("tool_choice")
-    if choice is not None and not (isinstance(choice, dict) and choice.get("type") in ("none", "auto")):
-        raise bad_param("tool_choice", f"tool_choice is not supported by this server: {TOOLS}",
-                        "unsupported_parameter")
+def _ignored(body: dict[str, Any]) -> list[str]:
+    warnings = [f"{name} ignored: {why}" for name, (unused, why) in IGNORED.items() if body.get(name) not in unused]
     thinking = body.get("thinking")
     if thinking is not None and not (isinstance(thinking, dict) and thinking.get("type") == "disabled"):
-        raise bad_param("thinking", "extended thinking is not supported: the served models and workflows decide "
-                        "their own thinking (leave thinking out)", "unsupported_parameter")
+        warnings.append("thinking ignored: the served models and workflows decide their own thinking")
+    config = body.get("output_config")
+    if isinstance(config, dict) and config.get("effort") is not None:
+        warnings.append("output_config.effort ignored: the served models and workflows decide their own effort")
+    return warnings
 
 
 def _output_schema(body: dict[str, Any]) -> str | None:
@@ -57,9 +56,6 @@ def _output_schema(body: dict[str, Any]) -> str | None:
         return None
     if not isinstance(config, dict):
         raise bad_param("output_config", "output_config must be an object", "invalid_type")
-    if config.get("effort") is not None:
-        raise bad_param("output_config.effort", "output_config.effort is not supported: the served models and "
-                        "workflows decide their own effort (leave it out)", "unsupported_parameter")
     fmt = config.get("format")
     if fmt is None:
         return None
@@ -81,7 +77,8 @@ def _block_text(block: Any, where: str) -> str:
 
 
 def content_text(content: Any, where: str) -> str:
-    """A message's (or the system prompt's) text: a string, or a list of text blocks."""
+    """A message's (or the system prompt's) text: a string, or a list of text blocks (`cache_control` on them is
+    taken and has no effect: the engine's prefix cache is automatic)."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -89,45 +86,116 @@ def content_text(content: Any, where: str) -> str:
     return "".join(_block_text(block, f"{where}[{j}]") for j, block in enumerate(content))
 
 
-def _messages(body: dict[str, Any]) -> list[dict[str, str]]:
+def _tool_result(block: dict[str, Any], where: str) -> dict[str, Any]:
+    """A `tool_result` block as an OpenAI chat `tool` message (an error's text marked as one)."""
+    content = block.get("content")
+    text = "" if content is None else content_text(content, f"{where}.content")
+    if block.get("is_error") and not text.lower().startswith("error"):
+        text = f"Error: {text}"
+    return {"role": "tool", "tool_call_id": str(block.get("tool_use_id") or ""), "content": text}
+
+
+def _tool_use(block: dict[str, Any], where: str) -> dict[str, Any]:
+    name = block.get("name")
+    if not isinstance(name, str) or not name:
+        raise bad_param(f"{where}.name", f"{where}.name must be the tool's name", "invalid_type")
+    arguments = block.get("input")
+    return {"id": str(block.get("id") or ""), "type": "function",
+            "function": {"name": name, "arguments": json.dumps(arguments if arguments is not None else {},
+                                                               ensure_ascii=False)}}
+
+
+def _turn(role: str, content: Any, where: str, dropped: list[str]) -> list[dict[str, Any]]:
+    """One Anthropic message as OpenAI chat messages: tool results first (each a `tool` message), then the text;
+    an assistant's tool_use blocks as its `tool_calls`."""
+    if isinstance(content, str):
+        return [{"role": role, "content": content}]
+    if not isinstance(content, list):
+        raise bad_param(where, f"{where} must be a string or a list of content blocks", "invalid_type")
+    results, texts, calls = [], [], []
+    for j, block in enumerate(content):
+        at = f"{where}[{j}]"
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "tool_result" and role == "user":
+            results.append(_tool_result(block, at))
+        elif kind == "tool_use" and role == "assistant":
+            calls.append(_tool_use(block, at))
+        elif kind in BLOCK_DROPPED:
+            dropped.append(str(kind))
+        else:
+            texts.append(_block_text(block, at))
+    out = list(results)
+    if texts or calls or not results:
+        message: dict[str, Any] = {"role": role, "content": "".join(texts)}
+        if calls:
+            message["tool_calls"] = calls
+        out.append(message)
+    return out
+
+
+def _messages(body: dict[str, Any], warnings: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The conversation as chat messages, and the text of `system` messages inside it (Claude Code sends them,
+    beta `mid-conversation-system`): chat templates take a system message first only, so they join the system
+    prompt."""
     value = body.get("messages")
     if value is None:
         raise bad_param("messages", "messages is required: a list of {role, content} objects",
                         "missing_required_parameter")
     if not isinstance(value, list) or not value:
         raise bad_param("messages", "messages must be a non-empty list of {role, content} objects", "invalid_type")
-    out = []
+    out: list[dict[str, Any]] = []
+    dropped: list[str] = []
+    systems: list[str] = []
     for i, message in enumerate(value):
         where = f"messages[{i}]"
         role = message.get("role") if isinstance(message, dict) else None
+        if role == "system":
+            systems.append(content_text(message.get("content"), f"{where}.content"))
+            continue
         if role not in ("user", "assistant"):
-            raise bad_param(f"{where}.role", f"{where}.role must be user or assistant (the system prompt goes in "
-                            f"`system`), got {role!r}")
-        out.append({"role": str(role), "content": content_text(message.get("content"), f"{where}.content")})
-    return out
+            raise bad_param(f"{where}.role", f"{where}.role must be user, assistant or system, got {role!r}")
+        out += _turn(str(role), message.get("content"), f"{where}.content", dropped)
+    if not out:
+        raise bad_param("messages[0].role", "messages must hold a user or assistant turn (system messages join the "
+                        "system prompt)")
+    if dropped:
+        warnings.append(f"content blocks left out: {', '.join(dict.fromkeys(dropped))} (earlier answers' thinking "
+                        "and server tools are not shown to the model)")
+    if systems:
+        warnings.append(f"{len(systems)} system message(s) inside messages joined the system prompt (a chat template "
+                        "takes a system message first only)")
+    return out, systems
 
 
-def _max_tokens(body: dict[str, Any]) -> int:
+def _max_tokens(body: dict[str, Any], warnings: list[str]) -> int:
     if body.get("max_tokens") is None:
         raise bad_param("max_tokens", "max_tokens is required: the most tokens the answer may have",
                         "missing_required_parameter")
-    return min(int_param(body, "max_tokens", 1, MAX_TOKENS_ACCEPTED) or 1, MAX_TOKENS_LIMIT)
+    given = int_param(body, "max_tokens", 1, MAX_TOKENS_ACCEPTED) or 1
+    if given > MAX_TOKENS_LIMIT:
+        warnings.append(f"max_tokens {given} lowered to {MAX_TOKENS_LIMIT}, the most one answer here may have")
+    return min(given, MAX_TOKENS_LIMIT)
 
 
-def parse_messages(body: Any) -> ApiRequest:
+def parse_messages(body: Any, *, counting: bool = False) -> ApiRequest:
+    """The request of POST /v1/messages (`counting`: of /v1/messages/count_tokens, where max_tokens is not sent)."""
     if not isinstance(body, dict):
         raise ApiError(400, "the request body must be a JSON object", code="invalid_json")
     model = body.get("model")
     if not isinstance(model, str) or not model.strip():
         raise bad_param("model", "model is required: a workflow name or a model file name (see GET /v1/models)",
                         "missing_required_parameter")
-    _refuse_unsupported(body)
+    warnings = _ignored(body)
+    tools, tool_warnings = messages_tools(body)
     sampling = Sampling(seed=seed_param(body), temperature=float_param(body, "temperature", 0.0, 1.0),
-                        top_p=float_param(body, "top_p", 0.0, 1.0, open_low=True), max_tokens=_max_tokens(body),
+                        top_p=float_param(body, "top_p", 0.0, 1.0, open_low=True),
+                        max_tokens=None if counting else _max_tokens(body, warnings),
                         stop=stop_param(body, "stop_sequences"), json_schema=_output_schema(body))
     system = body.get("system")
-    messages = _messages(body)
-    if system is not None:
-        messages.insert(0, {"role": "system", "content": content_text(system, "system")})
+    messages, inner_systems = _messages(body, warnings)
+    system_texts = ([content_text(system, "system")] if system is not None else []) + inner_systems
+    if system_texts:
+        messages.insert(0, {"role": "system", "content": "\n\n".join(system_texts)})
     return ApiRequest(model=model.strip(), stream=bool_param(body, "stream"), sampling=sampling, messages=messages,
-                      inputs=inputs_param({"inputs": body.get("inputs")}))
+                      inputs=inputs_param({"inputs": body.get("inputs")}), tools=tools,
+                      warnings=warnings + tool_warnings)

@@ -9,14 +9,16 @@ from typing import Any
 
 from app.serve.config import MAX_N
 from app.serve.errors import ApiError, bad_param
+from app.serve.tool_params import chat_tool_calls, chat_tools
 from backends.base import stop_problem
+from backends.tools.types import ToolRequest
 
 MAX_TOP_LOGPROBS = 20
 MAX_TOKENS_LIMIT = 32_768
 SEED_LIMIT = 2**63
 """Seeds are 64-bit integers, as OpenAI's are."""
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
-UNSUPPORTED = ("tools", "functions", "tool_choice", "function_call", "audio", "modalities", "suffix")
+UNSUPPORTED = ("audio", "modalities", "suffix")
 
 
 @dataclass
@@ -41,12 +43,17 @@ class ApiRequest:
     stream: bool = False
     include_usage: bool = False
     sampling: Sampling = field(default_factory=Sampling)
-    messages: list[dict[str, str]] = field(default_factory=list)
-    """Chat: role + text content of each message."""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    """Chat: role + text content of each message, in OpenAI chat shape (an assistant message may carry
+    `tool_calls`, a `tool` message its `tool_call_id`)."""
     prompt: str | None = None
     """Completions: the prompt."""
     inputs: dict[str, Any] | None = None
     """Workflow inputs from `inputs` (extra_body) or `metadata.inputs`."""
+    tools: ToolRequest = field(default_factory=ToolRequest)
+    """The functions the model may call and the choice among them."""
+    warnings: list[str] = field(default_factory=list)
+    """Request fields taken but not honoured (said in the x-metagen-warning header)."""
 
 
 def int_param(body: dict[str, Any], name: str, low: int, high: int) -> int | None:
@@ -167,23 +174,39 @@ def message_text(content: Any, where: str) -> str:
     raise bad_param(where, f"{where} must be a string or a list of text parts", "invalid_type")
 
 
-def _messages(body: dict[str, Any]) -> list[dict[str, str]]:
+def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
     value = body.get("messages")
     if value is None:
         raise bad_param("messages", "messages is required: a list of {role, content} objects",
                         "missing_required_parameter")
     if not isinstance(value, list):
         raise bad_param("messages", "messages must be a list of {role, content} objects", "invalid_type")
-    out = []
+    out: list[dict[str, Any]] = []
     for i, message in enumerate(value):
         where = f"messages[{i}]"
         if not isinstance(message, dict):
             raise bad_param(where, f"{where} must be an object with role and content", "invalid_type")
-        role = ROLES.get(str(message.get("role")))
-        if role is None:
-            raise bad_param(f"{where}.role", f"{where}.role must be system, developer, user or assistant, got "
-                            f"{message.get('role')!r}")
-        out.append({"role": role, "content": message_text(message.get("content"), f"{where}.content")})
+        out.append(_message(message, where))
+    return out
+
+
+def _message(message: dict[str, Any], where: str) -> dict[str, Any]:
+    """One chat message in OpenAI chat shape: tool results and the assistant's tool calls kept."""
+    given = str(message.get("role"))
+    if given in ("tool", "function"):
+        call_id = message.get("tool_call_id") or message.get("name") or ""
+        return {"role": "tool", "tool_call_id": str(call_id),
+                "content": message_text(message.get("content"), f"{where}.content")}
+    role = ROLES.get(given)
+    if role is None:
+        raise bad_param(f"{where}.role", f"{where}.role must be system, developer, user, assistant or tool, got "
+                        f"{message.get('role')!r}")
+    out: dict[str, Any] = {"role": role, "content": message_text(message.get("content"), f"{where}.content")}
+    if role == "assistant" and message.get("tool_calls"):
+        out["tool_calls"] = chat_tool_calls(message["tool_calls"], f"{where}.tool_calls")
+    elif role == "assistant" and isinstance(message.get("function_call"), dict):
+        out["tool_calls"] = chat_tool_calls([{"id": "call_0", "function": message["function_call"]}],
+                                            f"{where}.function_call")
     return out
 
 
@@ -236,13 +259,18 @@ def _stream_options(body: dict[str, Any], stream: bool) -> bool:
 def parse_chat(body: Any, max_n: int = MAX_N) -> ApiRequest:
     body, model = _common(body)
     stream = bool_param(body, "stream")
+    tools, warnings = chat_tools(body)
     return ApiRequest(model=model, stream=stream, include_usage=_stream_options(body, stream),
                       sampling=_sampling(body, chat=True, max_n=max_n), messages=_messages(body),
-                      inputs=inputs_param(body))
+                      inputs=inputs_param(body), tools=tools, warnings=warnings)
 
 
 def parse_completion(body: Any, max_n: int = MAX_N) -> ApiRequest:
     body, model = _common(body)
+    for name in ("tools", "functions", "tool_choice", "function_call"):
+        if body.get(name) not in (None, [], ""):
+            raise bad_param(name, f"{name} is not taken by /v1/completions: tools are for /v1/chat/completions, "
+                            "/v1/responses and /v1/messages", "unsupported_parameter")
     if bool_param(body, "echo"):
         raise bad_param("echo", "echo is not supported by this server", "unsupported_parameter")
     if body.get("best_of") not in (None, 1):

@@ -20,10 +20,13 @@ from app.serve.access import Caller
 from app.serve.catalog import FileModel
 from app.serve.config import ServeConfig
 from app.serve.errors import ApiError, bad_param
+from app.serve.file_prompt import FilePrompt, file_prompt_for, parse_answer, stream_parser
 from app.serve.jobs import Job
 from app.serve.params import ApiRequest
+from app.serve.workflow_request import WARNING_HEADER
 from app.service.studio import StudioService
 from backends.base import BackendError, EngineStoppedError, GenerateResult, LLMBackend, Prompt, SamplingParams
+from backends.tools.types import new_call_id
 
 DEFAULT_CHAT_MAX_TOKENS = 1024
 DEFAULT_COMPLETION_MAX_TOKENS = 16
@@ -88,33 +91,48 @@ async def plain_completion(request: Request, service: StudioService, config: Ser
                         "unsupported_parameter")
     params = sampling_params(req, chat)
     n = req.sampling.n
+    prompt: Prompt = req.prompt or ""
+    fitted: FilePrompt | None = None
+    if chat:
+        fitted = await file_prompt_for(service, model, req, params)
+        prompt, params = fitted.text, fitted.params
     check_caps(caller, params, n)
-    prompt: Prompt = req.messages if chat else (req.prompt or "")
     job = Job(config.gate, f"serve-{model.name}")
     max_seconds = caller.policy.max_seconds if caller.share_rules else None
     job.start(partial(generate_on_job, backend_for=lambda: service.scheduler.provider(model.spec), prompt=prompt,
                       params=params, n=n, stream=req.stream, max_seconds=max_seconds))
     await job.admitted()
+    headers = warning_headers([*req.warnings, *(fitted.warnings if fitted is not None else ())])
     cid, created = (f"chatcmpl-{uuid.uuid4().hex[:24]}" if chat else f"cmpl-{uuid.uuid4().hex[:24]}"), shapes.now()
     if req.stream:
         return sse.EventStreamResponse(_stream(job, model.name, req, cid, created, chat,
-                                               hide_cache_hits=caller.remote or caller.share_rules),
-                                       on_close=job.cancel)
+                                               hide_cache_hits=caller.remote or caller.share_rules, prompt=fitted),
+                                       on_close=job.cancel, headers=headers)
     result: GenerateResult = await job.result(request)
     if caller.remote or caller.share_rules:  # the prefix cache is shared: a hit would reveal another's prompt
         result = replace(result, usage=without_cache_hits(result.usage))
     if chat:
-        choices = [shapes.chat_choice(i, c.text, shapes.finish_reason(c), shapes.chat_logprobs(c))
-                   for i, c in enumerate(result.completions)]
-        return JSONResponse(shapes.chat_completion(cid, model.name, created, choices, result.usage))
+        choices = []
+        for i, c in enumerate(result.completions):
+            tool = parse_answer(fitted, c.text) if fitted is not None else None
+            if tool is not None and tool.calls:
+                choices.append(shapes.chat_choice(i, tool.content or None, "tool_calls", shapes.chat_logprobs(c),
+                                                  calls=tool.calls))
+            else:
+                choices.append(shapes.chat_choice(i, tool.content if tool is not None else c.text,
+                                                  shapes.finish_reason(c), shapes.chat_logprobs(c)))
+        return JSONResponse(shapes.chat_completion(cid, model.name, created, choices, result.usage), headers=headers)
     choices = [shapes.text_choice(i, c.text, shapes.finish_reason(c), shapes.text_logprobs(c))
                for i, c in enumerate(result.completions)]
-    return JSONResponse(shapes.text_completion(cid, model.name, created, choices, result.usage))
+    return JSONResponse(shapes.text_completion(cid, model.name, created, choices, result.usage), headers=headers)
 
 
 async def _stream(job: Job, model: str, req: ApiRequest, cid: str, created: int, chat: bool, *,
-                  hide_cache_hits: bool = False) -> AsyncIterator[bytes]:
+                  hide_cache_hits: bool = False, prompt: FilePrompt | None = None) -> AsyncIterator[bytes]:
     n = req.sampling.n
+    parsers = [stream_parser(prompt) for _ in range(n)] if prompt is not None and prompt.family else None
+    calls: list[dict[int, Any]] = [{} for _ in range(n)]
+    """Each choice's calls as streamed (index -> the call's id, name)."""
 
     def chunk(choices: list[dict[str, Any]]) -> bytes:
         if chat:
@@ -131,7 +149,10 @@ async def _stream(job: Job, model: str, req: ApiRequest, cid: str, created: int,
         if event is None:
             yield sse.comment("keepalive")
             continue
-        if event[0] == "token":
+        if event[0] == "token" and parsers is not None:
+            for out in tool_chunks(event[1], parsers[event[1]].feed(event[2]), calls[event[1]]):
+                yield chunk([out])
+        elif event[0] == "token":
             yield chunk([piece(event[1], event[2])])
         elif event[0] == "progress":
             yield sse.comment(f"progress {event[1]}")
@@ -146,10 +167,36 @@ async def _stream(job: Job, model: str, req: ApiRequest, cid: str, created: int,
         elif event[0] == "done":
             break
     result: GenerateResult = event[1]
-    yield chunk([piece(i, None if chat else "", shapes.finish_reason(c)) for i, c in enumerate(result.completions)])
+    if parsers is not None:
+        for i, parser in enumerate(parsers):
+            for out in tool_chunks(i, parser.close(), calls[i]):
+                yield chunk([out])
+    yield chunk([piece(i, None if chat else "", "tool_calls" if calls[i] else shapes.finish_reason(c))
+                 for i, c in enumerate(result.completions)])
     if req.include_usage:
         usage = shapes.usage(without_cache_hits(result.usage) if hide_cache_hits else result.usage)
         body = shapes.chat_chunk(cid, model, created, []) if chat else \
             shapes.text_completion(cid, model, created, [], include_usage=False)
         yield sse.data({**body, "usage": usage})
     yield sse.DONE
+
+
+def warning_headers(warnings: list[str]) -> dict[str, str]:
+    """The x-metagen-warning header of an answer (none without warnings)."""
+    return {WARNING_HEADER: "; ".join(dict.fromkeys(warnings))} if warnings else {}
+
+
+def tool_chunks(index: int, events: list[Any], calls: dict[int, Any]) -> list[dict[str, Any]]:
+    """The tool stream parser's events as chat chunk choices: text as `content`, a call's start as
+    `tool_calls[i]` with its id, type and name (arguments ""), then its arguments in pieces."""
+    out = []
+    for event in events:
+        kind = type(event).__name__
+        if kind == "TextDelta" and event.text:
+            out.append(shapes.delta(index, event.text))
+        elif kind == "CallStart":
+            calls[event.index] = event.id or new_call_id()
+            out.append(shapes.delta(index, tool_call=shapes.call_delta(event.index, calls[event.index], event.name)))
+        elif kind == "ArgsDelta" and event.text:
+            out.append(shapes.delta(index, tool_call=shapes.call_delta(event.index, arguments=event.text)))
+    return out

@@ -1,5 +1,6 @@
-"""Request bodies of POST /v1/responses, checked field by field: what this server cannot honour (tools, files,
-images, background, reasoning...) is a 400 naming the field, never silently dropped."""
+"""Request bodies of POST /v1/responses, checked field by field: function tools and their calls and outputs taken;
+what only OpenAI's servers do (hosted tools, reasoning, include...) ignored with a warning; what cannot be done
+without (files, images, background) a 400 naming the field."""
 
 from __future__ import annotations
 
@@ -19,21 +20,23 @@ from app.serve.params import (
     int_param,
     seed_param,
 )
+from app.serve.tool_params import responses_tools
 
-TOOLS = "this server has no tools: a workflow or a model file answers with text only"
 REFUSED: dict[str, tuple[Any, str]] = {
-    "tools": ((None, []), TOOLS),
-    "tool_choice": ((None, "none", "auto"), TOOLS),
     "background": ((None, False), "background responses are not supported: leave background out (or use stream)"),
     "conversation": ((None,), "conversation objects are not supported: continue with previous_response_id"),
     "prompt": ((None,), "prompt templates are not supported: send instructions and input"),
-    "include": ((None, []), "no extra output data can be included (logprobs, tool results, reasoning)"),
-    "top_logprobs": ((None, 0), "logprobs are not supported on /v1/responses (they are on /v1/chat/completions)"),
-    "truncation": ((None, "disabled"), "truncation is not supported: a conversation longer than the model's "
-                   "context is an error (truncation: disabled)"),
-    "context_management": ((None, []), "context management is not supported"),
 }
-"""Fields this server cannot honour: the values that mean "not used", and why."""
+"""Fields this server cannot honour and cannot do without: the values that mean "not used", and why."""
+IGNORED: dict[str, tuple[Any, str]] = {
+    "include": ((None, []), "nothing extra is included (no reasoning items, logprobs or tool sources)"),
+    "top_logprobs": ((None, 0), "logprobs are on /v1/chat/completions only"),
+    "truncation": ((None, "disabled"), "a conversation longer than the model's context is an error"),
+    "context_management": ((None, []), "the conversation is sent to the model as it is"),
+    "service_tier": ((None, "auto", "default"), "one tier here"),
+    "max_tool_calls": ((None,), "the answer's calls are not counted"),
+}
+"""Fields taken and ignored with a warning (x-metagen-warning): the values that mean "not used", and why."""
 PART_TEXT = {"input_text": "text", "output_text": "text", "refusal": "refusal"}
 PART_REFUSED = {"input_image": "images are not supported", "input_file": "files are not supported",
                 "input_audio": "audio is not supported"}
@@ -43,7 +46,7 @@ PART_REFUSED = {"input_image": "images are not supported", "input_file": "files 
 class ResponsesRequest:
     api: ApiRequest
     """The model, stream flag, sampling and workflow inputs; its messages are set once the conversation is known."""
-    input_messages: list[dict[str, str]]
+    input_messages: list[dict[str, Any]]
     """This request's input as messages (without the instructions)."""
     instructions: str | None = None
     store: bool = True
@@ -52,15 +55,17 @@ class ResponsesRequest:
     text_format: dict[str, Any] = field(default_factory=lambda: {"type": "text"})
 
 
-def _refuse_unsupported(body: dict[str, Any]) -> None:
+def _refuse_unsupported(body: dict[str, Any]) -> list[str]:
+    """400 for what cannot be done without; the warnings for what is ignored."""
     for name, (unused, why) in REFUSED.items():
         value = body.get(name)
         if value not in unused:
             raise bad_param(name, f"{name} is not supported by this server: {why}", "unsupported_parameter")
+    warnings = [f"{name} ignored: {why}" for name, (unused, why) in IGNORED.items() if body.get(name) not in unused]
     reasoning = body.get("reasoning")
     if reasoning is not None and (not isinstance(reasoning, dict) or any(v is not None for v in reasoning.values())):
-        raise bad_param("reasoning", "reasoning settings are not supported: the served models and workflows decide "
-                        "their own thinking (leave reasoning out)", "unsupported_parameter")
+        warnings.append("reasoning ignored: the served models and workflows decide their own thinking")
+    return warnings
 
 
 def _text_part(part: Any, where: str) -> str:
@@ -75,13 +80,7 @@ def _text_part(part: Any, where: str) -> str:
     return str(part[key])
 
 
-def _item(item: Any, where: str) -> dict[str, str]:
-    if not isinstance(item, dict):
-        raise bad_param(where, f"{where} must be a message object with role and content", "invalid_type")
-    kind = item.get("type", "message")
-    if kind != "message":
-        raise bad_param(where, f"{where} is a {kind!r} item: tool calls, their outputs, reasoning and item "
-                        "references are not supported; send message items", "unsupported_parameter")
+def _message_item(item: dict[str, Any], where: str) -> dict[str, Any]:
     role = ROLES.get(str(item.get("role")))
     if role is None:
         raise bad_param(f"{where}.role", f"{where}.role must be user, assistant, system or developer, got "
@@ -95,8 +94,61 @@ def _item(item: Any, where: str) -> dict[str, str]:
     return {"role": role, "content": "".join(_text_part(p, f"{where}.content[{j}]") for j, p in enumerate(content))}
 
 
-def input_messages(value: Any) -> list[dict[str, str]]:
-    """`input` as messages: a string is one user message; a list holds message items."""
+def _call(item: dict[str, Any], where: str) -> dict[str, Any]:
+    """A `function_call` item as an OpenAI chat tool call."""
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        raise bad_param(f"{where}.name", f"{where}.name must be the function's name", "invalid_type")
+    arguments = item.get("arguments")
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+    return {"id": str(item.get("call_id") or item.get("id") or ""), "type": "function",
+            "function": {"name": name, "arguments": arguments}}
+
+
+def _output_text(value: Any, where: str) -> str:
+    """A `function_call_output` item's output: a string, or text parts."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "".join(_text_part(p, f"{where}[{j}]") for j, p in enumerate(value))
+    if value is None:
+        return ""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _items(value: list[Any], warnings: list[str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    for i, item in enumerate(value):
+        where = f"input[{i}]"
+        if not isinstance(item, dict):
+            raise bad_param(where, f"{where} must be a message object with role and content", "invalid_type")
+        kind = item.get("type", "message")
+        if kind == "message":
+            out.append(_message_item(item, where))
+        elif kind == "function_call":
+            last = out[-1] if out else None
+            if last is not None and last["role"] == "assistant":  # one assistant turn: its text, then its calls
+                last.setdefault("tool_calls", []).append(_call(item, where))
+            else:
+                out.append({"role": "assistant", "content": "", "tool_calls": [_call(item, where)]})
+        elif kind == "function_call_output":
+            out.append({"role": "tool", "tool_call_id": str(item.get("call_id") or ""),
+                        "content": _output_text(item.get("output"), f"{where}.output")})
+        elif kind == "reasoning":
+            skipped.append(kind)
+        else:
+            raise bad_param(where, f"{where} is a {kind!r} item, which this server does not take: send message, "
+                            "function_call and function_call_output items", "unsupported_parameter")
+    if skipped:
+        warnings.append("reasoning items ignored: the model sees the messages and tool calls of the input")
+    return out
+
+
+def input_messages(value: Any, warnings: list[str] | None = None) -> list[dict[str, Any]]:
+    """`input` as messages in OpenAI chat shape: a string is one user message; a list holds message,
+    function_call and function_call_output items."""
     if isinstance(value, str):
         return [{"role": "user", "content": value}]
     if value is None:
@@ -104,10 +156,10 @@ def input_messages(value: Any) -> list[dict[str, str]]:
                         "missing_required_parameter")
     if not isinstance(value, list) or not value:
         raise bad_param("input", "input must be a string or a non-empty list of message items", "invalid_type")
-    return [_item(item, f"input[{i}]") for i, item in enumerate(value)]
+    return _items(value, warnings if warnings is not None else [])
 
 
-def _text_format(body: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+def _text_format(body: dict[str, Any], warnings: list[str]) -> tuple[dict[str, Any], str | None]:
     """The echoed `text.format` and the JSON schema it asks for (JSON text; None for plain text)."""
     text = body.get("text")
     if text is None:
@@ -115,7 +167,7 @@ def _text_format(body: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     if not isinstance(text, dict):
         raise bad_param("text", "text must be an object such as {\"format\": {\"type\": \"text\"}}", "invalid_type")
     if text.get("verbosity") not in (None, "medium"):
-        raise bad_param("text.verbosity", "text.verbosity is not supported: leave it out", "unsupported_parameter")
+        warnings.append("text.verbosity ignored: the model answers at its own length")
     fmt = text.get("format") or {"type": "text"}
     kind = fmt.get("type") if isinstance(fmt, dict) else None
     if kind == "text":
@@ -151,17 +203,20 @@ def parse_responses(body: Any) -> ResponsesRequest:
     if not isinstance(model, str) or not model.strip():
         raise bad_param("model", "model is required: a workflow name or a model file name (see GET /v1/models)",
                         "missing_required_parameter")
-    _refuse_unsupported(body)
-    text_format, schema = _text_format(body)
+    warnings = _refuse_unsupported(body)
+    tools, tool_warnings = responses_tools(body)
+    text_format, schema = _text_format(body, warnings)
     sampling = Sampling(seed=seed_param(body), temperature=float_param(body, "temperature", 0.0, 2.0),
                         top_p=float_param(body, "top_p", 0.0, 1.0, open_low=True),
                         max_tokens=int_param(body, "max_output_tokens", 1, MAX_TOKENS_LIMIT), json_schema=schema)
     api = ApiRequest(model=model.strip(), stream=bool_param(body, "stream"), sampling=sampling,
-                     inputs=inputs_param(body))
+                     inputs=inputs_param(body), tools=tools, warnings=warnings)
     store = body.get("store", True)
     if not isinstance(store, bool | None):
         raise bad_param("store", f"store must be true or false, got {store!r}", "invalid_type")
-    return ResponsesRequest(api=api, input_messages=input_messages(body.get("input")),
+    messages = input_messages(body.get("input"), warnings)
+    warnings += tool_warnings
+    return ResponsesRequest(api=api, input_messages=messages,
                             instructions=_optional_text(body, "instructions"), store=store is not False,
                             previous_response_id=_optional_text(body, "previous_response_id"),
                             metadata=_metadata(body), text_format=text_format)

@@ -19,8 +19,9 @@ from app.serve.catalog import FileModel, find_model, invalid_workflow, list_mode
 from app.serve.config import ServeConfig
 from app.serve.errors import ApiError, route_error
 from app.serve.jobs import ClientGoneError
-from app.serve.messages import create_message
+from app.serve.messages import count_tokens, create_message
 from app.serve.messages_shapes import error_response
+from app.serve.model_alias import resolve_model
 from app.serve.params import parse_chat, parse_completion
 from app.serve.plain import backend_error, plain_completion
 from app.serve.rerank import refuse_rank_generation, rerank
@@ -117,7 +118,7 @@ def create_api(service: StudioService, config: ServeConfig) -> Starlette:
 
     async def chat(request: Request, caller: Caller) -> Response:
         req = parse_chat(await read_json(request, config.max_body_bytes), config.max_n)
-        target = find_model(service, caller.policy, req.model, config.auto)
+        target = resolve_model(service, caller.policy, config, req)
         if isinstance(target, FileModel):
             refuse_rank_generation(target)
             return await plain_completion(request, service, config, caller, target, req, chat=True)
@@ -153,7 +154,8 @@ def create_api(service: StudioService, config: ServeConfig) -> Starlette:
 
 def _door_routes(service: StudioService, config: ServeConfig,
                  endpoint: Callable[[Handler, Render], Endpoint]) -> list[BaseRoute]:
-    """POST /responses, GET / DELETE /responses/{id} and POST /messages (errors in Anthropic's shape)."""
+    """POST /responses, GET / DELETE /responses/{id}, POST /messages and /messages/count_tokens (errors in
+    Anthropic's shape)."""
 
     async def responses(request: Request, caller: Caller) -> Response:
         return await create_response(request, service, config, caller, await read_json(request, config.max_body_bytes))
@@ -167,10 +169,14 @@ def _door_routes(service: StudioService, config: ServeConfig,
     async def messages(request: Request, caller: Caller) -> Response:
         return await create_message(request, service, config, caller, await read_json(request, config.max_body_bytes))
 
+    async def tokens(request: Request, caller: Caller) -> Response:
+        return await count_tokens(request, service, config, caller, await read_json(request, config.max_body_bytes))
+
     return [Route("/responses", endpoint(responses, ApiError.response), methods=["POST"]),
             Route("/responses/{response_id}", endpoint(stored, ApiError.response), methods=["GET"]),
             Route("/responses/{response_id}", endpoint(forget, ApiError.response), methods=["DELETE"]),
-            Route("/messages", endpoint(messages, error_response), methods=["POST"])]
+            Route("/messages", endpoint(messages, error_response), methods=["POST"]),
+            Route("/messages/count_tokens", endpoint(tokens, error_response), methods=["POST"])]
 
 
 HEALTH_PATH = "/health"

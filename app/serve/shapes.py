@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from backends.base import Completion, TokenCounts
+from backends.tools.types import ToolCall
 
 FINISH = {"stop": "stop", "eog": "stop", "length": "length", "cancelled": "stop"}
 
@@ -35,9 +37,22 @@ def prediction_tokens(counts: TokenCounts) -> dict[str, int]:
     return {"accepted_prediction_tokens": accepted, "rejected_prediction_tokens": drafted - accepted}
 
 
-def chat_choice(index: int, text: str, finish: str = "stop", logprobs: Any = None) -> dict[str, Any]:
-    return {"index": index, "message": {"role": "assistant", "content": text, "refusal": None},
-            "logprobs": logprobs, "finish_reason": finish}
+def chat_choice(index: int, text: str | None, finish: str = "stop", logprobs: Any = None,
+                calls: Sequence[ToolCall] = ()) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+    if calls:
+        message["tool_calls"] = [{"id": c.id, "type": "function",
+                                  "function": {"name": c.name, "arguments": c.arguments_json()}} for c in calls]
+    return {"index": index, "message": message, "logprobs": logprobs, "finish_reason": finish}
+
+
+def call_delta(index: int, call_id: str | None = None, name: str | None = None,
+               arguments: str = "") -> dict[str, Any]:
+    """One entry of a chunk's `delta.tool_calls`: the first of a call has its id, type and name (arguments ""),
+    the next ones pieces of its arguments."""
+    if call_id is None:
+        return {"index": index, "function": {"arguments": arguments}}
+    return {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
 
 
 def chat_completion(cid: str, model: str, created: int, choices: list[dict[str, Any]], counts: TokenCounts,
@@ -55,12 +70,15 @@ def chat_chunk(cid: str, model: str, created: int, choices: list[dict[str, Any]]
     return out
 
 
-def delta(index: int, content: str | None = None, *, role: bool = False, finish: str | None = None) -> dict[str, Any]:
+def delta(index: int, content: str | None = None, *, role: bool = False, finish: str | None = None,
+          tool_call: dict[str, Any] | None = None) -> dict[str, Any]:
     d: dict[str, Any] = {}
     if role:
         d["role"] = "assistant"
     if content is not None:
         d["content"] = content
+    if tool_call is not None:
+        d["tool_calls"] = [tool_call]
     return {"index": index, "delta": d, "logprobs": None, "finish_reason": finish}
 
 

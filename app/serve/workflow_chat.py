@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from functools import partial
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -21,6 +22,7 @@ from app.serve.sse import AnswerStream
 from app.serve.workflow_request import PreparedRun, prepare
 from app.serve.workflow_runs import answers, metagen_field, run_choices, total_usage
 from app.service.studio import StudioService
+from backends.tools.types import ToolAnswer, parse_answer_json
 
 log = logging.getLogger(__name__)
 
@@ -42,8 +44,23 @@ async def workflow_chat(request: Request, service: StudioService, config: ServeC
     results = await job.result(request)
     texts = answers(job, prepared, results)
     return JSONResponse(shapes.chat_completion(
-        cid, prepared.model, created, [shapes.chat_choice(i, t) for i, t in enumerate(texts)], total_usage(results),
+        cid, prepared.model, created, [_choice(i, t) for i, t in enumerate(texts)], total_usage(results),
         metagen=metagen_field(prepared, results, config.trace_link)), headers=headers)
+
+
+def tool_answer(text: str) -> ToolAnswer | None:
+    """A workflow's tool-call answer (each call with an id), or None for a text answer."""
+    answer = parse_answer_json(text)
+    return None if answer is None else ToolAnswer(answer.content, tuple(c.with_id() for c in answer.calls))
+
+
+def _choice(index: int, text: str) -> dict[str, Any]:
+    tool = tool_answer(text)
+    if tool is None:
+        return shapes.chat_choice(index, text)
+    if not tool.calls:
+        return shapes.chat_choice(index, tool.content)
+    return shapes.chat_choice(index, tool.content or None, "tool_calls", calls=tool.calls)
 
 
 async def _stream(job: Job, prepared: PreparedRun, req: ApiRequest, cid: str, created: int,
@@ -66,6 +83,8 @@ async def _stream(job: Job, prepared: PreparedRun, req: ApiRequest, cid: str, cr
             if piece:
                 yield chunk([shapes.delta(event[1], piece)])
         elif kind == "text":
+            if parse_answer_json(event[2].strip()) is not None:
+                continue  # a tool-call answer: its calls come once the run ends
             rest = streams[event[1]].finish(event[2].strip())
             if rest:
                 yield chunk([shapes.delta(event[1], rest)])
@@ -86,13 +105,19 @@ async def _stream(job: Job, prepared: PreparedRun, req: ApiRequest, cid: str, cr
         yield sse.data(exc.body())
         yield sse.DONE
         return
+    finishes = []
     for i, text in enumerate(texts):
-        rest = streams[i].finish(text)
+        tool = tool_answer(text)
+        rest = streams[i].finish(tool.content if tool is not None else text)
         if rest is None:
             log.warning("run %s: the streamed text is not a prefix of the answer", prepared.run_ids[i])
         elif rest:
             yield chunk([shapes.delta(i, rest)])
-    yield chunk([shapes.delta(i, finish="stop") for i in range(n)],
+        for k, call in enumerate(tool.calls if tool is not None else ()):
+            yield chunk([shapes.delta(i, tool_call=shapes.call_delta(k, call.id, call.name))])
+            yield chunk([shapes.delta(i, tool_call=shapes.call_delta(k, arguments=call.arguments_json()))])
+        finishes.append("tool_calls" if tool is not None and tool.calls else "stop")
+    yield chunk([shapes.delta(i, finish=finishes[i]) for i in range(n)],
                 metagen=metagen_field(prepared, results, trace_link))
     if req.include_usage:
         yield sse.data(shapes.chat_chunk(cid, prepared.model, created, [], include_usage=True,

@@ -26,6 +26,8 @@ OVERRIDES = ("temperature", "max_tokens")
 NOT_FOR_WORKFLOWS = {"logprobs": "logprobs", "json_schema": "response_format"}
 """Request fields a workflow cannot honour (a 400); `logprobs: false` reads as no logprobs and passes."""
 WARNING_HEADER = "x-metagen-warning"
+TOOLS_INPUT, CHOICE_INPUT, MESSAGES_INPUT = "tools", "tool_choice", "messages"
+"""A workflow's json inputs with these names take the request's tools, tool choice and conversation."""
 
 
 @dataclass(frozen=True)
@@ -148,13 +150,37 @@ def _may_be_left_out(spec: Any) -> bool:
     return spec.type != "text" or spec.default == ""
 
 
+def tool_inputs(wf: Workflow, name: str, req: ApiRequest) -> tuple[dict[str, Any], list[str]]:
+    """What a workflow's json inputs named `tools`, `tool_choice` and `messages` get from the request (its tools
+    as OpenAI chat function tools, the choice in chat spelling, the conversation in OpenAI chat shape), and the
+    warning when the request has tools and the workflow no `tools` input."""
+    values: dict[str, Any] = {}
+    json_inputs = {k for k, s in wf.inputs.items() if s.type == "json"}
+    if TOOLS_INPUT in json_inputs:
+        values[TOOLS_INPUT] = [t.to_openai() for t in req.tools.tools]
+    if CHOICE_INPUT in json_inputs:
+        choice = req.tools.choice
+        values[CHOICE_INPUT] = {"type": "function", "function": {"name": choice.name}} \
+            if choice.mode == "function" else choice.mode
+    if MESSAGES_INPUT in json_inputs:
+        values[MESSAGES_INPUT] = [dict(m) for m in req.messages]
+    warnings = []
+    if req.tools.tools and TOOLS_INPUT not in json_inputs:
+        warnings.append(f"tools ignored: workflow {name!r} has no `tools` input (a json input named tools), so it "
+                        "answers with text")
+    return values, warnings
+
+
 def workflow_inputs(wf: Workflow, name: str, req: ApiRequest) -> dict[str, Any]:
-    """Input values: `inputs` first; the last user message fills the workflow's single text input."""
+    """Input values: `inputs` first; the last user message fills the workflow's single text input; json inputs
+    named tools, tool_choice and messages take the request's (`tool_inputs`)."""
     given = dict(req.inputs or {})
     unknown = sorted(set(given) - set(wf.inputs))
     if unknown:
         raise bad_param("inputs", f"workflow {name!r} has no input(s) {', '.join(unknown)}; its inputs are: "
                         f"{', '.join(wf.inputs) or 'none'}", "unknown_input")
+    for key, value in tool_inputs(wf, name, req)[0].items():
+        given.setdefault(key, value)
     texts = [k for k, s in wf.inputs.items() if s.type == "text"]
     last_user = next((m["content"] for m in reversed(req.messages) if m["role"] == "user"), None)
     if last_user is not None and len(texts) == 1 and texts[0] not in given:
@@ -207,6 +233,7 @@ def prepare(service: StudioService, caller: Caller, model: WorkflowModel, req: A
         raise bad_param(param, f"{param} does not fit workflow {model.name!r}: {issues_summary(problems)}")
     wf = resolve_model_choices(wf, caller.policy)
     values = workflow_inputs(wf, model.name, req)
+    warnings = [*req.warnings, *tool_inputs(wf, model.name, req)[1], *warnings]
     base = s.seed if s.seed is not None else secrets.randbelow(2**31)
     seeds = [base if i == 0 else derive_seed(base, "choice", i) for i in range(s.n)]
     budget = caller.policy.cap_budget(None) if caller.share_rules else Budget()

@@ -14,6 +14,7 @@ from typing import Any
 
 from app.platform import paths
 from app.platform.fileio import atomic_write_text
+from app.run.fake_script import FakeScript
 from app.run.live_run import LiveRun
 from app.run.scheduler import Budget, CancelToken, RunResult, Scheduler, resolve_inputs
 from app.run.status import CANCELLED, FAILED, INVALID, QUEUED, SUCCEEDED
@@ -90,6 +91,7 @@ class StudioService:
         pool: Any = None,
         dry_run: bool = False,
         fake_latency_s: float = 0.0,
+        fake_script: FakeScript | None = None,
     ) -> None:
         self.registry = registry or default_registry()
         self.policy = policy or SharePolicy.local()
@@ -98,7 +100,7 @@ class StudioService:
         self.models_dir = Path(models_dir or paths.models_dir()).expanduser()
         self.dry_run = dry_run
         self._pool = pool
-        provider = provider if provider is not None else self._default_provider(fake_latency_s)
+        provider = provider if provider is not None else self._default_provider(fake_latency_s, fake_script)
         folders = (self.workflows_dir, *([Path(self.examples_dir)] if self.examples_dir is not None else []))
         self.children = ChildLoader(folders, trusted=not self.policy.share_mode)
         """Where workflow nodes find their children: the workflows folder, then the examples; share mode takes
@@ -131,12 +133,15 @@ class StudioService:
         self._evaluations: EvaluationService | None = None
         self.ensure_workflows_dir()
 
-    def _default_provider(self, fake_latency_s: float) -> Callable[[Any], Any]:
-        """The scripted fake model for a dry run, else llama.cpp through the pool with the device settings."""
+    def _default_provider(self, fake_latency_s: float, fake_script: FakeScript | None = None) -> Callable[[Any], Any]:
+        """The scripted fake model for a dry run (its replies from `fake_script` when given: `--fake-script`), else
+        llama.cpp through the pool with the device settings."""
         from app.run.providers import fake_provider, llama_provider
 
         if self.dry_run:
-            return fake_provider(latency_s=fake_latency_s)
+            kwargs = fake_script.backend_kwargs() if fake_script is not None else {}
+            kwargs["latency_s"] = max(fake_latency_s, kwargs.get("latency_s", 0.0))
+            return fake_provider(**kwargs)
         from app.platform.settings import with_device_settings
 
         return with_device_settings(llama_provider(self.pool))

@@ -9,11 +9,10 @@ from typing import Any
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from app.platform.resources import static_dir
 from app.platform.scratch import ScratchFolder, remove_stale
-from starlette.middleware import Middleware
-
 from app.serve.config import ServeConfig, studio_config
 from app.serve.origin_guard import OriginGuard
 from app.serve.routes import api_routes

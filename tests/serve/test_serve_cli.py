@@ -41,3 +41,13 @@ def test_help_lists_the_command(tmp_path: Path) -> None:
     assert "serve" in out.stdout
     out = metagen("serve", "--help", home=tmp_path)
     assert "--api-key" in out.stdout and "--max-concurrent-runs" in out.stdout
+
+
+def test_a_fake_script_needs_dry_run_and_a_good_file(tmp_path: Path) -> None:
+    script = tmp_path / "script.yaml"
+    script.write_text("replies: [ok]\n")
+    out = metagen("serve", "--fake-script", str(script), home=tmp_path)
+    assert out.returncode == 2 and "add --dry-run" in out.stderr, out.stderr
+    script.write_text("replys: [ok]\n")
+    out = metagen("serve", "--dry-run", "--fake-script", str(script), home=tmp_path)
+    assert out.returncode == 2 and "unknown key(s) replys" in out.stderr, out.stderr

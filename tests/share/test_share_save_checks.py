@@ -167,12 +167,12 @@ def test_a_visitors_invalid_tree_is_validated_before_it_is_written(tmp_path: Pat
     route bomb the same), so nothing invalid reaches the owner's folder; the owner may still save unfinished
     work."""
     service = studio_service(tmp_path, share=True)
-    with pytest.raises(UserError, match="would run: .*unknown_workflow"):  # loop_b's loop_a is not in the folder
+    with pytest.raises(UserError, match=r"would run: .*unknown_workflow"):  # loop_b's loop_a is not in the folder
         mg_save(service, {"name": "loop_a", "workflow": load_workflow_text(CYCLE_A).to_dict(),
                           "children": {"loop_b": CYCLE_B}, VISITOR_KEY: "visitor"})
     assert _folder(service) == {}
     unfinished = load_workflow_text(PARENT.replace("workflow: checker", "workflow: not_there")).to_dict()
-    with pytest.raises(UserError, match="unknown_workflow|not_there"):
+    with pytest.raises(UserError, match=r"unknown_workflow|not_there"):
         service.save_workflow("harmless", unfinished)
     assert _folder(service) == {}
     owner = studio_service(tmp_path / "owner", share=False)
