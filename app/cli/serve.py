@@ -74,6 +74,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--dry-run", action="store_true", help="answer with a scripted fake model instead of llama.cpp")
     p.add_argument("--fake-latency", type=float, default=0.0, metavar="SECONDS",
                    help="with --dry-run: delay each fake model request")
+    p.add_argument("--responses-retention", type=float, default=30.0, metavar="DAYS",
+                   help="stored /v1/responses turns older than this are removed (default 30)")
+    p.add_argument("--responses-max-mb", type=float, default=200.0, metavar="MB",
+                   help="stored /v1/responses text one API key may keep; its oldest turns go first (default 200)")
     add_origin_arguments(p)
     add_fake_script_argument(p)
     p.set_defaults(func=cmd_serve)
@@ -98,6 +102,10 @@ def check_run_limits(args: argparse.Namespace) -> str | None:
             return f"{flag} must be a positive number, got {value}"
     if args.max_queue < 0:
         return f"--max-queue must be 0 or more, got {args.max_queue}"
+    for flag, value in (("--responses-retention", getattr(args, "responses_retention", 1.0)),
+                        ("--responses-max-mb", getattr(args, "responses_max_mb", 1.0))):
+        if not value > 0:
+            return f"{flag} must be a positive number, got {value}"
     folder = Path(args.workflows).expanduser() if args.workflows else None
     if folder is not None and folder.exists() and not folder.is_dir():
         return f"--workflows {args.workflows} is a file; give the folder that holds your workflow .yaml files"
@@ -204,7 +212,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                                max_queue=args.max_queue)
     config = ServeConfig(remote_policy=remote, gate=RunGate(args.max_concurrent_runs, args.max_queue),
                          api_keys=keys, share_rules_everywhere=args.share_mode or env_share_mode(), auto=args.auto,
-                         origins=origins, aliases=aliases)
+                         origins=origins, aliases=aliases, responses_retention_days=args.responses_retention,
+                         responses_max_bytes=int(args.responses_max_mb * 1_000_000))
     server = make_server(_app(service, config, args), args.host, args.port, lifespan=args.mcp)
     for line in _banner(args, service, f"{len(model_files(service, service.policy))} model file(s)", remote.describe(),
                         bool(keys)):

@@ -43,6 +43,10 @@ class ServeConfig:
     """The model id `model: "auto"` answers with (`metagen serve --auto`); None: the most recent tuned workflow."""
     origins: OriginRules = field(default_factory=OriginRules)
     """The Host names and Origins served (`--allowed-hosts`, `--allowed-origins`; app/serve/origin_guard.py)."""
+    responses_retention_days: float = 30.0
+    """Stored responses older than this are removed (`--responses-retention DAYS`)."""
+    responses_max_bytes: int = 200_000_000
+    """Stored-response text one API key may keep; its oldest turns go first (`--responses-max-mb`)."""
     aliases: tuple[tuple[str, str], ...] = ()
     """(name clients send, the model id it answers with): `metagen serve --alias NAME=MODEL`."""
 

@@ -113,7 +113,7 @@ async def create_response(request: Request, service: StudioService, config: Serv
     if isinstance(target, WorkflowModel) and req.api.sampling.json_schema is not None:
         raise bad_param("text.format", "a workflow answers with text: text.format json_object / json_schema works "
                         "with model files", "unsupported_parameter")
-    owner, store = owner_of(request, config), response_store(service)
+    owner, store = owner_of(request, config), response_store(service, config)
     conversation = [*await _history(store, req, owner), *req.input_messages]
     system = [{"role": "system", "content": req.instructions}] if req.instructions else []
     req.api.messages = [*system, *conversation]
@@ -221,7 +221,7 @@ def _not_found(response_id: str) -> ApiError:
 
 
 async def get_response(request: Request, service: StudioService, config: ServeConfig) -> Response:
-    response_id, store = request.path_params["response_id"], response_store(service)
+    response_id, store = request.path_params["response_id"], response_store(service, config)
     stored = await asyncio.to_thread(store.get, response_id, owner_of(request, config)) if store else None
     if stored is None:
         raise _not_found(response_id)
@@ -229,7 +229,7 @@ async def get_response(request: Request, service: StudioService, config: ServeCo
 
 
 async def delete_response(request: Request, service: StudioService, config: ServeConfig) -> Response:
-    response_id, store = request.path_params["response_id"], response_store(service)
+    response_id, store = request.path_params["response_id"], response_store(service, config)
     deleted = await asyncio.to_thread(store.delete, response_id, owner_of(request, config)) if store else False
     if not deleted:
         raise _not_found(response_id)
