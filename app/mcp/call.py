@@ -15,7 +15,7 @@ from app.mcp.progress import NODE_DONE, NodeProgress
 from app.mcp.results import failure, success
 from app.mcp.tools import ToolCatalog
 from app.run.scheduler import RunResult
-from app.serve.access import Caller
+from app.serve.access import Caller, gate_for
 from app.serve.catalog import FileModel, find_model
 from app.serve.config import ServeConfig
 from app.serve.errors import ApiError
@@ -79,7 +79,7 @@ async def call_workflow(service: StudioService, config: ServeConfig, caller: Cal
     except Exception as exc:
         return failure(exc)
     run_id = prepared.run_ids[0]
-    job = Job(config.gate, f"mcp-{run_id}")
+    job = Job(gate_for(caller, config), f"mcp-{run_id}")
     job.start(partial(_run, service=service, prepared=prepared))
     ended = False
     try:

@@ -10,8 +10,10 @@ from typing import Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
+from app.serve.access import Caller
+from app.serve.run_owners import may_read, owners_of
+from app.service.studio import StudioService
 from app.traces.db import TraceStoreError
-from app.traces.store import TraceStore
 from app.viz.summary import node_stats, run_summary
 
 RUN_URI = "metagen://runs/{run_id}"
@@ -35,10 +37,14 @@ def run_resource(run: dict[str, Any]) -> types.Resource:
                           title=f"{run['workflow']} · {run['status']}")
 
 
-def list_runs(store: TraceStore | None, share_rules: bool) -> list[types.Resource]:
-    if store is None or share_rules:
+def list_runs(service: StudioService, caller: Caller) -> list[types.Resource]:
+    """Recent runs this caller may read (none listed under share-mode rules: it reads the runs it was given)."""
+    store = service.trace_store
+    if store is None or caller.share_rules:
         return []
-    return [run_resource(r) for r in store.list_runs(limit=LISTED_RUNS)]
+    runs = store.list_runs(limit=LISTED_RUNS)
+    owners = owners_of(service, [r["id"] for r in runs])
+    return [run_resource(r) for r in runs if may_read(owners.get(r["id"]), caller.key, caller.share_rules)]
 
 
 def summary(record: dict[str, Any]) -> dict[str, Any]:
@@ -47,8 +53,10 @@ def summary(record: dict[str, Any]) -> dict[str, Any]:
     return {"run": {k: run.get(k) for k in RUN_FIELDS}, "totals": run_summary(record), "nodes": node_stats(record)}
 
 
-def read_run(store: TraceStore | None, uri: str) -> types.ReadResourceResult:
-    """The run's summary; MCPError INVALID_PARAMS for a URI that names no run."""
+def read_run(service: StudioService, caller: Caller, uri: str) -> types.ReadResourceResult:
+    """The run's summary; MCPError INVALID_PARAMS for a URI that names no run, or a run of another API key (the
+    same answer: another key's run ids are not confirmed)."""
+    store = service.trace_store
     match = RUN_URI_RE.fullmatch(uri)
     if match is None:
         raise MCPError(types.INVALID_PARAMS, f"unknown resource {uri!r}: runs are {RUN_URI}")
@@ -59,6 +67,8 @@ def read_run(store: TraceStore | None, uri: str) -> types.ReadResourceResult:
     try:
         record = store.get_run(run_id)
     except TraceStoreError:
+        record = None
+    if record is not None and not may_read(owners_of(service, [run_id]).get(run_id), caller.key, caller.share_rules):
         record = None
     if record is None or record["run"].get("id") != run_id:  # whole ids only: a prefix would list others' runs
         raise MCPError(types.INVALID_PARAMS, f"no run {run_id!r} in the trace store (give the run_id a tool call "

@@ -61,7 +61,7 @@ def build_mcp_server(service: StudioService, config: ServeConfig, caller_for: Ca
     async def list_resources(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
                              ) -> types.ListResourcesResult:
         caller = _caller(caller_for, ctx)
-        runs = await anyio.to_thread.run_sync(list_runs, service.trace_store, caller.share_rules)
+        runs = await anyio.to_thread.run_sync(list_runs, service, caller)
         return types.ListResourcesResult(resources=runs)
 
     async def list_templates(ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -71,8 +71,8 @@ def build_mcp_server(service: StudioService, config: ServeConfig, caller_for: Ca
 
     async def read_resource(ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
                             ) -> types.ReadResourceResult:
-        _caller(caller_for, ctx)
-        return await anyio.to_thread.run_sync(read_run, service.trace_store, str(params.uri))
+        caller = _caller(caller_for, ctx)
+        return await anyio.to_thread.run_sync(read_run, service, caller, str(params.uri))
 
     return Server(SERVER_NAME, version=_version(), title="Metagen Studio", instructions=INSTRUCTIONS,
                   get_tool_input_schema=lambda name: None,  # no argument is mirrored into Mcp-Param headers

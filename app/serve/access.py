@@ -3,6 +3,7 @@ policy applies) or from another one (then the share-mode rules apply)."""
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 from dataclasses import dataclass
 
@@ -10,7 +11,9 @@ from starlette.requests import Request
 
 from app.serve.config import HOW_TO_SET_A_KEY, ServeConfig
 from app.serve.errors import ApiError
+from app.serve.key_runs import KeyedGate
 from app.share.policy import SharePolicy, is_loopback_host
+from app.share.run_gate import RunGate
 
 FORWARDING_HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")
 """A proxy on this machine passing on someone else's request sets one of these."""
@@ -22,6 +25,9 @@ class Caller:
     """The request comes from another machine (or through a proxy or share tunnel)."""
     policy: SharePolicy
     """The rules for this request."""
+    key: str = ""
+    """A digest of the API key it carries ("" on a server without keys): whose stored responses, runs and run
+    limit these are."""
 
     @property
     def share_rules(self) -> bool:
@@ -47,6 +53,20 @@ def api_key_of(request: Request) -> str | None:
     return request.headers.get("x-api-key", "").strip() or None
 
 
+def key_digest(request: Request, config: ServeConfig) -> str:
+    """Who this request is, as a digest of its API key ("" on a server without keys)."""
+    key = api_key_of(request) if config.api_keys else None
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32] if key else ""
+
+
+def gate_for(caller: Caller, config: ServeConfig) -> RunGate | KeyedGate:
+    """The run gate a caller's job waits at: under share-mode rules with the per-key run limit in front."""
+    limit = caller.policy.max_runs_per_visitor if caller.share_rules else None
+    if limit is None:
+        return config.gate
+    return KeyedGate(config.gate, config.key_runs, caller.key, limit)
+
+
 def check_access(request: Request, config: ServeConfig, local_policy: SharePolicy) -> Caller:
     """The caller of this request; ApiError 401 when a key is needed and missing or wrong."""
     remote = is_remote(request, config)
@@ -61,6 +81,7 @@ def check_access(request: Request, config: ServeConfig, local_policy: SharePolic
     elif remote:
         raise ApiError(401, "requests from other machines need an API key, and this server has none: "
                        f"{HOW_TO_SET_A_KEY}", code="missing_api_key")
+    key = key_digest(request, config)
     if remote or config.share_rules_everywhere:
-        return Caller(remote=remote, policy=config.remote_policy)
-    return Caller(remote=False, policy=local_policy)
+        return Caller(remote=remote, policy=config.remote_policy, key=key)
+    return Caller(remote=False, policy=local_policy, key=key)

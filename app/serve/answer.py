@@ -14,7 +14,7 @@ from starlette.requests import Request
 
 from app.run.node_context import without_cache_hits
 from app.serve import file_prompt
-from app.serve.access import Caller
+from app.serve.access import Caller, gate_for
 from app.serve.catalog import FileModel, WorkflowModel
 from app.serve.config import ServeConfig
 from app.serve.errors import ApiError, bad_param
@@ -256,7 +256,7 @@ async def start_answer(service: StudioService, config: ServeConfig, caller: Call
         job.warn(*req.warnings)
         return job
     prepared = prepare(service, caller, target, req, max_tokens_cap=max_tokens_cap)
-    job = Job(config.gate, f"serve-{prepared.run_ids[0]}")
+    job = Job(gate_for(caller, config), f"serve-{prepared.run_ids[0]}")
     job.start(partial(run_choices, service=service, prepared=prepared, stream=req.stream))
     await job.admitted()
     return AnswerJob(job, prepared.model, prepared, trace_link=config.trace_link,
@@ -272,7 +272,7 @@ async def _start_file(service: StudioService, config: ServeConfig, caller: Calle
         raise bad_param("inputs", "inputs are for workflows; a model file takes messages", "unsupported_parameter")
     prompt = await file_prompt_for(service, model, req, sampling_params(req, chat=True))
     check_caps(caller, prompt.params, 1)
-    job = Job(config.gate, f"serve-{model.name}")
+    job = Job(gate_for(caller, config), f"serve-{model.name}")
     max_seconds = caller.policy.max_seconds if caller.share_rules else None
     job.start(partial(generate_on_job, backend_for=lambda: service.scheduler.provider(model.spec),
                       prompt=prompt.text, params=prompt.params, n=1, stream=req.stream, max_seconds=max_seconds))

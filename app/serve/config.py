@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from app.serve.key_runs import KeyRuns
 from app.serve.origin_guard import OriginRules
 from app.service.studio import StudioService
 from app.share.policy import SharePolicy, is_loopback_host
@@ -47,6 +48,8 @@ class ServeConfig:
     """Stored responses older than this are removed (`--responses-retention DAYS`)."""
     responses_max_bytes: int = 200_000_000
     """Stored-response text one API key may keep; its oldest turns go first (`--responses-max-mb`)."""
+    key_runs: KeyRuns = field(default_factory=KeyRuns, compare=False, repr=False)
+    """Unfinished runs per API key (share mode's per-visitor limit, per key: `access.gate_for`)."""
     aliases: tuple[tuple[str, str], ...] = ()
     """(name clients send, the model id it answers with): `metagen serve --alias NAME=MODEL`."""
 

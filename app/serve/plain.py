@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, Response
 
 from app.run.node_context import without_cache_hits
 from app.serve import shapes, sse
-from app.serve.access import Caller
+from app.serve.access import Caller, gate_for
 from app.serve.catalog import FileModel
 from app.serve.config import ServeConfig
 from app.serve.errors import ApiError, bad_param
@@ -97,7 +97,7 @@ async def plain_completion(request: Request, service: StudioService, config: Ser
         fitted = await file_prompt_for(service, model, req, params)
         prompt, params = fitted.text, fitted.params
     check_caps(caller, params, n)
-    job = Job(config.gate, f"serve-{model.name}")
+    job = Job(gate_for(caller, config), f"serve-{model.name}")
     max_seconds = caller.policy.max_seconds if caller.share_rules else None
     job.start(partial(generate_on_job, backend_for=lambda: service.scheduler.provider(model.spec), prompt=prompt,
                       params=params, n=n, stream=req.stream, max_seconds=max_seconds))

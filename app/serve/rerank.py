@@ -13,7 +13,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from app.serve.access import Caller
+from app.serve.access import Caller, gate_for
 from app.serve.catalog import FileModel
 from app.serve.config import ServeConfig
 from app.serve.errors import ApiError, bad_param
@@ -72,7 +72,7 @@ async def rerank(request: Request, service: StudioService, config: ServeConfig, 
     if not is_rank_file(model):
         raise ApiError(400, f"{model.name!r} is a generator, not a rank model: /v1/rerank takes a GGUF with a "
                        "classification head (a reranker or reward model)", param="model", code="model_not_supported")
-    job = Job(config.gate, f"rerank-{model.name}")
+    job = Job(gate_for(caller, config), f"rerank-{model.name}")
     job.start(partial(_rank, service=service, model=model, query=query, documents=documents))
     await job.admitted()
     result: RankResult = await job.result(request)

@@ -6,7 +6,6 @@ than the retention are removed."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -16,7 +15,7 @@ from typing import Any
 from sqlalchemy import Engine, delete, func, insert, select
 from starlette.requests import Request
 
-from app.serve.access import api_key_of
+from app.serve.access import key_digest
 from app.serve.config import ServeConfig
 from app.service.studio import StudioService
 from app.traces.tables import STORED_RESPONSES
@@ -40,8 +39,7 @@ class StoredResponse:
 
 def owner_of(request: Request, config: ServeConfig) -> str:
     """Who may read what this request stores: a digest of its API key ("" on a server without keys)."""
-    key = api_key_of(request) if config.api_keys else None
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32] if key else ""
+    return key_digest(request, config)
 
 
 class ResponseStore:

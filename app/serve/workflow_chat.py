@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from app.serve import shapes, sse
-from app.serve.access import Caller
+from app.serve.access import Caller, gate_for
 from app.serve.catalog import WorkflowModel
 from app.serve.config import ServeConfig
 from app.serve.errors import ApiError
@@ -33,7 +33,7 @@ RUN_ID_HEADER = "x-metagen-run-id"
 async def workflow_chat(request: Request, service: StudioService, config: ServeConfig, caller: Caller,
                         model: WorkflowModel, req: ApiRequest) -> Response:
     prepared = prepare(service, caller, model, req)
-    job = Job(config.gate, f"serve-{prepared.run_ids[0]}")
+    job = Job(gate_for(caller, config), f"serve-{prepared.run_ids[0]}")
     job.start(partial(run_choices, service=service, prepared=prepared, stream=req.stream))
     await job.admitted()
     headers = {RUN_ID_HEADER: ",".join(prepared.run_ids), **prepared.headers()}

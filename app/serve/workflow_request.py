@@ -13,6 +13,7 @@ from app.serve.access import Caller
 from app.serve.catalog import WorkflowModel, invalid_workflow, read_workflow
 from app.serve.errors import ApiError, bad_param
 from app.serve.params import ApiRequest
+from app.serve.run_owners import record_owner
 from app.service.studio import StudioService, issues_summary
 from app.share.policy import check_workflow_allowed, resolve_model_choices
 from app.workflow.problems import WorkflowError, errors
@@ -237,7 +238,9 @@ def prepare(service: StudioService, caller: Caller, model: WorkflowModel, req: A
     base = s.seed if s.seed is not None else secrets.randbelow(2**31)
     seeds = [base if i == 0 else derive_seed(base, "choice", i) for i in range(s.n)]
     budget = caller.policy.cap_budget(None) if caller.share_rules else Budget()
+    run_ids = [uuid.uuid4().hex[:12] for _ in seeds]
+    record_owner(service, run_ids, caller.key)  # whose runs these are (MCP resources: only theirs to read)
     return PreparedRun(model=model.name, wf=wf, values=values, budget=budget, seeds=seeds,
-                       run_ids=[uuid.uuid4().hex[:12] for _ in seeds], graded=graded_output(wf, service.registry),
+                       run_ids=run_ids, graded=graded_output(wf, service.registry),
                        overrides={k: v for k, v in overrides.items() if v},
                        hide_cache_hits=caller.remote or caller.share_rules, warnings=warnings)

@@ -259,3 +259,16 @@ class StoredResponseRow(TraceModel, table=True):
 
 
 STORED_RESPONSES = StoredResponseRow.__table__  # type: ignore[attr-defined]
+
+
+class RunOwnerRow(TraceModel, table=True):
+    """Who started a run through the API (/v1, MCP): a digest of its API key ("" on a server without keys). Only
+    that key reads the run as an MCP resource; a run with no row (the studio's own) only this machine's owner. A
+    table of its own: databases made before it gain it without a migration."""
+
+    __tablename__ = "run_owners"
+    run_id: str = Field(primary_key=True)
+    owner: str = ""
+
+
+RUN_OWNERS = RunOwnerRow.__table__  # type: ignore[attr-defined]
