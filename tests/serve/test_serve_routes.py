@@ -128,8 +128,11 @@ def test_errors_have_the_openai_shape_and_status(dry: ServeProcess) -> None:
         list(client.chat.completions.create(model="fails", messages=QUESTION, stream=True))
     assert in_stream.value.body["node"] == "broken"
     with dry.http() as http:
-        for response, status in ((http.post("/chat/completions", content=b"{not json"), 400),
-                                 (http.post("/chat/completions", content=b"[" + b"1," * 600_000 + b"1]"), 413),
+        as_json = {"content-type": "application/json"}
+        for response, status in ((http.post("/chat/completions", content=b"{not json", headers=as_json), 400),
+                                 (http.post("/chat/completions", content=b"[" + b"1," * 600_000 + b"1]",
+                                            headers=as_json), 413),
+                                 (http.post("/chat/completions", content=b"{}"), 415),  # no Content-Type: no run
                                  (http.get("/chat/completions"), 405), (http.get("/nothing/here"), 404),
                                  (http.post("/chat/completions", json=[1]), 400)):
             assert response.status_code == status, response.text
