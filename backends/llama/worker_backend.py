@@ -19,6 +19,7 @@ from backends.base import (
     ChoiceResult,
     EngineStoppedError,
     GenerateResult,
+    ModelBrokenError,
     ModelSpec,
     Prompt,
     RankResult,
@@ -160,14 +161,33 @@ class _EngineWorkerBackend:
         if method.engine_work:
             with self._count_lock:
                 self._in_flight += 1
+        streamed: list[bool] = []
+
+        def relay(index: int, text: str) -> None:
+            streamed.append(True)
+            if on_token is not None:
+                on_token(index, text)
+
         try:
-            worker = self._live_worker(cancel)
-            if cancel is not None:
-                cancel.raise_if_cancelled()  # it may have fired while the worker (re)started
-            value = worker.request(method, args, kwargs, cancel if method.cancellable else None, on_token)
-            if method.engine_work:  # an engine request went through (tokenizing alone proves little)
-                self.stops.succeeded()
-            return value
+            for attempt in (1, 2):
+                worker = self._live_worker(cancel)
+                if cancel is not None:
+                    cancel.raise_if_cancelled()  # it may have fired while the worker (re)started
+                try:
+                    value = worker.request(method, args, kwargs, cancel if method.cancellable else None,
+                                           relay if on_token is not None else None)
+                except EngineStoppedError as exc:
+                    # a request that got nothing yet from a worker that stopped (a hang the watch ended, a crash)
+                    # runs once more on a fresh worker: the caller sees an answer, not the stop
+                    if attempt == 2 or streamed or isinstance(exc, ModelBrokenError) or (
+                            cancel is not None and cancel.cancelled):
+                        raise
+                    log.warning("%s: %s; trying the request once more on a fresh worker", self.what, exc)
+                    continue
+                if method.engine_work:  # an engine request went through (tokenizing alone proves little)
+                    self.stops.succeeded()
+                return value
+            raise AssertionError("unreachable")
         finally:
             if method.engine_work:
                 with self._count_lock:

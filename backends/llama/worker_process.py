@@ -31,6 +31,8 @@ from backends.llama.worker.worker_main import WORKER_CODE, WORKER_PATH_ENV
 log = logging.getLogger(__name__)
 
 CLOSE_WAIT_S = 5.0
+STOPPED_WAIT_S = 5.0
+"""How long a worker whose socket closed may take to exit before it is killed (and then once more)."""
 """How long closing waits for a responsive worker to end by itself before killing it."""
 STDERR_LINES = 40
 """Lines of a worker's stderr kept for the stopped message, the Models tab and `doctor`."""
@@ -139,6 +141,16 @@ def kill_all_workers() -> int:
 atexit.register(kill_all_workers)
 
 
+def send_timeout(seconds: float) -> bytes:
+    """SO_SNDTIMEO's struct timeval for `seconds` (a worker that never reads is hung): microseconds kept, and never
+    zero, which the kernel reads as "block forever" (a sub-second stall used to become exactly that)."""
+    whole = int(seconds)
+    micros = round((seconds - whole) * 1_000_000)
+    if whole == 0 and micros == 0:
+        micros = 1
+    return struct.pack("ll", whole, micros)
+
+
 class WorkerProcess:
     """One worker process: its socket (a reader thread that routes answers by request id and watches that the
     worker lives), its stderr (a thread that logs it and keeps its last lines), and the requests in flight."""
@@ -149,8 +161,7 @@ class WorkerProcess:
         self.rules = owner.liveness
         ours, theirs = socket.socketpair()
         try:
-            ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO,
-                            struct.pack("ll", int(self.rules.stall_s), 0))  # a worker that never reads is hung
+            ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, send_timeout(self.rules.stall_s))
             self.process = _SPAWNER.spawn(
                 [sys.executable, "-c", WORKER_CODE, str(theirs.fileno()), str(os.getpid())],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, close_fds=True,
@@ -166,6 +177,8 @@ class WorkerProcess:
         self.pending_lock = threading.Lock()
         self.cancels: dict[int, list[float | None]] = {}
         """Request id -> [when its cancel was raised, when the worker acknowledged it (None: not yet)]."""
+        self.queued_frames: list[bytes] = []
+        """Frames for the worker (cancels) that found the send lock busy: sent by the next send or reader tick."""
         self.alive = True
         self.closing = False
         self.ended: tuple[str, bool] | None = None
@@ -219,6 +232,7 @@ class WorkerProcess:
     def send(self, data: bytes) -> None:
         with self.send_lock:
             self.conn.send_bytes(data)
+            self._send_queued_locked()
 
     def kill(self, why: str, counted: bool) -> None:
         """End the worker now (the reader then fails its requests, naming `why`)."""
@@ -313,8 +327,11 @@ class WorkerProcess:
         with self.pending_lock:
             busy = bool(self.pending or self.cancels) or self.loading
             cancels = list(self.cancels.values())
-        if busy and now - self.last_heard > rules.stall_s:
-            self.kill(f"stopped responding (no sign of life for {now - self.last_heard:.0f} s)", counted=True)
+        if self.queued_frames:
+            self._flush_queued()
+        if now - self.last_heard > rules.stall_s and (busy or self.settled.is_set()):  # idle too: it beats all along
+            state = "" if busy else " while idle"
+            self.kill(f"stopped responding{state} (no sign of life for {now - self.last_heard:.0f} s)", counted=True)
         elif self.loading and now - self.progress_at > rules.load_stall_s:
             self.kill(f"stopped responding (its model load made no progress for {rules.load_stall_s:.0f} s)",
                       counted=True)
@@ -326,7 +343,14 @@ class WorkerProcess:
     def _stopped(self) -> None:
         """The worker's end: fail its requests in flight (each with its own error, no owner's lock taken), settle
         its load, let go of its process."""
-        self.process.wait()
+        try:
+            self.process.wait(STOPPED_WAIT_S)
+        except subprocess.TimeoutExpired:  # its socket closed but it lingers: never wait on it unbounded
+            self.process.kill()
+            try:
+                self.process.wait(STOPPED_WAIT_S)
+            except subprocess.TimeoutExpired:
+                log.error("%s did not exit after SIGKILL within %g s; leaving it", self.what, STOPPED_WAIT_S)
         self.stderr_reader.join(1.0)  # its last lines say why
         with self.pending_lock:
             self.alive = False
@@ -423,13 +447,31 @@ class WorkerProcess:
                 return  # answered already
             self.cancels[rid] = [time.monotonic(), None]
         box.put((_WOKEN, b""))
-        if self.send_lock.acquire(timeout=0.05):  # never wait behind a send to a stuck worker: the watch ends it
+        frame = wp.frame(wp.CANCEL, rid, (cancel.reason or "cancelled").encode())
+        with self.pending_lock:
+            self.queued_frames.append(frame)
+        # never wait behind a send to a stuck worker (the watch ends it): a busy lock leaves the frame queued for
+        # whoever sends next, or for the reader's next tick (it used to be dropped, and the worker then killed
+        # for not acknowledging a cancel it never got)
+        self._flush_queued(wait_s=0.05)
+
+    def _flush_queued(self, wait_s: float = 0.0) -> None:
+        """Send the frames queued for the worker (cancels) if the send lock is free within `wait_s`."""
+        if not self.send_lock.acquire(timeout=wait_s) if wait_s > 0 else not self.send_lock.acquire(blocking=False):
+            return
+        try:
+            self._send_queued_locked()
+        finally:
+            self.send_lock.release()
+
+    def _send_queued_locked(self) -> None:
+        with self.pending_lock:
+            frames, self.queued_frames = self.queued_frames, []
+        for frame in frames:
             try:
-                self.conn.send_bytes(wp.frame(wp.CANCEL, rid, (cancel.reason or "cancelled").encode()))
+                self.conn.send_bytes(frame)
             except (OSError, ValueError):
-                pass
-            finally:
-                self.send_lock.release()
+                return
 
     def _wait(self, rid: int, box: queue.SimpleQueue[tuple[Any, ...]], cancel: CancelToken | None,
               on_token: TokenCallback | None, deadline_s: float | None, answered: list[bool]) -> Any:

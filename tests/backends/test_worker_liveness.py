@@ -204,3 +204,29 @@ def test_a_prefetched_model_is_the_one_the_run_gets() -> None:
         backend = provide(SPEC)
         assert backend.pid in started and children(os.getpid()) - before == started, "no second worker"
         assert backend.generate("Hi", SHORT).completions[0].text is not None
+
+
+def test_an_idle_worker_that_hangs_is_found_by_its_beat_and_a_request_runs_on_a_fresh_one(
+        quick_watch: None, stopped: list[int]) -> None:
+    """Round 7 §2.2: SIGSTOP an idle worker: its silent beat ends it within the stall time, before any request
+    (it used to be found only by the next request, 17 s later, as a 500); a request that got nothing yet from a
+    worker that stops is tried once more on a fresh worker."""
+    backend = WorkerBackend(bundled_model_path(), SPEC)
+    try:
+        idle = backend.pid
+        assert idle is not None
+        stop(idle, stopped)
+        wait_for(lambda: not alive(idle), STALL_S + 3, "the hung idle worker was ended by the watch")
+        answer = backend.generate("Hi", SHORT)  # a fresh worker, no error
+        assert answer.completions[0].text is not None and backend.pid not in (None, idle)
+
+        busy = backend.pid
+        assert busy is not None
+        retried = Outcome(lambda: backend.generate(PROMPT, SamplingParams(max_tokens=200)))  # nothing streamed
+        time.sleep(0.5)
+        stop(busy, stopped)  # hangs mid-request: ended after the stall, and the request runs again
+        retried.within(STALL_S + LOAD_S, "a request whose worker hung, retried")
+        assert retried.error is None, retried.error
+        assert backend.pid not in (None, busy)
+    finally:
+        backend.close()

@@ -102,3 +102,46 @@ def test_a_workers_last_words_are_its_most_telling_line() -> None:
     worker.stderr_tail.clear()
     worker.stderr_tail.append("WARNING llama_cpp.native: routine")
     assert worker.last_words() == "", "routine logging is no reason"
+
+
+def test_a_sub_second_send_timeout_is_not_block_forever() -> None:
+    """SO_SNDTIMEO's timeval: 0.5 s used to be packed as (0, 0), which the kernel reads as no timeout at all."""
+    import struct
+
+    from backends.llama.worker_process import send_timeout
+
+    assert struct.unpack("ll", send_timeout(0.5)) == (0, 500_000)
+    assert struct.unpack("ll", send_timeout(20.0)) == (20, 0)
+    assert struct.unpack("ll", send_timeout(2.25)) == (2, 250_000)
+    assert struct.unpack("ll", send_timeout(0.0)) == (0, 1)
+
+
+def test_a_cancel_that_meets_a_busy_send_lock_is_queued_not_dropped() -> None:
+    """Round 7 §3.5: the CANCEL frame used to be dropped when the send lock stayed busy for 50 ms (the worker was
+    then killed for not acknowledging a cancel it never got): it waits for the next send (or the reader's tick)."""
+    import queue
+    import threading
+
+    from backends.base import CancelToken
+    from backends.llama import worker_protocol as wp
+    from backends.llama.worker_process import WorkerProcess
+
+    class Conn:
+        def __init__(self) -> None:
+            self.sent: list[bytes] = []
+
+        def send_bytes(self, data: bytes) -> None:
+            self.sent.append(data)
+
+    worker = object.__new__(WorkerProcess)
+    worker.conn, worker.send_lock, worker.pending_lock = Conn(), threading.Lock(), threading.Lock()
+    worker.pending, worker.cancels, worker.queued_frames = {7: queue.SimpleQueue()}, {}, []
+    token = CancelToken()
+    token.cancel("stop it")
+    with worker.send_lock:  # another thread is sending (to a slow worker)
+        worker._cancel(7, worker.pending[7], token)
+    assert worker.conn.sent == [] and len(worker.queued_frames) == 1
+    worker.send(b"next request")
+    assert worker.conn.sent[0] == b"next request"
+    assert wp.parse(worker.conn.sent[1])[:2] == (wp.CANCEL, 7)
+    assert worker.queued_frames == []
