@@ -19,8 +19,8 @@ from app.mcp.server import build_mcp_server
 from app.serve.access import Caller
 from app.serve.config import studio_config
 from app.service.studio import StudioService
-from tests.mcp.conftest import copy_workflows, resource_json
 from tests.fresh_loop import run_fresh
+from tests.mcp.conftest import copy_workflows, resource_json
 from tests.studio_fixtures import studio_service
 
 
