@@ -234,10 +234,13 @@ def prepare(service: StudioService, caller: Caller, model: WorkflowModel, req: A
     wf = resolve_model_choices(wf, caller.policy)
     values = workflow_inputs(wf, model.name, req)
     warnings = [*req.warnings, *tool_inputs(wf, model.name, req)[1], *warnings]
+    graded = graded_output(wf, service.registry)
+    if req.tools.active and TOOLS_INPUT in values:  # its answer may be tool calls: sent whole, not as text pieces
+        graded = replace(graded, streams_tokens=False)
     base = s.seed if s.seed is not None else secrets.randbelow(2**31)
     seeds = [base if i == 0 else derive_seed(base, "choice", i) for i in range(s.n)]
     budget = caller.policy.cap_budget(None) if caller.share_rules else Budget()
     return PreparedRun(model=model.name, wf=wf, values=values, budget=budget, seeds=seeds,
-                       run_ids=[uuid.uuid4().hex[:12] for _ in seeds], graded=graded_output(wf, service.registry),
+                       run_ids=[uuid.uuid4().hex[:12] for _ in seeds], graded=graded,
                        overrides={k: v for k, v in overrides.items() if v},
                        hide_cache_hits=caller.remote or caller.share_rules, warnings=warnings)
