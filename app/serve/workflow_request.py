@@ -3,6 +3,7 @@ overrides mapped onto its nodes, the checks of the caller's policy, the graded o
 
 from __future__ import annotations
 
+import json
 import secrets
 import uuid
 from dataclasses import dataclass, field, replace
@@ -160,8 +161,8 @@ def tool_inputs(wf: Workflow, name: str, req: ApiRequest) -> tuple[dict[str, Any
         values[TOOLS_INPUT] = [t.to_openai() for t in req.tools.tools]
     if CHOICE_INPUT in json_inputs:
         choice = req.tools.choice
-        values[CHOICE_INPUT] = {"type": "function", "function": {"name": choice.name}} \
-            if choice.mode == "function" else choice.mode
+        chosen = {"type": "function", "function": {"name": choice.name}} if choice.mode == "function" else choice.mode
+        values[CHOICE_INPUT] = json.dumps(chosen)  # a json input's str value is JSON text: "auto" as "\"auto\""
     if MESSAGES_INPUT in json_inputs:
         values[MESSAGES_INPUT] = [dict(m) for m in req.messages]
     warnings = []
@@ -233,6 +234,9 @@ def prepare(service: StudioService, caller: Caller, model: WorkflowModel, req: A
         raise bad_param(param, f"{param} does not fit workflow {model.name!r}: {issues_summary(problems)}")
     wf = resolve_model_choices(wf, caller.policy)
     values = workflow_inputs(wf, model.name, req)
+    for key, spec in wf.inputs.items():  # the run resolves its inputs again: a json string goes as JSON text
+        if spec.type == "json" and isinstance(values.get(key), str):
+            values[key] = json.dumps(values[key])
     warnings = [*req.warnings, *tool_inputs(wf, model.name, req)[1], *warnings]
     graded = graded_output(wf, service.registry)
     if req.tools.active and TOOLS_INPUT in values:  # its answer may be tool calls: sent whole, not as text pieces

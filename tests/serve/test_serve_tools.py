@@ -48,7 +48,7 @@ description: Answers with the tool-call answer its model writes (the tool-callin
 inputs:
   question: {type: text}
   tools: {type: json, default: []}
-  tool_choice: {type: json, default: auto}
+  tool_choice: {type: json, default: '"auto"'}
   messages: {type: json, default: []}
 nodes:
 - id: call
@@ -319,7 +319,7 @@ def test_the_anthropic_sdk_runs_a_tool_loop(client: TestClient, fake: RecordingF
     assert first.stop_reason == "tool_use" and use.input == {"city": "Paris"}
     turns += [{"role": "assistant", "content": [b.model_dump() for b in first.content]},
               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": RESULT}]}]
-    second = sdk.messages.create(model="claude-sonnet-4-5", max_tokens=32000, messages=turns,
+    second = sdk.messages.create(model="claude-sonnet-4-5", max_tokens=4096, messages=turns,
                                  tools=MESSAGES_TOOLS)  # type: ignore[arg-type]
     assert second.stop_reason == "end_turn" and second.content[0].text == FINAL  # type: ignore[union-attr]
     assert RESULT in fake.calls[-1]["prompt"]
@@ -414,7 +414,7 @@ def test_a_workflow_takes_the_tools_and_answers_with_calls(client: TestClient, f
     assert [b["type"] for b in starts] == ["tool_use"] and starts[0]["name"] == "get_weather"
     partial = "".join(e["delta"]["partial_json"] for e in events if e["type"] == "content_block_delta")
     assert json.loads(partial) == {"city": "Oslo"}
-    assert [e for e in events if e["type"] == "message_delta"][0]["delta"]["stop_reason"] == "tool_use"
+    assert next(e for e in events if e["type"] == "message_delta")["delta"]["stop_reason"] == "tool_use"
     responses = client.post("/v1/responses", json={"model": "tool_agent", "input": "Weather in Oslo?",
                                                    "tools": RESPONSES_TOOLS}).json()
     assert responses["output"][0]["type"] == "function_call" and responses["output"][0]["name"] == "get_weather"
