@@ -426,3 +426,41 @@ def test_a_workflow_without_a_tools_input_answers_text_with_a_warning(client: Te
     assert reply.status_code == 200, reply.text
     assert reply.json()["choices"][0]["finish_reason"] == "stop"
     assert reply.headers[WARNING].startswith("tools ignored: workflow 'plain_wf' has no `tools` input")
+
+
+def test_an_openai_agents_agent_calls_its_function_tool(service: StudioService, fake: RecordingFake) -> None:
+    import httpx
+    import openai
+    from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
+
+    from tests.fresh_loop import run_fresh
+
+    set_tracing_disabled(True)  # nothing leaves this machine
+    seen: list[str] = []
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """Current conditions."""
+        seen.append(city)
+        return RESULT
+
+    app = Starlette(routes=api_routes(service, studio_config(service)))
+
+    async def run(stream: bool) -> Any:
+        transport = httpx.ASGITransport(app=app, client=("127.0.0.1", 5000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+            client = openai.AsyncOpenAI(base_url="http://testserver/v1", api_key="unused", http_client=http,
+                                        max_retries=0)
+            agent = Agent(name="weather", instructions="Answer about the weather.", tools=[get_weather],
+                          model=OpenAIResponsesModel(model=BUNDLED, openai_client=client))
+            if not stream:
+                return await Runner.run(agent, ASK)
+            result = Runner.run_streamed(agent, ASK)
+            async for _ in result.stream_events():
+                pass
+            return result
+
+    for stream in (False, True):
+        result = run_fresh(run, stream)
+        assert result.final_output == FINAL and seen[-1] == "Paris"
+        assert RESULT in fake.calls[-1]["prompt"]
