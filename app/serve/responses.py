@@ -4,6 +4,7 @@ kept for `previous_response_id` unless `store: false`), GET and DELETE /v1/respo
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -172,11 +173,20 @@ class _Output:
             slot["args"] += piece.text
             return [*out, self.events("response.function_call_arguments.delta", item_id=item_id,
                                       output_index=slot["at"], delta=piece.text)]
-        done = self.items[slot["at"]] = {**function_call_item(item_id, piece.call), "call_id": piece.call.id or
-                                         self.items[slot["at"]]["call_id"]}
+        opened = self.items[slot["at"]]["call_id"]  # the id the client saw first stays the call's id
+        done = self.items[slot["at"]] = {**function_call_item(item_id, piece.call), "call_id": opened,
+                                         "arguments": _same_json(slot["args"], piece.call.arguments_json())}
         return [*out, self.events("response.function_call_arguments.done", item_id=item_id, output_index=slot["at"],
                                   name=done["name"], arguments=done["arguments"]),
                 self.events("response.output_item.done", output_index=slot["at"], item=done)]
+
+
+def _same_json(streamed: str, whole: str) -> str:
+    """The arguments as streamed when they read as the call's (the deltas add up to `.done`), else the call's."""
+    try:
+        return streamed if json.loads(streamed) == json.loads(whole) else whole
+    except ValueError:
+        return whole
 
 
 async def _stream(turn: _Turn) -> AsyncIterator[bytes]:

@@ -217,10 +217,11 @@ def test_responses_answers_with_function_call_items(client: TestClient) -> None:
     assert response.tools[0].name == "get_weather" and response.tool_choice == "auto"
 
 
-def test_responses_streams_the_documented_function_call_events(client: TestClient) -> None:
+@pytest.mark.parametrize(("model", "question"), [(BUNDLED, ASK), (HERMES, f"{ASK} (hermes)")])
+def test_responses_streams_the_documented_function_call_events(client: TestClient, model: str, question: str) -> None:
     from openai.types.responses import ResponseStreamEvent
 
-    reply = client.post("/v1/responses", json={"model": BUNDLED, "input": ASK, "tools": RESPONSES_TOOLS,
+    reply = client.post("/v1/responses", json={"model": model, "input": question, "tools": RESPONSES_TOOLS,
                                                "stream": True, "store": False})
     assert reply.status_code == 200, reply.text
     adapter: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
@@ -288,11 +289,12 @@ def test_messages_answers_with_tool_use_blocks(client: TestClient) -> None:
     assert block.name == "get_weather" and block.input == {"city": "Paris"}
 
 
-def test_messages_streams_the_documented_tool_use_events(client: TestClient) -> None:
+@pytest.mark.parametrize(("model", "question"), [(BUNDLED, ASK), (HERMES, f"{ASK} (hermes)")])
+def test_messages_streams_the_documented_tool_use_events(client: TestClient, model: str, question: str) -> None:
     from anthropic.types import RawMessageStreamEvent
 
-    reply = client.post("/v1/messages", json={"model": BUNDLED, "max_tokens": 256, "messages": ask(), "stream": True,
-                                              "tools": MESSAGES_TOOLS})
+    reply = client.post("/v1/messages", json={"model": model, "max_tokens": 256, "messages": ask(question),
+                                              "stream": True, "tools": MESSAGES_TOOLS})
     assert reply.status_code == 200, reply.text
     adapter: TypeAdapter[Any] = TypeAdapter(RawMessageStreamEvent)
     events = [adapter.validate_python(e) for e in sse_events(reply.text)]
