@@ -34,7 +34,7 @@ from app.serve.responses_shapes import (
     text_part,
 )
 from app.serve.responses_store import ResponseStore, owner_of, response_store
-from app.serve.workflow_request import MESSAGES_INPUT, WARNING_HEADER
+from app.serve.workflow_request import MESSAGES_INPUT
 from app.service.studio import StudioService
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def _earlier_turns_warning(job: AnswerJob, conversation: list[dict[str, Any]]) -
     if job.prepared is not None and len(conversation) > 1 and MESSAGES_INPUT not in job.prepared.values:
         note = (f"earlier turns not seen: workflow {job.model!r} takes the last user message as its input (as on "
                 "/v1/chat/completions)")
-        job.headers[WARNING_HEADER] = "; ".join(filter(None, [job.headers.get(WARNING_HEADER), note]))
+        job.warn(note)
 
 
 async def create_response(request: Request, service: StudioService, config: ServeConfig, caller: Caller,

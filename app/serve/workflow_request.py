@@ -27,6 +27,14 @@ OVERRIDES = ("temperature", "max_tokens")
 NOT_FOR_WORKFLOWS = {"logprobs": "logprobs", "json_schema": "response_format"}
 """Request fields a workflow cannot honour (a 400); `logprobs: false` reads as no logprobs and passes."""
 WARNING_HEADER = "x-metagen-warning"
+
+
+def warning_text(notes: list[str]) -> str:
+    """The x-metagen-warning value of some notes: one line of ASCII (a header cannot carry other characters; a
+    client's model or tool name may), each note once."""
+    return "; ".join(dict.fromkeys(notes)).encode("ascii", "backslashreplace").decode("ascii")
+
+
 TOOLS_INPUT, CHOICE_INPUT, MESSAGES_INPUT = "tools", "tool_choice", "messages"
 """A workflow's json inputs with these names take the request's tools, tool choice and conversation."""
 
@@ -59,7 +67,7 @@ class PreparedRun:
     """Request fields ignored for this workflow, said in the WARNING_HEADER of the answer."""
 
     def headers(self) -> dict[str, str]:
-        return {WARNING_HEADER: "; ".join(self.warnings)} if self.warnings else {}
+        return {WARNING_HEADER: warning_text(self.warnings)} if self.warnings else {}
 
 
 def graded_output(wf: Workflow, registry: NodeRegistry) -> Graded:

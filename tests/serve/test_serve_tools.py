@@ -366,6 +366,8 @@ def test_vendor_model_names_and_aliases(service: StudioService) -> None:
     assert reply.status_code == 200, reply.text
     assert reply.json()["model"] == BUNDLED
     assert f"model 'claude-sonnet-4-5' answered by '{BUNDLED}'" in reply.headers[WARNING]
+    odd = plain.post("/v1/chat/completions", json={"model": "gpt-ünï-😀", "messages": ask("Hi")})
+    assert odd.status_code == 200 and "gpt-\\xfcn\\xef-\\U0001f600" in odd.headers[WARNING]  # a header is ASCII
     missing = plain.post("/v1/chat/completions", json={"model": "llama-9", "messages": ask("Hi")})
     assert missing.status_code == 404
     aliased = make_client(service, aliases=(("gpt-5-codex", "plain_wf"), ("fast", HERMES)))
