@@ -43,6 +43,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     keys.add_argument("--api-key", default=None, metavar="KEY", help="API clients must send `Authorization: Bearer "
                       "KEY`; without a key only this machine may call /v1 (also $METAGEN_API_KEY)")
     keys.add_argument("--api-key-file", default=None, metavar="FILE", help="accepted API keys, one per line")
+    api.add_argument("--alias", action="append", default=[], metavar="NAME=MODEL",
+                     help="answer /v1 requests for model NAME with MODEL (repeatable; see `metagen serve --alias`)")
     p.set_defaults(func=cmd_ui)
 
 
@@ -84,6 +86,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
               "workflow .yaml files", file=sys.stderr)
         return 2
     from app.serve.config import load_api_keys, studio_config
+    from app.serve.model_alias import parse_alias
     from app.share.policy import env_share_mode
 
     fake_script, problem = fake_script_from_args(args)
@@ -95,6 +98,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         policy = policy_from_args(args, args.host)
         api_keys = load_api_keys(getattr(args, "api_key", None), getattr(args, "api_key_file", None))
         origins = origin_rules_from_args(args, args.host, tunnel=bool(args.share))
+        aliases = tuple(parse_alias(text) for text in getattr(args, "alias", []))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -117,7 +121,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         return 2
     api = studio_config(service, api_keys=api_keys, all_remote=bool(args.share),
                         share_rules_everywhere=bool(getattr(args, "share_mode", False)) or env_share_mode(),
-                        origins=origins)
+                        origins=origins, aliases=aliases)
     try:
         launched = launch_with_share(demo, host=args.host, port=args.port, share=args.share,
                                      inbrowser=not args.no_browser, quiet=True, show_error=False,

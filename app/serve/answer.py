@@ -25,7 +25,7 @@ from app.serve.plain import backend_error, check_caps, generate_on_job, sampling
 from app.serve.rerank import refuse_rank_generation
 from app.serve.sse import AnswerStream
 from app.serve.workflow_chat import RUN_ID_HEADER
-from app.serve.workflow_request import WARNING_HEADER, PreparedRun, prepare
+from app.serve.workflow_request import WARNING_HEADER, PreparedRun, prepare, warning_text
 from app.serve.workflow_runs import answers, metagen_field, run_choices, total_usage
 from app.service.studio import StudioService
 from backends.base import BackendError, CancelledError, GenerateResult, TokenCounts
@@ -156,7 +156,7 @@ class AnswerJob:
 
     def warn(self, *notes: str) -> None:
         """Adds notes to the answer's x-metagen-warning header."""
-        joined = "; ".join(filter(None, [self.headers.get(WARNING_HEADER), *notes]))
+        joined = warning_text([n for n in [self.headers.get(WARNING_HEADER), *notes] if n])
         if joined:
             self.headers[WARNING_HEADER] = joined
 

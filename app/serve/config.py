@@ -99,10 +99,11 @@ def bind_problem(host: str, api_keys: tuple[str, ...]) -> str | None:
 
 
 def studio_config(service: StudioService, *, api_keys: tuple[str, ...] = (), all_remote: bool = False,
-                  share_rules_everywhere: bool = False, origins: OriginRules | None = None) -> ServeConfig:
+                  share_rules_everywhere: bool = False, origins: OriginRules | None = None,
+                  aliases: tuple[tuple[str, str], ...] = ()) -> ServeConfig:
     """The routes' settings when they are mounted on the studio's own server: the studio's run queue (API runs
     wait with the editor's), its share policy for requests from other machines, and links to the Traces tab."""
     return ServeConfig(remote_policy=remote_policy_for(service.policy, models_folder=service.models_dir),
                        gate=service.run_gate, api_keys=api_keys, all_remote=all_remote,
                        share_rules_everywhere=share_rules_everywhere, trace_link=True,
-                       origins=origins or OriginRules())
+                       origins=origins or OriginRules(), aliases=aliases)

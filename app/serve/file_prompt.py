@@ -6,10 +6,8 @@ lowered to what fits, a tool-call grammar when the choice demands a call)."""
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from app.serve.catalog import FileModel
@@ -60,17 +58,11 @@ def has_tool_turns(messages: list[dict[str, Any]]) -> bool:
     return any(m.get("role") == "tool" or m.get("tool_calls") for m in messages)
 
 
-@functools.lru_cache(maxsize=16)
-def _template(path: str, mtime_ns: int) -> Any:
-    from backends.llama.models.chat_template import chat_template_of
-
-    return chat_template_of(Path(path))
-
-
 def chat_template(spec: ModelSpec) -> Any:
     """The file's ChatTemplate (template, bos_token, eos_token), read once per version of the file."""
-    path = model_path(spec)
-    return _template(str(path), path.stat().st_mtime_ns)
+    from backends.llama.models.chat_template import chat_template_of
+
+    return chat_template_of(model_path(spec))
 
 
 def render(backend: LLMBackend, spec: ModelSpec, messages: list[dict[str, Any]],

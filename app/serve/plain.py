@@ -23,7 +23,7 @@ from app.serve.errors import ApiError, bad_param
 from app.serve.file_prompt import FilePrompt, file_prompt_for, parse_answer, stream_parser
 from app.serve.jobs import Job
 from app.serve.params import ApiRequest
-from app.serve.workflow_request import WARNING_HEADER
+from app.serve.workflow_request import WARNING_HEADER, warning_text
 from app.service.studio import StudioService
 from backends.base import BackendError, EngineStoppedError, GenerateResult, LLMBackend, Prompt, SamplingParams
 from backends.tools.types import new_call_id
@@ -183,7 +183,7 @@ async def _stream(job: Job, model: str, req: ApiRequest, cid: str, created: int,
 
 def warning_headers(warnings: list[str]) -> dict[str, str]:
     """The x-metagen-warning header of an answer (none without warnings)."""
-    return {WARNING_HEADER: "; ".join(dict.fromkeys(warnings))} if warnings else {}
+    return {WARNING_HEADER: warning_text(warnings)} if warnings else {}
 
 
 def tool_chunks(index: int, events: list[Any], calls: dict[int, Any]) -> list[dict[str, Any]]:

@@ -4,6 +4,7 @@ kept for `previous_response_id` unless `store: false`), GET and DELETE /v1/respo
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -33,7 +34,7 @@ from app.serve.responses_shapes import (
     text_part,
 )
 from app.serve.responses_store import ResponseStore, owner_of, response_store
-from app.serve.workflow_request import MESSAGES_INPUT, WARNING_HEADER
+from app.serve.workflow_request import MESSAGES_INPUT
 from app.service.studio import StudioService
 
 log = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ def _earlier_turns_warning(job: AnswerJob, conversation: list[dict[str, Any]]) -
     if job.prepared is not None and len(conversation) > 1 and MESSAGES_INPUT not in job.prepared.values:
         note = (f"earlier turns not seen: workflow {job.model!r} takes the last user message as its input (as on "
                 "/v1/chat/completions)")
-        job.headers[WARNING_HEADER] = "; ".join(filter(None, [job.headers.get(WARNING_HEADER), note]))
+        job.warn(note)
 
 
 async def create_response(request: Request, service: StudioService, config: ServeConfig, caller: Caller,
@@ -172,11 +173,20 @@ class _Output:
             slot["args"] += piece.text
             return [*out, self.events("response.function_call_arguments.delta", item_id=item_id,
                                       output_index=slot["at"], delta=piece.text)]
-        done = self.items[slot["at"]] = {**function_call_item(item_id, piece.call), "call_id": piece.call.id or
-                                         self.items[slot["at"]]["call_id"]}
+        opened = self.items[slot["at"]]["call_id"]  # the id the client saw first stays the call's id
+        done = self.items[slot["at"]] = {**function_call_item(item_id, piece.call), "call_id": opened,
+                                         "arguments": _same_json(slot["args"], piece.call.arguments_json())}
         return [*out, self.events("response.function_call_arguments.done", item_id=item_id, output_index=slot["at"],
                                   name=done["name"], arguments=done["arguments"]),
                 self.events("response.output_item.done", output_index=slot["at"], item=done)]
+
+
+def _same_json(streamed: str, whole: str) -> str:
+    """The arguments as streamed when they read as the call's (the deltas add up to `.done`), else the call's."""
+    try:
+        return streamed if json.loads(streamed) == json.loads(whole) else whole
+    except ValueError:
+        return whole
 
 
 async def _stream(turn: _Turn) -> AsyncIterator[bytes]:

@@ -3,6 +3,7 @@ overrides mapped onto its nodes, the checks of the caller's policy, the graded o
 
 from __future__ import annotations
 
+import json
 import secrets
 import uuid
 from dataclasses import dataclass, field, replace
@@ -27,6 +28,14 @@ OVERRIDES = ("temperature", "max_tokens")
 NOT_FOR_WORKFLOWS = {"logprobs": "logprobs", "json_schema": "response_format"}
 """Request fields a workflow cannot honour (a 400); `logprobs: false` reads as no logprobs and passes."""
 WARNING_HEADER = "x-metagen-warning"
+
+
+def warning_text(notes: list[str]) -> str:
+    """The x-metagen-warning value of some notes: one line of ASCII (a header cannot carry other characters; a
+    client's model or tool name may), each note once."""
+    return "; ".join(dict.fromkeys(notes)).encode("ascii", "backslashreplace").decode("ascii")
+
+
 TOOLS_INPUT, CHOICE_INPUT, MESSAGES_INPUT = "tools", "tool_choice", "messages"
 """A workflow's json inputs with these names take the request's tools, tool choice and conversation."""
 
@@ -59,7 +68,7 @@ class PreparedRun:
     """Request fields ignored for this workflow, said in the WARNING_HEADER of the answer."""
 
     def headers(self) -> dict[str, str]:
-        return {WARNING_HEADER: "; ".join(self.warnings)} if self.warnings else {}
+        return {WARNING_HEADER: warning_text(self.warnings)} if self.warnings else {}
 
 
 def graded_output(wf: Workflow, registry: NodeRegistry) -> Graded:
@@ -161,8 +170,8 @@ def tool_inputs(wf: Workflow, name: str, req: ApiRequest) -> tuple[dict[str, Any
         values[TOOLS_INPUT] = [t.to_openai() for t in req.tools.tools]
     if CHOICE_INPUT in json_inputs:
         choice = req.tools.choice
-        values[CHOICE_INPUT] = {"type": "function", "function": {"name": choice.name}} \
-            if choice.mode == "function" else choice.mode
+        chosen = {"type": "function", "function": {"name": choice.name}} if choice.mode == "function" else choice.mode
+        values[CHOICE_INPUT] = json.dumps(chosen)  # a json input's str value is JSON text: "auto" as "\"auto\""
     if MESSAGES_INPUT in json_inputs:
         values[MESSAGES_INPUT] = [dict(m) for m in req.messages]
     warnings = []
@@ -234,13 +243,19 @@ def prepare(service: StudioService, caller: Caller, model: WorkflowModel, req: A
         raise bad_param(param, f"{param} does not fit workflow {model.name!r}: {issues_summary(problems)}")
     wf = resolve_model_choices(wf, caller.policy)
     values = workflow_inputs(wf, model.name, req)
+    for key, spec in wf.inputs.items():  # the run resolves its inputs again: a json string goes as JSON text
+        if spec.type == "json" and isinstance(values.get(key), str):
+            values[key] = json.dumps(values[key])
     warnings = [*req.warnings, *tool_inputs(wf, model.name, req)[1], *warnings]
+    graded = graded_output(wf, service.registry)
+    if req.tools.active and TOOLS_INPUT in values:  # its answer may be tool calls: sent whole, not as text pieces
+        graded = replace(graded, streams_tokens=False)
     base = s.seed if s.seed is not None else secrets.randbelow(2**31)
     seeds = [base if i == 0 else derive_seed(base, "choice", i) for i in range(s.n)]
     budget = caller.policy.cap_budget(None) if caller.share_rules else Budget()
     run_ids = [uuid.uuid4().hex[:12] for _ in seeds]
     record_owner(service, run_ids, caller.key)  # whose runs these are (MCP resources: only theirs to read)
     return PreparedRun(model=model.name, wf=wf, values=values, budget=budget, seeds=seeds,
-                       run_ids=run_ids, graded=graded_output(wf, service.registry),
+                       run_ids=run_ids, graded=graded,
                        overrides={k: v for k, v in overrides.items() if v},
                        hide_cache_hits=caller.remote or caller.share_rules, warnings=warnings)

@@ -111,7 +111,8 @@ def test_store_false_keeps_nothing_and_a_workflow_says_it_saw_one_turn(dry: Serv
 
 def test_responses_refusals_name_the_field(dry: ServeProcess) -> None:
     client = dry.client()
-    cases = [({"tools": [{"type": "function", "name": "f", "parameters": {}}]}, "tools"),
+    cases = [({"tools": [{"type": "function", "name": "f", "parameters": {}}],
+               "tool_choice": {"type": "function", "name": "g"}}, "tool_choice"),
              ({"background": True}, "background"),
              ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "http://x/y.png"}]}]},
               "input[0].content[0]"),
@@ -177,9 +178,9 @@ def test_messages_errors_have_anthropics_shape(dry: ServeProcess) -> None:
     client = _anthropic(dry)
     with pytest.raises(anthropic.BadRequestError) as bad:
         client.messages.create(model=COT, max_tokens=64, tools=[{"name": "f", "input_schema": {"type": "object"}}],
-                               messages=[{"role": "user", "content": "Hi"}])
+                               tool_choice={"type": "tool", "name": "g"}, messages=[{"role": "user", "content": "Hi"}])
     assert bad.value.body["type"] == "error" and bad.value.body["error"]["type"] == "invalid_request_error"
-    assert bad.value.body["error"]["param"] == "tools"
+    assert bad.value.body["error"]["param"] == "tool_choice"
     with pytest.raises(anthropic.NotFoundError) as unknown:
         client.messages.create(model="no_such_workflow", max_tokens=8, messages=[{"role": "user", "content": "Hi"}])
     assert unknown.value.body["error"]["type"] == "not_found_error"

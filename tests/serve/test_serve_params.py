@@ -55,7 +55,7 @@ def test_workflow_inputs_come_from_the_body_or_metadata() -> None:
     ({"messages": None}, "messages"), ({"messages": "hi"}, "messages"),
     ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "messages[0].content"),
-    ({"model": ""}, "model"), ({"model": 3}, "model"), ({"tools": [{"type": "function"}]}, "tools"),
+    ({"model": ""}, "model"), ({"model": 3}, "model"), ({"tools": [{"type": "function"}]}, "tools[0]"),
     ({"inputs": [1]}, "inputs"), ({"metadata": {"inputs": "not json"}}, "metadata.inputs"),
 ])
 def test_bad_chat_fields_are_400_naming_the_param(change: dict[str, Any], param: str) -> None:

@@ -153,3 +153,13 @@ def test_messages_tool_choice_spellings_and_counting_without_max_tokens() -> Non
     only_result = parse_messages({**base, "messages": [{"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "t", "content": "42"}]}]})
     assert only_result.messages == [{"role": "tool", "tool_call_id": "t", "content": "42"}]
+
+
+def test_alias_flags_read_name_equals_model() -> None:
+    from app.serve.model_alias import parse_alias
+
+    assert parse_alias(" sonnet = story ") == ("sonnet", "story")
+    assert parse_alias("gpt-5=tuned/best") == ("gpt-5", "tuned/best")
+    for bad in ("sonnet", "=story", "sonnet="):
+        with pytest.raises(ValueError, match="NAME=MODEL"):
+            parse_alias(bad)
