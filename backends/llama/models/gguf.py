@@ -252,6 +252,39 @@ def read_gguf_metadata(path: str | Path) -> dict[str, Any]:
     return read_gguf_header(path).metadata
 
 
+def read_token_texts(path: str | Path, ids: set[int]) -> dict[int, str]:
+    """The vocabulary texts (`tokenizer.ggml.tokens`) of the token ids asked for, read from the header without
+    keeping the whole token list (ids outside the vocabulary are left out)."""
+    path = Path(path).expanduser()
+    found: dict[int, str] = {}
+    with _open_checked(path) as handle:
+        reader = _Reader(handle, path)
+        if reader.read(4) != GGUF_MAGIC:
+            raise ModelFileError(f"Model file {path} is not a GGUF file (its first bytes are not b'GGUF').")
+        reader.scalar("<I")
+        reader.scalar("<Q")
+        n_kv = reader.scalar("<Q")
+        if n_kv > 1 << 20:
+            raise ModelFileError(f"Model file {path} is corrupt: its GGUF header claims {n_kv} keys.")
+        for _ in range(n_kv):
+            key = reader.string()
+            value_type = reader.scalar("<I")
+            if key != "tokenizer.ggml.tokens" or value_type != _ARRAY:
+                reader.value(value_type)
+                continue
+            item_type, count = reader.scalar("<I"), reader.scalar("<Q")
+            if item_type != _STRING:
+                reader._skip_array(item_type, count, 1)
+                continue
+            for i in range(count):
+                if i in ids:
+                    found[i] = reader.string()
+                else:
+                    reader.skip_string()
+            break
+    return found
+
+
 @dataclass(frozen=True)
 class ModelFileInfo:
     """What the model picker shows about one GGUF file."""
