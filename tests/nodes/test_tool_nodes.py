@@ -172,3 +172,17 @@ def test_the_examples_validate_and_run_on_the_plain_fake(name: str) -> None:
     assert [i for i in validate(wf, REGISTRY) if i.severity == "error"] == []
     result = run(wf, FakeBackend())
     assert parse_answer_json(next(iter(result.outputs.values()))) is not None
+
+
+def test_the_tool_schema_kind_checks_against_wired_tools() -> None:
+    wf = example("tool_self_consistency").to_dict()
+    wf["inputs"]["other_tools"] = {"type": "json", "default": [
+        {"type": "function", "function": {"name": "get_forecast", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]}
+    wf["nodes"][1] = {"id": "schema", "kind": "tool_schema",
+                      "inputs": {"candidates": "sample.candidates", "tools": "inputs.other_tools"}}
+    wf["layout"]["inputs.other_tools"] = [40, 440]
+    result = run(workflow_from_dict(wf), Recording(replies=EIGHT))
+    schema = result.node_outputs["schema"]["candidates"].candidates
+    assert [c.score for c in schema] == [0, 0, 0, 1, 0, 0, 0, 1]  # only get_forecast exists now
+    assert result.outputs["votes"]["clusters"][0]["answer"] == 'get_forecast(city="paris")'
