@@ -4,6 +4,7 @@ schemas), for tool_choice required, a named function, and auto when a tool is `s
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -165,6 +166,37 @@ def _rule_name(text: str) -> str:
 
 # -- the grammars ---------------------------------------------------------------------------------------------
 
+SMALL_INT_RANGE = 64
+"""An integer whose minimum and maximum are at most this far apart is written as the list of its values (the
+converter leaves integer bounds out)."""
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def bounded(schema: Any) -> Any:
+    """The schema with small integer ranges as enums, so the grammar keeps to them (everything else as given)."""
+    if isinstance(schema, list):
+        return [bounded(s) for s in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out = {k: bounded(v) for k, v in schema.items()}
+    if out.get("type") == "integer" and "enum" not in out:
+        low, high = _number(out.get("minimum")), _number(out.get("maximum"))
+        if _number(out.get("exclusiveMinimum")) is not None:
+            low = math.floor(_number(out["exclusiveMinimum"])) + 1  # type: ignore[arg-type]
+        if _number(out.get("exclusiveMaximum")) is not None:
+            high = math.ceil(_number(out["exclusiveMaximum"])) - 1  # type: ignore[arg-type]
+        if low is not None and high is not None and 0 <= high - low <= SMALL_INT_RANGE:
+            values = list(range(math.ceil(low), math.floor(high) + 1))
+            if values:
+                out = {k: v for k, v in out.items()
+                       if k not in ("type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")}
+                out["enum"] = values
+    return out
+
+
 def _chosen_tools(request: ToolRequest) -> tuple[ToolSpec, ...]:
     if request.choice.mode == "function":
         tool = request.tool(request.choice.name or "")
@@ -196,11 +228,11 @@ def tool_call_grammar(request: ToolRequest, family: str) -> str | None:
     for i, tool in enumerate(tools):
         base = f"tool{i}-{_rule_name(tool.name)}"
         if gemma is not None:
-            args = gemma.object(dict(tool.parameters), f"{base}-args")
+            args = gemma.object(bounded(dict(tool.parameters)), f"{base}-args")
             rules[f"{base}-call"] = f'{literal("<start_function_call>call:" + tool.name)} {args} ' \
                                     f'"<end_function_call>"'
         else:
-            schema = converter.resolve_refs(json.loads(json.dumps(dict(tool.parameters))), base)
+            schema = converter.resolve_refs(bounded(json.loads(json.dumps(dict(tool.parameters)))), base)
             args = converter.visit(schema, f"{base}-args")
             rules[f"{base}-call"] = _json_call(family, tool.name, args)
         calls.append(f"{base}-call")

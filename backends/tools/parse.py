@@ -45,29 +45,43 @@ Item = TextItem | CallItem
 def json_end(text: str, start: int) -> int | None:
     """The index just past the JSON object or array opening at `start` (brackets balanced outside strings), the
     index just past the first bracket that does not match (a malformed value), or None when it is not closed yet."""
-    stack: list[str] = []
-    in_string = escaped = False
-    for i in range(start, len(text)):
-        c = text[i]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif c == "\\":
-                escaped = True
+    return _JsonWalk(start).run(text)
+
+
+class _JsonWalk:
+    """json_end's walk, resumable: a stream's text only grows, so a value not closed yet is walked on from where the
+    last call stopped (each character once, however many pieces arrive)."""
+
+    def __init__(self, start: int) -> None:
+        self.i = start
+        self.stack: list[str] = []
+        self.in_string = self.escaped = False
+
+    def run(self, text: str) -> int | None:
+        stack = self.stack
+        in_string, escaped = self.in_string, self.escaped
+        i, n = self.i, len(text)
+        while i < n:
+            c = text[i]
+            i += 1
+            if in_string:
+                if escaped:
+                    escaped = False
+                elif c == "\\":
+                    escaped = True
+                elif c == '"':
+                    in_string = False
             elif c == '"':
-                in_string = False
-        elif c == '"':
-            in_string = True
-        elif c in "{[":
-            stack.append("}" if c == "{" else "]")
-        elif c in "}]":
-            if not stack or stack.pop() != c:
-                return i + 1
-            if not stack:
-                return i + 1
-        elif not stack:
-            return i + 1
-    return None
+                in_string = True
+            elif c == "{" or c == "[":
+                stack.append("}" if c == "{" else "]")
+            elif c == "}" or c == "]":
+                if not stack or stack.pop() != c or not stack:
+                    return i
+            elif not stack:
+                return i
+        self.i, self.in_string, self.escaped = i, in_string, escaped
+        return None
 
 
 def _load(text: str) -> Any:
@@ -171,6 +185,30 @@ def _fg_object(s: str, i: int) -> tuple[dict[str, Any], int]:
     return out, i + 1
 
 
+def gemma_call_end(text: str, start: int) -> int | None:
+    """The index just past `call:NAME{...}` opening at `start` (braces balanced outside <escape> strings), or None
+    while it is not closed (or not a call's shape)."""
+    m = re.compile(r"call:[A-Za-z0-9_.\-]+\{").match(text, start)
+    if m is None:
+        return None if "{" not in text[start:] else start + 1
+    depth, i = 0, m.end() - 1
+    while i < len(text):
+        if text.startswith(_ESCAPE, i):
+            j = text.find(_ESCAPE, i + len(_ESCAPE))
+            if j < 0:
+                return None
+            i = j + len(_ESCAPE)
+            continue
+        if text[i] in "{[":
+            depth += 1
+        elif text[i] in "}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return None
+
+
 def parse_gemma_call(body: str) -> ToolCall | None:
     """`call:NAME{args}` (what FunctionGemma writes between its call markers) as a ToolCall, or None."""
     m = re.match(r"\s*call:([A-Za-z0-9_.\-]+)", body)
@@ -213,6 +251,16 @@ class Scanner:
         self.markers = MARKERS[self.family]
         self.text_seen = False
         """Whether text other than whitespace was read: bare calls (no marker) count only at the answer's start."""
+        self._walks: dict[int, _JsonWalk] = {}
+
+    def _json_end(self, text: str, start: int) -> int | None:
+        walk = self._walks.get(start)
+        if walk is None:
+            walk = self._walks[start] = _JsonWalk(start)
+        end = walk.run(text)
+        if end is not None:
+            del self._walks[start]
+        return end
 
     def scan(self, text: str, pos: int, final: bool) -> tuple[list[Item], int]:
         items: list[Item] = []
@@ -285,13 +333,23 @@ class Scanner:
         if self.family == "generic":
             return self._generic(text, pos, final)
         if self.family in ("hermes", "llama3") and c == "{":
-            end = json_end(text, pos)
+            end = self._json_end(text, pos)
             if end is None:
                 return None if final else WAIT
             call = call_from_object(_load(text[pos:end]))
             return ([CallItem(call)], end) if call is not None else None
+        if self.family == "gemma" and c == "c":  # FunctionGemma's markers may be control tokens that render empty
+            if not final and len(text) - pos < len("call:") and "call:".startswith(text[pos:]):
+                return WAIT
+            if not text.startswith("call:", pos):
+                return None
+            end = gemma_call_end(text, pos)
+            if end is None:
+                return None if final else WAIT
+            call = parse_gemma_call(text[pos:end])
+            return ([CallItem(call)], end) if call is not None else None
         if self.family == "mistral" and c == "[":  # [TOOL_CALLS] is a control token: its text may be empty
-            end = json_end(text, pos)
+            end = self._json_end(text, pos)
             if end is None:
                 return None if final else WAIT
             calls = self._call_list(_load(text[pos:end]))
@@ -314,7 +372,7 @@ class Scanner:
                 return None if final else WAIT
         if text[pos] != "{":
             return None
-        end = json_end(text, pos)
+        end = self._json_end(text, pos)
         if end is None:
             return None if final else WAIT
         obj = _load(text[pos:end])
@@ -379,7 +437,7 @@ class Scanner:
             return self._mistral_named(text, k, j, final)
         if text[j] not in "[{":
             return self._bad(text, k, j)
-        end = json_end(text, j)
+        end = self._json_end(text, j)
         if end is None:
             return WAIT if not final else self._bad(text, k, len(text))
         value = _load(text[j:end])
@@ -406,7 +464,7 @@ class Scanner:
             return WAIT if not final else self._bad(text, k, len(text))
         if text[start] != "{":
             return self._bad(text, k, start)
-        end = json_end(text, start)
+        end = self._json_end(text, start)
         if end is None:
             return WAIT if not final else self._bad(text, k, len(text))
         args = _arguments(_load(text[start:end]))

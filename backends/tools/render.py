@@ -104,6 +104,8 @@ class TemplateCaps:
     supports_parallel_tool_calls: bool = False
     requires_object_arguments: bool = False
     requires_non_null_content: bool = False
+    tools_need_system: bool = False
+    """The tools show only beside a system (developer) message, as in FunctionGemma's templates."""
 
 
 def _try_render(template: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> str:
@@ -113,7 +115,8 @@ def _try_render(template: str, messages: list[dict[str, Any]], tools: list[dict[
         return ""
 
 
-_ARG_NEEDLES = ('"argument_needle":', "'argument_needle':", "<parameter=argument_needle>")
+_ARG_NEEDLES = ('"argument_needle":', "'argument_needle':", "<parameter=argument_needle>", "argument_needle:<escape>")
+"""An argument rendered as the template writes it: JSON, a Python dict, XML, FunctionGemma's `key:<escape>`."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -126,6 +129,9 @@ def template_caps(template: str) -> TemplateCaps:
             "type": "object", "properties": {"arg": {"type": "string", "description": "Some argument."}},
             "required": ["arg"]}}}
     supports_tools = "some_tool" in _try_render(template, [user], [probe_tool])
+    need_system = not supports_tools and "some_tool" in _try_render(
+        template, [{"role": "system", "content": "<System Needle>"}, user], [probe_tool])
+    supports_tools = supports_tools or need_system
 
     def with_content(content: Any) -> str:
         assistant = {"role": "assistant", "content": content}
@@ -157,7 +163,7 @@ def template_caps(template: str) -> TemplateCaps:
     return TemplateCaps(supports_system_role="<System Needle>" in system_out, supports_tools=supports_tools,
                         supports_tool_calls=supports_calls, supports_tool_responses=responses,
                         supports_parallel_tool_calls=parallel, requires_object_arguments=requires_obj,
-                        requires_non_null_content=requires_non_null)
+                        requires_non_null_content=requires_non_null, tools_need_system=need_system)
 
 
 # -- messages ----------------------------------------------------------------------------------------------
@@ -237,12 +243,22 @@ def _normalized(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         elif item["content"] is None:
             item["content"] = ""
         out.append(item)
-    return out
+    return _one_system(out)
+
+
+def _one_system(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every system (and developer) message joined into one at the head, in order: templates take one, first (agents
+    such as Codex send several, some after the first user turn)."""
+    systems = [m["content"] or "" for m in messages if m["role"] == "system"]
+    if len(systems) <= 1 and (not systems or messages[0]["role"] == "system"):
+        return messages
+    rest = [m for m in messages if m["role"] != "system"]
+    return [{"role": "system", "content": "\n\n".join(s for s in systems if s)}, *rest]
 
 
 def _merge_same_role(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Consecutive user messages (tool results turned into user text) as one, for templates that insist on turns
-    alternating."""
+    """Consecutive user messages (tool results turned into user text, turns around a system message moved to the
+    head) as one, for templates that insist on turns alternating."""
     merged: list[dict[str, Any]] = []
     for m in messages:
         if merged and m["role"] == "user" and merged[-1]["role"] == "user" and "tool_calls" not in m:
@@ -295,9 +311,7 @@ def _polyfilled(messages: list[dict[str, Any]], caps: TemplateCaps, *, calls_as_
         out.append(m)
     if system_as_user:
         out = _system_into_user(out)
-    if results_as_text or calls_as_text or system_as_user:
-        out = _merge_same_role(out)
-    return out
+    return _merge_same_role(out)
 
 
 def _system_into_user(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -369,6 +383,8 @@ def render_tool_prompt(template: str | None, messages: list[dict], request: Tool
     if native:
         if family == "mistral":
             normalized = _mistral_ids(normalized)
+        if caps.tools_need_system and request.active and not any(m["role"] == "system" for m in normalized):
+            normalized = [{"role": "system", "content": FUNCTION_CALLING_SYSTEM}, *normalized]
         prepared = _polyfilled(normalized, caps, calls_as_text=False, results_as_text=not caps.supports_tool_responses,
                                system_as_user=not caps.supports_system_role,
                                object_arguments=caps.requires_object_arguments,
@@ -403,6 +419,9 @@ def _render(template: str, messages: list[dict[str, Any]], tools: list[dict[str,
     except Exception as exc:  # jinja errors, raise_exception() in templates
         raise BackendError(f"The model's chat template rejected this tool-calling conversation: {exc}") from exc
 
+
+FUNCTION_CALLING_SYSTEM = "You are a model that can do function calling with the following functions"
+"""The developer message FunctionGemma's documentation prescribes, for templates that list tools only beside one."""
 
 _FALLBACK_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
