@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
+
+from backends.tools.types import ToolRequest
 
 ChatMessage = dict[str, str]
 """One chat turn: {"role": "system" | "user" | "assistant", "content": "..."}."""
@@ -408,6 +410,13 @@ class LLMBackend(Protocol):
 
     def render_prompt(self, prompt: Prompt, add_generation_prompt: bool = True) -> str:
         """The text the model sees: chat messages through the model's chat template, str as-is."""
+        ...
+
+    def render_tool_prompt(self, messages: Sequence[Mapping[str, Any]], request: ToolRequest,
+                           add_generation_prompt: bool = True) -> tuple[str, str]:
+        """A tool-calling conversation (OpenAI chat shape) as the text this model sees, and the call format its
+        answer comes in (backends.tools.render.render_tool_prompt: the model's own chat template given the tools,
+        else the generic JSON form): (text, family). The text is a prompt to pass as it is (a str)."""
         ...
 
     def tokenize(self, text: str) -> list[int]: ...

@@ -31,6 +31,8 @@ from backends.base import (
 )
 from backends.beam_search import BeamResult, BeamSearch, BeamSettings, check_beam_settings
 from backends.token_stats import ConfidenceWindow
+from backends.tools.render import render_tool_prompt
+from backends.tools.types import ToolRequest
 
 _CHAT_TAG = re.compile(r"<\|[a-z_]+\|>")
 """A chat-template role marker such as <|assistant|>: never the line worth echoing."""
@@ -100,6 +102,13 @@ class FakeBackend:
             return prompt
         text = "".join(f"<|{m['role']}|>\n{m['content']}\n" for m in prompt)
         return text + ("<|assistant|>\n" if add_generation_prompt else "")
+
+    def render_tool_prompt(self, messages: Sequence[Mapping[str, Any]], request: ToolRequest,
+                           add_generation_prompt: bool = True) -> tuple[str, str]:
+        """The generic JSON form in ChatML turns (the fake has no chat template): answers it parses as `generic`."""
+        rendered = render_tool_prompt(None, [dict(m) for m in messages], request,
+                                      add_generation_prompt=add_generation_prompt)
+        return rendered.text, rendered.family
 
     def tokenize(self, text: str) -> list[int]:
         return [_stable_hash(w) % 50_000 for w in text.split()]

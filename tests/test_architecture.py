@@ -192,3 +192,23 @@ def test_no_static_file_over_900_lines() -> None:
     long = {str(p.relative_to(ROOT)): n for p in (ROOT / "static").rglob("*")
             if p.suffix in {".js", ".css", ".html"} and (n := len(p.read_text(encoding="utf-8").splitlines())) > 900}
     assert long == {}
+
+
+NODES_MAY_IMPORT_FROM_BACKENDS = ("backends.base", "backends.beam_search", "backends.token_stats", "backends.grammar",
+                                  "backends.tools")
+"""Nodes reach models only through the NodeContext: of backends they import the protocol's data, the pure grammar
+checks and the pure tool-calling package (its types, rendering, parsing and grammars; never an engine or a server)."""
+
+
+def test_nodes_import_only_the_pure_parts_of_backends() -> None:
+    bad = sorted(f"{m} -> {t}" for m, ts in GRAPH.items() if m.split(".")[0] == "nodes" for t in ts
+                 if t.split(".")[0] == "backends"
+                 and not any(t == a or t.startswith(a + ".") for a in NODES_MAY_IMPORT_FROM_BACKENDS))
+    assert bad == []
+
+
+def test_backends_tools_is_a_leaf() -> None:
+    """backends.tools imports only backends.base and itself: the engine, the servers and the nodes all use it."""
+    bad = sorted(f"{m} -> {t}" for m, ts in GRAPH.items() if m.startswith("backends.tools") for t in ts
+                 if t.split(".")[0] in PACKAGES and not (t.startswith("backends.tools") or t == "backends.base"))
+    assert bad == []

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.eval.bfcl_data import BfclError, is_bfcl_spec
+from app.eval.bfcl_data import load_rows as load_bfcl_rows
 from app.eval.dataset_formats import FormatError, parse_json_array, parse_parquet, rows_and_columns
 from app.eval.hub_datasets import HubDatasetError, is_hub_spec, load_hub_rows
 from app.platform import paths, resources
@@ -116,6 +118,8 @@ def load_dataset(path: str | Path) -> Dataset:
     every problem found."""
     if is_hub_spec(str(path)):
         return _load_hub(str(path))
+    if is_bfcl_spec(str(path)):
+        return _load_bfcl(str(path))
     p = Path(path)
     if not p.exists():
         raise DatasetError(f"no such dataset file: {p}")
@@ -179,6 +183,16 @@ def _load_hub(text: str) -> Dataset:
     digest = hashlib.sha256(json.dumps(rows, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
     log.debug("loaded %s: %d rows, columns %s", spec, len(rows), columns)
     return Dataset(path=Path(str(spec)), rows=rows, columns=columns, sha256=digest)
+
+
+def _load_bfcl(text: str) -> Dataset:
+    """A BFCL category from the bfcl-eval wheel's data files (app/eval/bfcl_data.py), its `path` the spec."""
+    try:
+        rows, digest = load_bfcl_rows(text)
+    except BfclError as exc:
+        raise DatasetError(str(exc)) from None
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    return Dataset(path=Path(text), rows=rows, columns=columns, sha256=digest)
 
 
 def _too_many_rows(name: str) -> DatasetError:

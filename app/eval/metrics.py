@@ -1,5 +1,5 @@
-"""Grading: parse a metric spec (exact, number, contains, regex, math, choice, python:FILE, output:NAME, tests)
-and score outputs."""
+"""Grading: parse a metric spec (exact, number, contains, regex, math, choice, python:FILE, output:NAME, tests,
+bfcl) and score outputs."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.eval.bfcl_data import grade_answer
 from nodes.algorithms.choice import choice_letter, reference_letter
 from nodes.algorithms.code_exec import ExecLimits
 from nodes.algorithms.code_tests import run_code_tests
@@ -25,7 +26,7 @@ from nodes.algorithms.sandbox import run_python_verifier
 log = logging.getLogger(__name__)
 
 METRIC_FORMS = ("exact", "number", "contains", "math", "choice", "regex", "regex:PATTERN", "python:FILE",
-                "output:NAME", "tests")
+                "output:NAME", "tests", "bfcl")
 MAX_METRIC_FILE_BYTES = 256 * 1024
 PYTHON_METRIC_TIMEOUT_S = 5.0
 PYTHON_METRIC_MEMORY_MB = 256
@@ -108,6 +109,13 @@ def _short(text: str, limit: int = 60) -> str:
 
 
 # ------------------------------------------------------------------ the forms
+
+
+def _bfcl(output: Any, row: dict[str, Any], reference: str | None, outputs: dict[str, Any]) -> Grade:
+    """A tool-call answer (answer_json) graded by BFCL's AST checker against the row's possible answers (the
+    reference the BFCL presets make: app/eval/bfcl_data.py); irrelevance rows are right without a call."""
+    correct, detail = grade_answer(output, reference)
+    return _grade(1.0 if correct else 0.0, detail)
 
 
 def _exact(output: Any, row: dict[str, Any], reference: str | None, outputs: dict[str, Any]) -> Grade:
@@ -345,6 +353,8 @@ def parse_metric(spec: str, base_dir: Path | None = None) -> Metric:
             return Metric("choice", _choice, needs_reference=True)
         if form == "tests":
             return Metric("tests", _tests_metric, runs_code=True)
+        if form == "bfcl":
+            return Metric("bfcl", _bfcl, needs_reference=True)
     elif form == "regex":
         if not arg:
             raise MetricError("regex: needs a pattern, e.g. regex:^\\d+$ (or plain `regex` to use the reference)")

@@ -14,6 +14,7 @@ from app.viz.common import MUTED, WINNER_COLOR, esc, events_of, fmt_num, node_by
 from app.viz.deepconf import stopped_samples_body
 from app.viz.selection import selection_body
 from app.viz.think_exit import early_exit_body
+from app.viz.tool_calls import candidate_answer, candidate_text, schema_cell, schema_verdict
 
 MAX_BARS = 40
 """Answers drawn in the histogram; the rest are summed into one 'other' bar."""
@@ -56,7 +57,7 @@ def sample_rows(record: dict[str, Any], node_id: str | None = None) -> list[dict
     _, cset = picked
     winner = cset.get("winner")
     return [{
-        "index": i, "text": c.get("text", ""), "answer": c.get("answer"), "score": c.get("score"),
+        "index": i, "text": candidate_text(c), "answer": candidate_answer(c), "score": c.get("score"),
         "scores": c.get("scores") or {}, "cluster": c.get("cluster"), "winner": winner == i,
         "seed": c.get("seed"), "finish_reason": c.get("finish_reason", ""),
         "completion_tokens": c.get("completion_tokens", 0), "source": c.get("source", ""),
@@ -78,7 +79,7 @@ def vote_counts(record: dict[str, Any], node_id: str | None = None) -> list[tupl
         if data.get("no_answer_count"):
             out.append((NO_ANSWER, int(data["no_answer_count"]), None))
         return out
-    counts = Counter(NO_ANSWER if c.get("answer") is None else str(c.get("answer"))
+    counts = Counter(NO_ANSWER if c.get("answer") is None else str(candidate_answer(c))
                      for c in cset.get("candidates") or [])
     return [(a, n, None) for a, n in counts.most_common()]
 
@@ -228,6 +229,7 @@ def samples_table_body(record: dict[str, Any], node_id: str | None = None, limit
     rows = sample_rows(record, node)
     cands = [c for c in cset.get("candidates") or [] if isinstance(c, dict)]
     with_tests = has_test_runs(cands, node)
+    with_schema = any(schema_verdict(c) is not None for c in cands)
     body = []
     for r in rows[:limit]:
         text = r["text"]
@@ -237,13 +239,15 @@ def samples_table_body(record: dict[str, Any], node_id: str | None = None, limit
                     f"<td>{esc('—' if r['answer'] is None else r['answer'])}</td>"
                     f"<td class=num>{fmt_num(r['score'], 3)}</td><td class=num>{fmt_num(r['cluster'])}</td>"
                     f"<td>{'★' if r['winner'] else ''}</td><td class=num>{r['completion_tokens']}</td>"
-                    + (f"<td>{tests_cell(cands[r['index']], node)}</td>" if with_tests else "") + "</tr>")
+                    + (f"<td>{tests_cell(cands[r['index']], node)}</td>" if with_tests else "")
+                    + (f"<td>{schema_cell(cands[r['index']])}</td>" if with_schema else "") + "</tr>")
     more = (f'<p class="mg-muted">{len(rows) - limit} more candidates not shown; export the run as JSON for all '
             "of them.</p>" if len(rows) > limit else "")
     node_kind = (node_by_id(record, node) or {}).get("kind", "")
     return (f"<h3>Candidates of {esc(node)} ({esc(node_kind)}) · {len(rows)}</h3>" + behaviour_note_body(record, node)
             + "<table class=mg-samples><thead><tr><th class=num>#</th><th>text</th><th>answer</th><th class=num>score"
             "</th><th class=num>cluster</th><th>winner</th><th class=num>tokens</th>"
-            + ("<th>tests</th>" if with_tests else "") + "</tr></thead><tbody>"
+            + ("<th>tests</th>" if with_tests else "") + ("<th>schema</th>" if with_schema else "")
+            + "</tr></thead><tbody>"
             + "".join(body) + "</tbody></table>" + more + stopped_samples_body(record, node)
             + selection_body(record, node) + early_exit_body(record, node))

@@ -17,6 +17,7 @@ TAG_VOCABULARY: dict[str, dict[str, str]] = {
         "math": "a short final answer that can be checked (a number, a choice)",
         "code": "a program, graded by running it",
         "open": "free text (writing, instructions): no single right answer to vote on",
+        "tools": "tool calls (an agent's actions): the tools and conversation in, calls out",
     },
 }
 """Each tag key with its allowed values and what each means (the gallery shows the meaning)."""

@@ -8,7 +8,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,9 @@ from backends.beam_search import BeamResult, BeamSettings
 from backends.llama import worker_protocol as wp
 from backends.llama.build_facts import signal_name
 from backends.llama.engine_stops import EngineStop, StopCounter, broken_error
+from backends.llama.models.tool_prompt import file_tool_prompt
 from backends.llama.worker_process import UNLOADED, WorkerProcess
+from backends.tools.types import ToolRequest
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +220,11 @@ class _EngineWorkerBackend:
 
     def render_prompt(self, prompt: Prompt, add_generation_prompt: bool = True) -> str:
         return self._call("render_prompt", prompt, add_generation_prompt)  # type: ignore[no-any-return]
+
+    def render_tool_prompt(self, messages: Sequence[Mapping[str, Any]], request: ToolRequest,
+                           add_generation_prompt: bool = True) -> tuple[str, str]:
+        """Rendered here in the studio's process from the file's header (no engine call, no model load)."""
+        return file_tool_prompt(self.path, messages, request, add_generation_prompt)
 
     def tokenize(self, text: str) -> list[int]:
         return self._call("tokenize", text)  # type: ignore[no-any-return]

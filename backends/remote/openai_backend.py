@@ -7,7 +7,7 @@ import math
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -56,6 +56,8 @@ from backends.remote.openai_request import (
     usage_of,
 )
 from backends.token_stats import approx_token_stats
+from backends.tools.render import render_tool_prompt
+from backends.tools.types import ToolRequest
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +127,14 @@ class OpenAIBackend:
 
     def render_prompt(self, prompt: Prompt, add_generation_prompt: bool = True) -> str:
         return readable(prompt, add_generation_prompt)
+
+    def render_tool_prompt(self, messages: Sequence[Mapping[str, Any]], request: ToolRequest,
+                           add_generation_prompt: bool = True) -> tuple[str, str]:
+        """The generic JSON form in ChatML turns, sent as a completion prompt (the server's own template is not
+        known here)."""
+        rendered = render_tool_prompt(None, [dict(m) for m in messages], request,
+                                      add_generation_prompt=add_generation_prompt)
+        return rendered.text, rendered.family
 
     def tokenize(self, text: str) -> list[int]:
         """The server's tokens where it has a tokenizer endpoint, else an estimate (one token per 4 bytes)."""

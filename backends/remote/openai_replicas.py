@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -26,6 +26,7 @@ from backends.base import (
 from backends.remote.openai_backend import DEFAULT_MAX_CONCURRENCY, OpenAIBackend
 from backends.remote.openai_caps import Capabilities, forget
 from backends.remote.openai_http import server_down
+from backends.tools.types import ToolRequest
 
 log = logging.getLogger(__name__)
 
@@ -240,6 +241,10 @@ class ReplicaBackend:
 
     def render_prompt(self, prompt: Prompt, add_generation_prompt: bool = True) -> str:
         return self.replicas[0].backend.render_prompt(prompt, add_generation_prompt)
+
+    def render_tool_prompt(self, messages: Sequence[Mapping[str, Any]], request: ToolRequest,
+                           add_generation_prompt: bool = True) -> tuple[str, str]:
+        return self.replicas[0].backend.render_tool_prompt(messages, request, add_generation_prompt)
 
     def tokenize(self, text: str) -> list[int]:
         return self._call(lambda b: b.tokenize(text), None, requests=None)  # type: ignore[no-any-return]

@@ -56,6 +56,7 @@ from nodes.thinking import (
     think_params,
     think_problems,
 )
+from nodes.tool_inputs import TOOL_PARAMS, TOOLS_INPUT, ToolPrompt, tool_mode, tool_problems
 
 STATS_DIGITS = 4
 """Token statistics kept on candidates are rounded to this many decimals (they travel in traces)."""
@@ -92,6 +93,24 @@ def candidate_from(c: Completion, index: int, source: str, spec: AnswerSpec | No
     return cand
 
 
+def tool_candidates(tp: ToolPrompt, completions: list[Completion], source: str, start: int = 0) -> list[Candidate]:
+    """Tool-calling samples as candidates: each one's text the answer_json of its parsed calls (or text), its answer
+    the calls' canonical form, the raw completion and its family in meta["tool_calls"]."""
+    out = []
+    for i, c in enumerate(completions):
+        completion, canonical, meta = tp.parse(c)
+        cand = candidate_from(completion, start + i, source)
+        cand.answer = canonical
+        cand.meta["tool_calls"] = meta
+        out.append(cand)
+    return out
+
+
+def with_tools_input(names: list[str], params: dict[str, Any]) -> list[str]:
+    """The required inputs, with `tools` among them in tool-calling mode."""
+    return [*names, TOOLS_INPUT] if tool_mode(params) and TOOLS_INPUT not in names else names
+
+
 def thinking_candidates(result: ThinkingResult, source: str, spec: AnswerSpec | None = None) -> list[Candidate]:
     """The answers of thinking samples as candidates, each with its thinking (text, tokens, forced, waits) in meta;
     the answer is extracted from the answer alone."""
@@ -125,14 +144,22 @@ class Generator(NodeKind):
               "candidate, {name} being that candidate's text ('' = one completion)"),
         *decoding_params(temperature=0.0, max_tokens=128),
         *think_params(),
+        *TOOL_PARAMS,
     )
     variadic_inputs = True
     uses_model = True
 
     @classmethod
+    def required_inputs(cls, params: dict[str, Any]) -> list[str]:
+        return with_tools_input(super().required_inputs(params), params)
+
+    @classmethod
     def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
-        problems = decoding_problems(params) + think_problems(params)
+        problems = decoding_problems(params) + think_problems(params) + tool_problems(params)
         mapped = str(params.get("for_each") or "")
+        if tool_mode(params) and (mapped or think_mode(params) != "off"):
+            problems.append(("tool_calls", "tool calls are drawn from one prompt without thinking: set for_each "
+                                           "to '' and think: off"))
         if mapped and think_mode(params) != "off":
             problems.append(("think", "for_each does not think yet: set think: off, or think in a sampler or a "
                                       "generator before it"))
@@ -158,6 +185,11 @@ class Generator(NodeKind):
         if mapped:
             return self._for_each(mapped, inputs, params, ctx)
         prompt = build_prompt(params, inputs)
+        if tool_mode(params):
+            tp = ToolPrompt(ctx, inputs, params, prompt, sampling_params(params, ctx.seed))
+            result = ctx.generate(tp.text, tp.params, n=1, seeds=[ctx.seed])
+            (candidate,) = tool_candidates(tp, result.completions, ctx.node_id)
+            return {"text": candidate.text, "candidates": tp.candidate_set([candidate], result.prompt_text)}
         result = ctx.generate(prompt, sampling_params(params, ctx.seed), n=1, seeds=[ctx.seed])
         candidate = candidate_from(result.completions[0], 0, ctx.node_id, **completion_text(params, prompt))
         return {"text": candidate.text,
@@ -232,13 +264,23 @@ class Sampler(NodeKind):
         *BEAM_PARAMS,
         *answer_params("auto"),
         *think_params(),
+        *TOOL_PARAMS,
     )
     variadic_inputs = True
     uses_model = True
 
     @classmethod
+    def required_inputs(cls, params: dict[str, Any]) -> list[str]:
+        return with_tools_input(super().required_inputs(params), params)
+
+    @classmethod
     def validate_params(cls, params: dict[str, Any]) -> list[tuple[str, str]]:
         problems = decoding_problems(params) + AnswerSpec.from_params(params).problems() + think_problems(params)
+        problems += tool_problems(params)
+        if tool_mode(params) and (params.get("method", "sample") != "sample" or params.get("adaptive", "off")
+                                  not in ("off", None) or think_mode(params) != "off"):
+            problems.append(("tool_calls", "tool calls are drawn as n plain samples: set method: sample, "
+                                           "adaptive: off and think: off"))
         problems += beam_problems({**params, "think": think_mode(params)})
         if think_mode(params) != "off" and params.get("method") != "beam" and (
                 params.get("adaptive", "off") != "off" or params.get("method", "sample") != "sample"):
@@ -286,6 +328,12 @@ class Sampler(NodeKind):
         # token statistics are cheap (read from logits the sampler has) and always recorded, so a sample's
         # cache key does not depend on whether a confidence verifier sits downstream
         sp = replace(sampling_params(params, ctx.seed), token_stats=True)
+        if tool_mode(params):
+            tp = ToolPrompt(ctx, inputs, params, prompt, sp)
+            result = ctx.generate(tp.text, tp.params, n=n, seeds=sample_seeds(ctx.seed, n))
+            ctx.progress(n, n)
+            return {"candidates": tp.candidate_set(tool_candidates(tp, result.completions, ctx.node_id),
+                                                   result.prompt_text)}
         if params["method"] == "cot_decoding":
             return {"candidates": cot_decoding(prompt, sp, n, spec, ctx)}
         if params["method"] == "beam":

@@ -8,6 +8,13 @@ statistics a sampler left on each candidate (`meta["token_stats"]`): no model ca
 score is their mean, exact from the full distribution on local models; statistics approximated from a remote
 server's top logprobs are used with a warning (a "note" event and the reason say so).
 
+`method: tool_schema` checks each candidate's tool calls (answer_json, as a sampler with `tool_calls: true` draws
+them) against its tool's JSON schema and the request's tool_choice (nodes.algorithms.tool_calls.check_answer):
+score 1 or 0 with the reason, so a threshold voter or best-of-N drops invalid or unwanted calls. The request is the
+one the candidates were drawn with (their set's meta) unless `tools` / `tool_choice` are wired. The kind
+`tool_schema` is the same check as a node of its own. With tool-call candidates, `llm_judge` and `reward_model`
+read the calls as `name(arg=value)` lines, not their JSON.
+
 `method: prm` also leaves each candidate's `step_scores` (and puts them in the trace); `method: tests` leaves
 `meta["tests"][<node id>]` (passed/failed per test, stdout/stderr tails) and puts it in the trace too.
 
@@ -22,9 +29,11 @@ import copy
 import logging
 from typing import Any
 
+from backends.tools.types import ToolAnswer, parse_answer_json
 from nodes.algorithms.code_tests import tests_problem
 from nodes.algorithms.confidence import MEASURES, sample_confidence, sample_self_certainty
 from nodes.algorithms.extract import AnswerSpec
+from nodes.algorithms.tool_calls import check_answer, readable
 from nodes.base import (
     CANDIDATES,
     JSON,
@@ -50,9 +59,13 @@ from nodes.scoring import (
     score_texts,
     scoring_params,
 )
+from nodes.tool_inputs import request_for
 
 log = logging.getLogger(__name__)
 
+VERIFIER_METHODS = (*METHODS, "tool_schema")
+READABLE_METHODS = ("llm_judge", "reward_model")
+"""Methods that read tool-call candidates as name(args) lines."""
 NO_TOKENS_SCORE = -1e9
 """The confidence of a sample with no tokens: below any real one (and finite, so traces stay plain JSON)."""
 
@@ -76,7 +89,8 @@ class Verifier(NodeKind):
         Port("scores", JSON, "Scores in candidate order"),
     )
     params = (
-        Param("method", "choice", "llm_judge", "How to score", choices=METHODS),
+        Param("method", "choice", "llm_judge", "How to score (tool_schema: tool calls against their tools' JSON "
+              "schemas and the tool_choice, 1 or 0)", choices=VERIFIER_METHODS),
         Param("pass_threshold", "float", 0.5, "A score at least this counts as passed"),
         *scoring_params(method_show),
         Param("weights", "json", {}, "Combine: {verifier node id: weight}; empty = every score, equal weight",
@@ -140,7 +154,9 @@ class Verifier(NodeKind):
         cands = cset.candidates
         method = params["method"]
         others = {k: v for k, v in inputs.items() if k != "candidates"}
-        if method == "confidence":
+        if method == "tool_schema":
+            verdicts = tool_schema_verdicts(cands, cset, others, params["pass_threshold"])
+        elif method == "confidence":
             verdicts = confidence_verdicts(cands, params["measure"], params["group_size"], params["pass_threshold"])
         elif method == "self_certainty":
             verdicts, approximate = self_certainty_verdicts(cands, params["pass_threshold"])
@@ -159,7 +175,8 @@ class Verifier(NodeKind):
                 verdicts.append(Verdict(value, f"{op} of {', '.join(weights or sorted(c.scores))}", c.answer,
                                         value >= params["pass_threshold"]))
         else:
-            verdicts = score_texts(method, [c.text for c in cands], params, others, ctx,
+            texts = [readable(c.text) if method in READABLE_METHODS else c.text for c in cands]
+            verdicts = score_texts(method, texts, params, others, ctx,
                                    upstream_answers=[c.answer for c in cands], prompt=cset.prompt,
                                    model=params["model"] or None)
         for c, v in zip(cands, verdicts, strict=True):
@@ -233,3 +250,45 @@ def self_certainty_verdicts(cands: list[Candidate], threshold: float) -> tuple[l
         else:
             verdicts.append(Verdict(value, f"self-certainty = {value:.3f}{suffix}", c.answer, value >= threshold))
     return verdicts, approximate
+
+
+def tool_answer_of(c: Candidate) -> ToolAnswer:
+    """A candidate's tool answer (a candidate not drawn with tools is a text answer)."""
+    return parse_answer_json(c.text) or ToolAnswer(c.text)
+
+
+def tool_schema_verdicts(cands: list[Candidate], cset: CandidateSet, inputs: dict[str, Any],
+                         threshold: float) -> list[Verdict]:
+    """1 for a candidate whose calls are valid and allowed by the tool_choice, 0 with the reason otherwise."""
+    request = request_for(inputs, cset)
+    if request is None:
+        raise NodeError("tool_schema needs the tools the candidates answer: draw them with a sampler or generator "
+                        "set to tool_calls: true, or wire a `tools` input (and `tool_choice`) into this node")
+    verdicts = []
+    for c in cands:
+        verdict = check_answer(tool_answer_of(c), request)
+        score = 1.0 if verdict.ok else 0.0
+        c.meta["tool_schema"] = {"ok": verdict.ok, "reason": verdict.reason}
+        verdicts.append(Verdict(score, verdict.reason, c.answer, score >= threshold))
+    return verdicts
+
+
+class ToolSchema(NodeKind):
+    """The `tool_schema` check as a node of its own (a verifier with method: tool_schema)."""
+
+    kind = "tool_schema"
+    title = "Tool-call check"
+    category = "score"
+    description = ("Check each candidate's tool calls against its tool's JSON schema (unknown tools, missing, unknown "
+                   "or mistyped arguments, enums) and the request's tool_choice (none: no call; required: one at "
+                   "least; a named function: that one): score 1 or 0 with the reason, for rejection sampling.")
+    inputs = (
+        Port("candidates", CANDIDATES, "Tool-call candidates (a sampler or generator with tool_calls: true)"),
+        Port("tools", JSON, "The tools (else those the candidates were drawn with)", required=False),
+        Port("tool_choice", JSON, "The tool choice (else the one the candidates were drawn with)", required=False),
+    )
+    outputs = Verifier.outputs
+    params = (Param("pass_threshold", "float", 0.5, "A score at least this counts as passed"),)
+
+    def run(self, inputs: dict[str, Any], params: dict[str, Any], ctx: NodeContext) -> dict[str, Any]:
+        return Verifier().run(inputs, {**Verifier.typed_params({"method": "tool_schema"}), **params}, ctx)

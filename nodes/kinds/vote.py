@@ -10,8 +10,14 @@ Trace event "vote" (VoteResult.to_json()):
      behaviour: {"inputs": the generated inputs clustered on, "unusable_inputs": [{"input", "error"}],
      "unusable_count", "note": the sentence saying which were left out ('' when none), "error_clusters":
      [indices of clusters whose outputs are all errors], "filtered_out", "runs"};
-     weighted with power: {"weighting": "borda", "power", "weights"}; genselect / tournament: see
+     weighted with power: {"weighting": "borda", "power", "weights"}; tool_calls: {"calls": [each candidate's
+     calls as name(args) lines], "rejected": [indices a tool_schema check failed]}; genselect / tournament: see
      nodes.kinds.vote_select)}
+
+`method: tool_calls` votes over tool-call candidates (answer_json texts): each candidate's calls in canonical form
+(nodes.algorithms.tool_calls: names, arguments as BFCL's AST checker compares them, defaults left out, parallel
+calls order-free), clusters labelled `name(args)`; a candidate a tool_schema check failed does not vote. Its
+`answer` output is the winning candidate's answer_json, what a door returns as tool calls.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import json
 import logging
 from typing import Any
 
+from backends.tools.types import ToolAnswer, parse_answer_json
 from nodes.algorithms.behaviour import (
     behaviour_vote,
     errors_only,
@@ -33,6 +40,7 @@ from nodes.algorithms.code_tests import TestReport, extract_code, run_many
 from nodes.algorithms.extract import MATH, AnswerSpec, answer_params
 from nodes.algorithms.math_equiv import class_answers
 from nodes.algorithms.mbr import UTILITIES, mbr_select, utility
+from nodes.algorithms.tool_calls import answer_text, canonical_answer, canonical_label
 from nodes.algorithms.voting import (
     TIE_BREAK_INDEX,
     VoteResult,
@@ -57,11 +65,12 @@ from nodes.base import (
 )
 from nodes.kinds.vote_select import genselect_vote, question_of, select_params, select_problems, tournament_vote
 from nodes.scoring import code_limits, code_test_params, code_tests_source, test_detail
+from nodes.tool_inputs import request_for
 
 log = logging.getLogger(__name__)
 
 METHODS = ("majority", "weighted", "best_of_n", "mbr", "threshold", "confidence_filter", "behaviour", "genselect",
-           "tournament")
+           "tournament", "tool_calls")
 NEEDS_SCORES = ("weighted", "best_of_n", "threshold", "confidence_filter")
 
 
@@ -139,6 +148,24 @@ def behaviour_of(cands: list[Candidate], params: dict[str, Any], inputs: dict[st
     return vote
 
 
+def tool_calls_vote(cands: list[Candidate], inputs: dict[str, Any],
+                    cset: CandidateSet) -> tuple[VoteResult, list[str | None]]:
+    """Majority over the candidates' canonical calls (see the module doc); the canonical keys per candidate (None:
+    rejected by a tool_schema check)."""
+    request = request_for(inputs, cset)
+    parsed = [parse_answer_json(c.text) or ToolAnswer(c.text) for c in cands]
+    rejected = [i for i, c in enumerate(cands) if (c.meta.get("tool_schema") or {}).get("ok") is False]
+    keys: list[str | None] = [None if i in rejected else canonical_answer(a, request) for i, a in enumerate(parsed)]
+    vote = majority_vote(keys)
+    vote.method = "tool_calls"
+    for cl in vote.clusters:
+        cl.answer = canonical_label(cl.answer)
+    vote.ties = [canonical_label(t) for t in vote.ties]
+    vote.answer = cands[vote.winner].text if vote.winner is not None else None
+    vote.detail.update({"calls": [answer_text(a) for a in parsed], "rejected": rejected})
+    return vote, keys
+
+
 def _ran(report: TestReport) -> bool:
     """Whether the program ran at all (a syntax error or a crash on loading has no behaviour to compare)."""
     return any(o is not None for o in report.outputs) or any(t.get("output") is not None for t in report.tests)
@@ -156,7 +183,8 @@ class Voter(NodeKind):
                    "majority; score with a confidence verifier), behaviour (AlphaCode: run the candidates' code on "
                    "test inputs, cluster identical outputs, pick from the largest cluster), genselect (the model "
                    "reads the numbered candidates and names the best), tournament (the model judges pairs in "
-                   "both orders; knockout or league).")
+                   "both orders; knockout or league), tool_calls (the majority over tool calls compared as BFCL "
+                   "compares them).")
     inputs = (
         Port("candidates", CANDIDATES, "Candidates to aggregate (scored, for weighted/best_of_n/threshold)"),
         Port("tests", TEXT, "Behaviour: the item's tests, run on every candidate", required=False),
@@ -164,6 +192,8 @@ class Voter(NodeKind):
              required=False),
         Port("question", TEXT, "GenSelect / tournament: the problem the candidates answer (else the prompt they "
              "were sampled from)", required=False),
+        Port("tools", JSON, "Tool calls: the tools, whose schema defaults count as left out (else those the "
+             "candidates were drawn with)", required=False),
     )
     outputs = (
         Port("answer", TEXT, "The winning canonical answer ('' when no candidate has one)"),
@@ -237,6 +267,8 @@ class Voter(NodeKind):
             vote = genselect_vote(cands, answers, question_of(inputs, cset.prompt), params, ctx)
         elif method == "tournament":
             vote = tournament_vote(cands, answers, question_of(inputs, cset.prompt), params, ctx)
+        elif method == "tool_calls":
+            vote, answers = tool_calls_vote(cands, inputs, cset)
         elif method == "behaviour":
             vote = behaviour_of(cands, params, inputs, ctx)
             answers = [extract_code(c.text) for c in cands]  # a program's answer is its code

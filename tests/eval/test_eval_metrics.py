@@ -92,7 +92,7 @@ def test_unknown_metric_lists_the_forms(spec: str) -> None:
     with pytest.raises(MetricError) as caught:
         parse_metric(spec)
     assert str(caught.value).endswith("use one of: exact, number, contains, math, choice, regex, regex:PATTERN, "
-                                      "python:FILE, output:NAME, tests")
+                                      "python:FILE, output:NAME, tests, bfcl")
 
 
 @pytest.mark.parametrize(("spec", "words"), [("python:", "needs a file"), ("output:", "needs the name")])

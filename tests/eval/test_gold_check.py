@@ -4,6 +4,7 @@ next to workflows given by path."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -18,7 +19,14 @@ from tests.eval.preset_rows import ROWS
 from tests.eval.test_ungraded import ECHO
 
 HUMANEVAL_ROWS = problems()[:12]
-ALL_ROWS = {**ROWS, "humaneval": HUMANEVAL_ROWS, "humaneval_base": HUMANEVAL_ROWS}
+BFCL = {"bfcl_simple": "simple_python", "bfcl_multiple": "multiple", "bfcl_parallel": "parallel",
+        "bfcl_irrelevance": "irrelevance"}
+BFCL_ROWS = {}
+if importlib.util.find_spec("bfcl_eval") is not None:  # real rows from the wheel (tests/eval/test_bfcl.py: all of them)
+    from app.eval.bfcl_data import load_rows
+
+    BFCL_ROWS = {name: load_rows(f"bfcl:{category}")[0][:6] for name, category in BFCL.items()}
+ALL_ROWS = {**ROWS, "humaneval": HUMANEVAL_ROWS, "humaneval_base": HUMANEVAL_ROWS, **BFCL_ROWS}
 
 
 def _write(path: Path, rows: list[dict]) -> Path:
@@ -27,7 +35,7 @@ def _write(path: Path, rows: list[dict]) -> Path:
 
 
 def test_every_preset_names_its_gold_answer_and_has_rows_here() -> None:
-    assert {t.name for t in available_tasks()} == set(ALL_ROWS)
+    assert {t.name for t in available_tasks()} == set(ALL_ROWS) | set(BFCL)
     assert all(t.gold for t in available_tasks())
 
 

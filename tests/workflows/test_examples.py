@@ -24,6 +24,7 @@ EXPECTED += ("code_best_of_n", "alphacode", "plansearch", "plan_to_code")
 EXPECTED += ("genselect", "tournament", "self_certainty_bon")
 EXPECTED += ("rsa", "deer_think", "ab_mcts")
 EXPECTED += ("code_completion", "code_completion_best_of_n")
+EXPECTED += ("tool_greedy", "tool_self_consistency", "tool_best_of_n")
 FILES = sorted(WORKFLOWS.glob("*.yaml"))
 
 

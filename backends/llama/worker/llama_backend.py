@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from backends.grammar.grammar_constraints import grammar_for
 from backends.llama.devices import build_info, resolve_device
 from backends.llama.models.bundled import model_path
 from backends.llama.models.gguf import content_fingerprint, kv_cache_bytes, model_file_info
+from backends.llama.models.tool_prompt import file_tool_prompt
 from backends.llama.worker.beam_job import BeamJob
 from backends.llama.worker.draft_model import DraftModel
 from backends.llama.worker.engine import Engine
@@ -38,6 +39,7 @@ from backends.llama.worker.engine_positions import PositionLogprobsJob, shared_p
 from backends.llama.worker.llama_model import LlamaModel
 from backends.llama.worker.sampling_chain import SequenceSampler
 from backends.llama.worker.speculative_job import speculative_job
+from backends.tools.types import ToolRequest
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +168,10 @@ class LlamaBackend:
     def render_prompt(self, prompt: Prompt, add_generation_prompt: bool = True) -> str:
         with self._in_use():
             return self.model.render(prompt, add_generation_prompt)
+
+    def render_tool_prompt(self, messages: Sequence[Mapping[str, Any]], request: ToolRequest,
+                           add_generation_prompt: bool = True) -> tuple[str, str]:
+        return file_tool_prompt(self.path, messages, request, add_generation_prompt)
 
     def tokenize(self, text: str) -> list[int]:
         with self._in_use():
