@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml scripts/build_engine.py
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/python scripts/build_engine.py --no-canary
 	$(BIN)/pip install -e '.[dev,desktop,notebook]'
+	$(BIN)/pip install --no-deps bfcl-eval==2026.3.23  # BFCL's data and checker only: its own deps are every vendor SDK
 	touch $(STAMP)
 
 setup: $(STAMP)
