@@ -24,7 +24,6 @@ from app.eval.tasks import load_task, load_task_dataset
 from backends.tools.types import ToolAnswer, ToolCall, answer_json
 
 
-
 def test_the_bfcl_wheel_is_installed() -> None:
     """`make setup` installs it (without its vendor SDKs): every test below reads its data and checker."""
     assert importlib.util.find_spec("bfcl_eval") is not None, \
