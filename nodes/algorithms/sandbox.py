@@ -192,8 +192,10 @@ def _verdict(result: ExecResult, timeout_s: float, memory_mb: int, pass_threshol
         return _failure(f"memory limit exceeded ({memory_mb} MB)")
     line = next((ln for ln in reversed(result.stdout.splitlines()) if ln.startswith(RESULT_MARK)), None)
     if line is None:
-        return _failure(_death_reason(result.returncode if result.returncode is not None else -9, result.stderr,
-                                      timeout_s, memory_mb))
+        code = result.returncode if result.returncode is not None else -9
+        if code > 128:  # bubblewrap (or a shell) reports its child's death by signal as 128 + the signal
+            code = 128 - code
+        return _failure(_death_reason(code, result.stderr, timeout_s, memory_mb))
     data = json.loads(line[len(RESULT_MARK):])
     if not data.get("ok"):
         return _failure(str(data.get("reason") or "the verifier failed"), data.get("stdout", ""))
