@@ -162,14 +162,30 @@ def _banner(args: argparse.Namespace, service: Any, files: str, remote: str, key
             "Ctrl+C stops it."]
 
 
+def _serve_config(args: argparse.Namespace, service: Any, keys: tuple[str, ...], origins: Any,
+                  aliases: tuple[tuple[str, str], ...]) -> ServeConfig:
+    """The routes' settings from the flags: the share-mode rules and caps for other machines, the run queue, keys,
+    names and origins, aliases and the stored responses' retention."""
+    from app.serve.config import ServeConfig, remote_policy_for
+    from app.share.run_gate import RunGate
+
+    remote = remote_policy_for(service.policy, allow_python=args.allow_python, models_folder=service.models_dir,
+                               max_lm_calls=args.cap_lm_calls, max_tokens=args.cap_tokens,
+                               max_seconds=args.cap_seconds, max_concurrent_runs=args.max_concurrent_runs,
+                               max_queue=args.max_queue)
+    return ServeConfig(remote_policy=remote, gate=RunGate(args.max_concurrent_runs, args.max_queue),
+                       api_keys=keys, share_rules_everywhere=args.share_mode or env_share_mode(), auto=args.auto,
+                       origins=origins, aliases=aliases, responses_retention_days=args.responses_retention,
+                       responses_max_bytes=int(args.responses_max_mb * 1_000_000))
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from app.serve.catalog import model_files
-    from app.serve.config import ServeConfig, bind_problem, load_api_keys, remote_policy_for
+    from app.serve.config import bind_problem, load_api_keys
     from app.serve.model_alias import parse_alias
     from app.serve.server import make_server
     from app.service.studio import StudioService
     from app.share.policy import SharePolicy
-    from app.share.run_gate import RunGate
 
     problem = _check_numbers(args)
     if problem:
@@ -206,17 +222,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         service.close()
         sock.close()
         return _fail(problem)
-    remote = remote_policy_for(service.policy, allow_python=args.allow_python, models_folder=service.models_dir,
-                               max_lm_calls=args.cap_lm_calls, max_tokens=args.cap_tokens,
-                               max_seconds=args.cap_seconds, max_concurrent_runs=args.max_concurrent_runs,
-                               max_queue=args.max_queue)
-    config = ServeConfig(remote_policy=remote, gate=RunGate(args.max_concurrent_runs, args.max_queue),
-                         api_keys=keys, share_rules_everywhere=args.share_mode or env_share_mode(), auto=args.auto,
-                         origins=origins, aliases=aliases, responses_retention_days=args.responses_retention,
-                         responses_max_bytes=int(args.responses_max_mb * 1_000_000))
+    config = _serve_config(args, service, keys, origins, aliases)
     server = make_server(_app(service, config, args), args.host, args.port, lifespan=args.mcp)
-    for line in _banner(args, service, f"{len(model_files(service, service.policy))} model file(s)", remote.describe(),
-                        bool(keys)):
+    for line in _banner(args, service, f"{len(model_files(service, service.policy))} model file(s)",
+                        config.remote_policy.describe(), bool(keys)):
         print(line, file=sys.stderr, flush=True)
     try:
         server.run(sockets=[sock])

@@ -74,16 +74,24 @@ def _blocks(service: Any, app: str | None) -> tuple[Any, Any]:
         return None, None
 
 
+def _flag_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with --port or --workflows, or None."""
+    if not 0 < args.port < 65536:
+        return f"--port must be between 1 and 65535, got {args.port}"
+    folder = Path(args.workflows).expanduser() if args.workflows else None
+    if folder is not None and folder.exists() and not folder.is_dir():
+        return (f"--workflows {args.workflows} is a file; give the folder that holds (or will hold) your workflow "
+                ".yaml files")
+    return None
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from app.service.studio import StudioService
 
-    if not 0 < args.port < 65536:
-        print(f"error: --port must be between 1 and 65535, got {args.port}", file=sys.stderr)
-        return 2
-    if args.workflows and Path(args.workflows).expanduser().exists() and not Path(args.workflows).expanduser().is_dir():
-        print(f"error: --workflows {args.workflows} is a file; give the folder that holds (or will hold) your "
-              "workflow .yaml files", file=sys.stderr)
+    problem = _flag_problem(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     from app.serve.config import load_api_keys, studio_config
     from app.serve.model_alias import parse_alias
