@@ -85,6 +85,18 @@ def _flag_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _access_options(args: argparse.Namespace) -> tuple[Any, tuple[str, ...], Any, tuple[tuple[str, str], ...]]:
+    """(share policy, API keys, origin rules, model aliases) from the flags; ValueError saying what to fix."""
+    from app.serve.config import load_api_keys
+    from app.serve.model_alias import parse_alias
+
+    policy = policy_from_args(args, args.host)
+    api_keys = load_api_keys(getattr(args, "api_key", None), getattr(args, "api_key_file", None))
+    origins = origin_rules_from_args(args, args.host, tunnel=bool(args.share))
+    aliases = tuple(parse_alias(text) for text in getattr(args, "alias", []))
+    return policy, api_keys, origins, aliases
+
+
 def cmd_ui(args: argparse.Namespace) -> int:
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     from app.service.studio import StudioService
@@ -93,8 +105,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
-    from app.serve.config import load_api_keys, studio_config
-    from app.serve.model_alias import parse_alias
+    from app.serve.config import studio_config
     from app.share.policy import env_share_mode
 
     fake_script, problem = fake_script_from_args(args)
@@ -103,10 +114,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         return 2
 
     try:
-        policy = policy_from_args(args, args.host)
-        api_keys = load_api_keys(getattr(args, "api_key", None), getattr(args, "api_key_file", None))
-        origins = origin_rules_from_args(args, args.host, tunnel=bool(args.share))
-        aliases = tuple(parse_alias(text) for text in getattr(args, "alias", []))
+        policy, api_keys, origins, aliases = _access_options(args)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

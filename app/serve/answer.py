@@ -29,6 +29,7 @@ from app.serve.workflow_request import WARNING_HEADER, PreparedRun, prepare, war
 from app.serve.workflow_runs import answers, metagen_field, run_choices, total_usage
 from app.service.studio import StudioService
 from backends.base import BackendError, CancelledError, GenerateResult, TokenCounts
+from backends.tools.stream import ArgsDelta, CallEnd, CallStart, StreamEvent, TextDelta
 from backends.tools.types import ToolAnswer, ToolCall, new_call_id, parse_answer_json
 
 log = logging.getLogger(__name__)
@@ -50,37 +51,10 @@ class Answer:
     """The tool calls of the answer (each with its id), in order; `text` is then the text beside them."""
 
 
-@dataclass(frozen=True)
-class Delta:
-    """A piece of the answer's text; the pieces add up to Answer.text."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class CallOpen:
-    """A tool call begins: its place among the answer's calls, its id and the function's name."""
-
-    index: int
-    id: str
-    name: str
-
-
-@dataclass(frozen=True)
-class CallArgs:
-    """A piece of a call's arguments (JSON text); the pieces of one call add up to its arguments."""
-
-    index: int
-    text: str
-
-
-@dataclass(frozen=True)
-class CallClose:
-    index: int
-    call: ToolCall
-
-
-Piece = Delta | CallOpen | CallArgs | CallClose
+# The pieces an answer streams are the tool stream's own events (backends/tools/stream.py), under the names the doors
+# use: a text delta, a call's start (with the id the door gives it), its arguments' JSON text, its end.
+Delta, CallOpen, CallArgs, CallClose = TextDelta, CallStart, ArgsDelta, CallEnd
+Piece = StreamEvent
 
 
 def whole_calls(calls: Iterable[ToolCall]) -> list[Piece]:
