@@ -32,22 +32,24 @@ def test_every_step_of_every_candidate_matches_asking_each_prefix_alone(llama: A
     result = llama.step_logprobs(sequences, TOKENS)
     assert [len(rows) for rows in result.logprobs] == [3, 3, 2]
     for segments, rows in zip(sequences, result.logprobs, strict=True):
-        for j, row in enumerate(rows):
+        alones = []
+        for j in range(len(rows)):  # the first step reads ~2 nats off the next: a step read off the wrong prefix fails
             text = "".join(segments[: j + 1])
             joint = llama.model.tokenize(text)
             pieces = llama.model.tokenize(segments[0]) + [
                 t for s in segments[1 : j + 1] for t in llama.model.tokenize(s, add_special=False)]
             assert joint == pieces, "the test texts must tokenize the same jointly and by segment"
-            alone = llama.choice_logprobs(text, list(TOKENS)).logprobs
-            # the same numbers up to the noise of evaluating the text in other batch splits (Q4_1 on CPU: up to
-            # ~0.25 nats on these p ~ 1e-4 tokens; a single sequence alone matches exactly, see below)
+            alones.append(llama.choice_logprobs(text, list(TOKENS)).logprobs)
+        for j, (row, alone) in enumerate(zip(rows, alones, strict=True)):
+            # the same numbers up to the noise of evaluating the text in other batch splits (Q4_1 on CPU, these
+            # p ~ 1e-4 tokens: up to 0.25 nats with AVX-512, 0.47 on an AVX2-only AMD EPYC; a single sequence alone
+            # matches exactly, see below)
             for token in TOKENS:
-                assert row[token] == pytest.approx(alone[token], abs=0.35)
-            # the good probability is the logistic of the two log-probabilities' difference, which the bound above
-            # lets move by up to 2 x 0.35 nats, and the logistic's slope is at most 1/4: 0.175 (0.1 failed under
-            # pytest-xdist with 0.380 against 0.511, a log-odds shift of 0.53 nats)
+                assert row[token] == pytest.approx(alone[token], abs=0.6)
+            # the good probability is the logistic of the two log-probabilities' difference (seen off by up to
+            # 0.067 on AVX2 and 0.13 under pytest-xdist, 0.380 against 0.511)
             assert good_probability(row, " yes", " no") == pytest.approx(
-                good_probability(alone, " yes", " no"), abs=2 * 0.35 / 4)
+                good_probability(alone, " yes", " no"), abs=0.175)
             assert math.exp(row[" yes"]) + math.exp(row[" no"]) < 1.0
             assert 0.0 < good_probability(row, " yes", " no") < 1.0
 
