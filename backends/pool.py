@@ -121,6 +121,9 @@ class ModelPool:
         """Pool key -> (file name, its engine's stops in a row), kept across failed loads until unloaded."""
         self._lock = threading.RLock()
         self._choose_lock = threading.Lock()
+        self._closing: list[Any] = []
+        """Backends taken out of the pool under the lock, closed once it is released (a worker's close may take
+        seconds, and every `get` would wait on the lock meanwhile)."""
 
     @staticmethod
     def key_for(path: Path, device: dict[str, Any], spec: ModelSpec) -> str:
@@ -173,6 +176,13 @@ class ModelPool:
             choice = self.weights.choose(source, spec, device, together=lambda: self.room_for_probe(source))
         path = Path(choice.path)
         key = self.key_for(path, device, spec)
+        try:
+            return self._find_or_start_locked(path, key, choice, spec, device, wait)
+        finally:
+            self._close_taken_out()
+
+    def _find_or_start_locked(self, path: Path, key: str, choice: WeightsChoice, spec: ModelSpec,
+                              device: dict[str, Any], wait: bool) -> tuple[_Load | None, Any]:
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and getattr(entry.backend, "broken", None):
@@ -231,6 +241,7 @@ class ModelPool:
                 log.info("loaded %s in %.2fs", backend.model_id, time.perf_counter() - started)
                 self._enforce_budget(keep=load.key)
             load.done.set()
+        self._close_taken_out()
         if load.error is not None:
             backend.close()
 
@@ -317,6 +328,7 @@ class ModelPool:
                 self._loading.pop(load.key, None)
             for victim in victims:
                 self._close(victim)
+        self._close_taken_out()
         for load in loads:  # a worker still loading ends now; its load's thread closes anything else it makes
             if load.backend is not None:
                 load.backend.close()
@@ -384,8 +396,19 @@ class ModelPool:
             self._close(victim)
 
     def _close(self, key: str) -> None:
+        """Take a model out of the pool (under the lock); `_close_taken_out` closes it once the lock is released."""
         entry = self._entries.pop(key)
-        entry.backend.close()
+        self._closing.append(entry.backend)
+
+    def _close_taken_out(self) -> None:
+        """Close the backends `_close` took out, outside the lock: other models' `get` goes on meanwhile."""
+        with self._lock:
+            backends, self._closing = self._closing, []
+        for backend in backends:
+            try:
+                backend.close()
+            except Exception as exc:  # one worker's failed close must not keep the others open
+                log.warning("closing %s: %s", getattr(backend, "model_id", backend), exc)
 
     def __enter__(self) -> ModelPool:
         return self

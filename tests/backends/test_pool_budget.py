@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +92,34 @@ def test_the_pool_hands_the_loader_the_draft_models_file(model_file: Path, tmp_p
     loaded = backend.spec.speculative.draft
     assert loaded.source == "path" and Path(loaded.path) == draft_file.resolve()
     assert backend.spec.path == spec.path
+
+
+def test_a_slow_close_does_not_hold_up_other_models_gets(model_file: Path) -> None:
+    """Closing a worker may take seconds (it is asked to stop, then killed): the pool's lock is not held meanwhile,
+    so a `get` of another, loaded model returns while the close is still going on."""
+    release = threading.Event()
+    closing = threading.Event()
+
+    class SlowClose(StubBackend):
+        def close(self) -> None:
+            closing.set()
+            release.wait(30)
+            super().close()
+
+    pool = ModelPool(memory_budget_bytes=100 * MB, loader=SlowClose)
+    slow = pool.get(_spec(model_file, 1024))
+    other = pool.get(_spec(model_file, 2048))
+    unloading = threading.Thread(target=pool.unload, args=(slow.model_id,))
+    unloading.start()
+    assert closing.wait(10)
+    got: list[Any] = []
+    getter = threading.Thread(target=lambda: got.append(pool.get(_spec(model_file, 2048))))
+    getter.start()
+    getter.join(10)
+    try:
+        assert got == [other], "get waited for another model's close"
+        assert not slow.closed and [e["model"] for e in pool.loaded()] == [other.model_id]
+    finally:
+        release.set()
+        unloading.join(10)
+    assert slow.closed and not other.closed
