@@ -9,13 +9,9 @@ from typing import Any
 import mcp_types as types
 
 from app.run.scheduler import RunResult
-from app.serve.catalog import invalid_workflow
-from app.serve.errors import ApiError
-from app.serve.plain import backend_error
+from app.serve.failures import api_error
 from app.serve.workflow_request import PreparedRun
 from app.serve.workflow_runs import graded_text
-from app.workflow.problems import WorkflowError
-from backends.base import BackendError, CancelledError
 from nodes.base import to_jsonable
 
 log = logging.getLogger(__name__)
@@ -32,23 +28,9 @@ def success(prepared: PreparedRun, result: RunResult) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=structured)
 
 
-def as_api_error(exc: BaseException) -> ApiError:
-    """Any failure of a call as the coded error the /v1 routes would answer."""
-    if isinstance(exc, ApiError):
-        return exc
-    if isinstance(exc, WorkflowError):
-        return invalid_workflow("the workflow", exc.issues)
-    if isinstance(exc, BackendError):
-        return backend_error(exc)
-    if isinstance(exc, CancelledError):
-        return ApiError(503, f"the run was stopped: {exc}", code="request_cancelled")
-    log.error("an MCP tool call crashed", exc_info=exc)
-    return ApiError(500, f"the server hit an unexpected error: {type(exc).__name__}: {exc}", code="server_error")
-
-
 def failure(exc: BaseException) -> types.CallToolResult:
     """A tool error: the text says `[code] message`; the structured content is the /v1 error body (code, param,
     run_id, node, issues where known)."""
-    error = as_api_error(exc)
+    error = api_error(exc, "an MCP tool call")
     return types.CallToolResult(content=[types.TextContent(text=f"[{error.code}] {error.message}")],
                                 structured_content=error.body(), is_error=True)

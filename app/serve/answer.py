@@ -18,10 +18,11 @@ from app.serve.access import Caller, gate_for
 from app.serve.catalog import FileModel, WorkflowModel
 from app.serve.config import ServeConfig
 from app.serve.errors import ApiError, bad_param
+from app.serve.failures import api_error
 from app.serve.file_prompt import FilePrompt, file_prompt_for
 from app.serve.jobs import Job
 from app.serve.params import ApiRequest
-from app.serve.plain import backend_error, check_caps, generate_on_job, sampling_params
+from app.serve.plain import check_caps, generate_on_job, sampling_params
 from app.serve.rerank import refuse_rank_generation
 from app.serve.sse import AnswerStream
 from app.serve.workflow_chat import RUN_ID_HEADER
@@ -104,14 +105,7 @@ KEEPALIVE = Note("keepalive")
 
 def failure(exc: BaseException) -> ApiError:
     """What a run or engine request that failed tells the client."""
-    if isinstance(exc, ApiError):
-        return exc
-    if isinstance(exc, BackendError):
-        return backend_error(exc)
-    if isinstance(exc, CancelledError):
-        return ApiError(503, f"the request was stopped: {exc}", code="request_cancelled")
-    log.error("a served answer crashed", exc_info=exc)
-    return ApiError(500, f"the run stopped on an unexpected error: {type(exc).__name__}: {exc}", code="server_error")
+    return api_error(exc, "a served answer")
 
 
 @dataclass

@@ -20,12 +20,13 @@ from app.serve.access import Caller, gate_for
 from app.serve.catalog import FileModel
 from app.serve.config import ServeConfig
 from app.serve.errors import ApiError, bad_param
+from app.serve.failures import backend_error
 from app.serve.file_prompt import FilePrompt, file_prompt_for, parse_answer, stream_parser
 from app.serve.jobs import Job
 from app.serve.params import ApiRequest
 from app.serve.workflow_request import WARNING_HEADER, warning_text
 from app.service.studio import StudioService
-from backends.base import BackendError, EngineStoppedError, GenerateResult, LLMBackend, Prompt, SamplingParams
+from backends.base import BackendError, GenerateResult, LLMBackend, Prompt, SamplingParams
 from backends.tools.types import new_call_id
 
 DEFAULT_CHAT_MAX_TOKENS = 1024
@@ -71,15 +72,6 @@ def generate_on_job(job: Job, backend_for: Callable[[], LLMBackend], prompt: Pro
     finally:
         if timer is not None:
             timer.cancel()
-
-
-def backend_error(exc: BackendError) -> ApiError:
-    text = str(exc)
-    if isinstance(exc, EngineStoppedError):  # the engine's process stopped: the server's fault, not the request's
-        return ApiError(500, text, code="engine_stopped")
-    param = "response_format" if "json_schema" in text or "grammar" in text else None
-    code = "context_length_exceeded" if "context" in text.lower() else "invalid_request"
-    return ApiError(400, text, param=param, code=code)
 
 
 async def plain_completion(request: Request, service: StudioService, config: ServeConfig, caller: Caller,

@@ -15,21 +15,20 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from app.serve.access import Caller, check_access
-from app.serve.catalog import FileModel, find_model, invalid_workflow, list_models
+from app.serve.catalog import FileModel, find_model, list_models
 from app.serve.config import ServeConfig
 from app.serve.errors import ApiError, route_error
+from app.serve.failures import api_error
 from app.serve.jobs import ClientGoneError
 from app.serve.messages import count_tokens, create_message
 from app.serve.messages_shapes import error_response
 from app.serve.model_alias import resolve_model
 from app.serve.params import parse_chat, parse_completion
-from app.serve.plain import backend_error, plain_completion
+from app.serve.plain import plain_completion
 from app.serve.rerank import refuse_rank_generation, rerank
 from app.serve.responses import create_response, delete_response, get_response
 from app.serve.workflow_chat import workflow_chat
 from app.service.studio import StudioService
-from app.workflow.problems import WorkflowError
-from backends.base import BackendError, CancelledError
 
 log = logging.getLogger(__name__)
 
@@ -68,19 +67,6 @@ async def read_json(request: Request, limit: int) -> object:
                        "integer)", code="invalid_json") from None
 
 
-def _as_api_error(exc: BaseException) -> ApiError:
-    if isinstance(exc, ApiError):
-        return exc
-    if isinstance(exc, WorkflowError):
-        return invalid_workflow("the workflow", exc.issues)
-    if isinstance(exc, BackendError):
-        return backend_error(exc)
-    if isinstance(exc, CancelledError):
-        return ApiError(503, f"the request was stopped: {exc}", code="request_cancelled")
-    log.error("request crashed", exc_info=exc)
-    return ApiError(500, f"the server hit an unexpected error: {type(exc).__name__}: {exc}", code="server_error")
-
-
 def _endpoints(service: StudioService, config: ServeConfig) -> Callable[[Handler, Render], Endpoint]:
     """Makes a route's endpoint from a handler: the caller's access checked first, every error rendered in the
     door's shape (`render`), a client that went away logged, not reported."""
@@ -94,7 +80,7 @@ def _endpoints(service: StudioService, config: ServeConfig) -> Callable[[Handler
                 log.info("%s %s: the client disconnected (%d)", request.method, request.url.path, CLIENT_CLOSED)
                 return Response(status_code=CLIENT_CLOSED)
             except Exception as exc:
-                return render(_as_api_error(exc))
+                return render(api_error(exc, "a request"))
 
         return run
 

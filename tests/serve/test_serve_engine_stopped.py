@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.serve.plain import backend_error
+from app.serve.failures import backend_error
 from backends.base import BackendError, EngineStoppedError, ModelBrokenError
 
 STOPPED = ("the llama.cpp engine for Qwen3-0.6B-Q4_K_M.gguf stopped (SIGSEGV); it restarts on the next request")
