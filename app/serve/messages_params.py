@@ -11,9 +11,11 @@ from app.serve.errors import ApiError, bad_param
 from app.serve.params import (
     MAX_TOKENS_LIMIT,
     ApiRequest,
+    FieldTable,
     Sampling,
     bool_param,
     float_param,
+    ignored_fields,
     inputs_param,
     int_param,
     seed_param,
@@ -23,7 +25,7 @@ from app.serve.tool_params import messages_tools
 
 MAX_TOKENS_ACCEPTED = 1_000_000
 """Anthropic clients send large max_tokens (Claude Code: 32000 and more): any up to this is taken, as a cap."""
-IGNORED: dict[str, tuple[Any, str]] = {
+IGNORED: FieldTable = {
     "mcp_servers": ((None, []), "no MCP connector here: give the tools as `tools`"),
     "container": ((None,), "no code-execution container here"),
     "context_management": ((None,), "the conversation is sent to the model as it is"),
@@ -39,7 +41,7 @@ BLOCK_DROPPED = ("thinking", "redacted_thinking", "server_tool_use", "web_search
 
 
 def _ignored(body: dict[str, Any]) -> list[str]:
-    warnings = [f"{name} ignored: {why}" for name, (unused, why) in IGNORED.items() if body.get(name) not in unused]
+    warnings = ignored_fields(body, IGNORED)
     thinking = body.get("thinking")
     if thinking is not None and not (isinstance(thinking, dict) and thinking.get("type") == "disabled"):
         warnings.append("thinking ignored: the served models and workflows decide their own thinking")

@@ -19,6 +19,20 @@ SEED_LIMIT = 2**63
 """Seeds are 64-bit integers, as OpenAI's are."""
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
 UNSUPPORTED = ("audio", "modalities", "suffix")
+FieldTable = dict[str, tuple[Any, str]]
+"""Fields a door cannot honour: the values that mean "not used", and why (the Responses and Messages doors' tables)."""
+
+
+def refuse_fields(body: dict[str, Any], table: FieldTable) -> None:
+    """400 for the first field of `table` set to a value that is used: the server cannot do without it."""
+    for name, (unused, why) in table.items():
+        if body.get(name) not in unused:
+            raise bad_param(name, f"{name} is not supported by this server: {why}", "unsupported_parameter")
+
+
+def ignored_fields(body: dict[str, Any], table: FieldTable) -> list[str]:
+    """The warnings (x-metagen-warning) for the fields of `table` that are set and ignored."""
+    return [f"{name} ignored: {why}" for name, (unused, why) in table.items() if body.get(name) not in unused]
 
 
 @dataclass

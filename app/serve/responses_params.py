@@ -13,22 +13,25 @@ from app.serve.params import (
     MAX_TOKENS_LIMIT,
     ROLES,
     ApiRequest,
+    FieldTable,
     Sampling,
     bool_param,
     float_param,
+    ignored_fields,
     inputs_param,
     int_param,
+    refuse_fields,
     seed_param,
 )
 from app.serve.tool_params import responses_tools
 
-REFUSED: dict[str, tuple[Any, str]] = {
+REFUSED: FieldTable = {
     "background": ((None, False), "background responses are not supported: leave background out (or use stream)"),
     "conversation": ((None,), "conversation objects are not supported: continue with previous_response_id"),
     "prompt": ((None,), "prompt templates are not supported: send instructions and input"),
 }
 """Fields this server cannot honour and cannot do without: the values that mean "not used", and why."""
-IGNORED: dict[str, tuple[Any, str]] = {
+IGNORED: FieldTable = {
     "include": ((None, []), "nothing extra is included (no reasoning items, logprobs or tool sources)"),
     "top_logprobs": ((None, 0), "logprobs are on /v1/chat/completions only"),
     "truncation": ((None, "disabled"), "a conversation longer than the model's context is an error"),
@@ -57,11 +60,8 @@ class ResponsesRequest:
 
 def _refuse_unsupported(body: dict[str, Any]) -> list[str]:
     """400 for what cannot be done without; the warnings for what is ignored."""
-    for name, (unused, why) in REFUSED.items():
-        value = body.get(name)
-        if value not in unused:
-            raise bad_param(name, f"{name} is not supported by this server: {why}", "unsupported_parameter")
-    warnings = [f"{name} ignored: {why}" for name, (unused, why) in IGNORED.items() if body.get(name) not in unused]
+    refuse_fields(body, REFUSED)
+    warnings = ignored_fields(body, IGNORED)
     reasoning = body.get("reasoning")
     if reasoning is not None and (not isinstance(reasoning, dict) or any(v is not None for v in reasoning.values())):
         warnings.append("reasoning ignored: the served models and workflows decide their own thinking")
