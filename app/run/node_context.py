@@ -101,7 +101,8 @@ class RunState:
     """Mutable accounting of one run, shared by its node contexts (guarded by a lock)."""
 
     def __init__(self, run_id: str, budget: Budget, cancel: CancelToken, bus: EventBus,
-                 samples: SampleCache | None = None, hide_cache_hits: bool = False) -> None:
+                 samples: SampleCache | None = None, hide_cache_hits: bool = False,
+                 fanout_width: int = ENGINE_BATCH) -> None:
         self.run_id = run_id
         self.hide_cache_hits = hide_cache_hits
         """Count and report prompt tokens the prefix cache saved as evaluated (share mode: the cache is shared by
@@ -123,9 +124,9 @@ class RunState:
         self.child_runs = 0
         self.pool = RunPool(name=f"run-{run_id}")
         """The run's bounded helper threads, shared by all its sub-workflow runs."""
-        self.fanout = RunPool(ENGINE_BATCH - 1, name=f"run-{run_id}-fanout")
+        self.fanout = RunPool(fanout_width - 1, name=f"run-{run_id}-fanout")
         """The helper threads of its nodes' `NodeContext.map` (with each asking thread: as many requests at once as
-        its engines batch; the scheduler sizes it from the run's models, `fanout_width`)."""
+        its engines batch; the scheduler sizes it from the run's models, `run_pool.fanout_width`)."""
 
     def reserve_child_runs(self, n: int) -> None:
         """Count `n` sub-workflow runs about to start; a BudgetExceededError when they would pass the cap."""

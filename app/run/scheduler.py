@@ -20,7 +20,7 @@ from app.run.node_context import Budget as Budget  # re-exported: callers build 
 from app.run.node_context import BudgetExceededError as BudgetExceededError
 from app.run.node_context import RunNodeContext, RunState, RunStats
 from app.run.preflight import prm_token_issues
-from app.run.run_pool import RunPool, fanout_width
+from app.run.run_pool import fanout_width
 from app.run.sample_cache import SampleCache
 from app.run.status import BUDGET_EXCEEDED as BUDGET_EXCEEDED  # the statuses, re-exported for callers
 from app.run.status import CANCELLED as CANCELLED
@@ -206,10 +206,10 @@ class Scheduler:
         run_id = run_id or uuid.uuid4().hex[:12]
         bus = EventBus(list(observers))
         hide = self.hide_cache_hits if hide_cache_hits is None else hide_cache_hits
-        state = RunState(run_id, budget, cancel, bus, self.samples if use_cache else None, hide_cache_hits=hide)
-        state.shared_seed = seed if share_samples else None
         specs = model_specs(wf)
-        state.fanout = RunPool(fanout_width(specs.values()) - 1, name=f"run-{run_id}-fanout")
+        state = RunState(run_id, budget, cancel, bus, self.samples if use_cache else None, hide_cache_hits=hide,
+                         fanout_width=fanout_width(specs.values()))
+        state.shared_seed = seed if share_samples else None
         token_problems = prm_token_issues(wf, specs, self.provider)  # needs the PRM's vocabulary: loads it
         if token_problems:
             raise WorkflowError(token_problems)

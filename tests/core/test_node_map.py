@@ -12,15 +12,14 @@ import pytest
 
 from app.run.events import EventBus
 from app.run.node_context import Budget, BudgetExceededError, RunNodeContext, RunState
-from app.run.run_pool import ENGINE_BATCH, REMOTE_CONCURRENCY, RunPool, fanout_width
+from app.run.run_pool import ENGINE_BATCH, REMOTE_CONCURRENCY, fanout_width
 from app.run.status import budget_stop_reason
 from backends.base import CancelledError, CancelToken, ModelSpec
 from nodes.seeds import derive_seed, sample_seeds
 
 
 def _ctx(width: int = ENGINE_BATCH) -> RunNodeContext:
-    state = RunState("t", Budget(), CancelToken(), EventBus([]))
-    state.fanout = RunPool(width - 1, name="t-fanout")
+    state = RunState("t", Budget(), CancelToken(), EventBus([]), fanout_width=width)
     return RunNodeContext(state, "node", "kind", None, 7, {}, lambda alias: None,  # type: ignore[arg-type, return-value]
                           "default", python_allowed=False)
 
