@@ -66,12 +66,21 @@ class Child:
     models: dict[str, str]
     yaml: str
     tree_hash: str
+    owner: str = ""
+    """The workflow or route node this child belongs to ("" for node_id itself)."""
+    branch: int | None = None
+    """A route node's branch index (None: a workflow node's child)."""
+
+    @property
+    def node(self) -> str:
+        """The id of the node in the parent workflow that runs this child."""
+        return self.owner or self.node_id
 
     def texts(self, ref: str) -> dict[str, str]:
         """This child's YAML and its descendants', by reference, for storing with a run or carrying in a link."""
         out = {ref: self.yaml}
         for grandchild in self.checked.children.values():
-            out.update(grandchild.texts(_ref_of(self.workflow, grandchild.node_id)))
+            out.update(grandchild.texts(_ref_of(self.workflow, grandchild)))
         return out
 
 
@@ -116,8 +125,8 @@ def prefixed(issues: list[Issue], path: str, label: str) -> list[Issue]:
 def workflow_texts(wf: Workflow, checked: Checked) -> dict[str, str]:
     """Every child YAML the workflow needs, by reference (as written in `params.workflow`)."""
     out: dict[str, str] = {}
-    for node_id, child in checked.children.items():
-        out.update(child.texts(_ref_of(wf, node_id)))
+    for child in checked.children.values():
+        out.update(child.texts(_ref_of(wf, child)))
     return out
 
 
@@ -132,9 +141,8 @@ def child_runs(wf: Workflow, checked: Checked, _memo: dict[int, int] | None = No
         key = id(child.checked)
         if key not in memo:
             memo[key] = child_runs(child.workflow, child.checked, memo)
-        owner, slash, _ = node_id.partition("/")
-        if slash:
-            route_most[owner] = max(route_most.get(owner, 0), 1 + memo[key])
+        if child.branch is not None:
+            route_most[child.node] = max(route_most.get(child.node, 0), 1 + memo[key])
         else:
             total += fan_out(wf, checked, node_id) * (1 + memo[key])
     return total + sum(route_most.values())
@@ -158,15 +166,14 @@ def fan_out(wf: Workflow, checked: Checked, node_id: str) -> int:
     return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else 1
 
 
-def _ref_of(wf: Workflow, node_id: str) -> str:
+def _ref_of(wf: Workflow, child: Child) -> str:
     """The reference a child was written as: a workflow node's `workflow`, a route branch's entry of `branches`."""
-    owner, slash, index = node_id.partition("/")
-    node = wf.node(owner)
+    node = wf.node(child.node)
     if node is None:
         return ""
-    if slash:
+    if child.branch is not None:
         branches = node.params.get("branches")
-        return str(branches[int(index)]) if isinstance(branches, list) and int(index) < len(branches) else ""
+        return str(branches[child.branch]) if isinstance(branches, list) and child.branch < len(branches) else ""
     return str(node.params.get("workflow", ""))
 
 
@@ -427,7 +434,7 @@ class _RouteResolver:
                 key, found.label, found.workflow, checked, bind_kind(self.parent.registry.get(WORKFLOW_KIND) or route,
                                                                     found.workflow, checked.output_types, None),
                 None, {str(k): str(v) for k, v in models.items()}, found.yaml,
-                tree_hash(found.workflow, checked.children))
+                tree_hash(found.workflow, checked.children), owner=node.id, branch=i)
         first, checked = loaded[0]
         self.parent.out.routes[node.id] = bind_route(route, first.workflow, checked.output_types)
         return first
