@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.eval.tune.race import ItemResult, Results
+from app.eval.tune.race import Results, totals
 from nodes.kinds.route import bin_of
 
 N_BINS = 3
@@ -77,7 +77,7 @@ def allocate(bins: list[float], probes: dict[int, Probe], results: Results, labe
     by_bin: list[list[int]] = [[] for _ in range(len(bins) + 1)]
     for i in items:
         by_bin[bin_of(probes[i].score, bins)].append(i)
-    cost = {(b, label): _sums(results[label], members) for b, members in enumerate(by_bin) for label in labels}
+    cost = {(b, label): totals(results[label], members)[1:] for b, members in enumerate(by_bin) for label in labels}
     probe_tokens = math.fsum(probes[i].tokens for i in items)
     probe_seconds = math.fsum(probes[i].seconds for i in items)
     n = len(items)
@@ -99,16 +99,11 @@ def allocate(bins: list[float], probes: dict[int, Probe], results: Results, labe
     return _allocation(bins, by_bin, [labels[c] for c in best[2]], results, probes, n)
 
 
-def _sums(rows: dict[int, ItemResult], items: list[int]) -> tuple[float, float, float]:
-    got = [rows[i] for i in items]
-    return (math.fsum(r.score for r in got), math.fsum(r.tokens for r in got), math.fsum(r.seconds for r in got))
-
-
 def _allocation(bins: list[float], by_bin: list[list[int]], branches: list[str], results: Results,
                 probes: dict[int, Probe], n: int) -> Allocation:
     per_bin, correct, tokens, seconds = [], 0.0, 0.0, 0.0
     for b, (members, label) in enumerate(zip(by_bin, branches, strict=True)):
-        score, tok, sec = _sums(results[label], members)
+        _, score, tok, sec = totals(results[label], members)
         probe_tok = math.fsum(probes[i].tokens for i in members)
         correct, tokens = correct + score, tokens + tok + probe_tok
         seconds += sec + math.fsum(probes[i].seconds for i in members)

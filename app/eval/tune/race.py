@@ -50,13 +50,18 @@ class Figures:
                 "seconds_per_item": self.seconds_per_item}
 
 
-def figures(rows: dict[int, ItemResult], items: list[int]) -> Figures:
+def totals(rows: dict[int, ItemResult], items: list[int]) -> tuple[int, float, float, float]:
+    """(items with a result, their summed score, tokens and seconds): the one way figures are summed in a tune."""
     got = [rows[i] for i in items if i in rows]
-    n = len(got)
+    return (len(got), math.fsum(r.score for r in got), math.fsum(r.tokens for r in got),
+            math.fsum(r.seconds for r in got))
+
+
+def figures(rows: dict[int, ItemResult], items: list[int]) -> Figures:
+    n, score, tokens, seconds = totals(rows, items)
     if not n:
         return Figures(0, math.nan, math.nan, math.nan)
-    return Figures(n, math.fsum(r.score for r in got) / n, math.fsum(r.tokens for r in got) / n,
-                   math.fsum(r.seconds for r in got) / n)
+    return Figures(n, score / n, tokens / n, seconds / n)
 
 
 def scores(rows: dict[int, ItemResult], items: list[int]) -> dict[int, list[float]]:

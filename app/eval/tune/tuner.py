@@ -4,6 +4,7 @@ test, the report and the recommended workflow written."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import threading
@@ -320,8 +321,8 @@ class Tuner:
         index = {w.name: i for i, w in enumerate(plan.workflows)}
         cap = self.options.tune_budget_tokens
         budget = Budget(max_tokens=max(1, cap - state.spent)) if cap is not None else Budget()
-        full, plan.items = plan.items, list(items)
-        evaluation = Evaluation(plan, self.scheduler, self.store, eval_id=self.tune_id, observers=self.observers,
+        scoped = dataclasses.replace(plan, items=list(items))  # this round's items; the shared plan keeps all
+        evaluation = Evaluation(scoped, self.scheduler, self.store, eval_id=self.tune_id, observers=self.observers,
                                 total_budget=budget, name=f"tune {self.tune_id}")
         evaluation.only = {index[label] for label in labels}
         finished = self.store.finished_keys(self.tune_id)
@@ -335,7 +336,6 @@ class Tuner:
             status = evaluation.run(resume=True)
         finally:
             remove()
-            plan.items = full
         if status == FAILED:  # e.g. one candidate's outputs could never be graded: the others go on
             log.warning("tune %s: a %s round ended with: %s", self.tune_id, phase, evaluation.error)
             self._errors.append(str(evaluation.error or ""))
