@@ -50,8 +50,8 @@ def _arguments(catalog: ToolCatalog, name: str, arguments: dict[str, Any] | None
 
 
 def _prepare(service: StudioService, caller: Caller, catalog: ToolCatalog, name: str,
-             arguments: dict[str, Any] | None) -> PreparedRun:
-    target = find_model(service, caller.policy, name)
+             arguments: dict[str, Any] | None, auto: str | None = None) -> PreparedRun:
+    target = find_model(service, caller.policy, name, auto)
     if isinstance(target, FileModel):
         raise ApiError(404, f"{name!r} is a model file, not a workflow: tools/list shows the workflow tools",
                        param="name", code="model_not_found")
@@ -75,7 +75,7 @@ async def call_workflow(service: StudioService, config: ServeConfig, caller: Cal
                         name: str, arguments: dict[str, Any] | None, report: Report) -> types.CallToolResult:
     """Run the workflow `name` with `arguments`; a refused or failed run is a tool error (isError)."""
     try:
-        prepared = _prepare(service, caller, catalog, name, arguments)
+        prepared = _prepare(service, caller, catalog, name, arguments, config.auto)
     except Exception as exc:
         return failure(exc)
     run_id = prepared.run_ids[0]

@@ -15,7 +15,7 @@ from mcp.shared.exceptions import MCPError
 
 from app.mcp.call import call_workflow
 from app.mcp.resources import TEMPLATE, list_runs, read_run
-from app.mcp.tools import ToolCatalog
+from app.mcp.tools import ToolCatalog, auto_tool
 from app.serve.access import Caller
 from app.serve.config import ServeConfig
 from app.serve.errors import ApiError
@@ -45,6 +45,9 @@ def build_mcp_server(service: StudioService, config: ServeConfig, caller_for: Ca
                          ) -> types.ListToolsResult:
         caller = _caller(caller_for, ctx)
         entries = await anyio.to_thread.run_sync(catalog.tools, caller.policy)
+        auto = await anyio.to_thread.run_sync(auto_tool, service, caller.policy, config.auto)
+        if auto is not None and all(e.name != auto.name for e in entries):
+            entries = [*entries, auto]
         return types.ListToolsResult(tools=[e.tool for e in entries])
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:

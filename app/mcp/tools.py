@@ -11,6 +11,8 @@ import mcp_types as types
 from mcp.shared.tool_name_validation import TOOL_NAME_REGEX
 
 from app.mcp.schemas import input_schema, output_schema
+from app.serve.catalog import AUTO_MODEL, WorkflowModel, find_model
+from app.serve.errors import ApiError
 from app.service.errors import UserError
 from app.service.model_names import reserved_model_names
 from app.service.studio import StudioService
@@ -84,3 +86,20 @@ class ToolCatalog:
         tool = types.Tool(name=name, title=wf.name, description=describe(wf), input_schema=input_schema(wf),
                           output_schema=output_schema(wf, self.service.registry))
         return WorkflowTool(name, wf, tool)
+
+
+def auto_tool(service: StudioService, policy: SharePolicy, auto: str | None) -> WorkflowTool | None:
+    """The `auto` tool when `auto` answers with a workflow (`metagen serve --auto NAME`, else the last recommended
+    tuned workflow): that workflow's schemas under the name `auto`; None when there is no such target."""
+    try:
+        target = find_model(service, policy, AUTO_MODEL, auto)
+        if not isinstance(target, WorkflowModel):
+            return None
+        wf = load_workflow_text(target.path.read_text(encoding="utf-8"))
+    except (ApiError, UserError, WorkflowError, OSError, UnicodeDecodeError) as exc:
+        log.debug("no auto tool: %s", exc)
+        return None
+    tool = types.Tool(name=AUTO_MODEL, title=f"auto: {wf.name}", description=f"Answers with {target.name} "
+                      f"(what `auto` names on this server). {describe(wf)}", input_schema=input_schema(wf),
+                      output_schema=output_schema(wf, service.registry))
+    return WorkflowTool(AUTO_MODEL, wf, tool)

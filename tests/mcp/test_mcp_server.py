@@ -4,6 +4,7 @@ a cancelled call stopping its run, and runs as resources."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -34,8 +35,9 @@ def _service(tmp_path: Path, **kwargs: Any) -> StudioService:
     return service
 
 
-def _with_client(service: StudioService, fn: ClientFn, *, share: bool = False, mode: str = "auto") -> Any:
-    config = studio_config(service)
+def _with_client(service: StudioService, fn: ClientFn, *, share: bool = False, mode: str = "auto",
+                 auto: str | None = None) -> Any:
+    config = dataclasses.replace(studio_config(service), auto=auto)
     caller = Caller(remote=share, policy=config.remote_policy if share else service.policy)
     server = build_mcp_server(service, config, lambda request: caller)
 
@@ -210,3 +212,19 @@ def test_runs_are_resources(service: StudioService) -> None:
 def test_share_mode_lists_no_runs(service: StudioService) -> None:
     listed = _with_client(service, lambda c: c.list_resources(), share=True)
     assert listed.resources == []
+
+
+def test_auto_is_a_tool_answering_with_what_the_server_names(service: StudioService) -> None:
+    """Review 3.4: `metagen serve --auto NAME` was ignored by MCP (a call of `auto` took the newest tuned workflow,
+    and no `auto` tool was listed)."""
+    assert "auto" not in {t.name for t in _with_client(service, lambda c: c.list_tools()).tools}  # no target yet
+
+    async def both(c: Client) -> Any:
+        return await c.list_tools(), await c.call_tool("auto", {"text": "hello"})
+
+    tools, result = _with_client(service, both, auto="echo")
+    auto = {t.name: t for t in tools.tools}["auto"]
+    assert "echo" in auto.description and auto.input_schema["required"] == ["text"]
+    assert not result.is_error, text_of(result)
+    assert result.structured_content["outputs"] == _with_client(
+        service, lambda c: c.call_tool("echo", {"text": "hello"})).structured_content["outputs"]

@@ -3,6 +3,7 @@ with the most recent tuned workflow or the one the server's config names, and a 
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ from app.serve.config import studio_config
 from app.serve.routes import api_routes
 from app.service.studio import StudioService
 from app.share.policy import SharePolicy
+from app.workflow.spec import load_workflow_text
 
 WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
 QUESTION = [{"role": "user", "content": "What is 6 times 7?"}]
@@ -39,14 +41,17 @@ def client(service: StudioService, auto: str | None = None) -> TestClient:
     return TestClient(Starlette(routes=api_routes(service, config)), client=("127.0.0.1", 5000))
 
 
-def tune_writes(service: StudioService, name: str, example: str, age_s: float) -> Path:
-    """A tuned workflow as `metagen tune` leaves it: tuned/NAME.yaml in the workflows folder, `age_s` old."""
+def tune_writes(service: StudioService, name: str, example: str, age_s: float, role: str | None = None) -> Path:
+    """A tuned workflow as `metagen tune` leaves it: tuned/NAME.yaml in the workflows folder, recommended `age_s`
+    seconds ago (its provenance's date: what `auto` goes by); `role`: as an adaptive policy marks its branch files."""
     folder = service.workflows_dir / "tuned"
     folder.mkdir(exist_ok=True)
     path = folder / f"{name}.yaml"
-    path.write_text((WORKFLOWS / f"{example}.yaml").read_text())
-    stamp = path.stat().st_mtime - age_s
-    os.utime(path, (stamp, stamp))
+    wf = load_workflow_text((WORKFLOWS / f"{example}.yaml").read_text())
+    when = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=age_s)
+    wf.provenance = {"tool": "metagen tune", "date": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                     **({"role": role} if role else {})}
+    path.write_text(wf.to_yaml())
     return path
 
 
@@ -105,3 +110,35 @@ def test_a_tuned_id_is_a_name_never_a_path(service: StudioService, model_id: str
     tune_writes(service, "x", "chain_of_thought", age_s=0)
     answer = chat(client(service), model_id)
     assert answer.status_code == 404 and answer.json()["error"]["code"] == "model_not_found"
+
+
+def test_auto_goes_by_the_recommendation_not_the_files_time(service: StudioService) -> None:
+    """Review 3.4: `auto` followed mtimes, so touching (or hand-editing) an old tuned file made it the target."""
+    old = tune_writes(service, "arithmetic-old", "self_consistency", age_s=3600)
+    tune_writes(service, "arithmetic-new", "chain_of_thought", age_s=10)
+    later = old.stat().st_mtime + 7200
+    os.utime(old, (later, later))
+    assert models(client(service))["auto"]["metagen"]["target"] == "tuned/arithmetic-new"
+    assert list(models(client(service))).index("tuned/arithmetic-new") < list(models(client(service))).index(
+        "tuned/arithmetic-old")
+
+
+def test_the_branch_files_of_an_adaptive_policy_are_not_models(service: StudioService) -> None:
+    """Review 3.4: a policy's branch files were listed as models, and the newest of them became `auto`."""
+    tune_writes(service, "math-policy", "chain_of_thought", age_s=5)
+    tune_writes(service, "math-policy-bin0", "self_consistency", age_s=0, role="branch of math-policy")
+    listed = models(client(service))
+    assert "tuned/math-policy" in listed and "tuned/math-policy-bin0" not in listed
+    assert listed["auto"]["metagen"]["target"] == "tuned/math-policy"
+
+
+@pytest.mark.parametrize("door", ["responses", "messages"])
+def test_the_servers_auto_holds_on_the_responses_and_messages_doors(service: StudioService, door: str) -> None:
+    """Review 3.4: `metagen serve --auto NAME` was ignored by /v1/responses and /v1/messages."""
+    tune_writes(service, "arithmetic-new", "self_consistency", age_s=0)
+    c = client(service, auto="plain")
+    body: dict[str, Any] = ({"model": "auto", "input": "What is 6 times 7?"} if door == "responses" else
+                            {"model": "auto", "max_tokens": 50, "messages": QUESTION})
+    answer = c.post(f"/v1/{door}", json=body)
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["model"] == "plain"

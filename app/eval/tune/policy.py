@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from app.eval.tune.writer import write_recommended
+from app.eval.tune.writer import BRANCH_ROLE, write_recommended
 from app.workflow.spec import load_workflow_text
 
 PROBE_SAMPLES = 4
@@ -89,5 +89,5 @@ def write_policy(path: Path, policy: str, branches: dict[str, str], provenance: 
     written = []
     for name, text in branches.items():
         written.append(write_recommended(text, path.parent / f"{name}.yaml",
-                                         {**provenance, "role": "branch of " + path.stem}, name))
+                                         {**provenance, "role": BRANCH_ROLE + path.stem}, name))
     return [write_recommended(policy, path, provenance, path.stem), *written]

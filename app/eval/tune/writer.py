@@ -12,6 +12,8 @@ from app.platform.fileio import atomic_write_text
 from app.workflow.spec import load_workflow_text
 
 TUNED_FOLDER = "tuned"
+BRANCH_ROLE = "branch of "
+"""How an adaptive tune marks the branch files of its policy (`provenance.role`): parts of the policy, not models."""
 
 
 def default_path(workflows_dir: Path, dataset: str, model: str) -> Path:
