@@ -1,5 +1,6 @@
 """Running candidate programs: 64 candidates x 3 tests, confined (bubblewrap + limits) against limits-only
-subprocesses, both parallel across the cores; prints the wall time of each, the ratio and the per-run overhead.
+subprocesses, both parallel across the cores; prints the wall time of each, the ratio and the per-run overhead; then
+the cost of `partial: observed` (each assert of a failing program run as its own program) against the one run.
 
 Usage: python benchmarks/bench_code.py [--candidates 64] [--workers CORES] [--repeats 3]
 """
@@ -57,6 +58,21 @@ def main() -> None:
         print(f"  isolated (bubblewrap namespaces + limits):  {best[True]:.2f} s  ({best[True] / n * 1000:.0f} ms/run)")
         print(f"  ratio isolated / limits only: {best[True] / best[False]:.2f}x; isolation costs ~{over:.0f} ms "
               "per run (per worker)")
+    observed_cost(texts, args.workers, args.repeats)
+
+
+def observed_cost(texts: list[str], workers: int, repeats: int) -> None:
+    """`partial: observed` against the plain verdict on the same candidates (a quarter of them fail)."""
+    def run(partial: str) -> float:
+        started = time.perf_counter()
+        run_many(texts, tests=TESTS, workers=workers, partial=partial)
+        return time.perf_counter() - started
+
+    plain = min(run("none") for _ in range(repeats))
+    observed = min(run("observed") for _ in range(repeats))
+    failing = sum(1 for t in texts if t == PROGRAMS[-1])
+    print(f"  partial: observed: {observed:.2f} s against {plain:.2f} s ({observed / plain:.2f}x; {failing} failing "
+          f"candidates run 3 more programs each)")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from typing import Any
 
 from nodes.algorithms import prm
 from nodes.algorithms.code_exec import ExecLimits, isolation, isolation_note
-from nodes.algorithms.code_tests import TestReport, run_many
+from nodes.algorithms.code_tests import PARTIAL_CHOICES, TestReport, run_many
 from nodes.algorithms.extract import MATH, AnswerSpec, answer_params, normalize_answer, normalize_text
 from nodes.algorithms.math_equiv import default_checker
 from nodes.algorithms.safe_regex import PatternError, compile_pattern, escape, pattern_problem
@@ -98,6 +98,10 @@ def scoring_params(show_if_method: Callable[[tuple[str, ...]], tuple[str, tuple[
               "verify(candidate, inputs) — returning a bool, a score, or (score, reason)",
               show_if=show_if_method(("python",))),
         *code_test_params(show_if_method(("tests",))),
+        Param("partial", "choice", "none", "Tests: a failing program's score. none = the stdin/stdout pairs passed; "
+              "observed = also each assert run as a confined program of its own (best-of-N then ranks by tests "
+              "passed, as AlphaCode and CodeT do; one more run per test)", choices=PARTIAL_CHOICES,
+              show_if=show_if_method(("tests",))),
         Param("timeout_s", "float", 5.0, "Python verifier / tests: time limit per candidate (seconds)", min=0.1,
               max=120, show_if=show_if_method(("python", "tests"))),
         Param("memory_mb", "int", 512, "Python verifier / tests: memory limit per candidate (MB)", min=32, max=8192,
@@ -359,7 +363,7 @@ def _score_tests(job: ScoringJob) -> list[Verdict]:
                                  "timeout_s": limits.timeout_s, "memory_mb": limits.memory_mb})
     ctx.cancel.raise_if_cancelled()
     reports = run_many(list(job.texts), tests=tests, entry_point=str(job.params.get("entry_point") or ""),
-                       io_tests=pairs, limits=limits)
+                       io_tests=pairs, limits=limits, partial=str(job.params.get("partial") or "none"))
     ctx.cancel.raise_if_cancelled()  # programs killed by the stop are no verdict
     return [Verdict(r.score, r.reason, a, detail=test_detail(r)) for r, a in zip(reports, job.answers, strict=True)]
 

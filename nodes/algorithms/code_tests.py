@@ -7,7 +7,8 @@ and returns a `TestReport`: the verdict (`passed_all`: the benchmark's own rule,
 its end without an exception, and every stdin/stdout pair matches), per-test results (the detail, never the verdict),
 the outputs on the probes (its behaviour), stdout / stderr tails, and the score (1 when the verdict passes,
 else the fraction of the tests the supervisor observed passing, below 1: only stdin/stdout pairs, since the
-per-test breakdown of assert tests runs in the candidate's own process and could be forged). Nothing raises: a
+per-test breakdown of assert tests runs in the candidate's own process and could be forged; with `partial:
+observed` each assert test also runs as a confined program of its own, and those verdicts count). Nothing raises: a
 timeout, a crash or a syntax error is a reason; a sandbox that could not start at all is `ungraded` (the grader
 failed, not the candidate).
 """
@@ -85,10 +86,70 @@ class TestReport:
         return asdict(self)
 
 
+PARTIAL_CHOICES = ("none", "observed")
+"""A failing program's score: `none`, the share of the stdin/stdout pairs the supervisor saw pass; `observed`, also
+each assert test run as a confined program of its own, so the count of tests passed is the supervisor's."""
+
+
+def split_tests(tests: str, entry_point: str) -> list[str]:
+    """One test program per test of `tests`: every top-level statement that is not an assert (imports, helpers,
+    data) with one of its asserts; for a `def check(candidate)` (with entry_point), the check with the statements
+    before its k-th assert that are not asserts, and that assert. [] when `tests` does not parse or holds no test."""
+    try:
+        tree = ast.parse(tests)
+    except SyntaxError:
+        return []
+    check = next((s for s in tree.body if isinstance(s, ast.FunctionDef) and s.name == "check"), None)
+    if check is not None and entry_point:
+        programs = []
+        for k, stmt in enumerate(check.body):
+            if not isinstance(stmt, ast.Assert):
+                continue
+            body = [s for s in check.body[:k] if not isinstance(s, ast.Assert)] + [stmt]
+            one = ast.FunctionDef(**{**{f: getattr(check, f) for f in check._fields}, "body": body})
+            module = ast.Module([one if s is check else s for s in tree.body], type_ignores=[])
+            programs.append(ast.unparse(ast.fix_missing_locations(module)))
+        return programs
+    prelude = [s for s in tree.body if not isinstance(s, ast.Assert)]
+    return [ast.unparse(ast.Module([*prelude, stmt], type_ignores=[]))
+            for stmt in tree.body if isinstance(stmt, ast.Assert)]
+
+
 def run_code_tests(text: str, *, tests: str = "", entry_point: str = "", io_tests: list[dict[str, Any]] | None = None,
                    probes: list[str] | None = None, limits: ExecLimits | None = None,
-                   isolate: bool | None = None) -> TestReport:
-    """Run one candidate's code against the tests (see the module docstring)."""
+                   isolate: bool | None = None, partial: str = "none") -> TestReport:
+    """Run one candidate's code against the tests (see the module docstring); `partial: observed` scores a failing
+    program by its tests run one program each (PARTIAL_CHOICES)."""
+    report = _run_code_tests(text, tests=tests, entry_point=entry_point, io_tests=io_tests, probes=probes,
+                             limits=limits, isolate=isolate)
+    if partial != "observed" or report.passed_all or report.ungraded or not tests.strip():
+        return report
+    return _with_observed_partial(report, text, tests, entry_point, io_tests or [], limits, isolate)
+
+
+def _with_observed_partial(report: TestReport, text: str, tests: str, entry_point: str,
+                           io_tests: list[dict[str, Any]], limits: ExecLimits | None,
+                           isolate: bool | None) -> TestReport:
+    """The report with its score from each assert test run as a program of its own: each one's verdict is the
+    supervisor's (the program ran to its end), so a candidate cannot claim passes it did not make."""
+    programs = split_tests(tests, entry_point)
+    if not programs:
+        return report
+    verdicts = [_run_code_tests(text, tests=program, entry_point=entry_point, io_tests=None,
+                                probes=None, limits=limits, isolate=isolate)
+                for program in programs]
+    if any(v.ungraded for v in verdicts):
+        return report  # a stop or a sandbox failure midway: no count to trust beyond the first run's
+    ios = [t for t in report.tests if t.get("type") == "io"]
+    passed = sum(1 for v in verdicts if v.passed_all) + sum(1 for t in ios if t.get("passed"))
+    total = len(programs) + len(io_tests)
+    report.score = min(passed / total, (total - 1) / total) if total else 0.0
+    report.reason = f"{report.reason} · observed one by one: {passed}/{total} passed"[:500]
+    return report
+
+
+def _run_code_tests(text: str, *, tests: str, entry_point: str, io_tests: list[dict[str, Any]] | None,
+                    probes: list[str] | None, limits: ExecLimits | None, isolate: bool | None) -> TestReport:
     limits = limits or ExecLimits()
     io_cases = list(io_tests or [])
     request = {"code": extract_code(text), "tests": tests or "", "entry_point": entry_point or "",
