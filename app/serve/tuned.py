@@ -9,7 +9,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.eval.tune.writer import BRANCH_ROLE, TUNED_FOLDER
+from app.eval.tune.writer import BRANCH_ROLE, POLICY_ROLE, TUNED_FOLDER
 from app.service.studio import StudioService
 from app.workflow.files import WORKFLOW_SUFFIX, safe_workflow_name, workflow_path
 from app.workflow.problems import WorkflowError
@@ -31,6 +31,8 @@ class _Recommended:
     date: str
     """`provenance.date` written when `metagen tune` recommended it ("" for a file it did not write)."""
     branch: bool
+    policy: bool
+    """An adaptive tune's policy: listed, but `auto` answers with the workflow the tune recommended."""
 
 
 _read_cache: dict[Path, tuple[tuple[int, int], _Recommended]] = {}
@@ -54,31 +56,37 @@ def _recommended(path: Path) -> _Recommended | None:
     except (OSError, UnicodeDecodeError, WorkflowError, ValueError) as exc:
         log.debug("tuned workflow %s has no readable provenance: %s", path, exc)
         provenance = {}
-    found = _Recommended(str(provenance.get("date") or ""), str(provenance.get("role") or "").startswith(BRANCH_ROLE))
+    role = str(provenance.get("role") or "")
+    found = _Recommended(str(provenance.get("date") or ""), role.startswith(BRANCH_ROLE), role == POLICY_ROLE)
     with _cache_lock:
         _read_cache[path] = (key, found)
     return found
 
 
-def tuned_names(service: StudioService) -> list[str]:
-    """The tuned workflows' model ids (`tuned/NAME`), the most recently recommended first (files with odd names are
-    skipped, and so are the branch files of an adaptive policy: the policy runs them)."""
+def _tuned(service: StudioService) -> list[tuple[str, _Recommended]]:
+    """(model id, what it records) of the tuned workflows, the most recently recommended first; not the branch files
+    of an adaptive policy (the policy runs them), nor files with odd names."""
     folder = tuned_dir(service)
     try:
         files = [p for p in folder.glob(f"*{WORKFLOW_SUFFIX}") if p.is_file()]
     except OSError:
         return []
-    dated = []
+    found = []
     for path in files:
-        found = _recommended(path)
-        if found is None or found.branch:
+        recommended = _recommended(path)
+        if recommended is None or recommended.branch:
             continue
         try:
-            dated.append((found.date, TUNED_PREFIX + safe_workflow_name(path.stem)))
+            found.append((TUNED_PREFIX + safe_workflow_name(path.stem), recommended))
         except ValueError:
             log.debug("skipping tuned workflow file with an unusable name: %s", path)
-    by_name = sorted(dated, key=lambda d: d[1])
-    return [name for _, name in sorted(by_name, key=lambda d: d[0], reverse=True)]
+    by_name = sorted(found, key=lambda f: f[0])
+    return sorted(by_name, key=lambda f: f[1].date, reverse=True)
+
+
+def tuned_names(service: StudioService) -> list[str]:
+    """The tuned workflows' model ids (`tuned/NAME`), the most recently recommended first."""
+    return [name for name, _ in _tuned(service)]
 
 
 def tuned_path(service: StudioService, model_id: str) -> Path | None:
@@ -93,8 +101,10 @@ def tuned_path(service: StudioService, model_id: str) -> Path | None:
 
 
 def auto_target(service: StudioService, configured: str | None = None) -> str | None:
-    """What `auto` answers with: the configured model id, else the most recent tuned workflow; None if neither."""
+    """What `auto` answers with: the configured model id, else the tuned workflow recommended last (an adaptive
+    policy only when nothing else was); None if neither."""
     if configured:
         return configured
-    names = tuned_names(service)
-    return names[0] if names else None
+    found = _tuned(service)
+    plain = [name for name, recommended in found if not recommended.policy]
+    return (plain or [name for name, _ in found] or [None])[0]

@@ -8,15 +8,19 @@ import json
 import random
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from app.eval.store import EvalStore
 from app.eval.tune.adaptive import Probe, allocate, eligible, quantile_bins
 from app.eval.tune.api import TuneOptions
 from app.eval.tune.race import ItemResult
 from app.eval.tune.split import split_items
+from app.eval.tune.writer import BRANCH_ROLE, POLICY_ROLE
 from app.run.providers import fake_provider
 from app.service.studio import StudioService
+from app.traces.store import TraceStore
 from app.workflow.problems import errors
 from app.workflow.spec import load_workflow
 from app.workflow.subworkflows import ChildLoader
@@ -54,7 +58,7 @@ def _reply(prompt: str, seed: int) -> str:
     return f"so Answer: {item + 1000 + seed % 7}" if _hard(item) else f"so Answer: {item}"
 
 
-def _tune(tmp_path: Path, shuffle_test_labels: bool = False):
+def _tune(tmp_path: Path, shuffle_test_labels: bool = False, **options: Any):
     examples = tmp_path / "examples"
     examples.mkdir(parents=True)
     for name in ("chain_of_thought", "big"):
@@ -72,7 +76,7 @@ def _tune(tmp_path: Path, shuffle_test_labels: bool = False):
                             examples_dir=examples, trace_db=tmp_path / "traces.db")
     try:
         return service.tune(TuneOptions(data=str(data), metric="number", budget_tokens=60,
-                                        out=str(tmp_path / "out.yaml"), adaptive=True))
+                                        out=str(tmp_path / "out.yaml"), adaptive=True, **options))
     finally:
         service.close()
 
@@ -126,9 +130,10 @@ def test_adaptive_tune_beats_the_best_single_strategy_within_the_budget(tmp_path
     assert adaptive["against"]["label"] == "chain_of_thought"
     assert adaptive["test"]["n"] == 20 and adaptive["test"]["accuracy"] == 1.0
     assert adaptive["comparison"]["diff"] > 0 and adaptive["comparison"]["p"] < 0.05
-    recommended = Path(data["recommended"]["path"])  # still the most recent: what `auto` on /v1 serves
-    assert recommended.stat().st_mtime_ns >= Path(adaptive["path"]).stat().st_mtime_ns
     policy = load_workflow(Path(adaptive["path"]))
+    assert policy.provenance["role"] == POLICY_ROLE  # `auto` keeps answering with the recommended workflow
+    assert {load_workflow(Path(f)).provenance.get("role") for f in adaptive["files"][1:]} == {
+        f"{BRANCH_ROLE}{Path(adaptive['path']).stem}"}
     assert policy.provenance["branches"] == ["big", "chain_of_thought"]
     assert [n.kind for n in policy.nodes] == ["sampler", "voter", "route"]
     assert not errors(validate(policy, default_registry(), ChildLoader((policy.source.parent,))))
@@ -141,3 +146,43 @@ def test_no_leak_shuffled_test_labels_change_no_adaptive_choice(tmp_path: Path) 
     assert [b["label"] for b in shuffled["branches"]] == [b["label"] for b in honest["branches"]]
     assert shuffled["dev"] == honest["dev"] and shuffled["against"]["label"] == honest["against"]["label"]
     assert shuffled["test"]["accuracy"] != honest["test"]["accuracy"]
+
+
+def test_the_probe_and_policy_are_evaluations_of_the_tune(tmp_path: Path) -> None:
+    """Review 3.3: the adaptive step ran its own thread pools outside the evaluation store. Now the probe (on dev)
+    and the policy (on test) are evaluations recorded beside the tune's, graded by the runner, so a resumed tune
+    finds them, and their tokens count in the tune's."""
+    result = _tune(tmp_path)
+    traces = TraceStore(tmp_path / "traces.db")
+    store = EvalStore(traces.engine)
+    try:
+        ids = {e["id"] for e in store.list()}
+        probe = next(i for i in ids if i.startswith(f"{result.tune_id}-probe-"))
+        policy = next(i for i in ids if i.startswith(f"{result.tune_id}-adaptive-"))
+        assert len(store.get(probe)["items"]) == len(result.split["dev"])
+        rows = store.get(policy)["items"]
+        assert len(rows) == len(result.split["test"]) == result.adaptive["test"]["n"]
+        assert sum(r["score"] for r in rows) / len(rows) == result.adaptive["test"]["accuracy"]
+    finally:
+        traces.close()
+
+
+def test_the_tunes_token_budget_holds_through_the_adaptive_step(tmp_path: Path) -> None:
+    """Review 3.3: `--tune-budget-tokens` was not enforced on the probe and policy runs."""
+    free = _tune(tmp_path / "free")
+    race = free.tune_tokens - _adaptive_spent(tmp_path / "free", free.tune_id)
+    capped = _tune(tmp_path / "capped", tune_budget_tokens=race + 5)
+    assert capped.adaptive["status"] == "none"
+    assert "--tune-budget-tokens" in capped.adaptive["reason"]
+    assert capped.tune_tokens < free.tune_tokens
+
+
+def _adaptive_spent(folder: Path, tune_id: str) -> int:
+    traces = TraceStore(folder / "traces.db")
+    store = EvalStore(traces.engine)
+    try:
+        return sum(int(r["prompt_tokens_evaluated"] or 0) + int(r["completion_tokens"] or 0)
+                   for e in store.list() if e["id"].startswith(f"{tune_id}-")
+                   for r in store.get(e["id"])["items"])
+    finally:
+        traces.close()

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from app.eval.tune.writer import BRANCH_ROLE, write_recommended
+from app.eval.tune.writer import BRANCH_ROLE, POLICY_ROLE, write_recommended
 from app.workflow.spec import load_workflow_text
 
 PROBE_SAMPLES = 4
@@ -90,4 +90,4 @@ def write_policy(path: Path, policy: str, branches: dict[str, str], provenance: 
     for name, text in branches.items():
         written.append(write_recommended(text, path.parent / f"{name}.yaml",
                                          {**provenance, "role": BRANCH_ROLE + path.stem}, name))
-    return [write_recommended(policy, path, provenance, path.stem), *written]
+    return [write_recommended(policy, path, {**provenance, "role": POLICY_ROLE}, path.stem), *written]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.eval.paired import ALPHA, compare, mcnemar_exact
+from app.run.status import SUCCEEDED, UNGRADED
 
 MIN_HALVING_ITEMS = 8
 """A bottom-half drop that is not significant needs a slice of at least this many dev items: on 4 items one
@@ -30,6 +31,33 @@ class ItemResult:
     """Completion tokens it took from the shared sample pool (drawn, and timed, by another candidate's run)."""
     failed: bool = False
     """The run itself failed (an error, not a wrong answer): scored 0, and its cost is not what it would be."""
+
+
+def row_spent(row: dict[str, Any]) -> int:
+    """Tokens an evaluation row's run evaluated and generated (what it cost the tune's budget)."""
+    return int(row["prompt_tokens_evaluated"] or 0) + int(row["completion_tokens"] or 0)
+
+
+def reused_tokens(row: dict[str, Any]) -> int:
+    """Tokens an item's run took from the shared pool: its reused samples' completions, and the prompts of its
+    requests served wholly from the pool (counted in prompt_tokens, neither evaluated nor cached)."""
+    completions = int(row["completion_tokens_reused"] or 0)
+    if not completions:
+        return 0
+    prompts = int(row["prompt_tokens"] or 0) - int(row["prompt_tokens_evaluated"] or 0) - int(
+        row["prompt_tokens_cached"] or 0)
+    return completions + max(prompts, 0)
+
+
+def item_result(row: dict[str, Any]) -> ItemResult | None:
+    """One evaluation row as a candidate's result on its item; None for a row with no verdict (ungraded: left out,
+    never counted as wrong)."""
+    if row["status"] == UNGRADED:
+        return None
+    tokens = int(row["prompt_tokens"] or 0) + int(row["completion_tokens"] or 0) + int(
+        row["completion_tokens_reused"] or 0)
+    return ItemResult(float(row["score"] or 0.0), tokens, float(row["wall_s"] or 0.0), spent=row_spent(row),
+                      reused=reused_tokens(row), failed=row["status"] not in (SUCCEEDED, ""))
 
 
 Results = dict[str, dict[int, ItemResult]]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import threading
 import time
 import uuid
@@ -25,13 +24,22 @@ from app.eval.tune import candidates as cands
 from app.eval.tune.api import DEV, DROPPED, FINALIST, RUNNING, SKIPPED, TEST, TuneOptions, TuneProgress, TuneResult
 from app.eval.tune.errors import TuneError
 from app.eval.tune.model_override import model_entry, model_label
-from app.eval.tune.race import ItemResult, Results, cannot_beat, choose, figures, race_round, steps_to_rule_out
+from app.eval.tune.race import (
+    Results,
+    cannot_beat,
+    choose,
+    figures,
+    item_result,
+    race_round,
+    row_spent,
+    steps_to_rule_out,
+)
 from app.eval.tune.report import comparisons, front, held_out_table, test_figures, verdict
 from app.eval.tune.split import MIN_ITEMS, race_slices, split_items
 from app.eval.tune.writer import default_path, write_recommended
 from app.platform import paths
 from app.run.scheduler import Budget, NodeCache, Scheduler
-from app.run.status import CANCELLED, FAILED, SUCCEEDED, UNGRADED
+from app.run.status import CANCELLED, FAILED, SUCCEEDED
 from backends.base import CancelToken
 from nodes.registry import NodeRegistry
 
@@ -195,10 +203,12 @@ class Tuner:
         from app.eval.tune.adaptive_run import AdaptiveSetup, build
 
         options = self.options
-        setup = AdaptiveSetup(plan=state.plan, scheduler=self.scheduler, results=state.results, dev=state.dev,
-                              test=state.test, baseline=cands.BASELINE, finalists=finalists, seed=options.seed,
-                              cancel=self.cancel_token, budget_tokens=options.budget_tokens,
-                              budget_seconds=options.budget_seconds)
+        setup = AdaptiveSetup(plan=state.plan, scheduler=self.scheduler, store=self.store, tune_id=self.tune_id,
+                              results=state.results, dev=state.dev, test=state.test, baseline=cands.BASELINE,
+                              finalists=finalists, seed=options.seed, cancel=self.cancel_token,
+                              budget_tokens=options.budget_tokens, budget_seconds=options.budget_seconds,
+                              tune_budget_tokens=options.tune_budget_tokens, spent_before=state.spent,
+                              observers=self.observers)
         rec = Path(result.recommended["path"])
         provenance = {"tool": "metagen tune --adaptive", "tune_id": self.tune_id, "dataset": options.data,
                       "model": state.model, "metric": state.plan.metric_spec,
@@ -206,8 +216,6 @@ class Tuner:
                                  "seconds_per_item": options.budget_seconds},
                       "split": {"seed": options.seed, "dev": len(state.dev), "test": len(state.test)}}
         result.adaptive = build(setup, rec.with_name(f"{rec.stem}-adaptive.yaml"), provenance)
-        if rec.is_file():  # the recommended workflow stays the most recent: what `auto` on /v1 answers with
-            os.utime(rec)
         result.tune_tokens += setup.spent
         if self.cancel_token.cancelled:
             raise TuneError(f"the tune was cancelled ({self.cancel_token.reason}) while its adaptive policy was "
@@ -347,16 +355,10 @@ class Tuner:
         results: Results = {}
         spent = 0
         for row in self.store.get(self.tune_id)["items"]:
-            spent += int(row["prompt_tokens_evaluated"] or 0) + int(row["completion_tokens"] or 0)
-            if row["status"] == UNGRADED:  # no verdict: left out, never counted as wrong
-                continue
-            reused = _reused(row)
-            tokens = int(row["prompt_tokens"] or 0) + int(row["completion_tokens"] or 0) + int(
-                row["completion_tokens_reused"] or 0)
-            results.setdefault(labels[row["workflow_idx"]], {})[int(row["item_idx"])] = ItemResult(
-                float(row["score"] or 0.0), tokens, float(row["wall_s"] or 0.0), spent=int(
-                    row["prompt_tokens_evaluated"] or 0) + int(row["completion_tokens"] or 0), reused=reused,
-                failed=row["status"] not in (SUCCEEDED, ""))
+            spent += row_spent(row)
+            found = item_result(row)
+            if found is not None:
+                results.setdefault(labels[row["workflow_idx"]], {})[int(row["item_idx"])] = found
         state.results, state.spent = results, spent
 
     def _progress(self, state: _State, phase: str, round_no: int, labels: list[str], items: list[int],
@@ -428,17 +430,6 @@ class Tuner:
             front=front(table), tune_tokens=state.spent, held_out=table, comparisons=comps, race=state.race,
             verdict=verdict(recommended, base, why, main), dataset=options.data, model=state.model,
             metric=state.plan.metric_spec, warnings=list(state.plan.warnings))
-
-
-def _reused(row: dict[str, Any]) -> int:
-    """Tokens an item's run took from the shared pool: its reused samples' completions, and the prompts of its
-    requests served wholly from the pool (counted in prompt_tokens, neither evaluated nor cached)."""
-    completions = int(row["completion_tokens_reused"] or 0)
-    if not completions:
-        return 0
-    prompts = int(row["prompt_tokens"] or 0) - int(row["prompt_tokens_evaluated"] or 0) - int(
-        row["prompt_tokens_cached"] or 0)
-    return completions + max(prompts, 0)
 
 
 def _measuring(scheduler: Scheduler) -> Scheduler:

@@ -14,6 +14,8 @@ from app.workflow.spec import load_workflow_text
 TUNED_FOLDER = "tuned"
 BRANCH_ROLE = "branch of "
 """How an adaptive tune marks the branch files of its policy (`provenance.role`): parts of the policy, not models."""
+POLICY_ROLE = "adaptive policy"
+"""How it marks the policy: a model of its own, but `auto` keeps answering with the recommended workflow."""
 
 
 def default_path(workflows_dir: Path, dataset: str, model: str) -> Path:
