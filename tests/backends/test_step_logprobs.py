@@ -40,7 +40,7 @@ def test_every_step_of_every_candidate_matches_asking_each_prefix_alone(llama: A
                 t for s in segments[1 : j + 1] for t in llama.model.tokenize(s, add_special=False)]
             assert joint == pieces, "the test texts must tokenize the same jointly and by segment"
             alones.append(llama.choice_logprobs(text, list(TOKENS)).logprobs)
-        for j, (row, alone) in enumerate(zip(rows, alones, strict=True)):
+        for row, alone in zip(rows, alones, strict=True):
             # the same numbers up to the noise of evaluating the text in other batch splits (Q4_1 on CPU, these
             # p ~ 1e-4 tokens: up to 0.25 nats with AVX-512, 0.47 on an AVX2-only AMD EPYC; a single sequence alone
             # matches exactly, see below)
