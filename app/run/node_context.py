@@ -202,7 +202,9 @@ class RunNodeContext:
 
     # -- helpers
     def backend(self, model: str | None = None) -> LLMBackend:
-        return self._backend_for(model or self._model)
+        backend = self._backend_for(model or self._model)
+        bind = getattr(backend, "for_node", None)  # a recording or replaying backend: this node's view of it
+        return bind(self.node_id) if callable(bind) else backend
 
     def allow_python(self) -> bool:
         return self._python_allowed
@@ -327,6 +329,8 @@ class RunNodeContext:
             if cache is not None and seeds is not None and len(seeds) == n else None
         cached: list[Completion | None] = [cache.samples.get(k) for k in keys] if keys and cache else [None] * n
         missing = [i for i, c in enumerate(cached) if c is None]
+        if len(missing) < n and seeds is not None:
+            _note_cached(backend, prompt, params, seeds, cached)
         reused = sum(c.completion_tokens for c in cached if c is not None)
         if reused:
             with self._state.lock:
@@ -550,6 +554,17 @@ class _CallMeter:
         if rest > 0 or not counts:
             counts[lead] = counts.get(lead, 0) + max(0, rest)
         return counts
+
+
+def _note_cached(backend: LLMBackend, prompt: Prompt, params: SamplingParams, seeds: Sequence[int],
+                 cached: Sequence[Completion | None]) -> None:
+    """Tell a recording backend (backends.replay.calls) which samples came from the sample cache: a replay, whose
+    cache starts empty, must find them in the recording."""
+    note = getattr(backend, "note_cached", None)
+    if not callable(note):
+        return
+    hits = [(s, c) for s, c in zip(seeds, cached, strict=False) if c is not None]
+    note(prompt, params, [s for s, _ in hits], [c for _, c in hits], "")
 
 
 def _plain_prompt(prompt: Prompt) -> str:
