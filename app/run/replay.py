@@ -10,13 +10,13 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from app.run.events import Observer
-from app.run.scheduler import Budget, BackendProvider, RunResult, Scheduler
+from app.run.scheduler import BackendProvider, Budget, RunResult, Scheduler
 from app.workflow.problems import WorkflowError
 from app.workflow.spec import Workflow, load_workflow_text
 from app.workflow.subworkflows import ChildLoader
 from backends.base import CancelToken, LLMBackend, ModelSpec
-from backends.replay.calls import model_ref
 from backends.replay.backend import ReplayBackend, ReplayCounts, ReplayTable
+from backends.replay.calls import model_ref
 from nodes.base import from_jsonable
 from nodes.registry import NodeRegistry, default_registry
 
@@ -84,11 +84,12 @@ def _budget(recorded: Any) -> Budget:
 def replay_bundle(bundle: Mapping[str, Any], *, workflow: Workflow | None = None,
                   model_provider: BackendProvider | None = None, registry: NodeRegistry | None = None,
                   observers: Sequence[Observer] = (), cancel: CancelToken | None = None,
-                  children: ChildLoader | None = None) -> ReplayOutcome:
+                  children: ChildLoader | None = None, like: Scheduler | None = None) -> ReplayOutcome:
     """Run the bundle's workflow (or `workflow`, an edited one) on the bundle's inputs and seed with its recorded
     calls answering; the calls it lacks go to `model_provider` (None: they fail the run, naming the node and what
     changed). Sub-workflows come from the bundle for its own workflow, from files (`children`, else the
-    workflows folders) for an edited one. Raises ReplayError or WorkflowError before any node runs."""
+    workflows folders) for an edited one. `like`: a scheduler whose rules the replay keeps (share mode's: no python
+    verifier, no code execution, capped limits). Raises ReplayError or WorkflowError before any node runs."""
     edited = workflow is not None
     wf = workflow if workflow is not None else bundled_workflow(bundle)
     run = bundle["run"]
@@ -97,6 +98,11 @@ def replay_bundle(bundle: Mapping[str, Any], *, workflow: Workflow | None = None
     loader = children if edited else ChildLoader(texts=dict(bundle["workflow"].get("subworkflows") or {}))
     scheduler = Scheduler(registry or default_registry(), replay_provider(table, counts, model_provider),
                           children=loader)
+    if like is not None:
+        scheduler.allow_python = like.allow_python
+        scheduler.allow_code_execution = like.allow_code_execution
+        scheduler.code_limit_caps = like.code_limit_caps
+        scheduler.hide_cache_hits = like.hide_cache_hits
     for node in bundle.get("cached_nodes") or []:  # came from the node cache when recorded: no calls to answer
         scheduler.cache.put(str(node["signature"]), from_jsonable(node["outputs"] or {}))
     inputs = {k: v for k, v in (run.get("inputs") or {}).items() if k in wf.inputs}

@@ -37,8 +37,8 @@ from backends.base import (
     LLMBackend,
     ModelSpec,
 )
-from backends.replay.calls import Entry, RecordingBackend, model_ref
 from backends.llama.models.gguf import model_prompt_format
+from backends.replay.calls import Entry, RecordingBackend, model_ref
 from nodes.base import NodeError, NodeKind, to_jsonable
 from nodes.registry import NodeRegistry
 from nodes.seeds import derive_seed as derive_seed  # re-exported: callers derive seeds from here

@@ -278,8 +278,8 @@ def describe_change(method: str, recorded: Sequence[Entry], request: Entry, mode
                 out.append(f"a changed {key} ({_text_change(old.get(key), request.get(key))})")
             elif key == "params" and isinstance(old.get(key), dict) and isinstance(request.get(key), dict):
                 p_old, p_new = old[key], request[key]
-                changed = [f"{k} {_short(p_old.get(k))} → {_short(p_new.get(k))}" for k in sorted(set(p_old) | set(p_new))
-                           if p_old.get(k) != p_new.get(k)]
+                changed = [f"{k} {_short(p_old.get(k))} → {_short(p_new.get(k))}"
+                           for k in sorted(set(p_old) | set(p_new)) if p_old.get(k) != p_new.get(k)]
                 out.append("changed params (" + ", ".join(changed) + ")")
             elif key == "seeds":
                 new_seeds = [s for s in request.get("seeds") or [] if s not in (old.get("seeds") or [])]

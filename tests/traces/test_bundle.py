@@ -169,7 +169,7 @@ def test_files_that_are_not_bundles_are_refused(tmp_path: Path, capsys: pytest.C
                                                 content: bytes, expected: str) -> None:
     path = tmp_path / "b.json"
     path.write_bytes(content)
-    code, out, err = run_cli(capsys, "replay", str(path), "--no-trace")
+    code, _, err = run_cli(capsys, "replay", str(path), "--no-trace")
     assert code == EXIT_INVALID and expected in err and "Traceback" not in err
 
 
