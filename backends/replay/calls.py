@@ -56,8 +56,13 @@ def plain(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
+        if all(type(v) in _SCALARS for v in value):  # token ids, log-probabilities: no walk needed
+            return list(value)
         return [plain(v) for v in value]
     return value
+
+
+_SCALARS = frozenset({int, float, str, bool, type(None)})
 
 
 def digest(*parts: Any) -> str:
