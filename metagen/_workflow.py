@@ -265,4 +265,5 @@ class _Callback:
         self.function = function
 
     def on_event(self, event: Event) -> None:
-        self.function(event)
+        if event.type != LM_REQUEST_EVENT:  # the call records are the traces' (app/traces/bundle.py), not the caller's
+            self.function(event)

@@ -216,6 +216,8 @@ class RecordingBackend:
             raise AttributeError(name)
         if name in OPTIONAL_METHODS:
             call = getattr(self._inner, name)  # AttributeError where the backend cannot
+            if call is None:  # a backend that says it cannot (the attribute set to None)
+                return None
             return lambda *args, cancel=None: self._recorded(name, call, args, cancel=cancel)
         return getattr(self._inner, name)
 
