@@ -210,8 +210,9 @@ def _write_bundle(store: Any, run_id: str, target: Path) -> int:
     except OSError as exc:
         _err(f"cannot write {target}: {exc.strerror or exc}")
         return EXIT_FAILED
-    sys.stderr.write(f"wrote bundle of run {bundle['run']['id']} ({len(bundle['calls'])} recorded calls) to {target}; "
-                     f"replay it with `metagen replay {target}`\n")
+    calls = (bundle["run"].get("stats") or {}).get("lm_calls", 0)
+    sys.stderr.write(f"wrote bundle of run {bundle['run']['id']} ({calls} model calls in {len(bundle['calls'])} "
+                     f"recorded requests) to {target}; replay it with `metagen replay {target}`\n")
     return EXIT_OK
 
 
