@@ -400,6 +400,9 @@ class RunNodeContext:
         keys = [score_key(backend.model_id, prefix, c) for c in continuations] if cache is not None else None
         known = [cache.scores.get(k) for k in keys] if keys and cache is not None else [None] * len(continuations)
         missing = [i for i, s in enumerate(known) if s is None]
+        if len(missing) < len(continuations):
+            _note_cached_call(backend, "score", (prefix, [c for c, s in zip(continuations, known, strict=False) if s]),
+                              ScoreResult(scores=[s for s in known if s is not None]))
         if not missing:
             return ScoreResult(scores=list(known), usage=Usage())  # type: ignore[arg-type]
         todo = [continuations[i] for i in missing]
@@ -430,6 +433,7 @@ class RunNodeContext:
         key = choice_key(backend.model_id, prompt, list(choices)) if cache is not None else None
         hit = cache.choices.get(key) if key and cache is not None else None
         if hit is not None:
+            _note_cached_call(backend, "choice_logprobs", (prompt, list(choices)), ChoiceResult(logprobs=hit.logprobs))
             return ChoiceResult(logprobs=dict(hit.logprobs), usage=Usage())
         self._state.reserve_calls(1)
         start = time.time()
@@ -565,6 +569,13 @@ def _note_cached(backend: LLMBackend, prompt: Prompt, params: SamplingParams, se
         return
     hits = [(s, c) for s, c in zip(seeds, cached, strict=False) if c is not None]
     note(prompt, params, [s for s, _ in hits], [c for _, c in hits], "")
+
+
+def _note_cached_call(backend: LLMBackend, method: str, args: tuple[Any, ...], result: Any) -> None:
+    """Tell a recording backend about scores or a judge answer that came from the sample cache (as samples)."""
+    note = getattr(backend, "note_cached_call", None)
+    if callable(note):
+        note(method, args, result)
 
 
 def _plain_prompt(prompt: Prompt) -> str:

@@ -79,7 +79,8 @@ class ReplayTable:
         for entry in entries:
             for kind, key, j in entry_keys(entry):
                 if kind == "request":
-                    self.requests.setdefault(key, entry)
+                    if key not in self.requests or self.requests[key].get("cached"):  # an asked call wins
+                        self.requests[key] = entry
                 elif kind == "sample":
                     self.samples.setdefault(key, (entry, j))
                 else:
@@ -153,7 +154,7 @@ class ReplayBackend:
                  on_token: TokenCallback | None = None, cancel: CancelToken | None = None) -> GenerateResult:
         request = generate_request(prompt, params, n, seeds)
         whole = self._table.requests.get(request_key(self._model, "generate", request))
-        if whole is not None:
+        if whole is not None and not whole.get("cached"):  # samples from a cache: per sample below
             self.counts.add(replayed=n)
             return result_from("generate", whole["result"])  # type: ignore[no-any-return]
         found: list[Completion | None] = []

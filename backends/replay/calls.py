@@ -95,10 +95,9 @@ def request_key(model: str, method: str, request: Mapping[str, Any]) -> str:
 
 def entry_keys(entry: Entry) -> Iterator[tuple[str, str, int]]:
     """(kind, key, item index) of an entry: "request" for the whole request, "sample" per generated sample,
-    "score" per scored continuation."""
+    "score" per scored continuation. A cached entry's request is the part its node took from the cache."""
     model, method, req = entry["model"], entry["method"], entry["request"]
-    if not entry.get("cached"):
-        yield "request", request_key(model, method, req), -1
+    yield "request", request_key(model, method, req), -1
     if method == "generate":
         for j, seed in enumerate(req["seeds"]):
             yield "sample", sample_key(model, req["prompt"], req["params"], seed), j
@@ -242,6 +241,10 @@ class RecordingBackend:
         replay, whose cache starts empty, finds them."""
         self._emit("generate", generate_request(prompt, params, len(seeds), seeds),
                    {"prompt_text": prompt_text, "completions": list(completions), "usage": Usage()}, cached=True)
+
+    def note_cached_call(self, method: str, args: tuple[Any, ...], result: Any) -> None:
+        """Scores or a judge answer a node took from the run's sample cache, recorded as if asked (no usage)."""
+        self._emit(method, canonical_request(method, *args), result, cached=True)
 
     def score(self, prefix: Prompt, continuations: Sequence[str], cancel: CancelToken | None = None) -> ScoreResult:
         return self._recorded("score", self._inner.score, (prefix, continuations), cancel=cancel)  # type: ignore[no-any-return]

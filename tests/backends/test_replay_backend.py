@@ -123,3 +123,17 @@ def test_cached_samples_are_recorded_as_samples() -> None:
     replay = _replay(json.loads(json.dumps(entries)))
     assert replay.generate("Hi.", PARAMS, n=2, seeds=[3, 4]).completions == drawn.completions
     assert model.samples == []
+
+
+def test_cached_scores_and_judge_answers_are_recorded() -> None:
+    model = Counting()
+    entries: list[dict[str, Any]] = []
+    recording = RecordingBackend(model, REF, lambda node, entry: entries.append(entry)).for_node("judge")
+    scored = model.backend.score("2 + 2 =", [" 4", " 5"])
+    judged = model.backend.choice_logprobs("Right?", [" yes", " no"])
+    recording.note_cached_call("score", ("2 + 2 =", [" 4", " 5"]), scored)
+    recording.note_cached_call("choice_logprobs", ("Right?", [" yes", " no"]), judged)
+    replay = _replay(json.loads(json.dumps(entries)), node="judge")
+    assert replay.score("2 + 2 =", [" 5"]).scores == scored.scores[1:]
+    assert replay.choice_logprobs("Right?", [" yes", " no"]).logprobs == judged.logprobs
+    assert replay.counts.to_json() == {"replayed": 2, "model": 0}

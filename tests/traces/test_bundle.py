@@ -191,3 +191,20 @@ def test_a_run_recorded_without_requests_cannot_be_bundled(sc_yaml: str, make_sc
     result = scheduler.run(load_workflow_text(sc_yaml), observers=[store])
     with pytest.raises(BundleError, match="without its model calls' requests"):
         store.export_bundle(result.run_id)
+
+
+def test_runs_served_from_the_caches_replay_too(sc_yaml: str, make_scheduler: Callable[..., Scheduler],
+                                               store: TraceStore) -> None:
+    """A scheduler keeps samples and node outputs between runs: a run that took them from there (a sweep point, the
+    studio) still replays alone, its cached samples and nodes being in its bundle."""
+    scheduler = make_scheduler()
+    scheduler.run(load_workflow_text(sc_yaml), observers=[store], seed=5)
+    again = scheduler.run(load_workflow_text(sc_yaml), observers=[store], seed=5)  # every node from the node cache
+    more = scheduler.run(load_workflow_text(sc_yaml.replace("n: 6", "n: 8")), observers=[store], seed=5)
+    assert again.stats.nodes_cached == 2 and again.stats.lm_calls == 0
+    assert more.stats.completion_tokens_reused > 0 and more.stats.lm_calls == 2  # 6 samples from the sample cache
+    for run in (again, more):
+        outcome = replay_bundle(json.loads(json.dumps(store.export_bundle(run.run_id))))
+        assert outcome.result.status == "succeeded" and outcome.result.outputs == run.outputs
+        assert outcome.calls.model == 0
+    assert outcome.calls.replayed == 8
