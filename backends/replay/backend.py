@@ -119,12 +119,16 @@ class ReplayBackend:
             if shared["backend"] is None:
                 if shared["fallback"] is None:
                     raise ReplayMissError(self._explain(method, request))
-                shared["backend"] = shared["fallback"]()
+                try:
+                    shared["backend"] = shared["fallback"]()
+                except BackendError as exc:  # no model file, no engine: the miss is the news, the cause its detail
+                    raise ReplayMissError(self._explain(method, request, f"the model cannot be used ({exc})")) \
+                        from None
             backend: LLMBackend = shared["backend"]
         bind = getattr(backend, "for_node", None)
         return bind(self._node) if callable(bind) and self._node is not None else backend
 
-    def _explain(self, method: str, request: Entry) -> str:
+    def _explain(self, method: str, request: Entry, why: str = "no model is available to answer it") -> str:
         where = f"node {self._node!r}" if self._node else "the run"
         recorded = self._table.by_node.get((self._node, method), [])
         if not recorded:
@@ -134,8 +138,8 @@ class ReplayBackend:
                     "reach)")
         else:
             what = "asks " + describe_change(method, recorded, request, self._model)
-        return (f"{where} {what}; this call is not in the bundle and no model is available to answer it: replay "
-                "the recorded workflow unchanged, or give the edited one with --workflow and a model")
+        return (f"{where} {what}; this call is not in the bundle and {why}: replay the recorded workflow "
+                "unchanged, or give the edited one with --workflow and a model")
 
     def _whole(self, method: str, request: Entry, call: Callable[[LLMBackend], Any], count: int) -> Any:
         """A call answered as a whole: recorded, or by the model."""

@@ -137,3 +137,16 @@ def test_cached_scores_and_judge_answers_are_recorded() -> None:
     assert replay.score("2 + 2 =", [" 5"]).scores == scored.scores[1:]
     assert replay.choice_logprobs("Right?", [" yes", " no"]).logprobs == judged.logprobs
     assert replay.counts.to_json() == {"replayed": 2, "model": 0}
+
+
+def test_a_model_that_cannot_load_is_a_miss_that_says_so() -> None:
+    from backends.base import ModelFileError
+
+    def missing() -> Any:
+        raise ModelFileError("model file /nowhere.gguf is missing")
+
+    entries, _ = _record(lambda b: b.generate("Hi.", PARAMS, n=1, seeds=[5]))
+    with pytest.raises(ReplayMissError) as caught:
+        _replay(entries, fallback=missing).generate("Hello.", PARAMS, n=1, seeds=[5])
+    assert "changed prompt" in str(caught.value) and "the model cannot be used (model file /nowhere.gguf" in str(
+        caught.value)
