@@ -51,7 +51,8 @@ def bundle_record(conn: Connection, run_id: str) -> dict[str, Any] | None:
     run = record["run"]
     if not entries and record["lm_calls"]:
         raise BundleError(f"run {run_id} was recorded without its model calls' requests (a run from before run "
-                          "bundles, or an imported one): run the workflow again and bundle that run")
+                          "bundles, or imported from an export that lacked them): run the workflow again and bundle "
+                          "that run")
     subworkflows: dict[str, str] = {}
     for event in record["events"]:
         if event.get("node_id") is None and event.get("kind") == SUBWORKFLOWS_NOTE:

@@ -208,3 +208,17 @@ def test_runs_served_from_the_caches_replay_too(sc_yaml: str, make_scheduler: Ca
         assert outcome.result.status == "succeeded" and outcome.result.outputs == run.outputs
         assert outcome.calls.model == 0
     assert outcome.calls.replayed == 8
+
+
+def test_an_exported_and_imported_run_can_still_be_bundled(bundle: dict[str, Any], store: TraceStore,
+                                                           tmp_path: Path) -> None:
+    exported = json.loads(json.dumps(store.export_run(bundle["run"]["id"])))
+    assert len(exported["requests"]) >= len(bundle["calls"])
+    with TraceStore(tmp_path / "other.db") as other:
+        imported = other.import_run(exported)
+        again = other.export_bundle(imported)
+    assert again["calls"] == bundle["calls"] and again["workflow"] == bundle["workflow"]
+    del exported["requests"]  # an export made before bundles: the run imports, its bundle is refused
+    with TraceStore(tmp_path / "old.db") as old:
+        with pytest.raises(BundleError, match="without its model calls' requests"):
+            old.export_bundle(old.import_run(exported))
