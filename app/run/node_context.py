@@ -401,8 +401,9 @@ class RunNodeContext:
         known = [cache.scores.get(k) for k in keys] if keys and cache is not None else [None] * len(continuations)
         missing = [i for i, s in enumerate(known) if s is None]
         if len(missing) < len(continuations):
-            _note_cached_call(backend, "score", (prefix, [c for c, s in zip(continuations, known, strict=False) if s]),
-                              ScoreResult(scores=[s for s in known if s is not None]))
+            hits = [(c, s) for c, s in zip(continuations, known, strict=False) if s is not None]
+            _note_cached_call(backend, "score", (prefix, [c for c, _ in hits]),
+                              ScoreResult(scores=[s for _, s in hits]))
         if not missing:
             return ScoreResult(scores=list(known), usage=Usage())  # type: ignore[arg-type]
         todo = [continuations[i] for i in missing]

@@ -180,10 +180,10 @@ class Scheduler:
         self.hide_cache_hits = False
         self.stop_grace_s = STOP_GRACE_S
         """Seconds a stopped run waits for its nodes before it ends without them (see _DagRun.execute)."""
+        """Default of `run(hide_cache_hits=)`: share mode turns it on (see RunState.hide_cache_hits)."""
         self.record_calls = True
         """Record every model call's request and result (an LM_REQUEST event each, backends/replay/calls.py): what a
         run bundle carries so that `metagen replay` answers the calls without the model."""
-        """Default of `run(hide_cache_hits=)`: share mode turns it on (see RunState.hide_cache_hits)."""
 
     def check(self, wf: Workflow) -> list[Issue]:
         return check(wf, self.registry, self.children).issues
