@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app.run.events import LM_REQUEST as LM_REQUEST_EVENT
 from app.run.events import TOKEN as TOKEN_EVENT
 from app.run.events import Event, EventRecorder
 from app.run.scheduler import Budget, CancelToken
@@ -210,7 +211,7 @@ class Workflow:
             expect("cancel", cancel, CancelToken, "a CancelToken or None")
         limits = _budget(budget)
         owner = studio_or_default(studio)
-        recorder = EventRecorder(skip=(TOKEN_EVENT,))
+        recorder = EventRecorder(skip=(TOKEN_EVENT, LM_REQUEST_EVENT))  # the traces keep the calls' records
         observers: list[Any] = [recorder]
         if on_event is not None:
             observers.append(_Callback(on_event))
@@ -264,4 +265,5 @@ class _Callback:
         self.function = function
 
     def on_event(self, event: Event) -> None:
-        self.function(event)
+        if event.type != LM_REQUEST_EVENT:  # the call records are the traces' (app/traces/bundle.py), not the caller's
+            self.function(event)

@@ -112,7 +112,7 @@ def test_no_upward_imports_between_packages(lower: str, forbidden: tuple[str, ..
     assert bad == []
 
 
-BACKEND_SUB_PACKAGES = ("llama", "remote", "grammar", "tools")
+BACKEND_SUB_PACKAGES = ("llama", "remote", "grammar", "tools", "replay")
 """backends/ by what each part talks to; base, pool, fake, engine_protocol and token_stats sit at its top."""
 
 
@@ -122,7 +122,8 @@ def _backend_part(module: str) -> str | None:
 
 
 @pytest.mark.parametrize(("part", "forbidden"), [("remote", "llama"), ("llama", "remote"), ("grammar", "llama"),
-                                                 ("grammar", "remote"), ("tools", "llama"), ("tools", "remote")])
+                                                 ("grammar", "remote"), ("tools", "llama"), ("tools", "remote"),
+                                                 ("replay", "llama"), ("replay", "remote")])
 def test_backend_sub_packages_stay_apart(part: str, forbidden: str) -> None:
     """The OpenAI client never needs llama.cpp and the engine never needs HTTP; the grammar checkers and the tool-call
     formats (rendered, parsed, constrained) are pure, used by both."""

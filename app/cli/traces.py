@@ -39,9 +39,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     db_flag(p)
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("export", help="print a run as a self-contained JSON document")
+    p = sub.add_parser("export", help="print a run as a self-contained JSON document, or write its replay bundle")
     p.add_argument("run_id", metavar="RUN_ID")
     p.add_argument("-o", "--output", default=None, metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("--bundle", default=None, metavar="FILE",
+                   help="write the run's bundle instead: its workflow (sub-workflows included) and every model "
+                        "call's request and result, for `metagen replay FILE` (gzip-compressed if FILE ends in .gz)")
     db_flag(p)
     p.set_defaults(func=cmd_export)
 
@@ -194,8 +197,29 @@ def cmd_show(args: argparse.Namespace) -> int:
     return _with_store(args, action)
 
 
+def _write_bundle(store: Any, run_id: str, target: Path) -> int:
+    from app.traces.bundle import BundleError, write_bundle
+
+    try:
+        bundle = store.export_bundle(run_id)
+    except BundleError as exc:
+        _err(str(exc))
+        return EXIT_INVALID
+    try:
+        write_bundle(target, bundle)
+    except OSError as exc:
+        _err(f"cannot write {target}: {exc.strerror or exc}")
+        return EXIT_FAILED
+    calls = (bundle["run"].get("stats") or {}).get("lm_calls", 0)
+    sys.stderr.write(f"wrote bundle of run {bundle['run']['id']} ({calls} model calls in {len(bundle['calls'])} "
+                     f"recorded requests) to {target}; replay it with `metagen replay {target}`\n")
+    return EXIT_OK
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     def action(store: Any) -> int:
+        if args.bundle:
+            return _write_bundle(store, args.run_id, Path(args.bundle).expanduser())
         text = json.dumps(store.export_run(args.run_id), ensure_ascii=False, indent=1)
         if args.output:
             target = Path(args.output).expanduser()

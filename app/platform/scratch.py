@@ -15,7 +15,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from app.platform.fileio import atomic_write_text
+from app.platform.fileio import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +61,15 @@ class ScratchFolder:
 
     def write_text(self, name: str, text: str) -> Path:
         """Write `name` (a plain file name) and return its path, deleting the oldest files beyond `keep`."""
+        return self.write_bytes(name, text.encode("utf-8"))
+
+    def write_bytes(self, name: str, data: bytes) -> Path:
+        """Write `name` (a plain file name) and return its path, deleting the oldest files beyond `keep`."""
         if Path(name).name != name or name.startswith(".") or name in {"", ".."}:
             raise ValueError(f"a scratch file needs a plain file name, got {name!r}")
         with self._lock:
             path = self.folder / name
-            atomic_write_text(path, text)
+            atomic_write_bytes(path, data)
             if name in self._written:
                 self._written.remove(name)
             self._written.append(name)

@@ -18,6 +18,7 @@ NODE_CACHED = "node_cached"  # kind, outputs (json), signature, params (NodeKind
 NODE_ERROR = "node_error"  # kind, error, cause (exception type), inputs_preview
 NODE_SKIPPED = "node_skipped"  # reason: an upstream node failed / run cancelled
 LM_CALL = "lm_call"  # see RunNodeContext.generate in app/run/scheduler.py for the fields
+LM_REQUEST = "lm_request"  # node, method, model (backends.replay.calls.model_ref), request, result: one backend call
 NODE_EVENT = "node_event"  # kind ("score" | "vote" | "tree" | "refine" | "note" ...), plus the node's payload
 TOKEN = "token"  # sample, text  (streaming; high volume: not for persistent stores)
 PROGRESS = "progress"  # done, total, message (node-level progress) or run-level when node_id is None

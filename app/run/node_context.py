@@ -203,7 +203,9 @@ class RunNodeContext:
 
     # -- helpers
     def backend(self, model: str | None = None) -> LLMBackend:
-        return self._backend_for(model or self._model)
+        backend = self._backend_for(model or self._model)
+        bind = getattr(backend, "for_node", None)  # a recording or replaying backend: this node's view of it
+        return bind(self.node_id) if callable(bind) else backend
 
     def allow_python(self) -> bool:
         return self._python_allowed
@@ -328,6 +330,8 @@ class RunNodeContext:
             if cache is not None and seeds is not None and len(seeds) == n else None
         cached: list[Completion | None] = [cache.samples.get(k) for k in keys] if keys and cache else [None] * n
         missing = [i for i, c in enumerate(cached) if c is None]
+        if len(missing) < n and seeds is not None:
+            _note_cached(backend, prompt, params, seeds, cached)
         reused = sum(c.completion_tokens for c in cached if c is not None)
         if reused:
             with self._state.lock:
@@ -397,6 +401,10 @@ class RunNodeContext:
         keys = [score_key(backend.model_id, prefix, c) for c in continuations] if cache is not None else None
         known = [cache.scores.get(k) for k in keys] if keys and cache is not None else [None] * len(continuations)
         missing = [i for i, s in enumerate(known) if s is None]
+        if len(missing) < len(continuations):
+            hits = [(c, s) for c, s in zip(continuations, known, strict=False) if s is not None]
+            _note_cached_call(backend, "score", (prefix, [c for c, _ in hits]),
+                              ScoreResult(scores=[s for _, s in hits]))
         if not missing:
             return ScoreResult(scores=list(known), usage=Usage())  # type: ignore[arg-type]
         todo = [continuations[i] for i in missing]
@@ -427,6 +435,7 @@ class RunNodeContext:
         key = choice_key(backend.model_id, prompt, list(choices)) if cache is not None else None
         hit = cache.choices.get(key) if key and cache is not None else None
         if hit is not None:
+            _note_cached_call(backend, "choice_logprobs", (prompt, list(choices)), ChoiceResult(logprobs=hit.logprobs))
             return ChoiceResult(logprobs=dict(hit.logprobs), usage=Usage())
         self._state.reserve_calls(1)
         start = time.time()
@@ -551,6 +560,24 @@ class _CallMeter:
         if rest > 0 or not counts:
             counts[lead] = counts.get(lead, 0) + max(0, rest)
         return counts
+
+
+def _note_cached(backend: LLMBackend, prompt: Prompt, params: SamplingParams, seeds: Sequence[int],
+                 cached: Sequence[Completion | None]) -> None:
+    """Tell a recording backend (backends.replay.calls) which samples came from the sample cache: a replay, whose
+    cache starts empty, must find them in the recording."""
+    note = getattr(backend, "note_cached", None)
+    if not callable(note):
+        return
+    hits = [(s, c) for s, c in zip(seeds, cached, strict=False) if c is not None]
+    note(prompt, params, [s for s, _ in hits], [c for _, c in hits], "")
+
+
+def _note_cached_call(backend: LLMBackend, method: str, args: tuple[Any, ...], result: Any) -> None:
+    """Tell a recording backend about scores or a judge answer that came from the sample cache (as samples)."""
+    note = getattr(backend, "note_cached_call", None)
+    if callable(note):
+        note(method, args, result)
 
 
 def _plain_prompt(prompt: Prompt) -> str:

@@ -38,6 +38,7 @@ from backends.base import (
     ModelSpec,
 )
 from backends.llama.models.gguf import model_prompt_format
+from backends.replay.calls import Entry, RecordingBackend, model_ref
 from nodes.base import NodeError, NodeKind, to_jsonable
 from nodes.registry import NodeRegistry
 from nodes.seeds import derive_seed as derive_seed  # re-exported: callers derive seeds from here
@@ -180,6 +181,9 @@ class Scheduler:
         self.stop_grace_s = STOP_GRACE_S
         """Seconds a stopped run waits for its nodes before it ends without them (see _DagRun.execute)."""
         """Default of `run(hide_cache_hits=)`: share mode turns it on (see RunState.hide_cache_hits)."""
+        self.record_calls = True
+        """Record every model call's request and result (an LM_REQUEST event each, backends/replay/calls.py): what a
+        run bundle carries so that `metagen replay` answers the calls without the model."""
 
     def check(self, wf: Workflow) -> list[Issue]:
         return check(wf, self.registry, self.children).issues
@@ -243,7 +247,8 @@ class Scheduler:
     # ------------------------------------------------------------------ internals
 
     def _backend_resolver(self, specs: dict[str, ModelSpec],
-                          on_resolved: Callable[[str, LLMBackend], None] | None = None) -> Callable[[str], LLMBackend]:
+                          on_resolved: Callable[[str, LLMBackend], None] | None = None,
+                          record: Callable[[str | None, Entry], None] | None = None) -> Callable[[str], LLMBackend]:
         lock = threading.Lock()
         resolved: dict[str, LLMBackend] = {}
 
@@ -252,7 +257,13 @@ class Scheduler:
                 if alias not in resolved:
                     if alias not in specs:
                         raise NodeError(f"model {alias!r} is not declared in the workflow's models")
-                    resolved[alias] = self.provider(specs[alias])
+                    backend = self.provider(specs[alias])
+                    if record is not None:
+                        backend = RecordingBackend(backend, model_ref(specs[alias]), record)  # type: ignore[assignment]
+                        record(None, {"node": None, "method": "model", "model": model_ref(specs[alias]),
+                                      "request": {"alias": alias, "spec": asdict(specs[alias])},
+                                      "result": {"model_id": backend.model_id}})
+                    resolved[alias] = backend
                     if on_resolved is not None:
                         on_resolved(alias, resolved[alias])
                 return resolved[alias]
@@ -290,7 +301,8 @@ class _DagRun:
         self.bus = state.bus
         self.run_id = state.run_id
         self.graph = build_graph(wf)
-        self.backend_for = scheduler._backend_resolver(specs, self._record_model)
+        self.backend_for = scheduler._backend_resolver(specs, self._record_model,
+                                                       self._record_call if scheduler.record_calls else None)
         self.default_model = next(iter(specs), DEFAULT_MODEL_ALIAS)
         self.by_id = {n.id: n for n in wf.nodes}
         self.order = {n.id: i for i, n in enumerate(wf.nodes)}
@@ -312,6 +324,10 @@ class _DagRun:
         if node_id is None and self.prefix and type_ == ev.PROGRESS:
             return  # a child's progress is not the run's
         self.bus.emit(Event(type_, self.run_id, self.prefix + node_id if node_id is not None else None, data))
+
+    def _record_call(self, node_id: str | None, entry: Entry) -> None:
+        """One model call's request and result (backends.replay.calls), for run bundles and replay."""
+        self.bus.emit(Event(ev.LM_REQUEST, self.run_id, node_id, entry))
 
     def _record_model(self, alias: str, backend: LLMBackend) -> None:
         """A run-level `model` event when a model that knows its weights (a llama.cpp model from the pool:

@@ -11,7 +11,10 @@ The document is the record of `TraceStore.get_run` plus a header, with prompt te
                    prompt_tokens, prompt_tokens_evaluated, prompt_tokens_cached, completion_tokens,
                    scored_tokens, logprob, logprobs, seed, finish_reason, start, end, prefill_s, decode_s}],
      "prompts": {prompt_hash: text},
-     "events": [{node_id, kind, time, data}]}
+     "events": [{node_id, kind, time, data}],
+     "requests": [{node, method, model, request, result[, cached]}]}
+`requests` are the model calls as data (table lm_requests, backends/replay/calls.py) that run bundles are made of;
+an export without them (an older one) imports as a run that cannot be bundled.
 Import also accepts calls that carry their "prompt" inline (a get_run record with the header added).
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
@@ -31,6 +35,7 @@ from app.traces.records import RUN_JSON_FIELDS, TOTAL_FIELDS, load_run, run_exis
 from app.traces.tables import (
     CALLS,
     CANDIDATES,
+    LM_REQUESTS,
     NODE_EVENTS,
     NODES,
     PROMPTS,
@@ -41,7 +46,7 @@ from app.traces.tables import (
     RunRow,
     TraceModel,
 )
-from app.traces.writer import candidate_rows, prompt_hash
+from app.traces.writer import candidate_rows, pack_entry, prompt_hash, unpack_entry
 
 EXPORT_FORMAT = "metagen-trace"
 EXPORT_VERSION = 1
@@ -52,8 +57,10 @@ def export_record(conn: Connection, run_id: str) -> dict[str, Any] | None:
     record = load_run(conn, run_id, inline_prompts=False)
     if record is None:
         return None
+    requests = [unpack_entry(data) for (data,) in conn.execute(
+        select(LM_REQUESTS.c.data).where(LM_REQUESTS.c.run_id == run_id).order_by(LM_REQUESTS.c.id))]
     return {"format": EXPORT_FORMAT, "format_version": EXPORT_VERSION, "schema_version": SCHEMA_VERSION,
-            "exported_at": time.time(), **record}
+            "exported_at": time.time(), **record, "requests": requests}
 
 
 def _check_document(data: Any) -> None:
@@ -155,4 +162,8 @@ def _insert(conn: Connection, data: dict[str, Any]) -> str:
                "time": float(e.get("time") or 0.0), "data": dumps(e.get("data") or {})} for e in data["events"]]
     if events:
         conn.execute(NODE_EVENTS.insert(), events)
+    requests = [{"run_id": run_id, "node_id": r.get("node"), "method": str(r["method"]), "data": pack_entry(r)}
+                for r in data.get("requests") or [] if isinstance(r, dict)]
+    if requests:
+        conn.execute(LM_REQUESTS.insert(), requests)
     return run_id

@@ -20,7 +20,7 @@ from app.traces import records
 from app.traces.db import TraceStoreError, create_trace_engine, ensure_schema
 from app.traces.exchange import export_record, import_document
 from app.traces.recovery import mark_interrupted
-from app.traces.tables import CALLS, CANDIDATES, NODE_EVENTS, NODES, RUNS
+from app.traces.tables import CALLS, CANDIDATES, LM_REQUESTS, NODE_EVENTS, NODES, RUNS
 from app.traces.writer import PERSISTED, EventWriter
 
 log = logging.getLogger(__name__)
@@ -188,6 +188,16 @@ class TraceStore:
         assert document is not None
         return document
 
+    def export_bundle(self, run_id: str) -> dict[str, Any]:
+        """The run as a bundle (app/traces/bundle.py): its workflows and every model call, for `metagen replay`."""
+        from app.traces.bundle import bundle_record
+
+        run_id = self.resolve_run_id(run_id)
+        with self._engine.connect() as conn:
+            bundle = bundle_record(conn, run_id)
+        assert bundle is not None
+        return bundle
+
     def import_run(self, data: Any) -> str:
         """Store an exported run; returns its id in this database (a new one if the id is taken)."""
         with self._engine.begin() as conn:
@@ -197,7 +207,7 @@ class TraceStore:
         """Remove a run and everything recorded under it (prompts other runs share stay)."""
         run_id = self.resolve_run_id(run_id)
         with self._engine.begin() as conn:
-            for table in (CALLS, CANDIDATES, NODE_EVENTS, NODES):
+            for table in (CALLS, CANDIDATES, NODE_EVENTS, NODES, LM_REQUESTS):
                 conn.execute(delete(table).where(table.c.run_id == run_id))
             conn.execute(delete(RUNS).where(RUNS.c.id == run_id))
 

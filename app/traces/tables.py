@@ -132,6 +132,20 @@ class LmCallRow(TraceModel, table=True):
     decode_s: float = 0.0
 
 
+class LmRequestRow(TraceModel, table=True):
+    """One backend request of a run as data (backends/replay/calls.py: its canonical request and its result), what a
+    run bundle carries for `metagen replay` (a table of its own: databases made before it gain it without a
+    migration; runs recorded before it have no rows and cannot be bundled)."""
+
+    __tablename__ = "lm_requests"
+    id: int | None = Field(default=None, primary_key=True)
+    run_id: str = Field(index=True)
+    node_id: str | None = None
+    method: str = ""
+    data: bytes = b""
+    """The entry {node, method, model, request, result[, cached]} as zlib-compressed JSON."""
+
+
 class NodeEventRow(TraceModel, table=True):
     """A node's own trace event (score, vote, tree, refine, adaptive_stop, note ...) with its payload."""
 
@@ -171,6 +185,7 @@ NODES = NodeRunRow.__table__  # type: ignore[attr-defined]
 CALLS = LmCallRow.__table__  # type: ignore[attr-defined]
 PROMPTS = PromptRow.__table__  # type: ignore[attr-defined]
 NODE_EVENTS = NodeEventRow.__table__  # type: ignore[attr-defined]
+LM_REQUESTS = LmRequestRow.__table__  # type: ignore[attr-defined]
 CANDIDATES = CandidateRow.__table__  # type: ignore[attr-defined]
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
+import zlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -17,12 +19,12 @@ from app.run.events import Event
 from app.run.status import CANCELLED, FAILED, INTERRUPTED, NODE_CACHED, NODE_SKIPPED, RUNNING, SUCCEEDED
 from app.traces.jsonutil import dumps, preview
 from app.traces.recovery import host_name, process_identity
-from app.traces.tables import CALLS, CANDIDATES, NODE_EVENTS, NODES, PROMPTS, RUNS
+from app.traces.tables import CALLS, CANDIDATES, LM_REQUESTS, NODE_EVENTS, NODES, PROMPTS, RUNS
 
 log = logging.getLogger(__name__)
 
 PERSISTED = frozenset({ev.RUN_START, ev.RUN_END, ev.NODE_START, ev.NODE_END, ev.NODE_CACHED, ev.NODE_ERROR,
-                       ev.NODE_SKIPPED, ev.LM_CALL, ev.NODE_EVENT})
+                       ev.NODE_SKIPPED, ev.LM_CALL, ev.NODE_EVENT, ev.LM_REQUEST})
 """TOKEN (streaming pieces) and PROGRESS are transient: the LM_CALL and NODE_END events hold their results."""
 
 CANCEL_CAUSES = frozenset({"CancelledError", "BudgetExceededError"})
@@ -64,6 +66,16 @@ def lm_call_row(run_id: str, node_id: str | None, data: dict[str, Any]) -> tuple
         "prefill_s": float(data.get("prefill_s") or 0.0), "decode_s": float(data.get("decode_s") or 0.0),
     }
     return row, digest, prompt
+
+
+def pack_entry(entry: dict[str, Any]) -> bytes:
+    """A recorded model call (LM_REQUEST's data) as stored: compact JSON, zlib level 1 (cheap, a third the size)."""
+    return zlib.compress(json.dumps(entry, ensure_ascii=False, separators=(",", ":"), default=str)
+                         .encode("utf-8", "surrogatepass"), 1)
+
+
+def unpack_entry(data: bytes) -> dict[str, Any]:
+    return json.loads(zlib.decompress(data).decode("utf-8", "surrogatepass"))  # type: ignore[no-any-return]
 
 
 def candidate_rows(run_id: str, node_id: str, outputs: dict[str, Any]) -> list[dict[str, Any]]:
@@ -133,8 +145,12 @@ class EventWriter:
         prompts: dict[str, str] = {}
         calls: list[dict[str, Any]] = []
         notes: list[dict[str, Any]] = []
+        requests: list[dict[str, Any]] = []
 
         def flush() -> None:
+            if requests:
+                conn.execute(LM_REQUESTS.insert(), requests)
+                requests.clear()
             if prompts:
                 conn.execute(sqlite_insert(PROMPTS).on_conflict_do_nothing(),
                              [{"hash": h, "text": t} for h, t in prompts.items()])
@@ -152,6 +168,9 @@ class EventWriter:
                 row, digest, text = lm_call_row(event.run_id, event.node_id, data)
                 prompts.setdefault(digest, text)
                 calls.append(row)
+            elif event.type == ev.LM_REQUEST:
+                requests.append({"run_id": event.run_id, "node_id": event.node_id,
+                                 "method": str(data.get("method", "")), "data": pack_entry(data)})
             elif event.type == ev.NODE_EVENT:
                 payload = {k: v for k, v in data.items() if k != "kind"}
                 notes.append({"run_id": event.run_id, "node_id": event.node_id, "kind": str(data.get("kind", "")),

@@ -19,6 +19,7 @@ from app.run.status import END_STATUSES, INTERRUPTED, RUNNING
 from app.service.studio import StudioService
 from app.share.deeplink import DeepLinkError, check_link_children
 from app.ui.endpoints import visitor_for
+from app.ui.trace_replay import ReplayRow, replay_controls, wire_replay
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +159,7 @@ class _Views:
     yaml_box: gr.Textbox
     children_box: gr.Textbox
     message: gr.Markdown
+    replay_row: ReplayRow
 
     def run_views(self) -> list[Any]:
         """What showing a run fills (in `_run_view_values`' keys)."""
@@ -177,6 +179,7 @@ def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab 
     _wire_run_views(service, views)
     _wire_compare(service, views)
     _wire_open(service, views, tabs)
+    wire_replay(service, views.run_pick, views.replay_row)
     return TracesTab(run_pick=views.run_pick, message=views.message)
 
 
@@ -198,6 +201,7 @@ def _build_views() -> _Views:
         open_btn = gr.Button("Open this run's workflow in the editor", elem_id="mg-traces-open", scale=1)
         export_btn = gr.DownloadButton("Export HTML report", elem_id="mg-traces-export", scale=1)
     run_link_controls(run_pick)
+    replay_row = replay_controls()
     summary = gr.HTML(elem_id="mg-trace-summary")
     with gr.Tabs():
         with gr.Tab("Timeline", elem_id="mg-trace-timeline-tab"):
@@ -228,7 +232,8 @@ def _build_views() -> _Views:
     message = gr.Markdown(elem_id="mg-traces-message")
     return _Views(wf_filter, status_filter, refresh, runs_df, run_pick, open_btn, export_btn, summary, collapse,
                   timeline, sample_node, samples_plot, samples_html, tree_plot, tree_html, refine_html, call_pick,
-                  tokens_html, compare_a, compare_b, compare_btn, compare_html, yaml_box, children_box, message)
+                  tokens_html, compare_a, compare_b, compare_btn, compare_html, yaml_box, children_box, message,
+                  replay_row)
 
 
 def _wire_list(service: StudioService, v: _Views, tab: gr.Tab) -> None:
