@@ -221,9 +221,9 @@ def test_speculative_sampling_keeps_the_distribution(plain, spec, request) -> No
     equal the n-gram drafter's prediction (the drafted positions, where speculation acts), and a chi-square
     homogeneity test of the first 4 tokens. The control breaks the sampler (every draft token accepted) and must fail
     the first statistic at p < 1e-6. Measured on a 2-core AMD EPYC: correct p = 1.0 (82 matches in each arm),
-    broken p = 1e-15 (93 against 382 draft tokens accepted); with 400 draws per arm 0.95 and 8e-29. The test it replaces (chi-square over 4-token outcomes of a
-    counting prompt) passed that broken sampler at p = 0.713: drafts touched few draws, and their outcomes were rare
-    ones, pooled."""
+    broken p = 1e-15 (93 against 382 draft tokens accepted); with 400 draws per arm 0.95 and 8e-29. The test it
+    replaces (chi-square over 4-token outcomes of a counting prompt) passed that broken sampler at p = 0.713: drafts
+    touched few draws, and their outcomes were rare ones, pooled."""
     params = SamplingParams(max_tokens=DRAW_TOKENS, temperature=1.0, top_k=0, top_p=0.95)
     base, _ = draws(plain, params, first_seed=0)
     speculative, accepted = draws(spec, params, first_seed=100_000)
