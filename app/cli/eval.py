@@ -253,6 +253,10 @@ def _make_plan(args: argparse.Namespace, evals: Any, registry: Any, resume: str 
                      registry=registry, metric=args.metric, output=args.output, sweeps=args.sweep, mapping=mapping,
                      reference=args.reference, limit=args.limit, shuffle=args.shuffle, seed=args.seed,
                      task=args.task)
+    from app.service.versions import record_loaded_file
+
+    for target in args.targets:  # each workflow evaluated is a recorded version (its rows name its hash)
+        record_loaded_file(evals.engine, Path(target))
     plan.share_samples, plan.bootstrap, plan.repeats = args.share_samples, args.bootstrap, args.repeats
     plan.baseline = args.baseline
     return plan, None
@@ -352,6 +356,8 @@ def _execute(args: argparse.Namespace, plan: Any, registry: Any, evals: Any, tra
         if callable(closing):
             closing()
     summary = summarize(evals.get(evaluation.eval_id), baseline=args.baseline)
+    for note in summary.get("version_notes", []):
+        print(f"note: {note}", file=sys.stderr)
     if args.json:
         print(json.dumps(_json_result(summary, cost), indent=1))
     else:

@@ -7,13 +7,13 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from app.cli import desktop, doctor, mcp, models, serve, traces, ui
+from app.cli import desktop, doctor, mcp, models, serve, traces, ui, versions
 from app.cli import eval as eval_commands
 from app.cli import run as run_commands
 from app.cli import tune as tune_commands
 from app.cli.exit_codes import EXIT_FAILED, EXIT_INVALID, EXIT_OK
 
-COMMAND_GROUPS = (run_commands, eval_commands, tune_commands, traces, models, ui, serve, mcp, desktop, doctor)
+COMMAND_GROUPS = (run_commands, eval_commands, tune_commands, traces, versions, models, ui, serve, mcp, desktop, doctor)
 """Modules that add sub-commands through `register(subparsers)`, in the order `--help` lists them."""
 
 log = logging.getLogger("metagen")
