@@ -88,8 +88,10 @@ def version_notes(points: list[dict[str, Any]], workflows: list[dict[str, Any]])
     """A sentence for each group of rows that share a workflow name (and sweep point) but ran different versions
     of it: two files named alike, or a file edited between evaluations, are two workflows."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for point in points:
-        groups[(point["workflow"], json.dumps(point["params"], sort_keys=True, default=str))].append(point)
+    for point in points:  # by the YAML's own name: the plan tells two files named alike apart as `NAME (2)`
+        wf = workflows[point["workflow_idx"]] if point["workflow_idx"] < len(workflows) else {}
+        name = yaml_name_of(wf.get("yaml")) or point["workflow"]
+        groups[(name, json.dumps(point["params"], sort_keys=True, default=str))].append(point)
     notes = []
     for (name, _), rows in groups.items():
         versions = {r.get("version") for r in rows}
@@ -146,8 +148,9 @@ def _mark_pareto(points: list[dict[str, Any]]) -> None:
 
 POINT_JSON_KEYS = ("workflow", "params", "accuracy", "correct", "total", "ci", "prompt_tokens",
                    "prompt_tokens_evaluated", "prompt_tokens_cached", "completion_tokens", "cost_tokens", "wall_s",
-                   "busy_s", "pareto", "se", "repeats", "thinking_tokens", "answer_tokens", "ungraded")
-"""The fields of a point in `metagen eval --json` (and the Python API's `Evaluation.points`)."""
+                   "busy_s", "pareto", "se", "repeats", "thinking_tokens", "answer_tokens", "ungraded", "version")
+"""The fields of a point in `metagen eval --json` (and the Python API's `Evaluation.points`); `version` the hash of the
+workflow it ran (`metagen history` lists it)."""
 
 
 def json_points(summary: dict[str, Any]) -> list[dict[str, Any]]:
