@@ -64,7 +64,8 @@ def mcp_answer(service: StudioService, name: str) -> str:
     from tests.fresh_loop import run_fresh
     from tests.mcp.conftest import text_of
 
-    server = build_mcp_server(service, studio_config(service), lambda request: Caller(remote=False, policy=service.policy))
+    caller = Caller(remote=False, policy=service.policy)
+    server = build_mcp_server(service, studio_config(service), lambda request: caller)
 
     async def main() -> Any:
         async with Client(server) as c:

@@ -92,7 +92,7 @@ def test_a_file_changed_outside_the_studio_becomes_a_version_when_listed(version
     assert versions.record_folder() == 1
     assert versions.record_folder() == 0  # unchanged: not read again
     path.write_text(EDITED, encoding="utf-8")  # a text editor, git checkout
-    assert [r["version"] for r in versions.history("sc")][0] == load_workflow_text(EDITED).semantic_hash()
+    assert versions.history("sc")[0]["version"] == load_workflow_text(EDITED).semantic_hash()
 
 
 def test_a_sub_workflow_change_is_a_new_version_of_its_parent(versions: WorkflowVersions) -> None:
@@ -139,7 +139,7 @@ def test_a_process_killed_inside_the_save_transaction_leaves_database_and_file_w
         rows = conn.execute("SELECT version, yaml FROM workflow_versions").fetchall()
     assert rows == [(first.version, EXAMPLE)]  # the killed transaction left nothing
     again = WorkflowVersions(store_at(db), folder)
-    assert [r["version"] for r in again.history("sc")][0] == load_workflow_text(EDITED).semantic_hash()
+    assert again.history("sc")[0]["version"] == load_workflow_text(EDITED).semantic_hash()
 
 
 def test_the_python_api_save_records_a_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

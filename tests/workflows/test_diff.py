@@ -4,6 +4,7 @@ repository's git history, and `metagen diff FILE` as git's textconv driver in a 
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -142,7 +143,7 @@ def _example_history(limit: int = 400) -> list[tuple[str, str, str]]:
                 texts.append(_git("show", f"{rev}:{name}", cwd=ROOT))
             except subprocess.CalledProcessError:
                 continue
-        pairs += [(rel, a, b) for a, b in zip(texts, texts[1:], strict=False)]
+        pairs += [(rel, a, b) for a, b in itertools.pairwise(texts)]
     return pairs[:limit]
 
 
