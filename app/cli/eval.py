@@ -253,13 +253,17 @@ def _make_plan(args: argparse.Namespace, evals: Any, registry: Any, resume: str 
                      registry=registry, metric=args.metric, output=args.output, sweeps=args.sweep, mapping=mapping,
                      reference=args.reference, limit=args.limit, shuffle=args.shuffle, seed=args.seed,
                      task=args.task)
-    from app.service.versions import record_loaded_file
-
-    for target in args.targets:  # each workflow evaluated is a recorded version (its rows name its hash)
-        record_loaded_file(evals.engine, Path(target))
     plan.share_samples, plan.bootstrap, plan.repeats = args.share_samples, args.bootstrap, args.repeats
     plan.baseline = args.baseline
     return plan, None
+
+
+def _record_versions(db: Path, targets: list[str]) -> None:
+    """Each workflow file evaluated becomes a recorded version (its rows name its hash: `metagen history`)."""
+    from app.service.versions import record_loaded_file
+
+    for target in targets:
+        record_loaded_file(db, Path(target))
 
 
 def _check_baseline(args: argparse.Namespace, plan: Any) -> bool:
@@ -287,6 +291,8 @@ def _run(args: argparse.Namespace, resume: str | None = None) -> int:
     traces, evals = _open_stores(args)
     try:
         plan, eval_id = _make_plan(args, evals, registry, resume)
+        if plan is not None and not resume:
+            _record_versions(traces.path, args.targets)
     except (EvalSetupError, DatasetError) as exc:
         problems = getattr(exc, "problems", None) or [str(exc)]
         print("the evaluation cannot start (nothing was run):", file=sys.stderr)

@@ -175,7 +175,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if store is not None:
         from app.service.versions import record_loaded_file
 
-        record_loaded_file(store.engine, Path(args.file))
+        record_loaded_file(store.path, Path(args.file))
     scheduler = Scheduler(default_registry(), provider, allow_python=not args.no_python)
     observers: list[Any] = [_ProgressPrinter(quiet=args.quiet)]
     if store is not None:

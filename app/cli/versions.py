@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -71,7 +72,9 @@ def _versions(args: argparse.Namespace) -> Any:
     return WorkflowVersions(store_at(args.db), folder)
 
 
-def _fail(exc: Exception) -> int:
+def _fail(exc: BaseException) -> int:
+    """A usage error's message (a trace database refused, a version unknown): RuntimeError covers TraceStoreError
+    and VersionError without loading the ORM to name them."""
     sys.stderr.write(f"error: {exc}\n")
     return EXIT_INVALID
 
@@ -86,7 +89,6 @@ def _when(ts: float) -> str:
 
 def cmd_history(args: argparse.Namespace) -> int:
     from app.service.errors import UserError
-    from app.traces.db import TraceStoreError
 
     try:
         versions = _versions(args)
@@ -94,7 +96,7 @@ def cmd_history(args: argparse.Namespace) -> int:
             ref, label = args.set_name
             versions.set_name(args.workflow, ref, label)
         rows = versions.history(args.workflow, limit=args.limit)
-    except (UserError, TraceStoreError) as exc:
+    except (UserError, RuntimeError, sqlite3.Error) as exc:
         return _fail(exc)
     if args.json:
         keys = ("version", "name", "message", "created_at", "runs", "best")
@@ -166,7 +168,6 @@ def _children(versions: Any, text: str, path: Path) -> dict[str, str]:
 def cmd_diff(args: argparse.Namespace) -> int:
     from app.service.errors import UserError
     from app.service.versions import diff_report, diff_texts, textconv
-    from app.traces.db import TraceStoreError
 
     if args.b is None:  # git's textconv: one file, one fact per line; never fails on a file that is not a workflow
         path = Path(args.a)
@@ -181,7 +182,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         text_a, children_a, label_a = _side(versions, args.a)
         text_b, children_b, label_b = _side(versions, args.b)
         diff = diff_texts(text_a, text_b, children_a, children_b)
-    except (UserError, TraceStoreError, ValueError, OSError) as exc:
+    except (UserError, RuntimeError, sqlite3.Error, ValueError, OSError) as exc:
         return _fail(exc)
     if args.json:
         _print_json({"a": label_a, "b": label_b, **diff})
@@ -193,7 +194,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def cmd_restore(args: argparse.Namespace) -> int:
     from app.service.errors import UserError
     from app.service.versions import split_ref
-    from app.traces.db import TraceStoreError
 
     name, ref = split_ref(args.target)
     if ref is None:
@@ -202,7 +202,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
         versions = _versions(args)
         restored = versions.restore(name, ref, message=args.message)
         _, path = versions.locate(name)
-    except (UserError, TraceStoreError, OSError) as exc:
+    except (UserError, RuntimeError, sqlite3.Error, OSError) as exc:
         return _fail(exc)
     if args.json:
         _print_json({"workflow": restored.workflow, "version": restored.version, "path": str(path)})
@@ -215,7 +215,6 @@ def cmd_restore(args: argparse.Namespace) -> int:
 def cmd_publish(args: argparse.Namespace) -> int:
     from app.service.errors import UserError
     from app.service.versions import split_ref
-    from app.traces.db import TraceStoreError
 
     name, ref = split_ref(args.target)
     try:
@@ -234,7 +233,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
             version = versions.publish(name, ref)
             data = {"workflow": key, "version": version.version, "name": version.label}
             line = f"published {key}@{version.version}: app links, MCP tools and /v1 serve it until the next publish"
-    except (UserError, TraceStoreError) as exc:
+    except (UserError, RuntimeError, sqlite3.Error) as exc:
         return _fail(exc)
     if args.json:
         _print_json(data)

@@ -33,11 +33,6 @@ class EvalStore:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
 
-    @property
-    def engine(self) -> Engine:
-        """The database engine (workflow versions live in the same file)."""
-        return self._engine
-
     # ------------------------------------------------------------------ writing
 
     def create(self, eval_id: str, name: str, config: dict[str, Any], estimate: dict[str, Any]) -> None:

@@ -206,11 +206,11 @@ class StudioService:
                     from app.service.versions import WorkflowVersions
                     from app.traces.versions import VersionStore
 
-                    self._versions = WorkflowVersions(VersionStore(store.engine), self.workflows_dir,
+                    self._versions = WorkflowVersions(VersionStore(store.path), self.workflows_dir,
                                                       loader=self.children, registry=self.registry)
             return self._versions
 
-    def _write_version(self, path: Path, text: str, message: str = "") -> None:
+    def _write_version(self, path: Path, text: str, message: str = "", workflow: Workflow | None = None) -> None:
         """Write a workflow file atomically and record it as a version (the file alone when versions cannot be
         kept: logged)."""
         versions = self.versions
@@ -218,11 +218,15 @@ class StudioService:
             atomic_write_text(path, text)
             return
         try:
-            versions.save_text(path, text, message=message)
+            if workflow is not None:
+                versions.save_workflow(path, workflow, message=message)
+            else:
+                versions.save_text(path, text, message=message)
         except (OSError, UserError, WorkflowError):
             raise
-        except Exception as exc:  # the database: the file was written first, its version is recorded on next load
+        except Exception as exc:  # the database: the file is saved all the same, its version recorded on next load
             log.warning("saved %s; its version was not recorded: %s", path, exc)
+            atomic_write_text(path, text)
 
     def record_versions(self, name: str | None = None) -> None:
         """Record a file changed outside the studio (or every file of the folder) as a version; never fails."""
@@ -401,7 +405,7 @@ class StudioService:
         self._refuse_unsaveable(wf, linked, children)
         saved_children = self.write_children(children)  # first: the parent's version includes them
         try:
-            self._write_version(path, text, message)
+            self._write_version(path, text, message, workflow=wf)
         except OSError as exc:
             raise UserError(f"cannot save {path.name}: {exc.strerror or exc}") from None
         log.info("saved workflow %s", path)

@@ -3,6 +3,7 @@ a file changed outside the studio, history with run counts and best figures, dif
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -43,11 +44,15 @@ def split_ref(spec: str) -> tuple[str, str | None]:
 
 def identify(text: str, source: Path | None = None, loader: ChildLoader | None = None,
              registry: Any = None) -> Identified:
-    """Parse `text` and compute its version hash; a workflow with workflow or route nodes is checked for its
-    children (found by `loader`, relative to `source`), which are part of its version. WorkflowError if it does
-    not parse."""
+    """Parse `text` and compute its version hash (see `identify_workflow`). WorkflowError if it does not parse."""
     wf = load_workflow_text(text)
     wf.source = source
+    return identify_workflow(wf, loader, registry)
+
+
+def identify_workflow(wf: Workflow, loader: ChildLoader | None = None, registry: Any = None) -> Identified:
+    """The version hash of a workflow its runs will record: a workflow with workflow or route nodes is checked for
+    its children (found by `loader`, relative to `wf.source`), which are part of its version."""
     if not any(n.kind in CHILD_KINDS for n in wf.nodes):
         return Identified(wf, wf.semantic_hash(), {})
     from app.workflow.validation import check
@@ -107,6 +112,21 @@ class WorkflowVersions:
         version, _ = self._record(key, path, text, found, message=message, label=label, hook=hook)
         return version
 
+    def save_workflow(self, target: str | Path, wf: Workflow, *, message: str = "", label: str | None = None,
+                      hook: Callable[[], None] | None = None) -> Version:
+        """`save_text` of a workflow already parsed (the editor's, the Python API's): its canonical YAML written,
+        its version recorded, without parsing the text again."""
+        key, path = self.locate(target)
+        text = wf.to_yaml()
+        source, wf.source = wf.source, path
+        try:
+            found = identify_workflow(wf, self.loader, self.registry)
+        finally:
+            wf.source = source
+        atomic_write_text(path, text)
+        version, _ = self._record(key, path, text, found, message=message, label=label, hook=hook)
+        return version
+
     def record_file(self, target: str | Path, *, message: str = "", force: bool = False) -> Version | None:
         """Record the file's current text as a version when it is not yet one (a file changed outside the studio:
         a text editor, `git checkout`); None when the file is missing or does not load as a workflow. A file
@@ -155,8 +175,12 @@ class WorkflowVersions:
 
     def _record(self, key: str, path: Path | None, text: str, found: Identified, *, message: str = "",
                 label: str | None = None, hook: Callable[[], None] | None = None) -> tuple[Version, bool]:
-        return self.store.record(key, found.version, text, children=found.children, title=found.workflow.name,
-                                 path=str(path) if path is not None else "", message=message, label=label, hook=hook)
+        try:
+            return self.store.record(key, found.version, text, children=found.children, title=found.workflow.name,
+                                     path=str(path) if path is not None else "", message=message, label=label,
+                                     hook=hook)
+        except VersionError as exc:
+            raise UserError(str(exc)) from None
 
     # ------------------------------------------------------------------ reading
 
@@ -270,28 +294,50 @@ _OPEN_LOCK = threading.Lock()
 
 
 def store_at(db: str | Path | None = None) -> VersionStore:
-    """The version store of the trace database at `db` (default: $METAGEN_TRACE_DB or the data folder), opened
-    once per process (the schema checked as the trace store checks it)."""
+    """The version store of the trace database at `db` (default: $METAGEN_TRACE_DB or the data folder), one per
+    file per process. A database that does not exist yet (or is not a trace database) is opened once as the trace
+    store opens it, which creates it, or refuses a foreign or newer one with TraceStoreError."""
     from app.platform.paths import trace_db_path
-    from app.traces.db import create_trace_engine, ensure_schema
 
     path = Path(db).expanduser() if db is not None else trace_db_path()
-    key = str(path.resolve()) if path.exists() else str(path)
+    key = str(path.resolve())
     with _OPEN_LOCK:
         store = _OPEN.get(key)
         if store is None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            engine = create_trace_engine(path)
-            ensure_schema(engine, path)
-            store = _OPEN[key] = VersionStore(engine)
+            if not _is_trace_db(path):
+                from app.traces.db import create_trace_engine, ensure_schema
+
+                path.parent.mkdir(parents=True, exist_ok=True)
+                engine = create_trace_engine(path)
+                try:
+                    ensure_schema(engine, path)
+                finally:
+                    engine.dispose()
+            store = _OPEN[key] = VersionStore(path)
         return store
 
 
-def record_loaded_file(engine: Any, path: Path) -> Version | None:
-    """Record a workflow file about to run (`metagen run FILE`, `metagen eval FILE`) as a version in the trace
-    database of `engine` when it is not one yet; never fails (logged)."""
+def _is_trace_db(path: Path) -> bool:
+    """A trace database this version reads (its schema version not newer), checked without the ORM."""
+    import sqlite3
+
+    from app.traces.schema_version import SCHEMA_VERSION
+
+    if not path.is_file():
+        return False
     try:
-        return WorkflowVersions(VersionStore(engine), path.parent).record_file(path)
+        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)) as conn:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    except sqlite3.Error:
+        return False
+    return row is not None and str(row[0]).isdigit() and int(row[0]) <= SCHEMA_VERSION
+
+
+def record_loaded_file(db: str | Path, path: Path) -> Version | None:
+    """Record a workflow file about to run (`metagen run FILE`, `metagen eval FILE`) as a version in the trace
+    database at `db` when it is not one yet; never fails (logged)."""
+    try:
+        return WorkflowVersions(store_at(db), path.parent).record_file(path)
     except Exception as exc:
         log.warning("could not record %s as a version: %s", path, exc)
         return None
@@ -301,12 +347,11 @@ def save_workflow_file(wf: Workflow, path: str | Path, *, message: str = "", db:
     """The Python API's save: the canonical YAML written atomically and recorded as a version (in the default
     trace database). A database that cannot be used costs the version, never the save (logged)."""
     target = Path(path).expanduser()
-    text = wf.to_yaml()
     try:
         versions = WorkflowVersions(store_at(db), target.parent)
     except Exception as exc:  # the file is what the caller asked for
         log.warning("saved %s without recording a version: %s", target, exc)
-        atomic_write_text(target, text)
+        atomic_write_text(target, wf.to_yaml())
         return target
-    versions.save_text(target, text, message=message)
+    versions.save_workflow(target, wf, message=message)
     return target

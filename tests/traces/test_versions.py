@@ -17,6 +17,7 @@ import pytest
 
 from app.service.errors import UserError
 from app.service.versions import WorkflowVersions, store_at
+from app.traces.db import create_trace_engine
 from app.traces.tables import EVAL_ITEMS, RUNS
 from app.workflow.spec import load_workflow_text
 
@@ -74,13 +75,14 @@ def test_references_names_and_publishing(versions: WorkflowVersions) -> None:
 def test_history_counts_runs_and_the_best_evaluation_figure(versions: WorkflowVersions) -> None:
     a = versions.save_text("sc", EXAMPLE)
     b = versions.save_text("sc", EDITED)
-    engine = versions.store.engine
-    with engine.begin() as conn:
+    engine = create_trace_engine(versions.store.path)
+    with engine.begin() as conn:  # three runs of a, one of b; an evaluation of a's runs: item means 0, 1, 1
         conn.execute(RUNS.insert(), [{"id": f"r{i}", "workflow_hash": a.version} for i in range(3)]
                      + [{"id": "rb", "workflow_hash": b.version}])
-        conn.execute(EVAL_ITEMS.insert(), [  # one evaluation, item means 2/3 and (another point) 1/1
+        conn.execute(EVAL_ITEMS.insert(), [
             {"eval_id": "e", "workflow_idx": 0, "point_idx": 0, "item_idx": i, "run_id": f"r{i}",
              "score": float(i > 0)} for i in range(3)])
+    engine.dispose()
     rows = {r["version"]: r for r in versions.history("sc")}
     assert rows[a.version]["runs"] == 3 and rows[a.version]["best"] == pytest.approx(0.6667)
     assert rows[b.version]["runs"] == 1 and rows[b.version]["best"] is None
