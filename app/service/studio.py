@@ -241,6 +241,13 @@ class StudioService:
         except Exception as exc:
             log.warning("could not record workflow versions: %s", exc)
 
+    @property
+    def version_panel(self) -> Any:
+        """What the editor's History panel calls (app.service.version_panel.VersionPanel)."""
+        from app.service.version_panel import VersionPanel
+
+        return VersionPanel(self)
+
     def served_workflow_text(self, spec: str) -> tuple[str, str, dict[str, str], str | None]:
         """What the doors (app links, MCP tools, /v1 models, `auto`) serve for `NAME` or `NAME@VERSION`: (the
         file's name, the YAML, the sub-workflows' YAML by reference, the version hash or None). A pinned version,

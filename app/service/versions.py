@@ -253,6 +253,15 @@ class WorkflowVersions:
         key, _ = self.locate(target)
         return self.store.published(key)
 
+    def of_run(self, run_hash: str, workflow: str | None = None) -> Version | None:
+        """The version a run ran (its `workflow_hash`): of `workflow` when given and recorded there, else the
+        newest workflow recorded with that hash; None when no save recorded it (a run of text never saved)."""
+        found = self.store.with_hash(run_hash)
+        if workflow is not None:
+            own = [v for v in found if v.workflow == workflow]
+            found = own or found
+        return found[0] if found else None
+
     def served(self, target: str | Path, ref: str | None = None) -> Version | None:
         """What the doors serve for a workflow: version `ref` when given (a pin, `NAME@VERSION`), else the
         published one; None when nothing is published (the file is served)."""

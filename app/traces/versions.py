@@ -204,6 +204,12 @@ class VersionStore:
         found = self.versions(workflow, limit=1)
         return found[0] if found else None
 
+    def with_hash(self, version: str) -> list[Version]:
+        """Every workflow's version recorded under this hash (a run's `workflow_hash`), newest first."""
+        rows = self._connect().execute("SELECT * FROM workflow_versions WHERE version = ? ORDER BY seq DESC",
+                                       (version,)).fetchall()
+        return [_version(r) for r in rows]
+
     def workflows(self) -> list[str]:
         rows = self._connect().execute("SELECT DISTINCT workflow FROM workflow_versions ORDER BY workflow")
         return [r[0] for r in rows]
