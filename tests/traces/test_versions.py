@@ -155,3 +155,23 @@ def test_the_python_api_save_records_a_version(tmp_path: Path, monkeypatch: pyte
     rows = WorkflowVersions(store_at(tmp_path / "api.db"), tmp_path).history(target)
     assert len(rows) == 2 and rows[1]["message"] == "from Python"
     assert json.loads(json.dumps(rows))  # JSON-able for the UI
+
+
+def test_a_tunes_recommended_workflow_is_recorded_with_the_tunes_id(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from app.service.tunes import TuneService
+    from tests.studio_fixtures import studio_service
+
+    service = studio_service(tmp_path)
+    try:
+        out = service.workflows_dir / "tuned" / "best.yaml"
+        out.parent.mkdir()
+        out.write_text(EDITED, encoding="utf-8")  # what `metagen tune --out` wrote
+        result = SimpleNamespace(tune_id="t123", recommended={"path": str(out)}, adaptive=None)
+        TuneService(service)._record_versions(result)  # type: ignore[arg-type]
+        assert result.recommended["version"] == load_workflow_text(EDITED).semantic_hash()
+        history = service.versions.history(out)
+        assert [h["message"] for h in history] == ["metagen tune t123"]
+    finally:
+        service.close()
