@@ -105,3 +105,36 @@ def test_a_published_version_keeps_answering_while_the_file_is_edited(service: S
     service.versions.unpublish("say")
     (service.workflows_dir / "say.yaml").write_text(say("three"), encoding="utf-8")
     assert answer(c, "say") == "three: hi"  # nothing published: the file as saved, as before
+
+
+def test_a_published_parent_runs_with_its_own_sub_workflows(service: StudioService) -> None:
+    from tests.workflows.test_diff import LEAF, PARENT
+
+    service.save_yaml_text("leaf", LEAF)
+    service.save_yaml_text("parent", PARENT)
+    published = service.versions.publish("parent")
+    (service.workflows_dir / "leaf.yaml").write_text(LEAF.replace("[{draft}]", "<{draft}>"), encoding="utf-8")
+    c = client(service)
+    assert answer(c, "parent") == "[hi]"  # the child as it was published, not the edited file
+    runs = service.trace_store.list_runs(workflow="parent")
+    assert [r["workflow_hash"] for r in runs] == [published.version]
+    assert mcp_answer_parent(service) == "[hi]"
+    service.versions.unpublish("parent")
+    assert answer(c, "parent") == "<hi>"
+
+
+def mcp_answer_parent(service: StudioService) -> str:
+    from mcp import Client
+
+    from app.mcp.server import build_mcp_server
+    from app.serve.access import Caller
+    from tests.fresh_loop import run_fresh
+
+    caller = Caller(remote=False, policy=service.policy)
+    server = build_mcp_server(service, studio_config(service), lambda request: caller)
+
+    async def main() -> Any:
+        async with Client(server) as c:
+            return await c.call_tool("parent", {"draft": "hi"})
+
+    return str(run_fresh(main).structured_content["outputs"]["answer"])
