@@ -98,12 +98,18 @@ def cmd_history(args: argparse.Namespace) -> int:
         rows = versions.history(args.workflow, limit=args.limit)
     except (UserError, RuntimeError, sqlite3.Error) as exc:
         return _fail(exc)
+    if not rows:
+        _, path = versions.locate(args.workflow)
+        if not path.is_file():
+            return _fail(ValueError(f"no workflow {args.workflow!r}: {path} does not exist and no version of it is "
+                                    "recorded (give a file's path, or the folder with --workflows DIR)"))
+        if not args.json:
+            sys.stdout.write(f"{args.workflow}: no versions recorded ({path} does not load as a workflow: "
+                             f"`metagen validate {path}` says why)\n")
+            return EXIT_OK
     if args.json:
         keys = ("version", "name", "message", "created_at", "runs", "best")
         _print_json({"versions": [{k: r[k] for k in keys} for r in rows]})
-        return EXIT_OK
-    if not rows:
-        sys.stdout.write(f"{args.workflow}: no versions recorded (the file does not load as a workflow)\n")
         return EXIT_OK
     sys.stdout.write(f"{'version':16}  {'saved':16}  {'runs':>5}  {'best':>6}  name / message\n")
     for r in rows:

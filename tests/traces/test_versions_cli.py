@@ -105,3 +105,8 @@ def test_textconv_prints_a_file_that_is_not_a_workflow_as_it_is(tmp_path: Path,
     odd.write_text("just: [text\n", encoding="utf-8")
     code, out, _ = cli(capsys, "diff", str(odd))
     assert code == 0 and out == "just: [text\n"
+
+
+def test_history_of_a_workflow_that_does_not_exist_says_so(folder: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = cli(capsys, "history", "nope", "--json", *flags(folder))
+    assert code != 0 and "no workflow 'nope'" in err and "--workflows DIR" in err
