@@ -128,22 +128,38 @@ def _git(*args: str, cwd: Path) -> str:
 
 
 def _example_history(limit: int = 400) -> list[tuple[str, str, str]]:
-    """(file, older text, newer text) of consecutive versions of each example workflow in git history."""
+    """(file, older text, newer text) of consecutive versions of each example workflow in git history: one
+    `git log --follow` per file, every blob read by one `git cat-file --batch`."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("needs this repository's git history")
-    pairs: list[tuple[str, str, str]] = []
+    chains: dict[str, list[str]] = {}
     for path in sorted((ROOT / "workflows").glob("*.yaml")):
         rel = path.relative_to(ROOT).as_posix()
-        revs = _git("log", "--format=%H", "--follow", "--", rel, cwd=ROOT).split()
-        texts = []
-        for rev in reversed(revs):
-            names = _git("show", "--name-only", "--format=", rev, cwd=ROOT).split()
-            name = next((n for n in names if n.endswith(path.name)), rel)
-            try:
-                texts.append(_git("show", f"{rev}:{name}", cwd=ROOT))
-            except subprocess.CalledProcessError:
-                continue
-        pairs += [(rel, a, b) for a, b in itertools.pairwise(texts)]
+        log = _git("log", "--follow", "--name-only", "--format=%x00%H", "--", rel, cwd=ROOT)
+        specs = []
+        for entry in log.split("\0")[1:]:
+            rev, *names = entry.split()
+            if names:
+                specs.append(f"{rev}:{names[-1]}")
+        chains[rel] = list(reversed(specs))
+    wanted = [spec for specs in chains.values() for spec in specs]
+    out = subprocess.run(["git", "cat-file", "--batch"], cwd=ROOT, input=("\n".join(wanted) + "\n").encode(),
+                         capture_output=True, check=True).stdout
+    texts: dict[str, str | None] = {}
+    pos = 0
+    for spec in wanted:
+        end = out.index(b"\n", pos)
+        header = out[pos:end].split()
+        if header[-1] == b"missing":
+            texts[spec], pos = None, end + 1
+            continue
+        size = int(header[2])
+        texts[spec] = out[end + 1:end + 1 + size].decode("utf-8", errors="replace")
+        pos = end + 1 + size + 1
+    pairs: list[tuple[str, str, str]] = []
+    for rel, specs in chains.items():
+        versions = [t for t in (texts[s] for s in specs) if t is not None]
+        pairs += [(rel, a, b) for a, b in itertools.pairwise(versions)]
     return pairs[:limit]
 
 
