@@ -248,6 +248,15 @@ class StudioService:
 
         return VersionPanel(self)
 
+    def _record_file(self, path: Path) -> None:
+        versions = self.versions
+        if versions is None:
+            return
+        try:
+            versions.record_file(path)
+        except Exception as exc:
+            log.warning("could not record %s as a version: %s", path, exc)
+
     def served_workflow_text(self, spec: str) -> tuple[str, str, dict[str, str], str | None]:
         """What the doors (app links, MCP tools, /v1 models, `auto`) serve for `NAME` or `NAME@VERSION`: (the
         file's name, the YAML, the sub-workflows' YAML by reference, the version hash or None). A pinned version,
@@ -689,6 +698,8 @@ class StudioService:
         cancel = cancel or CancelToken()
         budget = self.policy.cap_budget(budget) if self.policy.share_mode else (budget or Budget())
         store = self.trace_store if trace else None
+        if store is not None and wf.source is not None:  # a file run from Python: changed since? a version now
+            self._record_file(Path(wf.source))
         watchers = [*observers, *([store] if store is not None else [])]
         token = cancel
 

@@ -155,6 +155,14 @@ def test_the_python_api_save_records_a_version(tmp_path: Path, monkeypatch: pyte
     rows = WorkflowVersions(store_at(tmp_path / "api.db"), tmp_path).history(target)
     assert len(rows) == 2 and rows[1]["message"] == "from Python"
     assert json.loads(json.dumps(rows))  # JSON-able for the UI
+    target.write_text(EXAMPLE.replace("n: 8", "n: 3"), encoding="utf-8")  # edited outside, then run from Python
+    studio = metagen.Studio(dry_run=True, trace_db=tmp_path / "api.db")
+    try:
+        metagen.load(target).run(studio=studio, progress=False)
+    finally:
+        studio.close()
+    rows = WorkflowVersions(store_at(tmp_path / "api.db"), tmp_path).history(target)
+    assert len(rows) == 3 and rows[0]["runs"] == 1
 
 
 def test_a_tunes_recommended_workflow_is_recorded_with_the_tunes_id(tmp_path: Path) -> None:
