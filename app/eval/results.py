@@ -76,7 +76,8 @@ def _points(workflows: list[dict[str, Any]], items: list[dict[str, Any]], ungrad
             skipped = ungraded_by_point.get((w_idx, p_idx), [])
             points.append({
                 "workflow": wf["name"], "workflow_idx": w_idx, "point_idx": p_idx, "params": params,
-                "label": point_label(wf["name"], params), "names": names, "version": wf.get("hash"),
+                "label": point_label(wf["name"], params), "names": names,
+                "version": wf.get("version") or wf.get("hash"),
                 **_accuracy(rows, repeats, planned), **_usage(rows),
                 "ungraded": len(skipped),
                 "ungraded_reason": skipped[0]["detail"] if skipped else "",
