@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -110,6 +111,7 @@ class WorkflowVersions:
         found = self.identify(text, path)
         atomic_write_text(path, text)
         version, _ = self._record(key, path, text, found, message=message, label=label, hook=hook)
+        self._remember(path, version.version)
         return version
 
     def save_workflow(self, target: str | Path, wf: Workflow, *, message: str = "", label: str | None = None,
@@ -125,6 +127,7 @@ class WorkflowVersions:
             wf.source = source
         atomic_write_text(path, text)
         version, _ = self._record(key, path, text, found, message=message, label=label, hook=hook)
+        self._remember(path, version.version)
         return version
 
     def record_file(self, target: str | Path, *, message: str = "", force: bool = False) -> Version | None:
@@ -148,9 +151,17 @@ class WorkflowVersions:
             log.debug("not recording %s as a version: %s", path, exc)
             return None
         version, _ = self._record(key, path, text, found, message=message)
-        with self._lock:
-            self._seen[str(path)] = (stat.st_mtime_ns, stat.st_size, version.version)
+        self._remember(path, version.version, stat)
         return version
+
+    def _remember(self, path: Path, version: str, stat: os.stat_result | None = None) -> None:
+        """The file as recorded (its stat then), so listing does not read it again until it changes."""
+        try:
+            stat = stat or path.stat()
+        except OSError:
+            return
+        with self._lock:
+            self._seen[str(path)] = (stat.st_mtime_ns, stat.st_size, version)
 
     def record_folder(self) -> int:
         """Record every workflow of the folder that changed since it was last recorded; how many were new."""
