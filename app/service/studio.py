@@ -210,18 +210,15 @@ class StudioService:
                                                       loader=self.children, registry=self.registry)
             return self._versions
 
-    def _write_version(self, path: Path, text: str, message: str = "", workflow: Workflow | None = None) -> None:
+    def _write_version(self, path: Path, text: str, message: str = "", parsed: Workflow | None = None) -> None:
         """Write a workflow file atomically and record it as a version (the file alone when versions cannot be
-        kept: logged)."""
+        kept: logged); `parsed`: the text as the caller parsed it (not parsed again)."""
         versions = self.versions
         if versions is None:
             atomic_write_text(path, text)
             return
         try:
-            if workflow is not None:
-                versions.save_workflow(path, workflow, message=message)
-            else:
-                versions.save_text(path, text, message=message)
+            versions.save_text(path, text, message=message, parsed=parsed)
         except (OSError, UserError, WorkflowError):
             raise
         except Exception as exc:  # the database: the file is saved all the same, its version recorded on next load
@@ -421,7 +418,7 @@ class StudioService:
         self._refuse_unsaveable(wf, linked, children)
         saved_children = self.write_children(children)  # first: the parent's version includes them
         try:
-            self._write_version(path, text, message, workflow=wf)
+            self._write_version(path, text, message, parsed=wf)
         except OSError as exc:
             raise UserError(f"cannot save {path.name}: {exc.strerror or exc}") from None
         log.info("saved workflow %s", path)
@@ -443,8 +440,9 @@ class StudioService:
         path = self._save_path(name)
         if path.exists() and not overwrite:
             raise UserError(f"a workflow named {path.stem!r} already exists; choose another name")
-        self._refuse_unsaveable(load_workflow_text(text))
-        self._write_version(path, text, "uploaded")
+        uploaded = load_workflow_text(text)
+        self._refuse_unsaveable(uploaded)
+        self._write_version(path, text, "uploaded", parsed=uploaded)
         return {"name": path.stem}
 
     def save_refusals(self, wf: Workflow, linked: Mapping[str, str] | None = None,

@@ -103,12 +103,20 @@ class WorkflowVersions:
     # ------------------------------------------------------------------ recording
 
     def save_text(self, target: str | Path, text: str, *, message: str = "", label: str | None = None,
-                  hook: Callable[[], None] | None = None) -> Version:
+                  hook: Callable[[], None] | None = None, parsed: Workflow | None = None) -> Version:
         """Write `text` to the workflow's file atomically (temp file + rename), then record it as a version in one
         transaction. A crash between the two leaves the file saved and its version recorded the next time the
-        file is loaded; an identical text adds no version. WorkflowError if the text is not a workflow."""
+        file is loaded; an identical text adds no version. WorkflowError if the text is not a workflow. `parsed`:
+        the text already parsed by the caller (not parsed again)."""
         key, path = self.locate(target)
-        found = self.identify(text, path)
+        if parsed is not None:
+            source, parsed.source = parsed.source, path
+            try:
+                found = identify_workflow(parsed, self.loader, self.registry)
+            finally:
+                parsed.source = source
+        else:
+            found = self.identify(text, path)
         atomic_write_text(path, text)
         version, _ = self._record(key, path, text, found, message=message, label=label, hook=hook)
         self._remember(path, version.version)
@@ -118,17 +126,7 @@ class WorkflowVersions:
                       hook: Callable[[], None] | None = None) -> Version:
         """`save_text` of a workflow already parsed (the editor's, the Python API's): its canonical YAML written,
         its version recorded, without parsing the text again."""
-        key, path = self.locate(target)
-        text = wf.to_yaml()
-        source, wf.source = wf.source, path
-        try:
-            found = identify_workflow(wf, self.loader, self.registry)
-        finally:
-            wf.source = source
-        atomic_write_text(path, text)
-        version, _ = self._record(key, path, text, found, message=message, label=label, hook=hook)
-        self._remember(path, version.version)
-        return version
+        return self.save_text(target, wf.to_yaml(), message=message, label=label, hook=hook, parsed=wf)
 
     def record_file(self, target: str | Path, *, message: str = "", force: bool = False) -> Version | None:
         """Record the file's current text as a version when it is not yet one (a file changed outside the studio:
