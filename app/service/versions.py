@@ -231,7 +231,9 @@ class WorkflowVersions:
         """Write version `ref` back to the workflow's file (atomically), the current file recorded as a version
         first so nothing is lost; returns the restored version."""
         _, path = self.locate(target)
-        self.record_file(path, force=True)
+        if self.record_file(path, force=True) is None and path.is_file():
+            raise UserError(f"not restored: {path} does not load as a workflow, so it cannot be kept as a version "
+                            f"first; fix it (`metagen validate {path}` says what is wrong) or move it away")
         version = self.get(target, ref)
         atomic_write_text(path, version.yaml)
         with self._lock:

@@ -183,3 +183,12 @@ def test_a_tunes_recommended_workflow_is_recorded_with_the_tunes_id(tmp_path: Pa
         assert [h["message"] for h in history] == ["metagen tune t123"]
     finally:
         service.close()
+
+
+def test_restore_never_overwrites_a_file_it_cannot_keep(versions: WorkflowVersions) -> None:
+    first = versions.save_text("sc", EXAMPLE)
+    path = versions.workflows_dir / "sc.yaml"  # type: ignore[operator]
+    path.write_text("nodes: [unclosed\n", encoding="utf-8")
+    with pytest.raises(UserError, match="does not load as a workflow"):
+        versions.restore("sc", first.version)
+    assert path.read_text(encoding="utf-8") == "nodes: [unclosed\n"
