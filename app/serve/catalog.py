@@ -105,10 +105,22 @@ def _workflow_entry(service: StudioService, name: str, path: Path | None = None)
         entry["metagen"] = {"kind": "workflow", "valid": False}
         return entry
     entry["description"] = wf.description
-    entry["metagen"] = {"kind": "workflow", "title": wf.name,
+    entry["metagen"] = {"kind": "workflow", "title": wf.name, "published": _published(service, name),
                         "inputs": {k: {"type": s.type, "description": s.description} for k, s in wf.inputs.items()},
                         "outputs": list(wf.outputs)}
     return entry
+
+
+def _published(service: StudioService, name: str) -> str | None:
+    """The published version's hash (what answers), None when the file as saved does."""
+    versions = service.versions
+    if versions is None or name.startswith(TUNED_PREFIX):
+        return None
+    try:
+        found = versions.published(service.path_for(name))
+    except UserError:
+        return None
+    return found.version if found is not None else None
 
 
 def _tuned_entries(service: StudioService, auto: str | None) -> list[dict[str, Any]]:

@@ -86,6 +86,8 @@ def test_a_published_version_keeps_answering_while_the_file_is_edited(service: S
     assert "two: {question}" in service.read_workflow_text("say")
     assert answer(c, "say") == "one: hi"
     assert answer(c, "auto") == "one: hi"
+    listed = {m["id"]: m for m in c.get("/v1/models").json()["data"]}
+    assert listed["say"]["metagen"]["published"] == published.version
     assert mcp_answer(service, "say") == "one: hi"
     target = named_target(service, "say")
     assert target.workflow.nodes[0].params["template"] == "one: {question}"
