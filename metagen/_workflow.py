@@ -12,12 +12,13 @@ from app.run.events import LM_REQUEST as LM_REQUEST_EVENT
 from app.run.events import TOKEN as TOKEN_EVENT
 from app.run.events import Event, EventRecorder
 from app.run.scheduler import Budget, CancelToken
+from app.service.versions import save_workflow_file
 from app.service.views import workflow_html
 from app.service.workflow_api import checked, load_source
 from app.service.workflow_api import with_params as _with_params
 from app.workflow.problems import Issue
 from app.workflow.problems import WorkflowError as _ServiceWorkflowError
-from app.workflow.spec import InputSpec, NodeSpec, save_workflow_atomic, workflow_from_dict
+from app.workflow.spec import InputSpec, NodeSpec, workflow_from_dict
 from app.workflow.spec import Workflow as _Spec
 from metagen._args import expect
 from metagen._errors import WorkflowError
@@ -147,16 +148,16 @@ class Workflow:
         """The canonical YAML text (what the editor and `save` write)."""
         return self._spec.to_yaml()
 
-    def save(self, path: str | Path) -> Path:
-        """Write the canonical YAML to `path` (atomically); returns the path.
+    def save(self, path: str | Path, *, message: str = "") -> Path:
+        """Write the canonical YAML to `path` (atomically) and record it as a version of that workflow in the
+        trace database (`metagen history NAME` lists them; an identical save adds none); returns the path.
 
         Example:
-            >>> wf.save("my_workflow.yaml")   # doctest: +SKIP
+            >>> wf.save("my_workflow.yaml", message="n=16")   # doctest: +SKIP
         """
         expect("path", path, (str, Path), "a file path (str or pathlib.Path)")
-        target = Path(path).expanduser()
-        save_workflow_atomic(self._spec, target)
-        return target
+        expect("message", message, (str,), "text")
+        return save_workflow_file(self._spec, Path(path).expanduser(), message=message)
 
     def validate(self) -> list[Issue]:
         """Every issue `metagen validate` reports (warnings included; errors were refused on creation)."""

@@ -258,6 +258,14 @@ def _make_plan(args: argparse.Namespace, evals: Any, registry: Any, resume: str 
     return plan, None
 
 
+def _record_versions(db: Path, targets: list[str]) -> None:
+    """Each workflow file evaluated becomes a recorded version (its rows name its hash: `metagen history`)."""
+    from app.service.versions import record_loaded_file
+
+    for target in targets:
+        record_loaded_file(db, Path(target))
+
+
 def _check_baseline(args: argparse.Namespace, plan: Any) -> bool:
     """--baseline names a point of the plan (checked before anything runs)."""
     from app.eval.baseline import plan_points, resolve_baseline
@@ -283,6 +291,8 @@ def _run(args: argparse.Namespace, resume: str | None = None) -> int:
     traces, evals = _open_stores(args)
     try:
         plan, eval_id = _make_plan(args, evals, registry, resume)
+        if plan is not None and not resume:
+            _record_versions(traces.path, args.targets)
     except (EvalSetupError, DatasetError) as exc:
         problems = getattr(exc, "problems", None) or [str(exc)]
         print("the evaluation cannot start (nothing was run):", file=sys.stderr)
@@ -352,6 +362,8 @@ def _execute(args: argparse.Namespace, plan: Any, registry: Any, evals: Any, tra
         if callable(closing):
             closing()
     summary = summarize(evals.get(evaluation.eval_id), baseline=args.baseline)
+    for note in summary.get("version_notes", []):
+        print(f"note: {note}", file=sys.stderr)
     if args.json:
         print(json.dumps(_json_result(summary, cost), indent=1))
     else:

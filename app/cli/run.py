@@ -8,6 +8,7 @@ import logging
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from app.cli.exit_codes import EXIT_FAILED, EXIT_INVALID, EXIT_OK
@@ -171,6 +172,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     except Exception as exc:  # a refused or unusable trace database is a usage error
         print(f"error: cannot use the trace database: {exc} (pass another --db, or --no-trace)", file=sys.stderr)
         return EXIT_INVALID
+    if store is not None:
+        from app.service.versions import record_loaded_file
+
+        record_loaded_file(store.path, Path(args.file))
     scheduler = Scheduler(default_registry(), provider, allow_python=not args.no_python)
     observers: list[Any] = [_ProgressPrinter(quiet=args.quiet)]
     if store is not None:

@@ -17,7 +17,8 @@ from app.eval.tasks import TaskError, TaskPreset, load_task, load_task_dataset
 from app.run.scheduler import derive_seed
 from app.workflow.problems import WorkflowError, errors
 from app.workflow.spec import Workflow, load_workflow, load_workflow_text
-from app.workflow.validation import validate
+from app.workflow.subworkflows import version_hash
+from app.workflow.validation import check, validate
 from nodes.registry import NodeRegistry
 
 DEFAULT_OUTPUT = "answer"
@@ -49,6 +50,8 @@ class EvalWorkflow:
     sampler: str | None
     """The sampler graded per sample (pass@k), when the workflow has exactly one."""
     output: str
+    version: str = ""
+    """The hash its runs record (`subworkflows.version_hash`: with its sub-workflows): `metagen history`'s version."""
 
     @property
     def yaml(self) -> str:
@@ -99,6 +102,7 @@ class EvalPlan:
         """What the evaluation record keeps: enough to redo the plan on --resume and to tell runs apart."""
         return {
             "workflows": [{"name": w.name, "source": w.source, "yaml": w.yaml, "hash": w.workflow.semantic_hash(),
+                           "version": w.version or w.workflow.semantic_hash(),
                            "points": w.points, "sampler": w.sampler, "output": w.output} for w in self.workflows],
             "dataset": {"path": str(self.dataset.path), "name": self.dataset.path.name,
                         "sha256": self.dataset.sha256, "rows": len(self.dataset.rows)},
@@ -243,7 +247,8 @@ def _plan_workflow(source: WorkflowSource, checks: _PlanChecks, taken: list[str]
     except OSError as exc:
         problems.append(f"{label}: {exc}")
         return None
-    wf_problems = errors(validate(wf, checks.registry))
+    tree = check(wf, checks.registry)
+    wf_problems = errors(tree.issues)
     if wf_problems:
         problems.extend(f"{label}: {i.format()}" for i in wf_problems)
         return None
@@ -274,7 +279,8 @@ def _plan_workflow(source: WorkflowSource, checks: _PlanChecks, taken: list[str]
     for point, variant in zip(points, variants, strict=True):
         problems.extend(f"{label} at {point}: {i.format()}" for i in errors(validate(variant, checks.registry)))
     return EvalWorkflow(name=_unique(name, taken), source=label, workflow=wf, binding=binding, points=points,
-                        variants=variants, sampler=_single_sampler(wf), output=graded or DEFAULT_OUTPUT)
+                        variants=variants, sampler=_single_sampler(wf), output=graded or DEFAULT_OUTPUT,
+                        version=version_hash(wf, tree.children))
 
 
 def _unused_axes(checks: _PlanChecks, workflows: list[EvalWorkflow]) -> list[str]:

@@ -3,6 +3,7 @@ per-sample grades, the Pareto frontier of accuracy against tokens, and the items
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from typing import Any
 
@@ -49,6 +50,7 @@ def summarize(record: dict[str, Any], baseline: str | None = None) -> dict[str, 
         "done": len(all_items), "total": int(config.get("total_tasks", 0)),
         "servers": config.get("servers") or {},
         "warnings": list(config.get("warnings") or []),
+        "version_notes": version_notes(points, workflows),
     }
 
 
@@ -75,11 +77,32 @@ def _points(workflows: list[dict[str, Any]], items: list[dict[str, Any]], ungrad
             points.append({
                 "workflow": wf["name"], "workflow_idx": w_idx, "point_idx": p_idx, "params": params,
                 "label": point_label(wf["name"], params), "names": names,
+                "version": wf.get("version") or wf.get("hash"),
                 **_accuracy(rows, repeats, planned), **_usage(rows),
                 "ungraded": len(skipped),
                 "ungraded_reason": skipped[0]["detail"] if skipped else "",
             })
     return points
+
+
+def version_notes(points: list[dict[str, Any]], workflows: list[dict[str, Any]]) -> list[str]:
+    """A sentence for each group of rows that share a workflow name (and sweep point) but ran different versions
+    of it: two files named alike, or a file edited between evaluations, are two workflows."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for point in points:  # by the YAML's own name: the plan tells two files named alike apart as `NAME (2)`
+        wf = workflows[point["workflow_idx"]] if point["workflow_idx"] < len(workflows) else {}
+        name = yaml_name_of(wf.get("yaml")) or point["workflow"]
+        groups[(name, json.dumps(point["params"], sort_keys=True, default=str))].append(point)
+    notes = []
+    for (name, _), rows in groups.items():
+        versions = {r.get("version") for r in rows}
+        if len(versions) < 2:
+            continue
+        shown = ", ".join(f"{r.get('version')} ({workflows[r['workflow_idx']].get('source') or r['label']})"
+                          for r in rows)
+        notes.append(f"rows named {name!r} ran different versions of the workflow: {shown}; "
+                     "`metagen diff A B` shows what differs")
+    return notes
 
 
 def _accuracy(rows: list[dict[str, Any]], repeats: int, planned: int) -> dict[str, Any]:
@@ -126,8 +149,9 @@ def _mark_pareto(points: list[dict[str, Any]]) -> None:
 
 POINT_JSON_KEYS = ("workflow", "params", "accuracy", "correct", "total", "ci", "prompt_tokens",
                    "prompt_tokens_evaluated", "prompt_tokens_cached", "completion_tokens", "cost_tokens", "wall_s",
-                   "busy_s", "pareto", "se", "repeats", "thinking_tokens", "answer_tokens", "ungraded")
-"""The fields of a point in `metagen eval --json` (and the Python API's `Evaluation.points`)."""
+                   "busy_s", "pareto", "se", "repeats", "thinking_tokens", "answer_tokens", "ungraded", "version")
+"""The fields of a point in `metagen eval --json` (and the Python API's `Evaluation.points`); `version` the hash of the
+workflow it ran (`metagen history` lists it)."""
 
 
 def json_points(summary: dict[str, Any]) -> list[dict[str, Any]]:

@@ -39,7 +39,7 @@ def _run(job: Job, service: StudioService, prepared: PreparedRun) -> RunResult:
     observers.append(NodeProgress(job, len(prepared.wf.nodes)))
     return service.scheduler.run(prepared.wf, prepared.values, seed=prepared.seeds[0], budget=prepared.budget,
                                  cancel=job.token(), observers=observers, run_id=prepared.run_ids[0],
-                                 hide_cache_hits=prepared.hide_cache_hits)
+                                 hide_cache_hits=prepared.hide_cache_hits, children=prepared.children)
 
 
 def _arguments(catalog: ToolCatalog, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import mcp_types as types
 from mcp.shared.tool_name_validation import TOOL_NAME_REGEX
@@ -43,7 +44,7 @@ class ToolCatalog:
     def __init__(self, service: StudioService) -> None:
         self.service = service
         self._lock = threading.Lock()
-        self._parsed: dict[str, tuple[tuple[int, int], WorkflowTool | None]] = {}
+        self._parsed: dict[str, tuple[tuple[int, int, str | None], WorkflowTool | None]] = {}
 
     def tools(self, policy: SharePolicy) -> list[WorkflowTool]:
         """Every readable workflow whose name is a valid tool name (a model file's name is reserved, as on /v1)."""
@@ -67,7 +68,7 @@ class ToolCatalog:
             stat = path.stat()
         except (UserError, OSError):
             return None
-        version = (stat.st_mtime_ns, stat.st_size)
+        version = (stat.st_mtime_ns, stat.st_size, self._published(path))
         with self._lock:
             cached = self._parsed.get(name)
         if cached is not None and cached[0] == version:
@@ -77,9 +78,21 @@ class ToolCatalog:
             self._parsed[name] = (version, entry)
         return entry
 
+    def _published(self, path: Path) -> str | None:
+        """The published version's hash (a publish re-reads the tool as an edit of the file does)."""
+        versions = self.service.versions
+        if versions is None:
+            return None
+        try:
+            published = versions.published(path)
+        except Exception as exc:  # the file is served as it is
+            log.warning("cannot read the published version of %s: %s", path, exc)
+            return None
+        return published.version if published is not None else None
+
     def _load(self, name: str) -> WorkflowTool | None:
         try:
-            wf = load_workflow_text(self.service.read_workflow_text(name))
+            wf = load_workflow_text(self.service.served_workflow_text(name)[1])
         except (UserError, WorkflowError) as exc:
             log.warning("workflow %r is not offered as an MCP tool: %s", name, exc)
             return None

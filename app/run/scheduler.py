@@ -28,7 +28,14 @@ from app.run.status import FAILED, SUCCEEDED, budget_stop_reason, stop_status
 from app.workflow.model_specs import DEFAULT_MODEL_ALIAS, model_specs
 from app.workflow.problems import Issue, WorkflowError, errors
 from app.workflow.spec import Workflow
-from app.workflow.subworkflows import Child, ChildLoader, branch_children, branch_key, workflow_texts
+from app.workflow.subworkflows import (
+    Child,
+    ChildLoader,
+    branch_children,
+    branch_key,
+    version_hash,
+    workflow_texts,
+)
 from app.workflow.validation import build_graph, check, check_input_value, split_ref
 from backends.base import (
     BackendError,
@@ -218,7 +225,7 @@ class Scheduler:
         if token_problems:
             raise WorkflowError(token_problems)
         bus.emit(Event(ev.RUN_START, run_id, None, {
-            "workflow": wf.name, "workflow_yaml": wf.to_yaml(), "workflow_hash": wf.semantic_hash(),
+            "workflow": wf.name, "workflow_yaml": wf.to_yaml(), "workflow_hash": version_hash(wf, checked.children),
             "inputs": to_jsonable(values), "seed": seed, "budget": asdict(budget),
             "models": {alias: asdict(spec) for alias, spec in specs.items()},
         }))

@@ -15,6 +15,7 @@ from app.serve.tuned import AUTO_MODEL, TUNED_PREFIX, auto_target, tuned_names, 
 from app.service.errors import UserError
 from app.service.model_names import BUNDLED_ALIAS, bundled_path, folder_model_paths, reserved_model_names
 from app.service.studio import StudioService
+from app.service.versions import split_ref
 from app.share.policy import SharePolicy
 from app.workflow.problems import WorkflowError
 from app.workflow.spec import Workflow, load_workflow, load_workflow_text
@@ -86,10 +87,12 @@ def _created(path: Path) -> int:
 
 
 def _load(service: StudioService, model: WorkflowModel) -> Workflow:
-    """A workflow model's file, parsed: a tuned workflow from its path, any other through the service (by name)."""
+    """A workflow model's file, parsed: a tuned workflow from its path, any other through the service by name: its
+    published version when one is (`metagen publish`), the version `NAME@VERSION` pins, else the file as saved."""
     if model.name.startswith(TUNED_PREFIX):
         return load_workflow(model.path)
-    return load_workflow_text(service.read_workflow_text(model.name))
+    _, text, _, _ = service.served_workflow_text(model.name)
+    return load_workflow_text(text)
 
 
 def _workflow_entry(service: StudioService, name: str, path: Path | None = None) -> dict[str, Any]:
@@ -102,10 +105,22 @@ def _workflow_entry(service: StudioService, name: str, path: Path | None = None)
         entry["metagen"] = {"kind": "workflow", "valid": False}
         return entry
     entry["description"] = wf.description
-    entry["metagen"] = {"kind": "workflow", "title": wf.name,
+    entry["metagen"] = {"kind": "workflow", "title": wf.name, "published": _published(service, name),
                         "inputs": {k: {"type": s.type, "description": s.description} for k, s in wf.inputs.items()},
                         "outputs": list(wf.outputs)}
     return entry
+
+
+def _published(service: StudioService, name: str) -> str | None:
+    """The published version's hash (what answers), None when the file as saved does."""
+    versions = service.versions
+    if versions is None or name.startswith(TUNED_PREFIX):
+        return None
+    try:
+        found = versions.published(service.path_for(name))
+    except UserError:
+        return None
+    return found.version if found is not None else None
 
 
 def _tuned_entries(service: StudioService, auto: str | None) -> list[dict[str, Any]]:
@@ -167,6 +182,14 @@ def find_model(service: StudioService, policy: SharePolicy, model_id: str,
     for name, model in files.items():
         if model_id == Path(name).stem or (model_id == BUNDLED_ALIAS and model.spec.source == "bundled"):
             return model
+    base, ref = split_ref(model_id)
+    if ref is not None:  # NAME@VERSION: a recorded version of a workflow of the folder (checked when it is read)
+        try:
+            pinned = service.path_for(base)
+        except UserError:
+            pinned = None
+        if pinned is not None and base.casefold() not in reserved_model_names(service.models_dir, policy):
+            return WorkflowModel(f"{pinned.stem}@{ref}", pinned)
     try:
         path = service.path_for(model_id)
     except UserError:

@@ -15,6 +15,8 @@ from app.serve.catalog import WorkflowModel, invalid_workflow, read_workflow
 from app.serve.errors import ApiError, bad_param
 from app.serve.params import ApiRequest
 from app.serve.run_owners import record_owner
+from app.serve.tuned import TUNED_PREFIX
+from app.service.errors import UserError
 from app.service.studio import StudioService, issues_summary
 from app.share.policy import check_workflow_allowed, resolve_model_choices
 from app.workflow.problems import WorkflowError, errors
@@ -66,6 +68,9 @@ class PreparedRun:
     """Callers from other machines and share mode: prefix-cache hits are not reported (see RunState)."""
     warnings: list[str] = field(default_factory=list)
     """Request fields ignored for this workflow, said in the WARNING_HEADER of the answer."""
+    children: Any = None
+    """Where its sub-workflows come from (a ChildLoader): a published or pinned version's own, else the studio's
+    folders."""
 
     def headers(self) -> dict[str, str]:
         return {WARNING_HEADER: warning_text(self.warnings)} if self.warnings else {}
@@ -209,14 +214,26 @@ def workflow_inputs(wf: Workflow, name: str, req: ApiRequest) -> dict[str, Any]:
         raise bad_param("inputs", f"workflow {name!r}: {issues_summary(exc.issues)}") from None
 
 
-def _check(wf: Workflow, registry: NodeRegistry, name: str, caller: Caller) -> None:
-    problems = errors(validate(wf, registry))
+def _check(wf: Workflow, registry: NodeRegistry, name: str, caller: Caller, children: Any = None) -> None:
+    problems = errors(validate(wf, registry, children))
     if problems:
         raise invalid_workflow(name, problems)
     refused = check_workflow_allowed(wf, caller.policy)
     if refused:
         raise ApiError(403, f"workflow {name!r} cannot run for this request: {issues_summary(refused)}",
                        param="model", code="refused_by_share_mode", extra={"issues": [i.to_json() for i in refused]})
+
+
+def served_children(service: StudioService, model: WorkflowModel) -> Any:
+    """Where the served workflow's sub-workflows come from: a published or pinned version's own (kept with it),
+    else the studio's folders (as its runs find them)."""
+    if model.name.startswith(TUNED_PREFIX):
+        return service.children
+    try:
+        _, _, texts, _ = service.served_workflow_text(model.name)
+    except UserError:
+        return service.children
+    return service.child_loader(linked=texts) if texts else service.children
 
 
 def prepare(service: StudioService, caller: Caller, model: WorkflowModel, req: ApiRequest, *,
@@ -229,7 +246,8 @@ def prepare(service: StudioService, caller: Caller, model: WorkflowModel, req: A
             raise bad_param(param, f"{param} is not supported for workflows (set it on the workflow's nodes); "
                             "it works with model files", "unsupported_parameter")
     wf = read_workflow(service, model)
-    _check(wf, service.registry, model.name, caller)
+    children = served_children(service, model)
+    _check(wf, service.registry, model.name, caller, children)
     wf, overrides = apply_overrides(wf, service.registry, {"temperature": s.temperature,
                                                            "max_tokens": None if max_tokens_cap else s.max_tokens})
     if max_tokens_cap and s.max_tokens is not None:
@@ -237,7 +255,7 @@ def prepare(service: StudioService, caller: Caller, model: WorkflowModel, req: A
     wf, on_answer, warnings = answer_overrides(wf, service.registry, graded_output(wf, service.registry),
                                                {"stop": list(s.stop) or None, "top_p": s.top_p})
     overrides.update(on_answer)
-    problems = errors(validate(wf, service.registry))
+    problems = errors(validate(wf, service.registry, children))
     if problems:
         param = next((k for k in overrides if any(k in p.message for p in problems)), "max_tokens")
         raise bad_param(param, f"{param} does not fit workflow {model.name!r}: {issues_summary(problems)}")
@@ -258,4 +276,4 @@ def prepare(service: StudioService, caller: Caller, model: WorkflowModel, req: A
     return PreparedRun(model=model.name, wf=wf, values=values, budget=budget, seeds=seeds,
                        run_ids=run_ids, graded=graded,
                        overrides={k: v for k, v in overrides.items() if v},
-                       hide_cache_hits=caller.remote or caller.share_rules, warnings=warnings)
+                       hide_cache_hits=caller.remote or caller.share_rules, warnings=warnings, children=children)

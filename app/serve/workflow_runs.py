@@ -65,7 +65,7 @@ def run_choices(job: Job, service: StudioService, prepared: PreparedRun, stream:
             observers.append(ChoiceObserver(job, i, prepared.graded))
         return service.scheduler.run(prepared.wf, prepared.values, seed=prepared.seeds[i], budget=prepared.budget,
                                      cancel=job.token(), observers=observers, run_id=prepared.run_ids[i],
-                                     hide_cache_hits=prepared.hide_cache_hits)
+                                     hide_cache_hits=prepared.hide_cache_hits, children=prepared.children)
 
     if len(prepared.seeds) == 1:
         return [one(0)]

@@ -119,6 +119,7 @@ class StudioService:
         self._trace_store = trace_store
         self._trace_error: str | None = None
         self._trace_lock = threading.Lock()
+        self._versions: Any = None
         self._gate = RunGate.for_policy(self.policy)
         self.visitors = VisitorIdentities()
         """Share mode: who a browser call is for (its session, within a bound per client address)."""
@@ -195,6 +196,84 @@ class StudioService:
         return self._trace_error
 
     @property
+    def versions(self) -> Any:
+        """The workflows' versions (app.service.versions.WorkflowVersions) in the trace database; None when the
+        database cannot be used (saves still write the file)."""
+        with self._trace_lock:
+            if self._versions is None:
+                store = self._open_trace_store()
+                if store is not None:
+                    from app.service.versions import WorkflowVersions
+                    from app.traces.versions import VersionStore
+
+                    self._versions = WorkflowVersions(VersionStore(store.path), self.workflows_dir,
+                                                      loader=self.children, registry=self.registry)
+            return self._versions
+
+    def _write_version(self, path: Path, text: str, message: str = "", parsed: Workflow | None = None) -> None:
+        """Write a workflow file atomically and record it as a version (the file alone when versions cannot be
+        kept: logged); `parsed`: the text as the caller parsed it (not parsed again)."""
+        versions = self.versions
+        if versions is None:
+            atomic_write_text(path, text)
+            return
+        try:
+            versions.save_text(path, text, message=message, parsed=parsed)
+        except (OSError, UserError, WorkflowError):
+            raise
+        except Exception as exc:  # the database: the file is saved all the same, its version recorded on next load
+            log.warning("saved %s; its version was not recorded: %s", path, exc)
+            atomic_write_text(path, text)
+
+    def record_versions(self, name: str | None = None) -> None:
+        """Record a file changed outside the studio (or every file of the folder) as a version; never fails."""
+        versions = self.versions
+        if versions is None:
+            return
+        try:
+            if name is None:
+                versions.record_folder()
+            else:
+                versions.record_file(self.path_for(name))
+        except Exception as exc:
+            log.warning("could not record workflow versions: %s", exc)
+
+    @property
+    def version_panel(self) -> Any:
+        """What the editor's History panel calls (app.service.version_panel.VersionPanel)."""
+        from app.service.version_panel import VersionPanel
+
+        return VersionPanel(self)
+
+    def _record_file(self, path: Path) -> None:
+        versions = self.versions
+        if versions is None:
+            return
+        try:
+            versions.record_file(path)
+        except Exception as exc:
+            log.warning("could not record %s as a version: %s", path, exc)
+
+    def served_workflow_text(self, spec: str) -> tuple[str, str, dict[str, str], str | None]:
+        """What the doors (app links, MCP tools, /v1 models, `auto`) serve for `NAME` or `NAME@VERSION`: (the
+        file's name, the YAML, the sub-workflows' YAML by reference, the version hash or None). A pinned version,
+        else the published one, else the file as saved. UserError for an unknown name or version."""
+        from app.service.versions import split_ref
+
+        name, ref = split_ref(spec)
+        path = self.path_for(name)
+        versions = self.versions
+        if versions is not None:
+            self.record_versions(name)
+            if ref is not None or versions.published(path) is not None:
+                version = versions.served(path, ref)
+                if version is not None:
+                    return path.stem, version.yaml, dict(version.children), version.version
+        elif ref is not None:
+            raise UserError(f"{spec!r} names a version, and this studio cannot read versions: {self._trace_error}")
+        return path.stem, self.read_workflow_text(name), {}, None
+
+    @property
     def evaluations(self) -> EvaluationService:
         """Evaluations (the Evaluate tab), created on first use next to the trace store."""
         with self._runs_lock:
@@ -266,6 +345,8 @@ class StudioService:
         return sorted(Path(self.examples_dir).glob("*.yaml"))
 
     def list_workflows(self) -> list[str]:
+        """The folder's workflow names; a file changed since it was last seen is recorded as a version."""
+        self.record_versions()
         return list_workflow_names(self.workflows_dir)
 
     def workflow_ports(self) -> dict[str, dict[str, Any]]:
@@ -311,7 +392,7 @@ class StudioService:
         return path
 
     def save_workflow(self, name: str, data: dict[str, Any], *, overwrite: bool = True,
-                      linked: Mapping[str, str] | None = None) -> dict[str, Any]:
+                      linked: Mapping[str, str] | None = None, message: str = "") -> dict[str, Any]:
         """Save editor JSON as canonical YAML, atomically, with the sub-workflows a link (or a traced run) carried
         (`linked`, name -> YAML) that the folder lacks. Refuses to overwrite when `overwrite` is False, and refuses
         the whole save, before anything is written, for what `save_refusals` finds."""
@@ -335,12 +416,13 @@ class StudioService:
             raise UserError(f"not saved: {too_large}")
         children = self.linked_children_to_save(linked or {})
         self._refuse_unsaveable(wf, linked, children)
+        saved_children = self.write_children(children)  # first: the parent's version includes them
         try:
-            atomic_write_text(path, text)
+            self._write_version(path, text, message, parsed=wf)
         except OSError as exc:
             raise UserError(f"cannot save {path.name}: {exc.strerror or exc}") from None
         log.info("saved workflow %s", path)
-        return {"name": path.stem, "yaml": text, "children_saved": self.write_children(children)}
+        return {"name": path.stem, "yaml": text, "children_saved": saved_children}
 
     def save_yaml_text(self, name: str, text: str, *, overwrite: bool = True) -> dict[str, Any]:
         """Save YAML exactly as given (an uploaded file), after checking its size, that it parses and
@@ -358,8 +440,9 @@ class StudioService:
         path = self._save_path(name)
         if path.exists() and not overwrite:
             raise UserError(f"a workflow named {path.stem!r} already exists; choose another name")
-        self._refuse_unsaveable(load_workflow_text(text))
-        atomic_write_text(path, text)
+        uploaded = load_workflow_text(text)
+        self._refuse_unsaveable(uploaded)
+        self._write_version(path, text, "uploaded", parsed=uploaded)
         return {"name": path.stem}
 
     def save_refusals(self, wf: Workflow, linked: Mapping[str, str] | None = None,
@@ -432,7 +515,7 @@ class StudioService:
         for name, text in texts.items():
             path = self.path_for(name)
             try:
-                atomic_write_text(path, text)
+                self._write_version(path, text, "saved with a workflow that uses it")
             except OSError as exc:
                 raise UserError(f"cannot save the sub-workflow {path.name}: {exc.strerror or exc}") from None
             log.info("saved sub-workflow %s with its parent", path)
@@ -504,8 +587,10 @@ class StudioService:
         return {**self.describe(wf, children), "error": None}
 
     def open_workflow(self, name: str) -> dict[str, Any]:
-        """A saved workflow for the editor; the YAML is the file's text as saved."""
+        """A saved workflow for the editor; the YAML is the file's text as saved (recorded as a version when it
+        changed outside the studio)."""
         text = self.read_workflow_text(name)
+        self.record_versions(name)
         result = self.parse_yaml(text)
         result["yaml"] = text
         result["name"] = self.path_for(name).stem
@@ -611,6 +696,8 @@ class StudioService:
         cancel = cancel or CancelToken()
         budget = self.policy.cap_budget(budget) if self.policy.share_mode else (budget or Budget())
         store = self.trace_store if trace else None
+        if store is not None and wf.source is not None:  # a file run from Python: changed since? a version now
+            self._record_file(Path(wf.source))
         watchers = [*observers, *([store] if store is not None else [])]
         token = cancel
 

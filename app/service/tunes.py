@@ -40,6 +40,31 @@ class TuneService:
                           observers=evaluations.observers, workflows_dir=self.studio.workflows_dir,
                           examples_dir=self.studio.examples_dir,
                           cancel=cancel, on_progress=on_progress)
-            return tuner.run()
+            result = tuner.run()
         except TuneError as exc:
             raise UserError(str(exc)) from None
+        self._record_versions(result)
+        return result
+
+    def _record_versions(self, result: TuneResult) -> None:
+        """The workflows a tune wrote (`--out`, the adaptive policy and its branches) as versions, each with the
+        tune's id in its message; the version of the recommended one in `result.recommended["version"]`."""
+        from pathlib import Path
+
+        versions = self.studio.versions
+        if versions is None:
+            return
+        message = f"metagen tune {result.tune_id}"
+        paths = [("recommended", result.recommended.get("path"))]
+        adaptive = result.adaptive or {}
+        paths.append(("adaptive", adaptive.get("path")))
+        for label, path in paths:
+            if not path:
+                continue
+            try:
+                version = versions.record_file(Path(path), message=message)
+            except Exception as exc:  # the workflow is written; only its history entry is missing
+                log.warning("the tune's workflow %s was not recorded as a version: %s", path, exc)
+                continue
+            if version is not None:
+                (result.recommended if label == "recommended" else adaptive)["version"] = version.version

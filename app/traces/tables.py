@@ -7,9 +7,7 @@ from sqlalchemy.orm import registry
 from sqlmodel import Field, SQLModel
 
 from app.run.status import RUNNING
-
-SCHEMA_VERSION = 1
-"""Bump with a migration in app/traces/db.py whenever a table or column changes."""
+from app.traces.schema_version import SCHEMA_VERSION as SCHEMA_VERSION
 
 TRACE_REGISTRY = registry()
 

@@ -57,12 +57,17 @@ def _parse(text: str, what: str) -> Workflow:
 
 def named_target(service: StudioService, raw_name: str) -> AppTarget:
     """A saved workflow by its name, else the example of that name; UserError naming what is missing."""
+    from app.service.versions import split_ref
+
+    raw_name, ref = split_ref(str(raw_name))
     try:
         name = safe_workflow_name(raw_name)
     except ValueError as exc:
         raise UserError(f"the link names no workflow this app can open: {exc}") from None
-    if name in service.list_workflows():
-        return AppTarget(_parse(service.read_workflow_text(name), f"the workflow {name!r}"), SAVED, name)
+    if name in service.list_workflows():  # its published version (or the one `NAME@VERSION` pins), else the file
+        spec = name if ref is None else f"{name}@{ref}"
+        _, text, children, _ = service.served_workflow_text(spec)
+        return AppTarget(_parse(text, f"the workflow {spec!r}"), SAVED, name, children=children)
     if name in service.list_examples():
         text = service.read_example_text(name)
         return AppTarget(_parse(text, f"the example {name!r}"), EXAMPLE, name, children=service.example_children(text))

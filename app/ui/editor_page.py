@@ -174,8 +174,10 @@ def mg_save(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
         if path.exists() and path.stem not in mine:
             raise UserError(f"a workflow named {path.stem!r} already exists and is not yours to change; "
                             "use Save as… with another name")
+    message = payload.get("message")  # the version's message (every save records a version)
     saved = service.save_workflow(name, payload.get("workflow"), overwrite=overwrite,
-                                  linked=linked_children(payload))  # a link's sub-workflows go with it
+                                  linked=linked_children(payload),  # a link's sub-workflows go with it
+                                  message=message[:500] if isinstance(message, str) else "")
     if service.share_mode:
         with _saved_lock:
             mine.update([saved["name"], *saved["children_saved"]])

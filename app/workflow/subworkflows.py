@@ -189,6 +189,12 @@ def tree_hash(wf: Workflow, children: Mapping[str, Child]) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:16]
 
 
+def version_hash(wf: Workflow, children: Mapping[str, Child]) -> str:
+    """The hash a run records and a saved version is kept under: the workflow's semantic hash when it uses no
+    sub-workflow, else its tree hash (a child's change is a new version of the parent)."""
+    return tree_hash(wf, children) if children else wf.semantic_hash()
+
+
 def bind_kind(base: type[NodeKind], child: Workflow, output_types: Mapping[str, str],
               mapped: str | None) -> type[NodeKind]:
     """`base` (the workflow kind) with the child's ports: its inputs (the mapped one takes candidates; an input
