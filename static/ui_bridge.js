@@ -46,6 +46,8 @@
     offeredDraft: null,    // a draft kept aside while the page shows what its link names (offered, never restored
                            // over the link); stays in storage until opened or discarded
     openedYaml: null,      // the YAML as last opened (Open draft asks before replacing edits made since)
+    viewing: null,         // {name, version, kind: "preview" | "diff"}: a past version shown read-only
+                           // (static/history_panel.js); nothing typed or drawn reaches the file
   };
 
   const LINKED_CALLS = ["mg_parse_yaml", "mg_from_editor", "mg_run"];  // the calls that check or run the workflow
@@ -196,6 +198,7 @@
   }
 
   async function onYamlInput() {
+    if (S.viewing) return;  // a past version: read-only
     S.yamlEdits++;
     setDirty(true);
     updateGutter();
@@ -234,6 +237,7 @@
   function onCanvasChange(arg) {
     const wf = arg && typeof arg === "object" && Array.isArray(arg.nodes) ? arg : currentWorkflow();
     if (S.loadedSig !== null && JSON.stringify(wf) === S.loadedSig) return;  // echo of our own load
+    if (S.viewing) return;  // a past version or a diff: read-only, never the file's
     S.loadedSig = null;
     setDirty(true);
     syncYamlFromCanvas();
@@ -309,6 +313,7 @@
   }
 
   function applyOpened(result, name, dirty, origin, linked, linkedPorts) {
+    if (S.viewing) historyUi.exit();  // another workflow (or the current file) replaces the read-only view
     S.origin = origin || "file";
     const hadLinked = Object.keys(S.linkedPorts).length > 0;
     S.linked = linked || {};
@@ -398,6 +403,11 @@
   }
 
   async function save(asNew) {
+    if (S.viewing) {
+      notice("This is version " + String(S.viewing.version).slice(0, 8) + " of " + S.viewing.name +
+        ", read-only: press Back to current to edit the file, or Restore to make it the file again.", "error");
+      return;
+    }
     if (S.yamlError) {
       notice("Fix the YAML error" + (S.yamlError.line ? " on line " + S.yamlError.line : "") +
         " before saving (your text is kept).", "error");
@@ -424,6 +434,7 @@
     fillSelect(S.el.openSelect, result.workflows, "Open…");
     applyWorkflowPorts(result.workflow_ports);  // a child's ports may have changed; the link's are files now
     const withChildren = (result.children_saved || []).length;
+    if (!historyUi.hidden()) historyUi.refresh();  // the save is a new version
     notice("Saved " + result.name + ".yaml" + (withChildren ? " and its sub-workflow" + (withChildren > 1 ? "s " : " ") +
       result.children_saved.join(", ") : ""), "ok");
   }
@@ -469,6 +480,14 @@
 
   const { renderInputs, run, cancel, schedulePoll, showRun, clearRunView, onSelect } =
     window.MetagenRunPanel.create({ S, call, notice, currentWorkflow, isEmptyWorkflow });
+
+  // ------------------------------------------------------------------ the History panel (static/history_panel.js)
+
+  const historyPanel = window.MetagenHistory.create({ S, call, notice, loadCanvas, setYamlText, showIssues, setName,
+    confirmDiscard, openSaved: (name, keep) => openSaved(name, keep), applyOpened: (...a) => applyOpened(...a) });
+  const historyUi = Object.assign({}, historyPanel, {
+    hidden: () => { const p = S.root && S.root.querySelector("[data-testid=history-panel]"); return !p || p.hidden; },
+  });
 
   // ------------------------------------------------------------------ start-up
 
@@ -518,6 +537,8 @@
         "gallery-close": () => S.gallery && S.gallery.hide(),
         "discard-draft": discardDraft,
         "open-draft": openOfferedDraft,
+        history: () => historyUi.toggle(), "history-diff": () => historyUi.compare(),
+        "version-back": () => historyUi.back(), "version-restore": () => historyUi.restore(),
       };
       const action = actions[target.dataset.action];
       if (action) { e.preventDefault(); action(); }
@@ -742,11 +763,14 @@
     openYaml: openYaml,
     currentYaml: () => (S.el.yaml ? S.el.yaml.value : ""),  // the YAML pane (the Evaluate tab reads it)
     call: call, openSaved: openSaved, openExample: openExample, editor: () => S.ed, notice: notice,
+    openVersion: (name, version) => historyUi.view(name, version),  // ?workflow=NAME@VERSION (read-only)
+    history: () => historyUi,
     showGallery: () => S.gallery && S.gallery.show(),
     refreshLists: (r) => { fillSelect(S.el.openSelect, r.workflows, "Open…"); applyWorkflowPorts(r.workflow_ports); },
     state: () => ({
       name: S.name, dirty: S.dirty, yamlError: S.yamlError, currentRun: S.currentRun, linked: S.linked,
       linkedPorts: S.linkedPorts, origin: S.origin, draftOffered: !!S.offeredDraft,
+      viewing: S.viewing ? Object.assign({}, S.viewing) : null,
       gallery: !!(S.gallery && S.gallery.visible()),
       runs: S.runs.map((r) => ({ run_id: r.run_id, status: r.status })),
     }),

@@ -30,7 +30,7 @@ from app.viz.tune_race import TUNE_CSS
 
 APP_TITLE = "Metagen Studio"
 STATIC_FILES = ("editor.css", "ui.css", "connection.js", "editor.js", "run_outputs.js", "run_panel.js",
-                "gallery.js", "ui_bridge.js", "subworkflow_ui.js", "plot_resize.js")
+                "gallery.js", "history_panel.js", "ui_bridge.js", "subworkflow_ui.js", "plot_resize.js")
 """Loaded in this order into the page head (the editor before the bridge that mounts it). editor.js loads the
 editor's ES modules (static/editor/) with its own ?v= version; ui_bridge.js waits for them before mounting."""
 

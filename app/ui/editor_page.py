@@ -17,6 +17,7 @@ from app.share.consent import UNTRUSTED_ORIGINS
 from app.share.deeplink import DeepLinkError, check_link_children
 from app.share.policy import python_code
 from app.ui.endpoints import VISITOR_KEY, endpoint
+from app.ui.history_panel import HISTORY_FUNCTIONS
 from app.workflow.child_files import ChildLoader
 from nodes.registry import graph_rules
 
@@ -42,12 +43,19 @@ PAGE_MARKUP = """
       <input type="file" accept=".yaml,.yml,text/yaml" data-testid="upload-input" hidden>
     </label>
     <button class="mg-btn" data-action="download" data-testid="download-btn">Download</button>
+    <button class="mg-btn" data-action="history" data-testid="history-btn"
+            title="The saved versions of this workflow: preview, compare, restore, name, publish">History</button>
     <span class="mg-spacer"></span>
     <span class="mg-notice" data-testid="notice" role="status" aria-live="polite"></span>
   </div>
   <div class="mg-draft" data-testid="draft-banner" hidden>
     <span class="mg-draft-text"></span>
     <button class="mg-btn" data-action="discard-draft" data-testid="discard-draft">Discard draft</button>
+  </div>
+  <div class="mg-version-banner" data-testid="version-banner" role="status" hidden>
+    <span class="mg-version-text" data-testid="version-banner-text"></span>
+    <button class="mg-btn" data-action="version-back" data-testid="version-back">Back to current</button>
+    <button class="mg-btn mg-primary" data-action="version-restore" data-testid="version-restore">Restore</button>
   </div>
   <div class="mg-main">
     <div class="mg-gallery" data-testid="gallery" role="region" aria-label="Strategy gallery" hidden>
@@ -62,6 +70,18 @@ PAGE_MARKUP = """
     </div>
     <div class="mg-canvas-host" data-testid="canvas-host"></div>
     <div class="mg-side">
+      <div class="mg-history" data-testid="history-panel" role="region" aria-label="Versions" hidden>
+        <div class="mg-history-head">
+          <strong>History</strong>
+          <span class="mg-spacer"></span>
+          <button class="mg-btn" data-action="history-diff" data-testid="history-diff"
+                  title="Compare the two ticked versions (one ticked: against the current file)">Compare</button>
+          <button class="mg-btn" data-action="history" data-testid="history-close">Close</button>
+        </div>
+        <div class="mg-history-error" data-testid="history-error" role="alert" hidden></div>
+        <ol class="mg-history-list" data-testid="history-list"></ol>
+        <div class="mg-history-diff" data-testid="history-diff-list" hidden></div>
+      </div>
       <div class="mg-yaml-head">
         <strong>YAML</strong>
         <span class="mg-yaml-status" data-testid="yaml-status">in sync</span>
@@ -283,7 +303,8 @@ def mg_node_outputs(service: StudioService, payload: dict[str, Any]) -> dict[str
 
 
 SERVER_FUNCTIONS = (mg_init, mg_list, mg_gallery, mg_open, mg_example, mg_save, mg_from_editor, mg_parse_yaml,
-                    mg_run, mg_pull_needed, mg_status, mg_cancel, mg_node_outputs, mg_delete_made)
+                    mg_run, mg_pull_needed, mg_status, mg_cancel, mg_node_outputs, mg_delete_made,
+                    *HISTORY_FUNCTIONS)
 
 
 def editor_page(service: StudioService, head: str) -> gr.HTML:

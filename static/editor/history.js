@@ -9,6 +9,10 @@ export default class HistoryMethods {
 
   /** Apply `fn` to the document as one undoable step; same `coalesce` key in a row = one step. */
   mutate(label, fn, coalesce) {
+    if (this.readOnly) {
+      this.message("This is a past version, read-only: go back to the current file to edit.", "warning");
+      return undefined;
+    }
     const before = this._snapshot();
     const result = fn();
     const after = this._snapshot();

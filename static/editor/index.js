@@ -25,6 +25,8 @@
  *   ed.setIssues([{node_id, code, message, hint, line, severity}]);  // node_id null/unknown -> global list
  *   ed.setRunState({node_id: {state, progress, tokens, text, message}}); // merged into the current run state
  *   ed.clearRunState();
+ *   ed.setReadOnly(true | false);  // refuse every edit (a past version previewed; class mge-readonly)
+ *   ed.setMarks({node_id: "added" | "removed" | "changed"});  // a diff drawn: classes mge-diff-*, data-diff
  *   ed.undo(); ed.redo(); ed.fitView(ids?); ed.autoLayout();
  *   ed.select(nodeId | [ids] | null);  ed.getSelection();  // programmatic selection (onSelect not fired)
  *   ed.setSchema(schema); ed.setRules(rules); ed.setModels(["main"]);
@@ -261,6 +263,18 @@ class Editor {
   }
 
   clearRunState() { this.runState = {}; this.render(); }
+
+  /** Read-only (a past version previewed, a diff drawn): every edit is refused with a message. */
+  setReadOnly(flag) {
+    this.readOnly = !!flag;
+    this.root.classList.toggle("mge-readonly", this.readOnly);
+  }
+
+  /** Diff marks by node id: "added" | "removed" | "changed" (classes mge-diff-*; removed nodes ghosted). */
+  setMarks(marks) {
+    this.marks = Object.assign({}, marks || {});
+    this.render();
+  }
 
   select(ids) {
     this.selection = new Set([].concat(ids || []).filter((id) => this.node(id)));

@@ -30,7 +30,7 @@ export default class RenderMethods {
       }
       const sig = JSON.stringify([n.id, n.kind, n.model, n.params, n.raw, n.section, n.map, this._childPorts(n),
         (wiredIn.get(n.id) || []).sort(), [...new Set(wiredOut.get(n.id) || [])].sort(),
-        issuesByNode.get(n.id) || null, this.runState[n.id] || null]);
+        issuesByNode.get(n.id) || null, this.runState[n.id] || null, (this.marks || {})[n.id] || null]);
       if (el._sig !== sig) {
         el._sig = sig;
         this._renderNode(el, n, issuesByNode.get(n.id) || []);
@@ -77,6 +77,11 @@ export default class RenderMethods {
     el.setAttribute("data-node-id", n.id);
     el.setAttribute("data-kind", n.kind);
     if (this.childChanged && this.childChanged.has(n.id)) el.classList.add("mge-child-changed");
+    const mark = (this.marks || {})[n.id];
+    if (mark) {
+      el.classList.add(`mge-diff-${mark}`);
+      el.setAttribute("data-diff", mark);
+    } else el.removeAttribute("data-diff");
     const errors = issues.filter((i) => (i.severity || "error") === "error");
     if (errors.length) el.classList.add("mge-has-error");
     else if (issues.length) el.classList.add("mge-has-warning");
