@@ -1,6 +1,7 @@
 /* Metagen Studio — share links and deep links on the editor page.
  *
- * On page load, `?workflow=NAME` opens a saved workflow or an example, `?wf=<payload>` opens the workflow
+ * On page load, `?workflow=NAME` opens a saved workflow or an example (`NAME@VERSION`: that saved version,
+ * read-only, static/history_panel.js), `?wf=<payload>` opens the workflow
  * carried in the link with the sub-workflows it carries (shown in the editor, never run; the page's checks and
  * runs use those children before the folder's), and errors (tampered / oversized / unknown) are shown
  * in the notice bar. `?run=ID` is opened by the server in the Traces tab (app/share_ui.py).
@@ -95,7 +96,8 @@
       return;
     }
     if (result.kind === "workflow") {
-      if (result.source === "example") await window.MetagenUI.openExample(result.name);
+      if (result.source === "version") await window.MetagenUI.openVersion(result.name, result.version);
+      else if (result.source === "example") await window.MetagenUI.openExample(result.name);
       else chooseInSelect("open-select", result.name);
     } else if (result.kind === "wf") {
       const state = window.MetagenUI.state();

@@ -1,4 +1,4 @@
-"""Deep links: `?workflow=NAME`, `?run=ID` and `?wf=<payload>` (a whole workflow, compressed into the URL).
+"""Deep links: `?workflow=NAME` (`NAME@VERSION`: a saved version, read-only), `?run=ID` and `?wf=<payload>` (a whole workflow, compressed into the URL).
 
 A payload is `1.` + base64url(zlib(workflow YAML)), or, for a workflow with sub-workflows, `2.` +
 base64url(zlib(JSON {"workflow": YAML, "children": {NAME: YAML}})) carrying the children by the name the workflow
@@ -33,6 +33,7 @@ MAX_DECODED_BYTES = 256 * 1024
 """Decompressed size limit (guards against a zip bomb in a crafted link)."""
 _PAYLOAD_RE = re.compile(r"[A-Za-z0-9_\-]+")
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9_\-]{1,64}")
+_VERSION_REF_RE = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
 
 WORKFLOW, PAYLOAD, RUN = "workflow", "wf", "run"
 LINK_KINDS = (WORKFLOW, PAYLOAD, RUN)
@@ -184,9 +185,12 @@ def _with_query(base_url: str, params: dict[str, str]) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", query, ""))
 
 
-def workflow_link(base_url: str, name: str) -> str:
-    """A link that opens a saved or example workflow by name."""
-    return _with_query(base_url, {WORKFLOW: safe_workflow_name(name)})
+def workflow_link(base_url: str, name: str, version: str | None = None) -> str:
+    """A link that opens a saved or example workflow by name (`version`: that version of it, read-only)."""
+    if version is not None and not _VERSION_REF_RE.fullmatch(version):
+        raise DeepLinkError(f"{version[:40]!r} is not a version reference")
+    name = safe_workflow_name(name)
+    return _with_query(base_url, {WORKFLOW: f"{name}@{version}" if version else name})
 
 
 def payload_link(base_url: str, yaml_text: str, children: Mapping[str, str] | None = None) -> str:
@@ -210,6 +214,8 @@ class DeepLink:
     children: Mapping[str, str] = field(default_factory=dict)
     """The sub-workflows a `wf=` link carries, by the name its workflow uses (empty for most links)."""
     run_id: str | None = None
+    version: str | None = None
+    """`?workflow=NAME@VERSION`: the version of NAME to open read-only (a hash, its prefix, a name, -1...)."""
     error: str | None = None
 
 
@@ -226,7 +232,11 @@ def read_deep_link(query: Mapping[str, str]) -> DeepLink | None:
     value = str(query[kind])
     try:
         if kind == WORKFLOW:
-            return DeepLink(kind=kind, name=safe_workflow_name(value))
+            name, at, version = value.partition("@")
+            if at and not _VERSION_REF_RE.fullmatch(version):
+                raise DeepLinkError("the version in the link is malformed (?workflow=NAME@VERSION: a version hash "
+                                    "or its prefix, a version name, or -1 for the one before the latest)")
+            return DeepLink(kind=kind, name=safe_workflow_name(name), version=version if at else None)
         if kind == RUN:
             return DeepLink(kind=kind, run_id=check_run_id(value))
         text, children = decode_bundle(value)

@@ -81,6 +81,12 @@ def sl_open_link(service: StudioService, payload: dict[str, Any]) -> dict[str, A
         return {"kind": link.kind, "error": link.error}
     if link.kind == WORKFLOW:
         assert link.name is not None
+        if link.version is not None:  # ?workflow=NAME@VERSION: that saved version, read-only
+            try:
+                opened = service.version_panel.open_version(link.name, link.version)
+            except UserError as exc:
+                return {"kind": WORKFLOW, "error": f"the link opens version {link.version!r} of {link.name!r}: {exc}"}
+            return {"kind": WORKFLOW, "name": link.name, "source": "version", "version": opened["version"]}
         if link.name in service.list_workflows():
             return {"kind": WORKFLOW, "name": link.name, "source": "saved"}
         if link.name in service.list_examples():
