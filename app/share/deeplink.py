@@ -1,4 +1,5 @@
-"""Deep links: `?workflow=NAME` (`NAME@VERSION`: a saved version, read-only), `?run=ID` and `?wf=<payload>` (a whole workflow, compressed into the URL).
+"""Deep links: `?workflow=NAME` (`NAME@VERSION`: a saved version, read-only), `?run=ID` and `?wf=<payload>` (a
+whole workflow, compressed into the URL).
 
 A payload is `1.` + base64url(zlib(workflow YAML)), or, for a workflow with sub-workflows, `2.` +
 base64url(zlib(JSON {"workflow": YAML, "children": {NAME: YAML}})) carrying the children by the name the workflow
