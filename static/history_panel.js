@@ -6,7 +6,7 @@
  * / changed, the changes (params old → new) listed under the panel; restores, names and publishes a version
  * (the owner's alone in share mode: the service's refusal is shown as it says it).
  *
- * Public: window.MetagenHistory.create({S, call, notice, loadCanvas, setYamlText, showIssues, setName,
+ * Public: window.MetagenHistory.create({S, call, notice, loadCanvas, setYamlText, showIssues, setName, setDirty,
  *   confirmDiscard, openSaved, applyOpened, refreshLists}) -> {toggle, refresh, view, compare, back, restore,
  *   exit, viewing}
  */
@@ -48,6 +48,7 @@
         list.innerHTML = '<li class="mg-history-empty">No saved versions yet: Save records one.</li>';
         return;
       }
+      const ownerOnly = H.owner ? "" : ' data-owner-only="1"';
       list.innerHTML = H.versions.map((v) => {
         const badges = (v.current ? '<span class="mg-badge" data-testid="version-current">current</span>' : "") +
           (v.published ? '<span class="mg-badge mg-published" data-testid="version-published">published</span>' : "");
@@ -66,8 +67,13 @@
           "</div>" +
           '<div class="mg-history-actions">' +
           '<button class="mg-btn" data-hist="view" data-testid="version-view">View</button>' +
-          (H.owner ? '<button class="mg-btn" data-hist="name" data-testid="version-name-btn">Name…</button>' +
-            '<button class="mg-btn" data-hist="publish" data-testid="version-publish">Publish</button>' : "") +
+          // shown to visitors too: the service refuses them and the panel says why
+          '<button class="mg-btn" data-hist="name" data-testid="version-name-btn"' + ownerOnly + ">Name…</button>" +
+          (v.published
+            ? '<button class="mg-btn" data-hist="unpublish" data-testid="version-unpublish"' + ownerOnly +
+              ">Unpublish</button>"
+            : '<button class="mg-btn" data-hist="publish" data-testid="version-publish"' + ownerOnly +
+              ' title="App links, MCP tools, /v1 and auto serve this version until the next publish">Publish</button>') +
           "</div></div></li>";
       }).join("");
     }
@@ -109,6 +115,8 @@
     function exit() {
       if (!S.viewing) return;
       S.viewing = null;
+      H.diff = null;
+      selected(null);  // the inspector's list of a diff's changes goes with it
       if (S.ed && S.ed.setReadOnly) S.ed.setReadOnly(false);
       if (S.ed && S.ed.setMarks) S.ed.setMarks({});
       S.el.yaml.readOnly = false;
@@ -118,6 +126,7 @@
     }
 
     async function view(name, version) {
+      H.diff = null;
       if (!S.viewing && !host.confirmDiscard()) return false;
       const result = await call("mg_open_version", { name: name, version: version });
       if (typeof result.error === "string") { showError(result.error); return false; }
@@ -126,8 +135,7 @@
       exit();
       if (S.gallery) S.gallery.hide();
       host.setName(name);
-      S.dirty = false;
-      S.el.dirty.hidden = true;
+      host.setDirty(false);  // what was unsaved was given up (confirmDiscard) for this view
       host.loadCanvas(result.workflow, true);
       host.setYamlText(result.yaml);
       host.showIssues(result.issues || []);
@@ -160,11 +168,11 @@
       showError("");
       exit();
       host.setName(name);
-      S.dirty = false;
-      S.el.dirty.hidden = true;
+      host.setDirty(false);  // what was unsaved was given up (confirmDiscard) for this view
       host.loadCanvas(result.workflow, true);
       host.showIssues([]);
       if (S.ed && S.ed.setMarks) S.ed.setMarks(result.marks || {});
+      H.diff = result;
       const box = el().diff;
       const lines = result.lines || [];
       box.hidden = false;
@@ -219,6 +227,37 @@
         ": app links, MCP and /v1 serve it until the next publish.", "ok");
     }
 
+    async function unpublish() {
+      const name = S.viewing ? S.viewing.name : S.name;
+      const result = await call("mg_unpublish_version", { name: name });
+      if (result.error) return showError("Not unpublished: " + result.error);
+      await refresh();
+      notice("Unpublished " + name + ": the doors serve the file as saved again.", "ok");
+    }
+
+    /** A node selected on a drawn diff: its changes (params old → new) at the top of the inspector. */
+    function selected(nodeId) {
+      requestAnimationFrame(() => {
+        const inspector = S.ed && S.ed.inspector;
+        if (!inspector) return;
+        const old = inspector.querySelector("[data-testid=inspector-diff]");
+        if (old) old.remove();
+        if (!S.viewing || S.viewing.kind !== "diff" || !H.diff || !nodeId) return;
+        const mark = (H.diff.marks || {})[nodeId];
+        const params = (H.diff.params || []).filter((p) => p.node === nodeId);
+        if (!mark) return;
+        const show = (value) => value === null || value === undefined ? "—" : JSON.stringify(value);
+        const box = document.createElement("div");
+        box.className = "mg-inspector-diff mg-diff-" + mark;
+        box.setAttribute("data-testid", "inspector-diff");
+        box.innerHTML = "<strong>" + esc(mark === "added" ? "Added in the newer version" : mark === "removed"
+          ? "Removed in the newer version" : "Changed") + "</strong>" +
+          (params.length ? "<ul>" + params.map((p) => "<li><code>" + esc(p.param) + "</code>: " + esc(show(p.old)) +
+            " → " + esc(show(p.new)) + "</li>").join("") + "</ul>" : "");
+        inspector.prepend(box);
+      });
+    }
+
     function bind() {
       if (H.bound) return;
       H.bound = true;
@@ -229,12 +268,12 @@
         e.preventDefault();
         const version = item.dataset.version;
         const act = { view: () => view(S.viewing ? S.viewing.name : S.name, version), name: () => nameVersion(version),
-          publish: () => publish(version) }[button.dataset.hist];
+          publish: () => publish(version), unpublish: unpublish }[button.dataset.hist];
         if (act) act();
       });
     }
 
-    return { toggle, refresh, view, compare, back, restore, exit, viewing: () => S.viewing };
+    return { toggle, refresh, view, compare, back, restore, exit, selected, viewing: () => S.viewing };
   }
 
   window.MetagenHistory = { create: create };

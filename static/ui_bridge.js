@@ -484,7 +484,7 @@
   // ------------------------------------------------------------------ the History panel (static/history_panel.js)
 
   const historyPanel = window.MetagenHistory.create({ S, call, notice, loadCanvas, setYamlText, showIssues, setName,
-    confirmDiscard, openSaved: (name, keep) => openSaved(name, keep), applyOpened: (...a) => applyOpened(...a) });
+    setDirty, confirmDiscard, openSaved: (name, keep) => openSaved(name, keep), applyOpened: (...a) => applyOpened(...a) });
   const historyUi = Object.assign({}, historyPanel, {
     hidden: () => { const p = S.root && S.root.querySelector("[data-testid=history-panel]"); return !p || p.hidden; },
   });
@@ -610,7 +610,7 @@
         rules: rules,
         models: ["main"],
         onChange: onCanvasChange,
-        onSelect: onSelect,
+        onSelect: (id) => { onSelect(id); historyUi.selected(id); },  // a drawn diff lists the node's changes
         workflows: S.ports,  // sub-workflows (static/subworkflow_ui.js): ports, new children, opening a child
         onMakeSubworkflow: (name, wf) => window.MetagenSubworkflows.make(name, wf),
         onNameSubworkflow: (request) => window.MetagenSubworkflows.name(request),

@@ -113,5 +113,10 @@ def mg_publish_version(service: StudioService, payload: dict[str, Any]) -> dict[
     return service.version_panel.publish_version(_name(payload), _ref(payload))
 
 
+def mg_unpublish_version(service: StudioService, payload: dict[str, Any]) -> dict[str, Any]:
+    """Serve the file as saved again (the owner's alone)."""
+    return {"unpublished": service.version_panel.unpublish_version(_name(payload))}
+
+
 HISTORY_FUNCTIONS = (mg_history, mg_open_version, mg_diff_versions, mg_restore_version, mg_name_version,
-                     mg_publish_version)
+                     mg_publish_version, mg_unpublish_version)

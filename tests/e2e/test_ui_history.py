@@ -45,6 +45,9 @@ def test_history_preview_diff_restore_and_deep_link(ui: Any, shot: Any, studio: 
     page.wait_for_function("document.querySelector('[data-testid=notice]').textContent.includes('read-only')")
     assert "n: 4" in path.read_text(encoding="utf-8")
     shot(page, "preview")
+    page.locator("[data-testid=version-back]").click()
+    banner.wait_for(state="hidden")
+    assert "n: 4" in ui.yaml() and not page.locator("[data-testid=yaml-editor]").evaluate("el => el.readOnly")
 
     for i in (0, 1):
         items.nth(i).locator("[data-testid=history-pick]").check()
@@ -52,6 +55,8 @@ def test_history_preview_diff_restore_and_deep_link(ui: Any, shot: Any, studio: 
     page.locator("[data-node-id=think][data-diff=changed]").wait_for()
     assert "think.n: 8 → 4" in page.locator("[data-testid=diff-lines]").inner_text()
     assert page.locator("[data-diff]").count() == 1  # only the changed node is marked
+    ui.select("think")
+    assert "n: 8 → 4" in page.locator("[data-testid=inspector-diff]").inner_text()
     shot(page, "diff")
 
     page.locator("[data-testid=version-restore]").click()

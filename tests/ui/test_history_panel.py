@@ -20,6 +20,7 @@ from app.ui.history_panel import (
     mg_open_version,
     mg_publish_version,
     mg_restore_version,
+    mg_unpublish_version,
 )
 from app.ui.share_links import sl_open_link
 from app.workflow.diff import diff_workflows
@@ -70,6 +71,9 @@ def test_the_panel_lists_previews_diffs_restores_and_names_versions(tmp_path: Pa
         restored = mg_restore_version(service, {"name": "sc", "version": "baseline"})
         assert "n: 8" in restored["yaml"] and "n: 8" in (tmp_path / "workflows" / "sc.yaml").read_text()
         assert [v["version"] for v in restored["versions"] if v["current"]] == [first]
+        assert mg_publish_version(service, {"name": "sc", "version": "baseline"})["version"] == first
+        assert [v["published"] for v in mg_history(service, {"name": "sc"})["versions"]] == [False, True]
+        assert mg_unpublish_version(service, {"name": "sc"}) == {"unpublished": True}
         with pytest.raises(UserError, match="not a version reference"):
             mg_open_version(service, {"name": "sc", "version": "x; drop"})
         with pytest.raises(UserError, match="save the workflow first"):
