@@ -173,6 +173,8 @@
       host.showIssues([]);
       if (S.ed && S.ed.setMarks) S.ed.setMarks(result.marks || {});
       H.diff = result;
+      const selection = S.ed ? S.ed.getSelection() : [];
+      if (selection.length === 1) selected(selection[0]);  // a node kept selected across the load
       const box = el().diff;
       const lines = result.lines || [];
       box.hidden = false;
@@ -235,27 +237,37 @@
       notice("Unpublished " + name + ": the doors serve the file as saved again.", "ok");
     }
 
-    /** A node selected on a drawn diff: its changes (params old → new) at the top of the inspector. */
+    /** A node selected on a drawn diff: its changes (params old → new) at the top of the inspector, put back
+     *  whenever the inspector draws itself again. */
     function selected(nodeId) {
-      requestAnimationFrame(() => {
-        const inspector = S.ed && S.ed.inspector;
-        if (!inspector) return;
-        const old = inspector.querySelector("[data-testid=inspector-diff]");
-        if (old) old.remove();
-        if (!S.viewing || S.viewing.kind !== "diff" || !H.diff || !nodeId) return;
-        const mark = (H.diff.marks || {})[nodeId];
-        const params = (H.diff.params || []).filter((p) => p.node === nodeId);
-        if (!mark) return;
-        const show = (value) => value === null || value === undefined ? "—" : JSON.stringify(value);
-        const box = document.createElement("div");
-        box.className = "mg-inspector-diff mg-diff-" + mark;
-        box.setAttribute("data-testid", "inspector-diff");
-        box.innerHTML = "<strong>" + esc(mark === "added" ? "Added in the newer version" : mark === "removed"
-          ? "Removed in the newer version" : "Changed") + "</strong>" +
-          (params.length ? "<ul>" + params.map((p) => "<li><code>" + esc(p.param) + "</code>: " + esc(show(p.old)) +
-            " → " + esc(show(p.new)) + "</li>").join("") + "</ul>" : "");
-        inspector.prepend(box);
-      });
+      H.selectedNode = nodeId || null;
+      const inspector = S.ed && S.ed.inspector;
+      if (!inspector) return;
+      if (!H.observer && window.MutationObserver) {
+        H.observer = new MutationObserver(() => inspectorDiff(inspector));
+        H.observer.observe(inspector, { childList: true });
+      }
+      inspectorDiff(inspector);
+    }
+
+    function inspectorDiff(inspector) {
+      const nodeId = H.selectedNode;
+      const mark = S.viewing && S.viewing.kind === "diff" && H.diff && nodeId ? (H.diff.marks || {})[nodeId] : null;
+      const old = inspector.querySelector("[data-testid=inspector-diff]");
+      if (old && (!mark || old.dataset.node !== nodeId)) old.remove();
+      else if (old) return;
+      if (!mark) return;
+      const params = (H.diff.params || []).filter((p) => p.node === nodeId);
+      const show = (value) => value === null || value === undefined ? "—" : JSON.stringify(value);
+      const box = document.createElement("div");
+      box.className = "mg-inspector-diff mg-diff-" + mark;
+      box.setAttribute("data-testid", "inspector-diff");
+      box.dataset.node = nodeId;
+      box.innerHTML = "<strong>" + esc(mark === "added" ? "Added in the newer version" : mark === "removed"
+        ? "Removed in the newer version" : "Changed") + "</strong>" +
+        (params.length ? "<ul>" + params.map((p) => "<li><code>" + esc(p.param) + "</code>: " + esc(show(p.old)) +
+          " → " + esc(show(p.new)) + "</li>").join("") + "</ul>" : "");
+      inspector.prepend(box);
     }
 
     function bind() {
