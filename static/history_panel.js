@@ -7,8 +7,8 @@
  * (the owner's alone in share mode: the service's refusal is shown as it says it).
  *
  * Public: window.MetagenHistory.create({S, call, notice, loadCanvas, setYamlText, showIssues, setName, setDirty,
- *   confirmDiscard, openSaved, applyOpened, refreshLists}) -> {toggle, refresh, view, compare, back, restore,
- *   exit, viewing}
+ *   applyChecks, confirmDiscard, openSaved, applyOpened}) -> {toggle, refresh, view, compare, back, restore, exit,
+ *   selected, viewing}
  */
 (function () {
   "use strict";
@@ -138,7 +138,7 @@
       host.setDirty(false);  // what was unsaved was given up (confirmDiscard) for this view
       host.loadCanvas(result.workflow, true);
       host.setYamlText(result.yaml);
-      host.showIssues(result.issues || []);
+      host.applyChecks(result, true);  // its problems and its run form (a past version may be run as it is)
       el().diff.hidden = true;
       enter({ name: name, version: result.version, kind: "preview" },
         "Viewing version " + short(result.version) + (result.label ? " “" + result.label + "”" : "") +

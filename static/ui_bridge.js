@@ -484,7 +484,7 @@
   // ------------------------------------------------------------------ the History panel (static/history_panel.js)
 
   const historyPanel = window.MetagenHistory.create({ S, call, notice, loadCanvas, setYamlText, showIssues, setName,
-    setDirty, confirmDiscard, openSaved: (name, keep) => openSaved(name, keep), applyOpened: (...a) => applyOpened(...a) });
+    setDirty, applyChecks, confirmDiscard, openSaved: (name, keep) => openSaved(name, keep), applyOpened: (...a) => applyOpened(...a) });
   const historyUi = Object.assign({}, historyPanel, {
     hidden: () => { const p = S.root && S.root.querySelector("[data-testid=history-panel]"); return !p || p.hidden; },
   });
@@ -533,7 +533,10 @@
       }
       const actions = {
         new: newWorkflow, save: () => save(false), "save-as": () => save(true), download: download,
-        run: run, cancel: cancel, gallery: () => S.gallery && S.gallery.show(),
+        run: () => (S.viewing && S.viewing.kind === "diff"  // a diff's canvas, ghosts included, is no workflow
+          ? notice("This is a diff of two versions, not a workflow to run: press Back to current first.", "error")
+          : run()),
+        cancel: cancel, gallery: () => S.gallery && S.gallery.show(),
         "gallery-close": () => S.gallery && S.gallery.hide(),
         "discard-draft": discardDraft,
         "open-draft": openOfferedDraft,
