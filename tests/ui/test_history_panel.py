@@ -5,13 +5,15 @@ the `?workflow=NAME@VERSION` deep link."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from app.service.errors import UserError
 from app.share.deeplink import read_deep_link, workflow_link
+from app.ui import editor_page
 from app.ui.editor_page import mg_save
-from app.ui.endpoints import VISITOR_KEY
+from app.ui.endpoints import VISITOR_KEY, endpoint
 from app.ui.history_panel import (
     diff_canvas,
     mg_diff_versions,
@@ -90,6 +92,11 @@ def test_a_visitor_reads_versions_but_publishing_is_refused_in_words(tmp_path: P
         assert len(listed["versions"]) == 1 and listed["owner"] is False
         with pytest.raises(UserError, match="is for the owner of this app"):
             mg_publish_version(service, {"name": "mine", "version": "latest"})
+        # what the browser gets from the page's server function: the refusal in words, no traceback
+        calls = {fn.__name__: endpoint(fn, service) for fn in editor_page.SERVER_FUNCTIONS}
+        answer = calls["mg_publish_version"]({"name": "mine", "version": "latest"},
+                                             request=SimpleNamespace(session_hash="v1"))
+        assert answer == {"error": "publishing a version is for the owner of this app"}
     finally:
         service.close()
 
