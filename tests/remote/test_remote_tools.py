@@ -187,3 +187,36 @@ def test_a_local_engine_refuses_server_parsed_tools() -> None:
     with pytest.raises(BackendError, match="need a remote OpenAI-compatible server"):
         validate_params(SamplingParams(tools=json.dumps({"tools": TOOLS})))
     validate_params(SamplingParams(tools=json.dumps({"tools": TOOLS})), server_tools=True)
+
+
+def test_a_chat_request_with_tools_to_a_workflow_on_a_remote_engine_answers_its_calls(server: ToolServer,
+                                                                                    tmp_path: Path) -> None:
+    import yaml
+    from starlette.applications import Starlette
+    from starlette.testclient import TestClient
+
+    from app.serve.config import studio_config
+    from app.serve.routes import api_routes
+    from app.service.studio import StudioService
+    from app.share.policy import SharePolicy
+
+    data = yaml.safe_load((ROOT / "workflows" / "tool_self_consistency.yaml").read_text(encoding="utf-8"))
+    data["models"]["main"] = {"source": "openai", "base_url": server.base_url, "model": "m"}
+    (tmp_path / "wf").mkdir()
+    (tmp_path / "wf" / "remote_tools.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
+    service = StudioService(policy=SharePolicy.local(), workflows_dir=tmp_path / "wf", trace_db=tmp_path / "t.db",
+                            examples_dir=tmp_path / "none", models_dir=tmp_path / "models")
+    try:
+        client = TestClient(Starlette(routes=api_routes(service, studio_config(service))), client=("127.0.0.1", 5000))
+        reply = client.post("/v1/chat/completions", json={
+            "model": "remote_tools", "messages": CONVERSATION, "tools": TOOLS, "tool_choice": "required"})
+    finally:
+        service.close()
+    assert reply.status_code == 200, reply.text
+    choice = reply.json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    (call,) = choice["message"]["tool_calls"]
+    assert call["function"]["name"] == "get_weather" and json.loads(call["function"]["arguments"]) == {"city": "Paris"}
+    (body,) = server.bodies
+    assert body["tools"] == TOOLS and body["tool_choice"] == "required" and body["n"] == 8
+    assert body["messages"][2] == {"role": "tool", "tool_call_id": "call_a", "content": "rain"}
