@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import statistics
 import sys
 import tempfile
@@ -140,9 +141,10 @@ def grammar_rows(backend: Any, runs: int, tokens: int) -> None:
 
 
 def _per_step(service: StudioService, backend: Any, wf: Workflow, inputs: dict[str, Any],
-              seed: int) -> tuple[float, float, float]:
+              seed: int) -> tuple[float, float, float, int, int]:
     """(wall seconds, completion tokens per decode step, that as a share of the most a step can carry: all the
-    tokens over the longest sample's, one token per live sample and step)."""
+    tokens over the longest sample's, one token per live sample and step; decode steps, the longest sample's
+    tokens)."""
     before = backend.engine_stats()
     started = time.perf_counter()
     result = service.run_workflow(wf, inputs, seed=seed, trace=False)
@@ -153,7 +155,7 @@ def _per_step(service: StudioService, backend: Any, wf: Workflow, inputs: dict[s
     lengths = [c.completion_tokens for c in result.node_outputs["sample"]["candidates"].candidates]
     ideal = sum(lengths) / max(1, max(lengths, default=1))
     per_step = tokens / max(1, steps)
-    return wall, per_step, per_step / ideal if ideal else 0.0
+    return wall, per_step, per_step / ideal if ideal else 0.0, steps, max(lengths, default=0)
 
 
 SAMPLER = """version: 1
@@ -176,7 +178,7 @@ outputs: {answer: sample.candidates}
 def batching_rows(service: StudioService, backend: Any, runs: int) -> None:
     tool_wf = load_source(ROOT / "workflows" / "tool_self_consistency.yaml")[0]
     plain_wf = load_source(SAMPLER)[0]
-    rows: dict[str, list[tuple[float, float, float]]] = {"sampler N=8": [], "tool_self_consistency N=8": []}
+    rows: dict[str, list[tuple[float, float, float, int, int]]] = {"sampler N=8": [], "tool_self_consistency N=8": []}
     _per_step(service, backend, tool_wf, {"question": QUESTION}, 99)  # warm-up
     for run in range(runs):
         order = [("sampler N=8", plain_wf), ("tool_self_consistency N=8", tool_wf)]
@@ -188,7 +190,8 @@ def batching_rows(service: StudioService, backend: Any, runs: int) -> None:
         share[name] = statistics.median(v[2] for v in values)
         print(f"  {name:<27} {statistics.median(v[0] for v in values):6.2f} s · mean sequences per decode step "
               f"{statistics.median(v[1] for v in values):5.2f} = {share[name]:.2f} of the most its samples' "
-              "lengths allow", flush=True)
+              f"lengths allow ({statistics.median(v[3] for v in values):.0f} decode steps, longest sample "
+              f"{statistics.median(v[4] for v in values):.0f} tokens)", flush=True)
     print(f"  → tool_self_consistency / sampler: {share['tool_self_consistency N=8'] / share['sampler N=8']:.2f}× "
           "the batching (target ≈ 1×)")
 
@@ -215,10 +218,11 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     started = time.perf_counter()
+    print(f"load before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores", flush=True)
     door_rows(args.pairs)
     if not args.skip_model:
         model_rows(args.runs, args.tokens)
-    print(f"\n({time.perf_counter() - started:.0f} s in all)")
+    print(f"\n({time.perf_counter() - started:.0f} s in all; load after: {os.getloadavg()[0]:.2f})")
 
 
 if __name__ == "__main__":
