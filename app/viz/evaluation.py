@@ -359,8 +359,9 @@ def _points_table(summary: dict[str, Any]) -> str:
         star = "★" if p.get("pareto") else ""
         reused = (f' <span class="mg-muted mg-reused" title="its per-item cost counts the pooled draws it used">'
                   f"{esc(_reused_note(p).strip())}</span>" if _reused_note(p) else "")
+        version = version_cell(p.get("version"), p.get("version_workflow"), "version_workflow" in p)
         rows.append(f"<tr{' class=mg-winner' if star else ''}><td>{esc(p.get('label'))}</td>"
-                    f"<td class=mg-version-cell>{version_cell(p.get('version'), p.get('version_workflow'))}</td>"
+                    f"<td class=mg-version-cell>{version}</td>"
                     f"<td class=num>{acc}</td>"
                     f"<td class=num>{fmt_num(p.get('correct'))}/{fmt_num(p.get('total'))}{planned}{failed}</td>"
                     f"<td class=num>{fmt_num(p.get('completion_tokens'))}{reused}</td>"

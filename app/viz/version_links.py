@@ -32,16 +32,19 @@ def version_link(workflow: str, version: str, text: str = OPEN_RAN) -> str:
             f'rel="noopener">{esc(text)}</a>')
 
 
-def version_cell(version: str | None, workflow: str | None) -> str:
+def version_cell(version: str | None, workflow: str | None, looked_up: bool = True) -> str:
     """A table cell's content: the short hash, a link when `workflow` names where the version is recorded, the
-    plain hash (titled why) when no save recorded it, "-" without a hash."""
+    plain hash titled "not in the version store" when it was `looked_up` and no save recorded it (not looked up:
+    an offline report, the plain hash), "-" without a hash."""
     if not version:
         return '<span class="mg-muted">-</span>'
     code = f'<code title="{esc(version)}">{esc(short_version(version))}</code>'
     if workflow:
         return (f'<a class="mg-version-link" href="{esc(version_href(workflow, version))}" target="_blank" '
                 f'rel="noopener" title="open version {esc(version)} of {esc(workflow)}">{code}</a>')
-    return f'<span class="mg-version-unrecorded" title="{esc(NOT_RECORDED)}">{code}</span>'
+    if not looked_up:
+        return code
+    return f'<span class="mg-version-unrecorded" title="{esc(NOT_RECORDED)}: {esc(version)}">{code}</span>'
 
 
 def version_html(version: str | None, recorded: Any, lead: str = "This run ran",

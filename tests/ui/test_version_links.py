@@ -16,10 +16,11 @@ import pytest
 from app.eval.tune.api import TuneOptions
 from app.service.studio import StudioService
 from app.service.tune_jobs import RUNNING, TuneJobs
-from app.ui.evaluate_form import SAVED, build_request
+from app.ui.evaluate_form import EDITOR, SAVED, build_request
 from app.ui.evaluate_tab import evaluate_tab
 from app.ui.traces_tab import traces_tab
 from app.ui.tune_tab import TuneHandlers, tune_tab
+from app.viz.evaluation import evaluation_summary_html
 from app.viz.version_links import OPEN_RAN, short_version, version_href
 from app.workflow.spec import load_workflow_text
 from tests.studio_fixtures import studio_service
@@ -99,8 +100,10 @@ def test_the_evaluate_table_has_a_version_column_and_notes_rows_named_alike_that
             with gr.Tab("Evaluate") as tab:
                 built = evaluate_tab(service, tabs, tab)
     assert built is not None
-    request = build_request(service, picked=[SAVED + "sc", SAVED + "sc2"], editor_yaml=None, dataset="one.jsonl",
-                            metric="number", mapping={"question": "question"}, reference="answer")
+    editor = VOTE.replace("n: 2", "n: 7")  # the editor's workflow, never saved: no version to open
+    request = build_request(service, picked=[SAVED + "sc", SAVED + "sc2", EDITOR], editor_yaml=editor,
+                            dataset="one.jsonl", metric="number", mapping={"question": "question"},
+                            reference="answer")
     eval_id = service.evaluations.start(request)["eval_id"]
     deadline = time.monotonic() + 60
     while service.evaluations.status(eval_id)["running"]:
@@ -114,6 +117,13 @@ def test_the_evaluate_table_has_a_version_column_and_notes_rows_named_alike_that
     for name, version in (("sc", first), ("sc2", second)):
         assert f'href="{version_href(name, version)}"' in summary and f">{short_version(version)}</code>" in summary
     assert "mg-eval-version-note" in summary and "rows named &#x27;sc&#x27; ran different versions" in summary
+    unsaved = load_workflow_text(editor).semantic_hash()
+    assert f'title="not in the version store: {unsaved}"><code' in summary
+    assert version_href("sc", unsaved) not in summary
+
+    offline = evaluation_summary_html(service.evaluations.status(eval_id)["summary"])  # the report: not looked up
+    assert f">{short_version(first)}</code>" in offline and "mg-version-link" not in offline
+    assert "not in the version store" not in offline and "mg-eval-version-note" in offline
 
 
 def test_the_tune_tab_names_the_recommended_workflows_version(service: StudioService) -> None:
