@@ -20,6 +20,7 @@ from app.ui.evaluate_form import EDITOR, SAVED, build_request
 from app.ui.evaluate_tab import evaluate_tab
 from app.ui.traces_tab import traces_tab
 from app.ui.tune_tab import TuneHandlers, tune_tab
+from app.ui.version_info import run_version_html
 from app.viz.evaluation import evaluation_summary_html
 from app.viz.version_links import OPEN_RAN, short_version, version_href
 from app.workflow.spec import load_workflow_text
@@ -89,6 +90,8 @@ def test_the_traces_tab_links_the_version_a_run_ran_or_says_no_save_recorded_it(
     assert short_version(run_hash) in other and "not in the version store" in other
     assert "href" not in other and OPEN_RAN not in other  # nothing to open, so no link that would break
     assert _by_elem(show_run(None), "mg-trace-version") == ""
+    old = run_version_html(service, {"run": {"id": "old", "workflow": "sc"}})  # a run from before hashes
+    assert "no recorded version" in old and "href" not in old
 
 
 def test_the_evaluate_table_has_a_version_column_and_notes_rows_named_alike_that_ran_different_versions(
