@@ -80,6 +80,9 @@ bench: setup
 	$(BIN)/python benchmarks/bench_batch_scaling.py
 	$(BIN)/python benchmarks/bench_eval.py
 	$(BIN)/python benchmarks/bench_serve.py
+	$(BIN)/python benchmarks/bench_tools.py
+	$(BIN)/python benchmarks/bench_versions.py
+	$(BIN)/python benchmarks/bench_replay.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache test-artifacts .agents/node_modules

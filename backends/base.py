@@ -126,6 +126,11 @@ class SamplingParams:
     confidence_stop: tuple[int, float] | None = None
     """(group, threshold): stop a sample once the mean token confidence of its last `group` tokens falls below
     the threshold (DeepConf online; finish_reason "low_confidence"). Implies token_stats."""
+    tools: str | None = None
+    """Tool calling parsed by the server: its chat-completions fields `tools`, `tool_choice` and
+    `parallel_tool_calls` as JSON text (backends.tools.types.request_fields), the prompt chat messages, each
+    completion's text the answer JSON of the server's parsed answer (answer_json). Set only for a backend whose
+    render_tool_prompt answers the family `server` (a remote OpenAI-compatible server); others refuse it."""
 
     def with_seed(self, seed: int) -> SamplingParams:
         return replace(self, seed=seed)
@@ -454,9 +459,15 @@ def stop_problem(stop: Sequence[str], *, added: int = 0) -> str | None:
     return None
 
 
-def validate_params(params: SamplingParams) -> None:
-    """Reject settings llama.cpp would silently misread, with a hint for each."""
+def validate_params(params: SamplingParams, *, server_tools: bool = False) -> None:
+    """Reject settings llama.cpp would silently misread, with a hint for each; `server_tools`: the backend's
+    server parses tool calls itself (SamplingParams.tools)."""
     problems = []
+    if params.tools is not None and not server_tools:
+        problems.append("tools (tool calls parsed by the server) need a remote OpenAI-compatible server; on this "
+                        "model the tools go into the prompt (render_tool_prompt) and the answer is parsed here")
+    if params.tools is not None and (params.grammar or params.json_schema):
+        problems.append("a server parsing tool calls takes no grammar or json_schema beside the tools")
     if params.max_tokens < 0:
         problems.append(f"max_tokens must be >= 0, got {params.max_tokens}")
     if params.temperature < 0:

@@ -15,8 +15,18 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from backends.base import Completion, SamplingParams
-from backends.tools.types import ToolAnswer, ToolCall, ToolChoice, ToolRequest, answer_json, tools_from_openai
+from backends.base import Completion, Prompt, SamplingParams
+from backends.tools.types import (
+    SERVER_FAMILY,
+    ToolAnswer,
+    ToolCall,
+    ToolChoice,
+    ToolRequest,
+    answer_json,
+    parse_answer_json,
+    request_fields,
+    tools_from_openai,
+)
 from nodes.algorithms.tool_calls import answer_text, canonical_answer
 from nodes.base import Candidate, CandidateSet, NodeContext, NodeError, Param
 
@@ -143,8 +153,10 @@ def conversation(inputs: Mapping[str, Any], fallback: Any) -> list[dict[str, Any
 
 
 class ToolPrompt:
-    """One tool-calling prompt of a node: the request, the rendered text and family, the sampling (grammar when
-    constrained), and the parse of each completion into a candidate."""
+    """One tool-calling prompt of a node: the request, the prompt (the rendered text, or the messages where the
+    backend's server parses calls: family `server`, the tools in SamplingParams.tools) and family, the sampling
+    (grammar when constrained; strict tools on such a server), and the parse of each completion into a
+    candidate."""
 
     def __init__(self, ctx: NodeContext, inputs: Mapping[str, Any], params: Mapping[str, Any], fallback: Any,
                  sp: SamplingParams) -> None:
@@ -156,7 +168,13 @@ class ToolPrompt:
         self.text, self.family = ctx.backend().render_tool_prompt(self.messages, self.request)
         self.native = self.family != "generic"
         self.params = sp
-        if params.get("constrained") is True and self.request.active:
+        self.prompt: Prompt = self.text
+        constrained = params.get("constrained") is True
+        if self.family == SERVER_FAMILY:  # the server renders the tools and parses the calls
+            self.prompt = self.messages
+            if self.request.tools:  # tool_choice none too: the conversation's calls need their tools
+                self.params = replace(sp, tools=json.dumps(request_fields(self.request, strict=constrained)))
+        elif constrained and self.request.active:
             from backends.tools.grammar import tool_call_grammar
 
             strict = replace(self.request, tools=tuple(replace(t, strict=True) for t in self.request.tools))
@@ -170,6 +188,8 @@ class ToolPrompt:
     def answer(self, text: str) -> ToolAnswer:
         from backends.tools.parse import parse_tool_calls
 
+        if self.family == SERVER_FAMILY:
+            return parse_answer_json(text) or ToolAnswer(text.strip())
         parsed = parse_tool_calls(text, self.family, self.request)
         # ids are the door's to give (ToolCall.with_id): a candidate's text depends on the sample alone
         return ToolAnswer(parsed.content.strip(), tuple(ToolCall(c.name, c.arguments) for c in parsed.calls))

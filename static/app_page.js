@@ -259,10 +259,37 @@
 
   // ------------------------------------------------------------------ outputs and how it was decided
 
+  // A tool-call answer (the service's `tool_answer`): its text, then each call as its name and its arguments.
+  function toolAnswerHtml(answer, port) {
+    const calls = answer.tool_calls || [];
+    const content = String(answer.content || "").trim();
+    const text = content ? '<div class="ap-call-text">' + esc(content) + "</div>" : "";
+    const items = calls.map((call) => {
+      const args = Object.entries(call.arguments || {}).map(([key, value]) =>
+        '<div class="ap-arg"><dt>' + esc(key) + "</dt><dd><code>" + esc(JSON.stringify(value)) + "</code></dd></div>");
+      return '<li class="ap-call" data-testid="app-call" title="' + esc(call.text || "") + '">' +
+        '<span class="ap-call-label">Calls</span> <code class="ap-call-name" data-testid="app-call-name">' +
+        esc(call.name) + "</code>" +
+        (args.length ? '<dl class="ap-call-args">' + args.join("") + "</dl>"
+          : '<div class="ap-muted">no arguments</div>') + "</li>";
+    });
+    return '<div class="ap-answer ap-tool-answer" data-testid="app-output-' + esc(port) + '">' + text +
+      (items.length ? '<ul class="ap-calls">' + items.join("") + "</ul>" : (text ? "" : "(no call)")) + "</div>";
+  }
+
   function outputHtml(view, index) {
     const title = '<div class="ap-port">' + esc(label(view.port)) + "</div>";
+    if (view.tool_answer) {
+      return '<div class="ap-output" data-port="' + esc(view.port) + '">' + title +
+        toolAnswerHtml(view.tool_answer, view.port) + "</div>";
+    }
     if (view.type === "candidates") {
       const won = (view.rows || []).find((r) => r.winner);
+      if (won && won.tool_answer) {
+        return '<div class="ap-output" data-port="' + esc(view.port) + '">' + title +
+          toolAnswerHtml(won.tool_answer, view.port) +
+          '<div class="ap-muted">The chosen one of ' + (view.rows || []).length + " candidates.</div></div>";
+      }
       return '<div class="ap-output" data-port="' + esc(view.port) + '">' + title +
         '<div class="ap-answer" data-testid="app-output-' + esc(view.port) + '">' +
         esc(won ? won.text : "(no candidate was chosen)") + "</div>" +

@@ -24,6 +24,20 @@ STATS_SCHEMA: dict[str, Any] = {
 }
 
 
+TOOL_ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Present when the main output is a tool-call answer: its text and the calls it makes",
+    "properties": {
+        "content": {"type": "string", "description": "Text beside the calls"},
+        "tool_calls": {"type": "array", "items": {
+            "type": "object", "required": ["name", "arguments"],
+            "properties": {"name": {"type": "string"}, "arguments": {"type": "object"},
+                           "text": {"type": "string", "description": "The call as name(arg=value, ...)"}}}},
+    },
+    "required": ["content", "tool_calls"],
+}
+
+
 def input_schema(wf: Workflow) -> dict[str, Any]:
     """The tool's arguments: one property per declared input (type, default, description); inputs without a
     default are required."""
@@ -44,7 +58,7 @@ def input_schema(wf: Workflow) -> dict[str, Any]:
 
 def output_schema(wf: Workflow, registry: NodeRegistry) -> dict[str, Any]:
     """The structured result: `outputs` (each workflow output by its port type), `run_id` (read the trace as the
-    resource metagen://runs/{run_id}) and `stats`."""
+    resource metagen://runs/{run_id}), `stats`, and `tool_answer` when the answer is tool calls."""
     outputs = {}
     for name, ref in wf.outputs.items():
         port = ref_type(wf, registry, ref)
@@ -55,6 +69,7 @@ def output_schema(wf: Workflow, registry: NodeRegistry) -> dict[str, Any]:
             "outputs": {"type": "object", "properties": outputs, "required": list(outputs)},
             "run_id": {"type": "string", "description": "The run's id: its trace is the resource metagen://runs/ID"},
             "stats": STATS_SCHEMA,
+            "tool_answer": TOOL_ANSWER_SCHEMA,
         },
         "required": ["outputs", "run_id", "stats"],
     }

@@ -13,7 +13,8 @@ from app.run.events import Observer
 from app.run.scheduler import BackendProvider, Budget, RunResult, Scheduler
 from app.workflow.problems import WorkflowError
 from app.workflow.spec import Workflow, load_workflow_text
-from app.workflow.subworkflows import ChildLoader
+from app.workflow.subworkflows import ChildLoader, version_hash
+from app.workflow.validation import check
 from backends.base import CancelToken, LLMBackend, ModelSpec
 from backends.replay.backend import ReplayBackend, ReplayCounts, ReplayTable
 from backends.replay.calls import model_ref
@@ -52,10 +53,19 @@ def bundled_workflow(bundle: Mapping[str, Any]) -> Workflow:
     except WorkflowError as exc:
         raise ReplayError(f"the bundle's workflow does not load: {exc}") from None
     recorded = str(bundle["workflow"].get("hash") or "")
-    if recorded and wf.semantic_hash() != recorded:
+    if recorded and recorded not in (wf.semantic_hash(), _tree_version(wf, bundle)):
         raise ReplayError(f"the bundle's workflow YAML has hash {wf.semantic_hash()[:12]}, but its run recorded "
                           f"{recorded[:12]}: the bundle was edited or damaged; export it again")
     return wf
+
+
+def _tree_version(wf: Workflow, bundle: Mapping[str, Any]) -> str:
+    """The version a run of `wf` with the bundle's sub-workflows records (the tree hash when it has children)."""
+    texts = dict(bundle["workflow"].get("subworkflows") or {})
+    if not texts:
+        return wf.semantic_hash()
+    checked = check(wf, default_registry(), ChildLoader(texts=texts))
+    return version_hash(wf, checked.children)
 
 
 def replay_provider(table: ReplayTable, counts: ReplayCounts,

@@ -27,6 +27,7 @@ from app.service.interruptible import wait_interruptibly
 from app.service.model_catalog import ModelCatalog
 from app.service.model_hub import ModelHub
 from app.service.run_inputs import required_problem, unpulled_warnings
+from app.service.tool_answers import tool_answer_json
 from app.service.tune_jobs import TuneJobs
 from app.share.consent import RemoteConsent
 from app.share.policy import (
@@ -909,7 +910,7 @@ def _friendly_error(result: RunResult) -> str | None:
 
 def output_views(outputs: dict[str, Any]) -> list[dict[str, Any]]:
     """Each output port as a view: candidate sets as table rows (text, answer, score, cluster, winner),
-    other values as text."""
+    other values as text (a tool-call answer with its calls in `tool_answer`: app.service.tool_answers)."""
     views: list[dict[str, Any]] = []
     for port, value in outputs.items():
         if isinstance(value, dict) and value.get("__type__") == "candidates":
@@ -924,13 +925,18 @@ def output_views(outputs: dict[str, Any]) -> list[dict[str, Any]]:
                     "score": round(score, 4) if isinstance(score, int | float) else None,
                     "cluster": cand.get("cluster"),
                     "winner": i == winner,
+                    **({"tool_answer": t} if (t := tool_answer_json(cand.get("text"))) is not None else {}),
                 })
             views.append({"port": port, "type": "candidates", "rows": rows, "winner": winner})
         else:
             import json
 
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, indent=2)
-            views.append({"port": port, "type": "value", "text": text})
+            view: dict[str, Any] = {"port": port, "type": "value", "text": text}
+            tool_answer = tool_answer_json(value)
+            if tool_answer is not None:  # calls shown as calls, not as their answer JSON
+                view["tool_answer"] = tool_answer
+            views.append(view)
     return views
 
 

@@ -20,7 +20,7 @@ from app.workflow.diff import canonical_lines, diff_lines, diff_workflows
 from app.workflow.files import WORKFLOW_SUFFIX, safe_workflow_name, workflow_path
 from app.workflow.problems import WorkflowError
 from app.workflow.spec import MAX_WORKFLOW_BYTES, Workflow, load_workflow_text
-from app.workflow.subworkflows import CHILD_KINDS, version_hash, workflow_texts
+from app.workflow.subworkflows import CHILD_KINDS, CheckMemo, version_hash, workflow_texts
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +44,15 @@ def split_ref(spec: str) -> tuple[str, str | None]:
 
 
 def identify(text: str, source: Path | None = None, loader: ChildLoader | None = None,
-             registry: Any = None) -> Identified:
+             registry: Any = None, memo: CheckMemo | None = None) -> Identified:
     """Parse `text` and compute its version hash (see `identify_workflow`). WorkflowError if it does not parse."""
     wf = load_workflow_text(text)
     wf.source = source
-    return identify_workflow(wf, loader, registry)
+    return identify_workflow(wf, loader, registry, memo)
 
 
-def identify_workflow(wf: Workflow, loader: ChildLoader | None = None, registry: Any = None) -> Identified:
+def identify_workflow(wf: Workflow, loader: ChildLoader | None = None, registry: Any = None,
+                      memo: CheckMemo | None = None) -> Identified:
     """The version hash of a workflow its runs will record: a workflow with workflow or route nodes is checked for
     its children (found by `loader`, relative to `wf.source`), which are part of its version."""
     if not any(n.kind in CHILD_KINDS for n in wf.nodes):
@@ -59,7 +60,7 @@ def identify_workflow(wf: Workflow, loader: ChildLoader | None = None, registry:
     from app.workflow.validation import check
     from nodes.registry import default_registry
 
-    checked = check(wf, registry or default_registry(), loader or ChildLoader(()))
+    checked = check(wf, registry or default_registry(), loader or ChildLoader(()), memo=memo)
     return Identified(wf, version_hash(wf, checked.children), workflow_texts(wf, checked))
 
 
@@ -97,8 +98,8 @@ class WorkflowVersions:
         except ValueError as exc:
             raise UserError(str(exc)) from None
 
-    def identify(self, text: str, source: Path | None = None) -> Identified:
-        return identify(text, source, self.loader, self.registry)
+    def identify(self, text: str, source: Path | None = None, memo: CheckMemo | None = None) -> Identified:
+        return identify(text, source, self.loader, self.registry, memo)
 
     # ------------------------------------------------------------------ recording
 
@@ -128,7 +129,8 @@ class WorkflowVersions:
         its version recorded, without parsing the text again."""
         return self.save_text(target, wf.to_yaml(), message=message, label=label, hook=hook, parsed=wf)
 
-    def record_file(self, target: str | Path, *, message: str = "", force: bool = False) -> Version | None:
+    def record_file(self, target: str | Path, *, message: str = "", force: bool = False,
+                    memo: CheckMemo | None = None) -> Version | None:
         """Record the file's current text as a version when it is not yet one (a file changed outside the studio:
         a text editor, `git checkout`); None when the file is missing or does not load as a workflow. A file
         unchanged since this object last recorded it is not read again, unless `force`."""
@@ -144,7 +146,7 @@ class WorkflowVersions:
             return None
         try:
             text = path.read_text(encoding="utf-8")
-            found = self.identify(text, path)
+            found = self.identify(text, path, memo)
         except (OSError, UnicodeDecodeError, WorkflowError) as exc:
             log.debug("not recording %s as a version: %s", path, exc)
             return None
@@ -166,10 +168,11 @@ class WorkflowVersions:
         if self.workflows_dir is None or not self.workflows_dir.is_dir():
             return 0
         new = 0
+        memo: CheckMemo = {}  # one check of each distinct child for the whole folder, as the palette's ports
         for path in sorted(self.workflows_dir.glob(f"*{WORKFLOW_SUFFIX}")):
             try:
                 before = self._seen.get(str(path))
-                version = self.record_file(path)
+                version = self.record_file(path, memo=memo)
                 new += int(version is not None and (before is None or before[2] != version.version))
             except (UserError, VersionError) as exc:
                 log.debug("not recording %s: %s", path, exc)

@@ -108,7 +108,8 @@ def parse_bundle(raw: bytes, name: str = "the bundle") -> dict[str, Any]:
     except UnicodeDecodeError:
         raise BundleError(f"{name} is neither JSON nor gzip-compressed JSON; {hint}") from None
     except json.JSONDecodeError as exc:
-        truncated = exc.pos >= len(raw.rstrip()) - 1
+        # cut off: the parser stops at the end, or at a string the end cut open (its error points at its start)
+        truncated = exc.pos >= len(raw.rstrip()) - 1 or exc.msg.startswith("Unterminated string")
         raise BundleError(f"{name} is {'truncated' if truncated else 'not valid JSON'} (line {exc.lineno}, column "
                           f"{exc.colno}: {exc.msg}); {hint}") from None
     check_bundle(data, name)

@@ -47,6 +47,7 @@ from app.ui.evaluate_form import (
     task_metric,
     workflow_choices,
 )
+from app.ui.version_info import with_version_links
 from app.workflow.spec import Workflow
 
 log = logging.getLogger(__name__)
@@ -373,7 +374,7 @@ class EvaluateHandlers:
         """Progress line, the three plots, the summary and the items table of one status; Cancel is active only
         while that evaluation runs (it looked clickable with nothing running)."""
         v = self.v
-        summary = status.get("summary") or {}
+        summary = with_version_links(self.service, status.get("summary") or {})  # the version column's links
         return {
             v.cancel_btn: gr.update(interactive=bool(status.get("running"))),
             v.progress: progress_html(status),

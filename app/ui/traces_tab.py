@@ -20,6 +20,7 @@ from app.service.studio import StudioService
 from app.share.deeplink import DeepLinkError, check_link_children
 from app.ui.endpoints import visitor_for
 from app.ui.trace_replay import ReplayRow, replay_controls, wire_replay
+from app.ui.version_info import run_version_html
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +142,7 @@ class _Views:
     run_pick: gr.Dropdown
     open_btn: gr.Button
     export_btn: gr.DownloadButton
+    version: gr.HTML
     summary: gr.HTML
     collapse: gr.CheckboxGroup
     timeline: gr.Plot
@@ -163,9 +165,9 @@ class _Views:
 
     def run_views(self) -> list[Any]:
         """What showing a run fills (in `_run_view_values`' keys)."""
-        return [self.summary, self.timeline, self.collapse, self.sample_node, self.samples_plot, self.samples_html,
-                self.tree_plot, self.tree_html, self.refine_html, self.call_pick, self.tokens_html, self.export_btn,
-                self.message]
+        return [self.version, self.summary, self.timeline, self.collapse, self.sample_node, self.samples_plot,
+                self.samples_html, self.tree_plot, self.tree_html, self.refine_html, self.call_pick, self.tokens_html,
+                self.export_btn, self.message]
 
 
 def traces_tab(service: StudioService, tabs: gr.Tabs, tab: gr.Tab) -> TracesTab | None:
@@ -202,6 +204,7 @@ def _build_views() -> _Views:
         export_btn = gr.DownloadButton("Export HTML report", elem_id="mg-traces-export", scale=1)
     run_link_controls(run_pick)
     replay_row = replay_controls()
+    version = gr.HTML(elem_id="mg-trace-version")  # which version the run ran, and the link that opens it
     summary = gr.HTML(elem_id="mg-trace-summary")
     with gr.Tabs():
         with gr.Tab("Timeline", elem_id="mg-trace-timeline-tab"):
@@ -230,10 +233,10 @@ def _build_views() -> _Views:
     yaml_box = gr.Textbox(visible="hidden", elem_id="mg-traces-yaml")
     children_box = gr.Textbox(visible="hidden", elem_id="mg-traces-children")
     message = gr.Markdown(elem_id="mg-traces-message")
-    return _Views(wf_filter, status_filter, refresh, runs_df, run_pick, open_btn, export_btn, summary, collapse,
-                  timeline, sample_node, samples_plot, samples_html, tree_plot, tree_html, refine_html, call_pick,
-                  tokens_html, compare_a, compare_b, compare_btn, compare_html, yaml_box, children_box, message,
-                  replay_row)
+    return _Views(wf_filter, status_filter, refresh, runs_df, run_pick, open_btn, export_btn, version, summary,
+                  collapse, timeline, sample_node, samples_plot, samples_html, tree_plot, tree_html, refine_html,
+                  call_pick, tokens_html, compare_a, compare_b, compare_btn, compare_html, yaml_box, children_box,
+                  message, replay_row)
 
 
 def _wire_list(service: StudioService, v: _Views, tab: gr.Tab) -> None:
@@ -271,7 +274,7 @@ def row_run(evt: gr.SelectData) -> Any:
 
 
 def _empty_views(v: _Views, first_message: str) -> dict[Any, Any]:
-    return {v.summary: _message(first_message), v.timeline: None,
+    return {v.version: "", v.summary: _message(first_message), v.timeline: None,
             v.collapse: gr.update(choices=[], value=[], visible=False),
             v.sample_node: gr.update(choices=[], value=None),
             v.samples_plot: gr.update(visible=False), v.samples_html: "", v.tree_plot: gr.update(visible=False),
@@ -318,7 +321,7 @@ def _wire_run_views(service: StudioService, v: _Views) -> None:
             record = visitor_record(service, run_id, visitor_for(service, request))
         except Exception as exc:
             return _empty_views(v, str(exc))
-        return _run_view_values(v, record)
+        return {**_run_view_values(v, record), v.version: run_version_html(service, record)}
 
     v.run_pick.change(show_run, [v.run_pick], v.run_views())
 

@@ -21,6 +21,7 @@ from app.service.studio import StudioService
 from app.service.tune_jobs import RUNNING
 from app.ui.endpoints import visitor_for
 from app.ui.evaluate_form import POLL_S, dataset_choices, message_html
+from app.ui.version_info import tune_version_html
 from app.viz.tune_adaptive import adaptive_html
 from app.viz.tune_race import held_out_html, race_html
 from app.workflow.problems import WorkflowError
@@ -192,7 +193,8 @@ class TuneHandlers:
             out[v.message] = message_html(job.error or f"The tune ended ({job.state}).", "error")
             return out
         result = job.result
-        out.update({v.result: held_out_html(snap["result"]), v.plot: _figure(result),
+        out.update({v.result: held_out_html(snap["result"]) + tune_version_html(self.service, result.recommended),
+                    v.plot: _figure(result),
                     v.adaptive_result: adaptive_html(snap["result"]),
                     v.open_btn: gr.update(visible=bool(result.recommended.get("path"))),
                     v.open_policy_btn: gr.update(visible=_policy_path_of(result) is not None),

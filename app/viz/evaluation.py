@@ -12,6 +12,7 @@ from app.viz.common import CSS, MUTED, REUSED, WINNER_COLOR, badge, esc, fmt_num
 from app.viz.comparisons import comparisons_body
 from app.viz.html_export import PAGE_CSS
 from app.viz.label_layout import label_positions
+from app.viz.version_links import version_cell
 
 log = logging.getLogger(__name__)
 
@@ -336,6 +337,8 @@ def _cost_table(summary: dict[str, Any]) -> str:
 WALL_TITLE = "seconds while the point had an item running (at most the evaluation's own time)"
 BUSY_HEADER = "busy s (summed over concurrent items)"
 BUSY_TITLE = "its items' run seconds added up: more than the wall time when items run concurrently"
+VERSION_TITLE = ("the version of the workflow the point ran (its hash's start); a link opens that version in the "
+                 "editor when a save recorded it")
 
 
 def _points_table(summary: dict[str, Any]) -> str:
@@ -356,7 +359,9 @@ def _points_table(summary: dict[str, Any]) -> str:
         star = "★" if p.get("pareto") else ""
         reused = (f' <span class="mg-muted mg-reused" title="its per-item cost counts the pooled draws it used">'
                   f"{esc(_reused_note(p).strip())}</span>" if _reused_note(p) else "")
+        version = version_cell(p.get("version"), p.get("version_workflow"), "version_workflow" in p)
         rows.append(f"<tr{' class=mg-winner' if star else ''}><td>{esc(p.get('label'))}</td>"
+                    f"<td class=mg-version-cell>{version}</td>"
                     f"<td class=num>{acc}</td>"
                     f"<td class=num>{fmt_num(p.get('correct'))}/{fmt_num(p.get('total'))}{planned}{failed}</td>"
                     f"<td class=num>{fmt_num(p.get('completion_tokens'))}{reused}</td>"
@@ -366,7 +371,8 @@ def _points_table(summary: dict[str, Any]) -> str:
                     f"{fmt_num(p.get('prompt_tokens_cached'))}</td>"
                     f"<td class=num>{fmt_num(p.get('wall_s'), 1)}</td><td class=num>{fmt_num(p.get('busy_s'), 1)}</td>"
                     f"<td title=\"Pareto frontier\">{star}</td></tr>")
-    return ("<table id=mg-eval-points><thead><tr><th>point</th><th class=num>accuracy (95% CI)</th>"
+    return ("<table id=mg-eval-points><thead><tr><th>point</th>"
+            f"<th title=\"{esc(VERSION_TITLE)}\">version</th><th class=num>accuracy (95% CI)</th>"
             "<th class=num>correct/total</th><th class=num>completion tok.</th>"
             "<th class=num>of them thinking / answer</th><th class=num>completion tok./item</th>"
             "<th class=num>prompt tok. evaluated / cached</th>"
@@ -385,6 +391,8 @@ def evaluation_summary_body(summary: dict[str, Any]) -> str:
         parts.append(f'<div class="mg-box"><b>error</b><pre>{esc(summary["error"])}</pre></div>')
     parts.extend(f'<div class="mg-box mg-eval-warning"><b>warning</b> {esc(w)}</div>'
                  for w in summary.get("warnings") or [])
+    parts.extend(f'<div class="mg-box mg-eval-version-note"><b>note</b> {esc(n)}</div>'
+                 for n in summary.get("version_notes") or [])  # app.eval.results.version_notes, as the CLI prints
     parts.append("<table id=mg-eval-facts>" + "".join(
         f"<tr><th>{esc(k)}</th><td><span class=mg-text>{esc(v)}</span></td></tr>" for k, v in _facts(summary))
         + "</table>")

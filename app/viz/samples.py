@@ -171,16 +171,18 @@ def sample_view(record: dict[str, Any], node_id: str | None = None, page: int = 
     cands = [c for c in picked[1].get("candidates") or [] if isinstance(c, dict)]
     tests = ([tests_summary(cands[r["index"]], node) for r in shown]
              if has_test_runs(cands, node) else None)  # each test's detail is in the HTML table below
+    schema = ([_schema_text(cands[r["index"]]) for r in shown]
+              if any(schema_verdict(c) is not None for c in cands) else None)  # tool calls' tool_schema verdicts
     fig.add_trace(go.Table(
-        columnwidth=[30, 360, 70, 50, 45, 60, 60] + ([70] if tests else []),
+        columnwidth=[30, 360, 70, 50, 45, 60, 60] + ([70] if tests else []) + ([110] if schema else []),
         header={"values": ["#", "text", "answer", "score", "cluster", "winner", "tokens"]
-                + (["tests"] if tests else []), "align": "left"},
+                + (["tests"] if tests else []) + (["schema"] if schema else []), "align": "left"},
         cells={"values": [
             [r["index"] for r in shown], [shorten(r["text"], TABLE_TEXT_CHARS) for r in shown],
             [("—" if r["answer"] is None else shorten(str(r["answer"]), 40)) for r in shown],
             [fmt_num(r["score"], 3) for r in shown], [fmt_num(r["cluster"]) for r in shown],
             ["★ winner" if r["winner"] else "" for r in shown], [r["completion_tokens"] for r in shown]]
-            + ([tests] if tests else []),
+            + ([tests] if tests else []) + ([schema] if schema else []),
             "align": "left", "fill": {"color": [fill]}, "height": 24},
     ), row=2 if has_votes else 1, col=1)
     paging = f" · rows {first + 1}–{first + len(shown)} of {len(rows)}" if len(rows) > len(shown) else ""
@@ -194,6 +196,14 @@ def sample_view(record: dict[str, Any], node_id: str | None = None, page: int = 
         fig.update_xaxes(type="category", tickangle=0, automargin=True, row=1, col=1)
         fig.update_yaxes(title={"text": VOTES_AXIS}, rangemode="tozero", row=1, col=1)
     return fig
+
+
+def _schema_text(c: dict[str, Any]) -> str:
+    """A tool_schema verdict as a table cell's text: ✓ valid, ✗ and its reason, or '' when unchecked."""
+    verdict = schema_verdict(c)
+    if verdict is None:
+        return ""
+    return "✓ valid" if verdict.get("ok") else shorten("✗ " + str(verdict.get("reason", "")), 60)
 
 
 TABLE_TEXT_CHARS = 240

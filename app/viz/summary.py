@@ -11,6 +11,7 @@ from app.run.status import FAILED, NODE_CACHED
 from app.viz.common import badge, esc, events_of, fmt_num, shorten, wrap_section
 from app.viz.deepconf import CONFIDENCE_MODE, confidence_totals
 from app.viz.think_exit import early_exit_totals, early_exits
+from nodes.algorithms.tool_calls import readable
 
 
 def request_key(call: dict[str, Any]) -> tuple[Any, ...]:
@@ -136,9 +137,12 @@ CARDS = (("wall_s", "wall time (s)"), ("lm_calls", "LM calls"), ("requests", "re
 
 
 def _value_text(value: Any, limit: int = 400) -> str:
+    """A value as a line of the summary: a candidate set by its size, a tool-call answer as its name(args) calls."""
     if isinstance(value, dict) and value.get("__type__") == "candidates":
         return f"candidate set of {len(value.get('candidates', []))} (winner {value.get('winner')})"
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if isinstance(value, dict):  # a vote's result: its answer too
+        value = {k: readable(v) if isinstance(v, str) else v for k, v in value.items()}
+    text = readable(value) if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return shorten(text, limit)
 
 

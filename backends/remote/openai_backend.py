@@ -55,9 +55,17 @@ from backends.remote.openai_request import (
     token_logprobs,
     usage_of,
 )
+from backends.remote.openai_tools import (
+    TOOL_CALLS_OPTION,
+    add_call_deltas,
+    answer_of,
+    server_parses_calls,
+    tool_body_fields,
+    tool_messages,
+)
 from backends.token_stats import approx_token_stats
 from backends.tools.render import render_tool_prompt
-from backends.tools.types import ToolRequest
+from backends.tools.types import SERVER_FAMILY, ToolRequest
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +138,14 @@ class OpenAIBackend:
 
     def render_tool_prompt(self, messages: Sequence[Mapping[str, Any]], request: ToolRequest,
                            add_generation_prompt: bool = True) -> tuple[str, str]:
-        """The generic JSON form in ChatML turns, sent as a completion prompt (the server's own template is not
-        known here)."""
+        """Where the server parses tool calls itself (vLLM, SGLang, llama-server, Ollama, metagen serve, OpenAI; the
+        entry's `options: {tool_calls: server | prompt}` decides otherwise): the conversation as trace text and the
+        family `server`, so the nodes send the messages with the tools (SamplingParams.tools) and read the server's
+        calls back. Else the generic JSON form in ChatML turns, sent as a completion prompt (the server's own
+        template is not known here)."""
+        option = self.spec.option(TOOL_CALLS_OPTION)
+        if option != "prompt" and server_parses_calls(self.caps.kind, option) and self.caps.chat:
+            return readable(tool_messages([dict(m) for m in messages]), add_generation_prompt), SERVER_FAMILY
         rendered = render_tool_prompt(None, [dict(m) for m in messages], request,
                                       add_generation_prompt=add_generation_prompt)
         return rendered.text, rendered.family
@@ -160,18 +174,22 @@ class OpenAIBackend:
 
     # -- the request machinery ---------------------------------------------------------------------------
 
-    def _endpoint(self, prompt: Prompt, caps: Capabilities) -> tuple[str, bool]:
-        """(path, is chat) for a prompt: messages go to chat, raw text to completions (or chat where that is all)."""
-        if isinstance(prompt, str) and caps.completions:
+    def _endpoint(self, prompt: Prompt, caps: Capabilities, tools: bool = False) -> tuple[str, bool]:
+        """(path, is chat) for a prompt: messages go to chat, raw text to completions (or chat where that is all);
+        a request with tools to chat."""
+        if isinstance(prompt, str) and caps.completions and not tools:
             return "/completions", False
         if not caps.chat:
             raise BackendError(f"{caps.server} at {self.base_url} has no chat endpoint for {self.model_name!r}; give "
                                "raw text prompts (e.g. judge_mode: raw) or use a chat model.")
         return "/chat/completions", True
 
-    def _body(self, prompt: Prompt, chat: bool, extra: dict[str, Any]) -> dict[str, Any]:
+    def _body(self, prompt: Prompt, chat: bool, extra: dict[str, Any], tools: str | None = None) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model_name}
-        body.update({"messages": messages_of(prompt)} if chat else {"prompt": prompt})
+        if tools is not None:  # a tool conversation: its calls and results kept, the tools beside
+            body.update({"messages": tool_messages(prompt), **tool_body_fields(tools)})
+        else:
+            body.update({"messages": messages_of(prompt)} if chat else {"prompt": prompt})
         body.update(extra)
         return body
 
@@ -184,6 +202,7 @@ class OpenAIBackend:
             for choice in self._choices(reply, path):
                 i = index_base + int(choice.get("index", 0) or 0)
                 answer.texts[i] = choice_text(choice)
+                add_call_deltas(answer.calls.setdefault(i, {}), choice.get("message"))
                 if choice_reasoning(choice):
                     answer.reasoning[i] = choice_reasoning(choice)
                 answer.finishes[i] = choice
@@ -207,6 +226,7 @@ class OpenAIBackend:
                     i = index_base + int(choice.get("index", 0) or 0)
                     piece = choice_text(choice)
                     answer.texts[i] = answer.texts.get(i, "") + piece
+                    add_call_deltas(answer.calls.setdefault(i, {}), choice.get("delta"))
                     thought = choice_reasoning(choice)
                     if thought:
                         answer.reasoning[i] = answer.reasoning.get(i, "") + thought
@@ -296,7 +316,7 @@ class OpenAIBackend:
         on_token: TokenCallback | None = None,
         cancel: CancelToken | None = None,
     ) -> GenerateResult:
-        validate_params(params)
+        validate_params(params, server_tools=True)
         if n < 1:
             raise BackendError(f"n (samples per prompt) must be at least 1, got {n}.")
         if params.confidence_stop is not None:  # approximate token statistics could calibrate it, not apply it
@@ -306,7 +326,7 @@ class OpenAIBackend:
         if cancel is not None:
             cancel.raise_if_cancelled()
         caps = self.caps_for(cancel)
-        path, chat = self._endpoint(prompt, caps)
+        path, chat = self._endpoint(prompt, caps, tools=params.tools is not None)
         # token statistics ride on logprobs a sampler asked for: their top alternatives approximate them
         top_k = params.logprobs if params.logprobs is None or not params.token_stats else \
             max(params.logprobs, CONFIDENCE_TOP_K)
@@ -317,9 +337,10 @@ class OpenAIBackend:
         if stream and caps.stream_usage:
             base["stream_options"] = {"include_usage": True}
         if n > 1 and caps.n:
-            requests = [(0, self._body(prompt, chat, {**base, "n": n, "seed": sample_seeds[0]}))]
+            requests = [(0, self._body(prompt, chat, {**base, "n": n, "seed": sample_seeds[0]}, params.tools))]
         else:
-            requests = [(i, self._body(prompt, chat, {**base, "seed": s})) for i, s in enumerate(sample_seeds)]
+            requests = [(i, self._body(prompt, chat, {**base, "seed": s}, params.tools))
+                        for i, s in enumerate(sample_seeds)]
         started = time.perf_counter()
         events: queue.Queue[tuple[str, int, Any]] = queue.Queue()
         abort = threading.Event()
@@ -353,8 +374,9 @@ class OpenAIBackend:
                                 "can be approximated", self.caps.server, self.base_url)
                 if logprobs and params.logprobs is not None:  # as many alternatives as were asked for
                     logprobs = [replace(lp, top=lp.top[:params.logprobs]) for lp in logprobs]
+                text = answer.texts[i] if params.tools is None else answer_of(answer.texts[i], answer.calls.get(i, {}))
                 completions.append(Completion(
-                    text=answer.texts[i], finish_reason=finish_reason(answer.finishes.get(i, {}), params),
+                    text=text, finish_reason=finish_reason(answer.finishes.get(i, {}), params),
                     seed=seeds[i] if i < len(seeds) else seeds[-1] + i, logprobs=logprobs, token_stats=stats,
                     completion_tokens=tokens,
                     prompt_tokens=u.prompt_tokens, time_s=answer.done_at.get(i, wall_s),

@@ -185,6 +185,8 @@ class Answer:
     pieces: dict[int, int] = field(default_factory=dict)
     """Streamed chunks with text per choice (the token count where the server reports none)."""
     done_at: dict[int, float] = field(default_factory=dict)
+    calls: dict[int, dict[int, dict[str, str]]] = field(default_factory=dict)
+    """The server's parsed tool calls per choice, by call index: {id, name, arguments (JSON text)}."""
     usage: dict[str, Any] | None = None
     timings: dict[str, Any] | None = None
     first_token_s: float | None = None

@@ -55,6 +55,25 @@ class ToolRequest:
         return next((t for t in self.tools if t.name == name), None)
 
 
+SERVER_FAMILY = "server"
+"""The call family of a backend whose server parses calls itself (a remote OpenAI-compatible engine): the prompt goes
+as chat messages with the request's tools (SamplingParams.tools), and each completion's text is answer_json."""
+
+
+def request_fields(request: ToolRequest, strict: bool = False) -> dict[str, Any]:
+    """The request as chat-completions fields: `tools` (strict ones marked `strict: true`, all of them when
+    `strict`), `tool_choice` in the API's spelling, `parallel_tool_calls`."""
+    tools = []
+    for t in request.tools:
+        item = t.to_openai()
+        if strict or t.strict:
+            item["function"]["strict"] = True
+        tools.append(item)
+    choice: Any = request.choice.mode if request.choice.mode != "function" else \
+        {"type": "function", "function": {"name": request.choice.name}}
+    return {"tools": tools, "tool_choice": choice, "parallel_tool_calls": request.parallel}
+
+
 def new_call_id() -> str:
     return f"call_{secrets.token_hex(12)}"
 

@@ -187,7 +187,7 @@ class Generator(NodeKind):
         prompt = build_prompt(params, inputs)
         if tool_mode(params):
             tp = ToolPrompt(ctx, inputs, params, prompt, sampling_params(params, ctx.seed))
-            result = ctx.generate(tp.text, tp.params, n=1, seeds=[ctx.seed])
+            result = ctx.generate(tp.prompt, tp.params, n=1, seeds=[ctx.seed])
             (candidate,) = tool_candidates(tp, result.completions, ctx.node_id)
             return {"text": candidate.text, "candidates": tp.candidate_set([candidate], result.prompt_text)}
         result = ctx.generate(prompt, sampling_params(params, ctx.seed), n=1, seeds=[ctx.seed])
@@ -330,7 +330,7 @@ class Sampler(NodeKind):
         sp = replace(sampling_params(params, ctx.seed), token_stats=True)
         if tool_mode(params):
             tp = ToolPrompt(ctx, inputs, params, prompt, sp)
-            result = ctx.generate(tp.text, tp.params, n=n, seeds=sample_seeds(ctx.seed, n))
+            result = ctx.generate(tp.prompt, tp.params, n=n, seeds=sample_seeds(ctx.seed, n))
             ctx.progress(n, n)
             return {"candidates": tp.candidate_set(tool_candidates(tp, result.completions, ctx.node_id),
                                                    result.prompt_text)}

@@ -1,5 +1,6 @@
 """The Traces tab's Download bundle and Replay in Chromium (`metagen ui --dry-run`): a run made in the editor,
-its bundle downloaded and read back, and its replay showing every call answered from the bundle."""
+its bundle downloaded and read back, and its replay showing every call answered from the bundle; its version line
+says plainly that no save recorded it."""
 
 from __future__ import annotations
 
@@ -39,6 +40,8 @@ def test_download_the_bundle_and_replay_the_run(ui: Any, shot: Any, tmp_path: Pa
 
     ui.tab("Traces")
     ui.page.locator("#mg-trace-summary").get_by_text(run_id).first.wait_for()  # the newest run is shown
+    version = ui.page.locator("#mg-trace-version").inner_text()  # an unsaved editor run: no version to open
+    assert "not in the version store" in version and "Open the version this ran" not in version
     with ui.page.expect_download(timeout=30_000) as download:
         ui.page.locator("#mg-traces-bundle").click()
     saved = tmp_path / "run.bundle.json.gz"

@@ -69,3 +69,29 @@ def test_gemma_takes_an_agents_prompt_and_refuses_a_longer_one(real: ServeProces
                                messages=[{"role": "user", "content": "word " * 40_000}])
     message = too_long.value.body["error"]["message"]
     assert message.startswith("prompt is too long: ") and message.endswith(" tokens > 32768 maximum"), message
+
+
+@pytest.mark.parametrize("model", [MODEL_FILE, GEMMA_FILE])
+def test_an_agents_next_turn_reuses_the_previous_prompt_from_the_kv_cache(real: ServeProcess, model: str) -> None:
+    """The second turn (the first + the assistant's call + the tool's result) renders the first turn's prompt as its
+    prefix, so the engine's prefix cache covers it (the chat template rendering is prefix-stable)."""
+    client = real.client()
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "Current weather of a city.",
+                                               "parameters": WEATHER}}]
+    turns: list[Any] = [{"role": "system", "content": "You are a helpful agent."},
+                        {"role": "user", "content": "What is the weather in Paris?"}]
+
+    def turn() -> Any:
+        return client.chat.completions.create(model=model, messages=turns, tools=tools, tool_choice="required",
+                                              parallel_tool_calls=False, max_tokens=64, seed=1)
+
+    first = turn()
+    (call,) = first.choices[0].message.tool_calls or []
+    turns += [first.choices[0].message.model_dump(exclude_none=True),
+              {"role": "tool", "tool_call_id": call.id, "content": "sunny, 21C"}]
+    second = turn()
+    assert first.usage is not None and second.usage is not None
+    cached = second.usage.prompt_tokens_details.cached_tokens if second.usage.prompt_tokens_details else 0
+    assert second.usage.prompt_tokens > first.usage.prompt_tokens
+    assert cached is not None and first.usage.prompt_tokens - 4 <= cached <= second.usage.prompt_tokens, \
+        (first.usage, second.usage)
