@@ -94,53 +94,10 @@ def diff_workflows(a: Workflow, b: Workflow, children_a: Mapping[str, str] | Non
     YAML by reference (as a version keeps them), diffed under the node that uses them."""
     children_a, children_b = dict(children_a or {}), dict(children_b or {})
     rename = _renames(a, b)
-    a_nodes = {n.id: n for n in a.nodes}
-    b_nodes = {n.id: n for n in b.nodes}
-    renamed_new = set(rename.values())
-    nodes: dict[str, Any] = {}
-    added = [{"id": n.id, "kind": n.kind} for n in b.nodes if n.id not in a_nodes and n.id not in renamed_new]
-    removed = [{"id": n.id, "kind": n.kind} for n in a.nodes if n.id not in b_nodes and n.id not in rename]
-    retyped = [{"id": i, "old": a_nodes[i].kind, "new": b_nodes[i].kind} for i in a_nodes
-               if i in b_nodes and a_nodes[i].kind != b_nodes[i].kind]
-    for key, value in (("added", added), ("removed", removed), ("retyped", retyped),
-                       ("renamed", [{"old": o, "new": n} for o, n in rename.items()])):
-        if value:
-            nodes[key] = value
-    params: list[dict[str, Any]] = []
-    subworkflows: dict[str, Any] = {}
-    for node_id, old in a_nodes.items():
-        new = b_nodes.get(node_id)
-        if new is None or new.kind != old.kind:
-            continue
-        for key in sorted(set(old.params) | set(new.params), key=str):
-            before, after = old.params.get(key), new.params.get(key)
-            if before != after:
-                params.append({"node": node_id, "param": key, "old": before, "new": after})
-        for attr in ("model", "map"):
-            if getattr(old, attr) != getattr(new, attr):
-                params.append({"node": node_id, "param": attr, "old": getattr(old, attr),
-                               "new": getattr(new, attr)})
-        if _depth < MAX_DEPTH:
-            refs_a, refs_b = _child_refs(old), _child_refs(new)
-            for slot in sorted(set(refs_a) & set(refs_b)):
-                child_a = _load(children_a.get(refs_a[slot]))
-                child_b = _load(children_b.get(refs_b[slot]))
-                if child_a is None or child_b is None:
-                    continue
-                inner = diff_workflows(child_a, child_b, children_a, children_b, _depth + 1)
-                if not inner.get("same"):
-                    where = node_id if not slot else f"{node_id}/{slot}"
-                    subworkflows[where] = {"workflow": refs_b[slot], **inner}
-    edges_a, edges_b = _edges(a, rename), _edges(b)
-    edges: dict[str, Any] = {}
-    gone = sorted(f"{s} -> {t}" for s, t in edges_a - edges_b if not t.startswith("outputs."))
-    new_edges = sorted(f"{s} -> {t}" for s, t in edges_b - edges_a if not t.startswith("outputs."))
-    if new_edges:
-        edges["added"] = new_edges
-    if gone:
-        edges["removed"] = gone
+    params, subworkflows = _node_changes(a, b, children_a, children_b, _depth)
     out: dict[str, Any] = {}
-    for key, value in (("nodes", nodes), ("params", params), ("edges", edges),
+    for key, value in (("nodes", _node_set_changes(a, b, rename)), ("params", params),
+                       ("edges", _edge_changes(a, b, rename)),
                        ("inputs", _mapping_diff(_inputs_of(a), _inputs_of(b))),
                        ("outputs", _mapping_diff(a.outputs, b.outputs)),
                        ("models", _mapping_diff(a.models, b.models)),
@@ -155,6 +112,75 @@ def diff_workflows(a: Workflow, b: Workflow, children_a: Mapping[str, str] | Non
     if meta:
         result["meta"] = {k: ({"changed": True} if k == "layout" else v) for k, v in meta.items()}
     return result
+
+
+def _node_set_changes(a: Workflow, b: Workflow, rename: Mapping[str, str]) -> dict[str, Any]:
+    """Nodes added, removed, retyped (same id, another kind) and renamed."""
+    a_nodes = {n.id: n for n in a.nodes}
+    b_nodes = {n.id: n for n in b.nodes}
+    renamed_new = set(rename.values())
+    added = [{"id": n.id, "kind": n.kind} for n in b.nodes if n.id not in a_nodes and n.id not in renamed_new]
+    removed = [{"id": n.id, "kind": n.kind} for n in a.nodes if n.id not in b_nodes and n.id not in rename]
+    retyped = [{"id": i, "old": a_nodes[i].kind, "new": b_nodes[i].kind} for i in a_nodes
+               if i in b_nodes and a_nodes[i].kind != b_nodes[i].kind]
+    nodes: dict[str, Any] = {}
+    for key, value in (("added", added), ("removed", removed), ("retyped", retyped),
+                       ("renamed", [{"old": o, "new": n} for o, n in rename.items()])):
+        if value:
+            nodes[key] = value
+    return nodes
+
+
+def _node_changes(a: Workflow, b: Workflow, children_a: Mapping[str, str], children_b: Mapping[str, str],
+                  depth: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Of the nodes both have with one kind: params (and model, map) old -> new, and their sub-workflows' diffs."""
+    b_nodes = {n.id: n for n in b.nodes}
+    params: list[dict[str, Any]] = []
+    subworkflows: dict[str, Any] = {}
+    for old in a.nodes:
+        new = b_nodes.get(old.id)
+        if new is None or new.kind != old.kind:
+            continue
+        for key in sorted(set(old.params) | set(new.params), key=str):
+            before, after = old.params.get(key), new.params.get(key)
+            if before != after:
+                params.append({"node": old.id, "param": key, "old": before, "new": after})
+        for attr in ("model", "map"):
+            if getattr(old, attr) != getattr(new, attr):
+                params.append({"node": old.id, "param": attr, "old": getattr(old, attr),
+                               "new": getattr(new, attr)})
+        if depth < MAX_DEPTH:
+            subworkflows.update(_child_changes(old, new, children_a, children_b, depth))
+    return params, subworkflows
+
+
+def _child_changes(old: Any, new: Any, children_a: Mapping[str, str], children_b: Mapping[str, str],
+                   depth: int) -> dict[str, Any]:
+    """The diff of each sub-workflow one node uses in both, under `node` or `node/slot`."""
+    refs_a, refs_b = _child_refs(old), _child_refs(new)
+    found: dict[str, Any] = {}
+    for slot in sorted(set(refs_a) & set(refs_b)):
+        child_a = _load(children_a.get(refs_a[slot]))
+        child_b = _load(children_b.get(refs_b[slot]))
+        if child_a is None or child_b is None:
+            continue
+        inner = diff_workflows(child_a, child_b, children_a, children_b, depth + 1)
+        if not inner.get("same"):
+            found[old.id if not slot else f"{old.id}/{slot}"] = {"workflow": refs_b[slot], **inner}
+    return found
+
+
+def _edge_changes(a: Workflow, b: Workflow, rename: Mapping[str, str]) -> dict[str, Any]:
+    """Edges added and removed (a renamed node's edges read under its new id; the outputs are diffed apart)."""
+    edges_a, edges_b = _edges(a, rename), _edges(b)
+    edges: dict[str, Any] = {}
+    new_edges = sorted(f"{s} -> {t}" for s, t in edges_b - edges_a if not t.startswith("outputs."))
+    gone = sorted(f"{s} -> {t}" for s, t in edges_a - edges_b if not t.startswith("outputs."))
+    if new_edges:
+        edges["added"] = new_edges
+    if gone:
+        edges["removed"] = gone
+    return edges
 
 
 def _show(value: Any) -> str:
