@@ -775,6 +775,8 @@ def _gallery_dataset(wf: Any) -> tuple[str, str, dict[str, str]] | None:
     from app.workflow.tags import tag_values
 
     for task in tag_values(wf.tags, "task"):
+        if task not in GALLERY_DATASETS:  # e.g. tools: BFCL's presets come from the bfcl-eval wheel, not a file here
+            continue
         path, metric, mapping = GALLERY_DATASETS[task]
         text = (ROOT / path).read_text(encoding="utf-8")
         columns = set(next(csv.reader([text.splitlines()[0]]))) if path.endswith(".csv") else \
