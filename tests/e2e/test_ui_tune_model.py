@@ -24,7 +24,7 @@ def test_a_tiny_tune_on_the_bundled_model_races_and_recommends(ui: Any, shot: An
     page.locator("#mg-tune-limit input").fill("4")
     page.locator("#mg-tune-budget input").fill("2000")
     page.locator("#mg-tune-axes textarea, #mg-tune-axes input").first.fill("think.n=2")  # a tiny race
-    page.locator("#mg-tune-start").click()
+    page.locator("#mg-tune-start").click(timeout=60_000)  # under a loaded suite the page may be busy re-rendering
     rows = page.locator("[data-testid=tune-row]")
     rows.first.wait_for(timeout=120_000)
     assert rows.count() >= 2
