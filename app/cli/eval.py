@@ -316,7 +316,7 @@ def _run(args: argparse.Namespace, resume: str | None = None) -> int:
 
 def _execute(args: argparse.Namespace, plan: Any, registry: Any, evals: Any, traces: Any, eval_id: str | None,
              resume: str | None) -> int:
-    from app.eval.estimate import calibrate, calibration_complete, estimate, load_calibration
+    from app.eval.estimate import estimate
     from app.eval.results import summarize
     from app.eval.runner import DEFAULT_CONCURRENCY, Evaluation
     from app.eval.servers import plan_concurrency
@@ -327,14 +327,7 @@ def _execute(args: argparse.Namespace, plan: Any, registry: Any, evals: Any, tra
     scheduler = Scheduler(registry, provider, allow_python=not args.no_python)
     concurrency = args.concurrency or plan_concurrency(plan) or DEFAULT_CONCURRENCY
     backend = _main_backend(plan, provider)
-    calibration = None
-    if backend is not None and not args.dry_run:
-        calibration = None if args.calibrate else load_calibration(backend.model_id)
-        if not calibration_complete(calibration):
-            if not args.quiet and not args.json:
-                print("measuring this machine's throughput once (cached for this model)...", file=sys.stderr)
-            calibration = calibrate(backend)
-    cost = estimate(plan, registry, count_tokens=_token_counter(backend), calibration=calibration,
+    cost = estimate(plan, registry, count_tokens=_token_counter(backend), calibration=_calibration(args, backend),
                     concurrency=concurrency)
     if not args.json and not args.quiet:
         print(_estimate_line(cost), file=sys.stderr)
@@ -361,7 +354,27 @@ def _execute(args: argparse.Namespace, plan: Any, registry: Any, evals: Any, tra
         closing = getattr(provider, "close", None)  # its engine workers end with the command, in-process too
         if callable(closing):
             closing()
-    summary = summarize(evals.get(evaluation.eval_id), baseline=args.baseline)
+    _report(args, summarize(evals.get(evaluation.eval_id), baseline=args.baseline), cost, evaluation, status)
+    return EXIT_OK if status == SUCCEEDED else EXIT_FAILED
+
+
+def _calibration(args: argparse.Namespace, backend: Any) -> Any:
+    """This machine's measured throughput for the main model (measured once and cached); None on a dry run."""
+    from app.eval.estimate import calibrate, calibration_complete, load_calibration
+
+    if backend is None or args.dry_run:
+        return None
+    calibration = None if args.calibrate else load_calibration(backend.model_id)
+    if not calibration_complete(calibration):
+        if not args.quiet and not args.json:
+            print("measuring this machine's throughput once (cached for this model)...", file=sys.stderr)
+        calibration = calibrate(backend)
+    return calibration
+
+
+def _report(args: argparse.Namespace, summary: dict[str, Any], cost: dict[str, Any], evaluation: Any,
+            status: str) -> None:
+    """The evaluation's results: version notes, then JSON or the table with the actual cost, and the HTML report."""
     for note in summary.get("version_notes", []):
         print(f"note: {note}", file=sys.stderr)
     if args.json:
@@ -374,7 +387,6 @@ def _execute(args: argparse.Namespace, plan: Any, registry: Any, evals: Any, tra
                   f"`metagen eval --resume {evaluation.eval_id}` finishes it", file=sys.stderr)
     if args.html:
         _write_html(summary, Path(args.html))
-    return EXIT_OK if status == SUCCEEDED else EXIT_FAILED
 
 
 def _main_backend(plan: Any, provider: Any) -> Any:
