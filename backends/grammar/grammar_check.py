@@ -760,10 +760,10 @@ def _pattern_count_problem(pattern: str) -> str | None:
 
 
 def _convert_schema(schema_text: str) -> str:
-    """GBNF from llama-cpp-python's converter (imported here: it loads libllama)."""
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
+    """GBNF from llama-cpp-python's converter, its strings made strict (json_strings.py)."""
+    from backends.grammar.json_strings import json_schema_to_gbnf
 
-    return str(json_schema_to_gbnf(schema_text))
+    return json_schema_to_gbnf(json.loads(schema_text))
 
 
 @functools.lru_cache(maxsize=64)

@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from backends.grammar.json_strings import schema_converter
 from backends.tools.types import ToolRequest, ToolSpec
 
 _GENERIC = "generic"
@@ -218,9 +219,7 @@ def tool_call_grammar(request: ToolRequest, family: str) -> str | None:
     if mode == "auto" and not any(t.strict for t in request.tools):
         return None
     tools = _chosen_tools(request)
-    from llama_cpp.llama_grammar import SchemaConverter  # the JSON-schema converter llama.cpp's server uses
-
-    converter = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    converter = schema_converter()  # the JSON-schema converter llama.cpp's server uses, its strings strict
     rules: dict[str, str] = {}
     family = family if family in _MARKERS or family == _GENERIC else _GENERIC
     gemma = _GemmaArgs(rules) if family == "gemma" else None

@@ -86,7 +86,7 @@ class _JsonWalk:
 
 def _load(text: str) -> Any:
     try:
-        return json.loads(text)
+        return json.loads(text, strict=False)  # a raw newline in a string: what a model writes, JSON or not
     except (ValueError, RecursionError):
         return None
 

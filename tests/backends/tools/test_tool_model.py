@@ -1,6 +1,7 @@
 """Tool calling on the real bundled model: a tool prompt rendered from the file's own template, sampled at temperature
-1 under the tool-call grammar, always parses to calls valid against the tool's schema; llama.cpp's grammar sampler
-takes each family's golden calls and refuses malformed ones; the engine adds no second BOS to a rendered prompt."""
+1 under the tool-call grammar, parses to calls valid against the tool's schema whenever max_tokens did not cut it;
+llama.cpp's grammar sampler takes each family's golden calls and refuses malformed ones (raw control characters in
+strings included); the engine adds no second BOS to a rendered prompt."""
 
 from __future__ import annotations
 
@@ -37,7 +38,12 @@ def test_twenty_required_requests_all_return_calls_valid_against_the_schema(llam
     result = llama.generate(prompt.text, params, n=N_REQUESTS, seeds=list(range(1, N_REQUESTS + 1)))
     schemas = {t.name: dict(t.parameters) for t in TOOLS}
     assert len(result.completions) == N_REQUESTS
-    for completion in result.completions:
+    # At temperature 1 with no top-k, about 1 sample in 160 writes a string argument on until max_tokens: a cut the
+    # doors report as such (finish_reason "length", Responses "incomplete"), which no grammar can prevent. Every
+    # answer that ended on its own is one valid call; CI once saw such a string (AVX2 rounding picks other samples).
+    ended = [c for c in result.completions if c.finish_reason != "length"]
+    assert len(ended) >= N_REQUESTS - 2, [c.text for c in result.completions if c.finish_reason == "length"]
+    for completion in ended:
         answer = parse_tool_calls(completion.text, prompt.family, request)
         assert len(answer.calls) == 1, (completion.finish_reason, completion.text)
         for call in answer.calls:
@@ -81,6 +87,35 @@ def test_llama_cpp_s_sampler_takes_golden_calls_and_refuses_malformed_ones(llama
         assert grammar_process.allowed_prefix(0, bad, lambda: None) < len(bad)
     finally:
         grammar_process.free(0)
+
+
+@pytest.mark.parametrize("family", ["generic", "hermes", "llama3", "mistral"])
+def test_a_string_argument_holds_no_raw_control_character(llama, grammar_process, family: str) -> None:  # type: ignore[no-untyped-def]
+    """JSON refuses a raw newline or tab inside a string (json.loads would drop the whole call); the escaped
+    forms are fine. llama-cpp-python's own converter let 1 sample in 160 at temperature 1 write one."""
+    grammar = tool_call_grammar(ToolRequest(TOOLS, ToolChoice("required"), parallel=False), family)
+    head = GOOD[family][:GOOD[family].index('"Paris"') + 1]  # the call up to the city's opening quote
+    for inside, allowed in [("Par\\nis", True), ("Par\\tis", True), ("Par\nis", False), ("Par\tis", False)]:
+        text = head + inside
+        grammar_process.new(0, grammar, lambda: None)
+        try:
+            tokens = llama.model.tokenize(text, add_special=False, parse_special=False)
+            assert (grammar_process.allowed_prefix(0, tokens, lambda: None) == len(tokens)) == allowed, repr(text)
+        finally:
+            grammar_process.free(0)
+
+
+def test_a_json_schema_answer_holds_no_raw_control_character(llama, grammar_process) -> None:  # type: ignore[no-untyped-def]
+    from backends.grammar.grammar_check import schema_grammar
+
+    grammar = schema_grammar(json.dumps({"type": "object", "properties": {"city": {"type": "string"}}}))
+    for text, allowed in [('{"city": "Par\\nis"}', True), ('{"city": "Par\nis', False)]:
+        grammar_process.new(0, grammar, lambda: None)
+        try:
+            tokens = llama.model.tokenize(text, add_special=False, parse_special=False)
+            assert (grammar_process.allowed_prefix(0, tokens, lambda: None) == len(tokens)) == allowed, repr(text)
+        finally:
+            grammar_process.free(0)
 
 
 def test_a_strict_auto_grammar_takes_text_or_calls_but_no_call_it_did_not_check(llama, grammar_process) -> None:  # type: ignore[no-untyped-def]

@@ -63,6 +63,11 @@ def test_an_unknown_family_reads_the_generic_form() -> None:
     assert _calls(parse_tool_calls(out, "no-such-family", AUTO)) == [("get_weather", {"city": "Paris"})]
 
 
+def test_a_raw_newline_in_an_unconstrained_string_still_parses_to_its_call() -> None:
+    out = '<tool_call>\n{"name": "search_web", "arguments": {"query": "Paris\nweather"}}\n</tool_call>'
+    assert _calls(parse_tool_calls(out, "hermes", AUTO)) == [("search_web", {"query": "Paris\nweather"})]
+
+
 def test_a_call_without_arguments_has_none() -> None:
     assert _calls(parse_tool_calls('<tool_call>{"name": "pwd"}</tool_call>', "hermes", AUTO)) == [("pwd", {})]
 
