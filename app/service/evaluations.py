@@ -414,8 +414,8 @@ class EvaluationService:
                 raise UserError(f"you already have {mine} run(s) or evaluation(s) going on this shared app (the "
                                 f"limit is {limit}); wait for one to finish or cancel one")
         gate = self.gate
-        if gate is not None and gate.running >= gate.max_concurrent and gate.waiting >= gate.max_queue:
-            raise UserError(f"the app is busy: {gate.running} run(s) running and {gate.waiting} waiting; try again "
+        if gate is not None and gate.running >= gate.max_concurrent and gate.pending >= gate.max_queue:
+            raise UserError(f"the app is busy: {gate.running} run(s) running and {gate.pending} waiting; try again "
                             "in a minute")
 
     def unfinished_of(self, visitor: str | None) -> int:

@@ -661,11 +661,8 @@ class StudioService:
             seed = int(seed)
         except (TypeError, ValueError):
             raise UserError(f"the seed must be a whole number, got {seed!r}") from None
+        budget = self.policy.cap_budget(budget) if self.policy.share_mode else (budget or Budget())
         with self._runs_lock:
-            # the gate's own count too: a cancelled run still leaving the gate is no longer QUEUED but still waits
-            waiting = max(sum(1 for h in self._runs.values() if h.live.status == QUEUED), self._gate.waiting)
-            if waiting >= self.policy.max_queue:
-                raise UserError(f"{waiting} runs are already waiting; wait for one to finish or cancel one")
             mine = self._unfinished_runs_of(visitor)
             limit = self.policy.max_runs_per_visitor
             if limit is not None and visitor is not None and mine >= limit:
@@ -673,16 +670,24 @@ class StudioService:
                                 "wait for one to finish or cancel one")
             address = self.visitors.address_of(visitor) if self.policy.share_mode else None
             self._check_address_room(address)
+            try:  # the run's queue place, taken now: its thread comes to the gate later (_work)
+                self._gate.reserve()
+            except QueueFullError as exc:
+                raise UserError(str(exc)) from None
             run_id = uuid.uuid4().hex[:12]
             handle = _RunHandle(LiveRun(run_id, wf.name, [n.id for n in wf.nodes]), CancelToken(),
                                 owner=visitor, address=address)
             self._runs[run_id] = handle
             self._run_owners[run_id] = visitor
             self._forget_old_runs()
-        budget = self.policy.cap_budget(budget) if self.policy.share_mode else (budget or Budget())
         handle.thread = threading.Thread(target=self._work, args=(handle, wf, values, seed, budget, children),
                                          name=f"run-{run_id}", daemon=True)
-        handle.thread.start()
+        try:
+            handle.thread.start()
+        except RuntimeError:  # no thread to be had: the run ends and gives its queue place back
+            self._gate.cancel_reservation()
+            handle.live.finish(FAILED, error="the studio could not start a thread for this run; try again")
+            raise UserError("the studio could not start a thread for this run; try again in a moment") from None
         return self.run_status(run_id, visitor=visitor)
 
     def run_workflow(self, wf: Workflow, inputs: dict[str, Any] | None = None, *, seed: int = 0,
@@ -732,9 +737,9 @@ class StudioService:
               children: ChildLoader | None = None) -> None:
         live, cancel = handle.live, handle.cancel
         try:
-            # admitted by start_run against the queue bound (under its lock): an evaluation waiting in the gate
-            # since must not turn an accepted run into a "busy" failure
-            with self._gate.slot(cancelled=lambda: cancel.cancelled, admitted=True):
+            # its queue place reserved by start_run: runs and evaluations admitted since never overfill the queue,
+            # and none of them turns an accepted run into a "busy" failure
+            with self._gate.slot(cancelled=lambda: cancel.cancelled, reserved=True):
                 if cancel.cancelled:
                     live.finish(CANCELLED, error="cancelled before it started")
                     return

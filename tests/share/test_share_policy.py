@@ -195,3 +195,36 @@ def test_run_gate_limits_and_queues() -> None:
     t2.join(5)
     assert order == ["first", "second@1"]
     assert gate.running == 0
+
+
+def test_a_reserved_place_counts_before_its_thread_comes_to_the_gate() -> None:
+    """A run accepted by start_run whose thread has not reached the gate yet still holds its queue place: the
+    share load test once saw 10 waiting against a bound of 9 when admissions counted only what was in the gate."""
+    gate = RunGate(max_concurrent=1, max_queue=2)
+    positions: list[int] = []
+
+    def reserved_run() -> None:
+        with gate.slot(reserved=True) as position:
+            positions.append(position)
+
+    with gate.slot():
+        gate.reserve()
+        gate.reserve()
+        assert (gate.waiting, gate.pending) == (0, 2)
+        with pytest.raises(QueueFullError, match="already waiting"):
+            gate.reserve()
+        with pytest.raises(QueueFullError, match="busy"), gate.slot():  # a /v1 request without a reservation
+            pass
+        gate.cancel_reservation()  # one that never came: its place is free again
+        gate.reserve()
+        runs = [threading.Thread(target=reserved_run) for _ in range(2)]
+        for run in runs:
+            run.start()
+        for _ in range(100):
+            if gate.waiting == 2:
+                break
+            threading.Event().wait(0.02)
+        assert (gate.waiting, gate.pending) == (2, 2)  # reservations became waiting places, none counted twice
+    for run in runs:
+        run.join(5)
+    assert sorted(positions) == [1, 2] and (gate.running, gate.pending) == (0, 0)
