@@ -18,6 +18,7 @@ from app.run.providers import llama_provider
 from app.run.scheduler import Scheduler
 from app.run.status import FAILED, SUCCEEDED
 from app.traces.store import TraceStore
+from app.workflow.child_files import ChildLoader
 from app.workflow.problems import WorkflowError
 from app.workflow.spec import Workflow, load_workflow_text
 from nodes.registry import default_registry
@@ -37,8 +38,10 @@ LOCAL_ONLY = {
 probabilities at every step): on a remote server they are refused with these words, before or while running."""
 """What a scoring node says on a server that cannot score (docs/remote.md quotes it)."""
 CAPS = {"max_tokens": 24, "n": 3, "batch_size": 2, "min_samples": 2, "max_iters": 1, "max_depth": 2,
-        "beam_width": 2, "expand_k": 2}
-"""Upper bounds on node params, so that eleven workflows run in about a minute on one CPU thread."""
+        "beam_width": 2, "expand_k": 2, "max_expansions": 3, "particles": 2, "simulations": 2, "population": 2,
+        "rounds": 1}
+"""Upper bounds on node params, so that every example runs in a few seconds on one CPU thread (the tree searches
+took 12-20 s each uncapped: a remote server answers one request at a time)."""
 
 LIKELIHOOD = """version: 1
 name: remote-likelihood
@@ -61,16 +64,25 @@ outputs: {answer: pick.best}
 """
 
 
-def remote_workflow(text: str, entry: dict[str, Any]) -> Workflow:
-    """The workflow with every model alias on the remote entry and its node params capped by CAPS."""
-    data = yaml.safe_load(text)
-    data["models"] = {alias: dict(entry) for alias in (data.get("models") or {"main": None})}
+def _capped(data: dict[str, Any]) -> dict[str, Any]:
     for node in data.get("nodes") or []:
         params = node.get("params") or {}
         for key, cap in CAPS.items():
             if isinstance(params.get(key), int) and params[key] > cap:
                 params[key] = cap
-    return load_workflow_text(yaml.safe_dump(data, sort_keys=False))
+    return data
+
+
+def remote_workflow(text: str, entry: dict[str, Any]) -> Workflow:
+    """The workflow with every model alias on the remote entry and its node params capped by CAPS."""
+    data = yaml.safe_load(text)
+    data["models"] = {alias: dict(entry) for alias in (data.get("models") or {"main": None})}
+    return load_workflow_text(yaml.safe_dump(_capped(data), sort_keys=False))
+
+
+CAPPED_CHILDREN = ChildLoader(texts={p.stem: yaml.safe_dump(_capped(yaml.safe_load(p.read_text(encoding="utf-8"))),
+                                                            sort_keys=False) for p in EXAMPLES})
+"""The examples as sub-workflows (judge_of_methods runs three), capped too; they run on the parent's models."""
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +113,7 @@ def test_every_example_runs_on_a_remote_server(path: Path, llama_server: LlamaSe
         return
     # no caches: an earlier example's identical requests (deer_think's thinking phase is thinking_budget's) would
     # answer this one's from the sample cache, and the remote server would see no call of it
-    result = scheduler.run(wf, seed=3, observers=[store], use_cache=False)
+    result = scheduler.run(wf, seed=3, observers=[store], use_cache=False, children=CAPPED_CHILDREN)
     assert store.flush()
     record = store.get_run(result.run_id)
     if result.status != SUCCEEDED:  # only a node that needs scoring may fail, and then with the documented words
