@@ -206,8 +206,10 @@
       host.applyOpened(result, result.name || name, false);
       H.versions = result.versions || H.versions;
       render();
-      notice("Restored version " + short(version) + " to " + name + ".yaml (the file before it is kept as a version).",
-        "ok");
+      const children = result.restored_subworkflows || [];
+      notice("Restored version " + short(version) + " to " + name + ".yaml" +
+        (children.length ? ", with its sub-workflow" + (children.length > 1 ? "s " : " ") + children.join(", ") : "") +
+        " (the files before it are kept as versions).", "ok");
     }
 
     async function nameVersion(version) {

@@ -206,15 +206,18 @@ def cmd_restore(args: argparse.Namespace) -> int:
         return _fail(ValueError(f"give the version to restore: {name}@VERSION (`metagen history {name}` lists them)"))
     try:
         versions = _versions(args)
-        restored = versions.restore(name, ref, message=args.message)
+        restored, children = versions.restore_tree(name, ref, message=args.message)
         _, path = versions.locate(name)
     except (UserError, RuntimeError, sqlite3.Error, OSError) as exc:
         return _fail(exc)
     if args.json:
-        _print_json({"workflow": restored.workflow, "version": restored.version, "path": str(path)})
+        _print_json({"workflow": restored.workflow, "version": restored.version, "path": str(path),
+                     "subworkflows": [str(c) for c in children]})
     else:
         sys.stdout.write(f"restored {restored.workflow}@{restored.version} to {path} (the file before it is "
                          "kept as a version)\n")
+        for child in children:
+            sys.stdout.write(f"  and its sub-workflow {child} (kept as a version first)\n")
     return EXIT_OK
 
 

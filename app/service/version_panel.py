@@ -53,10 +53,11 @@ class VersionPanel:
         return {**diff, "lines": diff_lines(diff)}
 
     def restore_version(self, name: str, ref: str, message: str = "") -> dict[str, Any]:
-        """Write version `ref` back to the file (the current file recorded first); the restored workflow as
-        `open_workflow` returns it."""
-        self._owned_versions("restoring a version").restore(self.service.path_for(name), ref, message=message)
-        return self.service.open_workflow(name)
+        """Write version `ref` back to the file and the sub-workflow files it used (each current file recorded
+        first); the restored workflow as `open_workflow` returns it, with `restored_subworkflows` rewritten."""
+        _, children = self._owned_versions("restoring a version").restore_tree(self.service.path_for(name), ref,
+                                                                               message=message)
+        return {**self.service.open_workflow(name), "restored_subworkflows": sorted(c.stem for c in children)}
 
     def name_version(self, name: str, ref: str, label: str | None) -> dict[str, Any]:
         """Name a version (None or "" removes its name); the version's {version, label}."""

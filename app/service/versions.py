@@ -15,7 +15,7 @@ from typing import Any
 from app.platform.fileio import atomic_write_text
 from app.service.errors import UserError
 from app.traces.versions import Version, VersionError, VersionStore
-from app.workflow.child_files import ChildLoader
+from app.workflow.child_files import ChildLoader, ChildRefError
 from app.workflow.diff import canonical_lines, diff_lines, diff_workflows
 from app.workflow.files import WORKFLOW_SUFFIX, safe_workflow_name, workflow_path
 from app.workflow.problems import WorkflowError
@@ -231,18 +231,69 @@ class WorkflowVersions:
     # ------------------------------------------------------------------ changing
 
     def restore(self, target: str | Path, ref: str, *, message: str = "") -> Version:
-        """Write version `ref` back to the workflow's file (atomically), the current file recorded as a version
-        first so nothing is lost; returns the restored version."""
+        """Write version `ref` back to the workflow's file (atomically), with the sub-workflow files it used
+        (`restore_tree`); returns the restored version."""
+        return self.restore_tree(target, ref, message=message)[0]
+
+    def restore_tree(self, target: str | Path, ref: str, *, message: str = "") -> tuple[Version, list[Path]]:
+        """Write version `ref` back to the workflow's file and each sub-workflow file whose workflow changed since
+        (a child's version is part of its parent's), every current file recorded as a version first so nothing
+        is lost; the restored version and the child files written."""
         _, path = self.locate(target)
         if self.record_file(path, force=True) is None and path.is_file():
             raise UserError(f"not restored: {path} does not load as a workflow, so it cannot be kept as a version "
                             f"first; fix it (`metagen validate {path}` says what is wrong) or move it away")
         version = self.get(target, ref)
+        children = self._restore_children(version, path.parent)
         atomic_write_text(path, version.yaml)
-        with self._lock:
-            self._seen.pop(str(path), None)
+        for written in [*children, path]:
+            with self._lock:
+                self._seen.pop(str(written), None)
+        for child in children:
+            self.record_file(child, message=f"restored with {version.workflow}@{version.version[:12]}")
         self.record_file(path, message=message or f"restored {version.version}")
-        return version
+        return version, children
+
+    def _restore_children(self, version: Version, folder: Path) -> list[Path]:
+        """Write back the sub-workflows `version` recorded whose files now hold another workflow (or are gone),
+        each current file recorded first; the files written. A child that is the same workflow is left as it is
+        (its comments and layout kept)."""
+        written: list[Path] = []
+        for ref, text in sorted(version.children.items()):
+            child = self._child_path(ref, folder)
+            if child is None:
+                continue
+            try:
+                current = child.read_text(encoding="utf-8") if child.is_file() else None
+                same = current is not None and load_workflow_text(current).to_yaml() == text
+            except (OSError, UnicodeDecodeError, WorkflowError):
+                same = False
+            if same:
+                continue
+            if current is not None and self.record_file(child, force=True) is None:
+                raise UserError(f"not restored: the sub-workflow file {child} does not load as a workflow, so it "
+                                "cannot be kept as a version first; fix it or move it away")
+            atomic_write_text(child, text)
+            written.append(child)
+        return written
+
+    def _child_path(self, ref: str, folder: Path) -> Path | None:
+        """The file a sub-workflow reference names, seen from the parent's folder: where it is now, else where
+        it would be made (the parent's folder); None for a reference no file can hold."""
+        try:
+            return Path(self.loader.load(ref, folder).key)
+        except WorkflowError:  # it is there but does not load: restored over, found by its name below
+            pass
+        except ChildRefError:  # gone (or refused): made again in the parent's folder
+            log.debug("sub-workflow %r of a restored version is not found from %s", ref, folder)
+        if "/" in ref or "\\" in ref:
+            path = (folder / ref).resolve()
+            inside = path.is_relative_to(folder.resolve())
+            return path if inside and path.suffix.lower() in (WORKFLOW_SUFFIX, ".yml") else None
+        try:
+            return folder / f"{safe_workflow_name(ref)}{WORKFLOW_SUFFIX}"
+        except ValueError:
+            return None
 
     def set_name(self, target: str | Path, ref: str, label: str | None) -> Version:
         key, _ = self.locate(target)

@@ -112,6 +112,30 @@ def test_a_sub_workflow_change_is_a_new_version_of_its_parent(versions: Workflow
     assert list(d["subworkflows"]) == ["w"]
 
 
+def test_restore_writes_back_the_sub_workflows_the_version_used(versions: WorkflowVersions) -> None:
+    from tests.workflows.test_diff import LEAF, PARENT
+
+    folder = versions.workflows_dir
+    leaf = folder / "leaf.yaml"  # type: ignore[operator]
+    leaf.write_text(LEAF, encoding="utf-8")
+    first = versions.save_text("parent", PARENT)
+    edited_leaf = LEAF.replace("[{draft}]", "<{draft}>")
+    leaf.write_text(edited_leaf, encoding="utf-8")
+    second = versions.record_file("parent", force=True)
+    assert second is not None and second.version != first.version
+    restored, children = versions.restore_tree("parent", first.version)
+    assert restored.version == first.version and children == [leaf.resolve()]
+    assert load_workflow_text(leaf.read_text(encoding="utf-8")).to_dict() == load_workflow_text(LEAF).to_dict()
+    now = versions.record_file("parent", force=True)  # the files on disk are that version again, children too
+    assert now is not None and now.version == first.version
+    assert load_workflow_text(versions.get("leaf", "-1").yaml).to_dict() == \
+        load_workflow_text(edited_leaf).to_dict()  # the child's edit was kept in its own history
+    assert versions.restore_tree("parent", first.version)[1] == []  # the same tree: no child rewritten
+    leaf.unlink()
+    assert versions.restore_tree("parent", first.version)[1] == [folder / "leaf.yaml"]  # type: ignore[operator]
+    assert leaf.is_file()
+
+
 CRASHER = """
 import os, signal, sys
 from pathlib import Path

@@ -73,6 +73,7 @@ def test_the_panel_lists_previews_diffs_restores_and_names_versions(tmp_path: Pa
         restored = mg_restore_version(service, {"name": "sc", "version": "baseline"})
         assert "n: 8" in restored["yaml"] and "n: 8" in (tmp_path / "workflows" / "sc.yaml").read_text()
         assert [v["version"] for v in restored["versions"] if v["current"]] == [first]
+        assert restored["restored_subworkflows"] == []  # no sub-workflows: only the file itself
         assert mg_publish_version(service, {"name": "sc", "version": "baseline"})["version"] == first
         assert [v["published"] for v in mg_history(service, {"name": "sc"})["versions"]] == [False, True]
         assert mg_unpublish_version(service, {"name": "sc"}) == {"unpublished": True}
