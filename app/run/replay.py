@@ -113,6 +113,7 @@ def replay_bundle(bundle: Mapping[str, Any], *, workflow: Workflow | None = None
         scheduler.allow_code_execution = like.allow_code_execution
         scheduler.code_limit_caps = like.code_limit_caps
         scheduler.hide_cache_hits = like.hide_cache_hits
+    scheduler.origin = ("replay", str(run.get("id") or ""))
     for node in bundle.get("cached_nodes") or []:  # came from the node cache when recorded: no calls to answer
         scheduler.cache.put(str(node["signature"]), from_jsonable(node["outputs"] or {}))
     inputs = {k: v for k, v in (run.get("inputs") or {}).items() if k in wf.inputs}

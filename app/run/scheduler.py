@@ -185,9 +185,11 @@ class Scheduler:
         self.code_limit_caps: tuple[float, int] | None = None
         """The most (timeout_s, memory_mb) a candidate program may have; share mode: the owner's caps."""
         self.hide_cache_hits = False
+        """Default of `run(hide_cache_hits=)`: share mode turns it on (see RunState.hide_cache_hits)."""
         self.stop_grace_s = STOP_GRACE_S
         """Seconds a stopped run waits for its nodes before it ends without them (see _DagRun.execute)."""
-        """Default of `run(hide_cache_hits=)`: share mode turns it on (see RunState.hide_cache_hits)."""
+        self.origin: tuple[str, str] | None = None
+        """(source, run id) recorded with each run's trace instead of "live": ("replay", the bundled run's id)."""
         self.record_calls = True
         """Record every model call's request and result (an LM_REQUEST event each, backends/replay/calls.py): what a
         run bundle carries so that `metagen replay` answers the calls without the model."""
@@ -228,6 +230,7 @@ class Scheduler:
             "workflow": wf.name, "workflow_yaml": wf.to_yaml(), "workflow_hash": version_hash(wf, checked.children),
             "inputs": to_jsonable(values), "seed": seed, "budget": asdict(budget),
             "models": {alias: asdict(spec) for alias, spec in specs.items()},
+            **({"source": self.origin[0], "imported_from": self.origin[1]} if self.origin else {}),
         }))
         if checked.children:  # the children's YAML goes with the run: it stays readable after a child file changes
             bus.emit(Event(ev.NODE_EVENT, run_id, None, {"kind": SUBWORKFLOWS_NOTE,

@@ -59,7 +59,8 @@ class RunRow(TraceModel, table=True):
     writer_identity: str | None = None
     """What tells this writer process apart from a later one that reuses its pid (its start time)."""
     source: str = "live"
-    """"live" (observed while running) or "imported"."""
+    """"live" (observed while running), "imported" (`imported_from`: its id where it was exported) or "replay"
+    (`imported_from`: the bundled run it replays, `metagen replay`)."""
     imported_from: str | None = None
 
 

@@ -192,7 +192,8 @@ class EventWriter:
             "seed": int(d.get("seed") or 0), "models": dumps(d.get("models", {})),
             "budget": dumps(d.get("budget", {})), "status": RUNNING, "started_at": event.time,
             "heartbeat_at": event.time, "writer_pid": self._pid, "writer_host": self._host,
-            "writer_identity": self._identity, "source": "live",
+            "writer_identity": self._identity, "source": str(d.get("source") or "live"),
+            "imported_from": d.get("imported_from"),
         }
         conn.execute(sqlite_insert(RUNS).values(id=event.run_id, **values)
                      .on_conflict_do_update(index_elements=["id"], set_=values))

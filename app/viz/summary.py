@@ -174,7 +174,9 @@ def summary_body(record: dict[str, Any]) -> str:
              f'<div class="mg-cards" id="mg-summary-cards">{cards}</div>']
     if run.get("error"):
         parts.append(f'<div class="mg-box"><b>error</b><pre>{esc(run["error"])}</pre></div>')
-    facts = [("seed", run.get("seed")), ("workflow hash", run.get("workflow_hash")),
+    provenance = record.get("provenance") or {}
+    replayed = [("replay of", provenance.get("imported_from") or "-")] if provenance.get("source") == "replay" else []
+    facts = [*replayed, ("seed", run.get("seed")), ("workflow hash", run.get("workflow_hash")),
              ("models", ", ".join(run.get("model_ids") or []) or "-")]
     facts += [(f"input {k}", _value_text(v)) for k, v in (run.get("inputs") or {}).items()]
     facts += [(f"output {k}", _value_text(v)) for k, v in (run.get("outputs") or {}).items()]

@@ -105,3 +105,17 @@ def test_an_edited_sampler_prompt_calls_the_model_for_that_node_only(bundle_file
     assert outcome.calls.to_json() == {"replayed": 0, "model": len(calls)} and calls
     assert {e.node_id for e in calls} == {"think"}
     assert all("Reason briefly" in e.data["prompt"] for e in calls)
+
+
+def test_a_replayed_run_is_traced_as_a_replay_of_the_bundled_run(bundle_file: Path, no_engine: None,
+                                                                   tmp_path: Path) -> None:
+    from app.viz.summary import summary_body
+
+    bundle = read_bundle(bundle_file)
+    with TraceStore(tmp_path / "replays.db") as store:
+        outcome = replay_bundle(bundle, observers=[store])
+        assert store.flush()
+        record = store.get_run(outcome.result.run_id)
+    assert record["provenance"]["source"] == "replay"
+    assert record["provenance"]["imported_from"] == bundle["run"]["id"]
+    assert "replay of" in summary_body(record) and bundle["run"]["id"] in summary_body(record)
