@@ -24,7 +24,7 @@ export default class PointerMethods {
     }
     if (e.button !== 0) return;
     e.preventDefault();
-    if (portEl && nodeEl) {
+    if (portEl && nodeEl && !this.readOnly) { // a past version: no wire may be drawn (ports select the node)
       this._startWireDrag(e, nodeEl._nodeId, portEl.getAttribute("data-port"));
       return;
     }
@@ -40,6 +40,10 @@ export default class PointerMethods {
       this._renderInspector();
       this._emitSelect();
       if (!this.selection.has(id)) return;
+      if (this.readOnly) { // a past version: selected and inspected, never moved (moves bypass mutate)
+        if (this.selection.size === 1) this._reveal(id);
+        return;
+      }
       let dragId = id;
       if (e.altKey) {
         // Alt+drag: drag a copy, leave the originals where they are

@@ -44,6 +44,15 @@ def test_history_preview_diff_restore_and_deep_link(ui: Any, shot: Any, studio: 
     page.locator("[data-testid=save-btn]").click()  # refused: a past version is never saved as the file
     page.wait_for_function("document.querySelector('[data-testid=notice]').textContent.includes('read-only')")
     assert "n: 4" in path.read_text(encoding="utf-8")
+    node = page.locator("[data-node-id=think]")
+    before = node.bounding_box()
+    assert before is not None
+    page.mouse.move(before["x"] + 30, before["y"] + 12)  # drag the node by its header: a past version never moves
+    page.mouse.down()
+    page.mouse.move(before["x"] + 150, before["y"] + 90, steps=6)
+    page.mouse.up()
+    after = node.bounding_box()
+    assert after is not None and (after["x"], after["y"]) == (before["x"], before["y"])
     shot(page, "preview")
     page.locator("[data-testid=version-back]").click()
     banner.wait_for(state="hidden")
