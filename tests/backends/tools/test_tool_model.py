@@ -89,6 +89,16 @@ def test_llama_cpp_s_sampler_takes_golden_calls_and_refuses_malformed_ones(llama
         grammar_process.free(0)
 
 
+def _takes_whole(llama, grammar_process, grammar: str, text: str) -> bool:  # type: ignore[no-untyped-def]
+    """Whether llama.cpp's grammar sampler accepts every token of `text` under `grammar`."""
+    grammar_process.new(0, grammar, lambda: None)
+    try:
+        tokens = llama.model.tokenize(text, add_special=False, parse_special=False)
+        return bool(grammar_process.allowed_prefix(0, tokens, lambda: None) == len(tokens))
+    finally:
+        grammar_process.free(0)
+
+
 @pytest.mark.parametrize("family", ["generic", "hermes", "llama3", "mistral"])
 def test_a_string_argument_holds_no_raw_control_character(llama, grammar_process, family: str) -> None:  # type: ignore[no-untyped-def]
     """JSON refuses a raw newline or tab inside a string (json.loads would drop the whole call); the escaped
@@ -96,13 +106,7 @@ def test_a_string_argument_holds_no_raw_control_character(llama, grammar_process
     grammar = tool_call_grammar(ToolRequest(TOOLS, ToolChoice("required"), parallel=False), family)
     head = GOOD[family][:GOOD[family].index('"Paris"') + 1]  # the call up to the city's opening quote
     for inside, allowed in [("Par\\nis", True), ("Par\\tis", True), ("Par\nis", False), ("Par\tis", False)]:
-        text = head + inside
-        grammar_process.new(0, grammar, lambda: None)
-        try:
-            tokens = llama.model.tokenize(text, add_special=False, parse_special=False)
-            assert (grammar_process.allowed_prefix(0, tokens, lambda: None) == len(tokens)) == allowed, repr(text)
-        finally:
-            grammar_process.free(0)
+        assert _takes_whole(llama, grammar_process, grammar, head + inside) == allowed, repr(head + inside)
 
 
 def test_a_json_schema_answer_holds_no_raw_control_character(llama, grammar_process) -> None:  # type: ignore[no-untyped-def]
@@ -110,12 +114,7 @@ def test_a_json_schema_answer_holds_no_raw_control_character(llama, grammar_proc
 
     grammar = schema_grammar(json.dumps({"type": "object", "properties": {"city": {"type": "string"}}}))
     for text, allowed in [('{"city": "Par\\nis"}', True), ('{"city": "Par\nis', False)]:
-        grammar_process.new(0, grammar, lambda: None)
-        try:
-            tokens = llama.model.tokenize(text, add_special=False, parse_special=False)
-            assert (grammar_process.allowed_prefix(0, tokens, lambda: None) == len(tokens)) == allowed, repr(text)
-        finally:
-            grammar_process.free(0)
+        assert _takes_whole(llama, grammar_process, grammar, text) == allowed, repr(text)
 
 
 def test_a_strict_auto_grammar_takes_text_or_calls_but_no_call_it_did_not_check(llama, grammar_process) -> None:  # type: ignore[no-untyped-def]
@@ -124,12 +123,7 @@ def test_a_strict_auto_grammar_takes_text_or_calls_but_no_call_it_did_not_check(
     for text, whole in [("It is sunny in Paris today.", True), (HERMES, True), ("Let me check.\n" + HERMES, True),
                         ('Let me check. <tool_call>\n{"name": "get_weather", "arguments": {"town"', False),
                         (PARIS_JSON, False)]:  # a bare call at the start is one parse.py reads
-        grammar_process.new(0, grammar, lambda: None)
-        try:
-            tokens = llama.model.tokenize(text, add_special=False, parse_special=False)
-            assert (grammar_process.allowed_prefix(0, tokens, lambda: None) == len(tokens)) == whole, text
-        finally:
-            grammar_process.free(0)
+        assert _takes_whole(llama, grammar_process, grammar, text) == whole, text
 
 
 def test_a_rendered_prompt_gets_one_bos(llama) -> None:  # type: ignore[no-untyped-def]
