@@ -1,5 +1,5 @@
 """Tool calling on the real bundled model: a tool prompt rendered from the file's own template, sampled at temperature
-1 under the tool-call grammar, parses to calls valid against the tool's schema whenever max_tokens did not cut it;
+1 under the tool-call grammar, always parses to calls valid against the tool's schema;
 llama.cpp's grammar sampler takes each family's golden calls and refuses malformed ones (raw control characters in
 strings included); the engine adds no second BOS to a rendered prompt."""
 
@@ -34,16 +34,15 @@ def test_twenty_required_requests_all_return_calls_valid_against_the_schema(llam
     prompt = render_tool_prompt(chat.template, messages, request, bos_token=chat.bos_token, eos_token=chat.eos_token)
     assert prompt.family == "generic" and not prompt.native  # SmolLM2's template knows no tools
     grammar = tool_call_grammar(request, prompt.family)
-    params = SamplingParams(max_tokens=200, temperature=1.0, top_k=0, grammar=grammar)
+    # temperature 1 with the engine's default top_k (40: what a door request gets unless it sets one). 0 of 240
+    # samples broke here once JSON strings refuse raw control characters (1 of 160 did before, a raw newline that
+    # json.loads refused); with no top_k at all, about 1 in 160 writes a string on until max_tokens, a cut the
+    # doors report as such (finish_reason "length") and no grammar can prevent.
+    params = SamplingParams(max_tokens=200, temperature=1.0, grammar=grammar)
     result = llama.generate(prompt.text, params, n=N_REQUESTS, seeds=list(range(1, N_REQUESTS + 1)))
     schemas = {t.name: dict(t.parameters) for t in TOOLS}
     assert len(result.completions) == N_REQUESTS
-    # At temperature 1 with no top-k, about 1 sample in 160 writes a string argument on until max_tokens: a cut the
-    # doors report as such (finish_reason "length", Responses "incomplete"), which no grammar can prevent. Every
-    # answer that ended on its own is one valid call; CI once saw such a string (AVX2 rounding picks other samples).
-    ended = [c for c in result.completions if c.finish_reason != "length"]
-    assert len(ended) >= N_REQUESTS - 2, [c.text for c in result.completions if c.finish_reason == "length"]
-    for completion in ended:
+    for completion in result.completions:
         answer = parse_tool_calls(completion.text, prompt.family, request)
         assert len(answer.calls) == 1, (completion.finish_reason, completion.text)
         for call in answer.calls:
