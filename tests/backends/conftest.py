@@ -41,6 +41,21 @@ def exact_llama() -> Iterator[object]:
 
 
 @pytest.fixture
+def fresh_exact_llama() -> Iterator[object]:
+    """`exact_llama` on an engine of its own, for a test that compares two generations bit for bit: after other
+    tests the session's engine holds cached prompts, a fresh prompt's KV cells land elsewhere and flash attention
+    sums them in another order, so two requests may round apart and a near-tie between tokens flips."""
+    from backends.llama.worker.llama_backend import LlamaBackend
+
+    backend = LlamaBackend(
+        bundled_model_path(),
+        ModelSpec(device="cpu", n_ctx=1024, flash_attn=True, options=(("kv_size", 2048), ("n_seq_max", 8))),
+    )
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
 def stopped() -> Iterator[list[int]]:
     """Process ids of engine workers a test stopped with SIGSTOP: continued and killed at teardown whatever happened
     (only while the id is still an engine worker's: an id may be reused once its process ended)."""

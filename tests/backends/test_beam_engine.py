@@ -27,10 +27,10 @@ def free_and_empty(backend: Any) -> tuple[int, list[int]]:
     return table.n_free + table.n_parked, stray
 
 
-def test_width_one_is_greedy_token_for_token(exact_llama: Any) -> None:
+def test_width_one_is_greedy_token_for_token(fresh_exact_llama: Any) -> None:
     params = SamplingParams(max_tokens=32)
-    greedy = exact_llama.generate(QUESTION, params).completions[0]
-    beam = exact_llama.beam_search(QUESTION, params, BeamSettings(n=1)).hypotheses
+    greedy = fresh_exact_llama.generate(QUESTION, params).completions[0]
+    beam = fresh_exact_llama.beam_search(QUESTION, params, BeamSettings(n=1)).hypotheses
     assert len(beam) == 1
     assert beam[0].tokens == greedy.tokens
     assert beam[0].text == greedy.text

@@ -126,8 +126,8 @@ def test_max_tokens_is_honoured(llama) -> None:
         assert completion.finish_reason == "length"
 
 
-def test_stop_string_cuts_the_text(exact_llama) -> None:
-    llama = exact_llama
+def test_stop_string_cuts_the_text(fresh_exact_llama) -> None:
+    llama = fresh_exact_llama
     params = SamplingParams(max_tokens=30)
     whole = llama.generate(QUESTION, params).completions[0]
     full = whole.text
@@ -219,8 +219,8 @@ def test_streamed_pieces_add_up_to_the_text(llama) -> None:
         assert "".join(pieces[i]) == completion.text
 
 
-def test_chat_template_and_raw_mode(exact_llama) -> None:
-    llama = exact_llama
+def test_chat_template_and_raw_mode(fresh_exact_llama) -> None:
+    llama = fresh_exact_llama
     rendered = llama.render_prompt(QUESTION)
     assert rendered.startswith("<|im_start|>") and rendered.endswith("<|im_start|>assistant\n")
     assert not llama.render_prompt(QUESTION, add_generation_prompt=False).endswith("assistant\n")

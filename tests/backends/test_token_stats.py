@@ -43,9 +43,13 @@ def test_confidence_stop_cuts_samples_at_the_first_full_window_below_the_thresho
     assert result.usage.completion_tokens == 16  # the stopped samples' other tokens were never decoded
 
 
-def test_an_unreachable_threshold_changes_nothing(exact_llama) -> None:  # type: ignore[no-untyped-def]
+def test_an_unreachable_threshold_changes_nothing(fresh_exact_llama) -> None:  # type: ignore[no-untyped-def]
+    """The two compared requests both start with the prompt cached (a first request puts it there): on the shared
+    engine, after other tests, the first of them once evaluated it in other cells and sampled another text."""
     base = SamplingParams(max_tokens=24, temperature=0.8, seed=9)
-    free = exact_llama.generate(PROMPT, base, n=2)
-    guarded = exact_llama.generate(PROMPT, SamplingParams(**{**base.__dict__, "confidence_stop": (4, -1e6)}), n=2)
+    fresh_exact_llama.generate(PROMPT, base, n=2)
+    free = fresh_exact_llama.generate(PROMPT, base, n=2)
+    guarded = fresh_exact_llama.generate(PROMPT, SamplingParams(**{**base.__dict__, "confidence_stop": (4, -1e6)}),
+                                         n=2)
     assert [c.text for c in guarded.completions] == [c.text for c in free.completions]
     assert all(c.finish_reason != "low_confidence" for c in guarded.completions)
