@@ -12,32 +12,36 @@ import pytest
 from backends.base import ModelSpec
 from backends.llama.models.bundled import bundled_model_path
 
+LLAMA_SPEC = ModelSpec(device="cpu", n_ctx=1024, options=(("kv_size", 4096), ("n_seq_max", 32)))
+"""The bundled SmolLM2 on a real llama.cpp engine (context 1024, 4096 shared KV cells)."""
+EXACT_SPEC = ModelSpec(device="cpu", n_ctx=1024, flash_attn=True, options=(("kv_size", 2048), ("n_seq_max", 8)))
+"""The same with flash attention on: repeated requests reproduce each other bit for bit."""
+
+
+def _engine(spec: ModelSpec) -> Iterator[object]:
+    from backends.llama.worker.llama_backend import LlamaBackend
+
+    backend = LlamaBackend(bundled_model_path(), spec)
+    yield backend
+    backend.close()
+
 
 @pytest.fixture(scope="session")
 def llama() -> Iterator[object]:
-    """The bundled SmolLM2 on a real llama.cpp engine (context 1024, 4096 shared KV cells)."""
-    from backends.llama.worker.llama_backend import LlamaBackend
-
-    backend = LlamaBackend(
-        bundled_model_path(),
-        ModelSpec(device="cpu", n_ctx=1024, options=(("kv_size", 4096), ("n_seq_max", 32))),
-    )
-    yield backend
-    backend.close()
+    """The bundled SmolLM2 on a real llama.cpp engine (LLAMA_SPEC), shared by the session."""
+    yield from _engine(LLAMA_SPEC)
 
 
 @pytest.fixture(scope="session")
 def exact_llama() -> Iterator[object]:
-    """The same with flash attention on: repeated requests reproduce each other bit for bit, so tests can
-    compare the texts of separate requests exactly."""
-    from backends.llama.worker.llama_backend import LlamaBackend
+    """The same with flash attention on (EXACT_SPEC): tests can compare the texts of separate requests exactly."""
+    yield from _engine(EXACT_SPEC)
 
-    backend = LlamaBackend(
-        bundled_model_path(),
-        ModelSpec(device="cpu", n_ctx=1024, flash_attn=True, options=(("kv_size", 2048), ("n_seq_max", 8))),
-    )
-    yield backend
-    backend.close()
+
+@pytest.fixture
+def fresh_llama() -> Iterator[object]:
+    """`llama` on an engine of its own (see fresh_exact_llama)."""
+    yield from _engine(LLAMA_SPEC)
 
 
 @pytest.fixture
@@ -45,14 +49,7 @@ def fresh_exact_llama() -> Iterator[object]:
     """`exact_llama` on an engine of its own, for a test that compares two generations bit for bit: after other
     tests the session's engine holds cached prompts, a fresh prompt's KV cells land elsewhere and flash attention
     sums them in another order, so two requests may round apart and a near-tie between tokens flips."""
-    from backends.llama.worker.llama_backend import LlamaBackend
-
-    backend = LlamaBackend(
-        bundled_model_path(),
-        ModelSpec(device="cpu", n_ctx=1024, flash_attn=True, options=(("kv_size", 2048), ("n_seq_max", 8))),
-    )
-    yield backend
-    backend.close()
+    yield from _engine(EXACT_SPEC)
 
 
 @pytest.fixture

@@ -54,24 +54,14 @@ def test_every_step_of_every_candidate_matches_asking_each_prefix_alone(llama: A
             assert 0.0 < good_probability(row, " yes", " no") < 1.0
 
 
-def test_one_sequence_alone_matches_the_lone_requests_exactly() -> None:
+def test_one_sequence_alone_matches_the_lone_requests_exactly(fresh_llama: Any) -> None:
     """On an engine of its own: after other tests, the session's engine holds cached prompts, a fresh prompt's KV
     cells land elsewhere and the sums round differently (0.06 nats seen in a full suite run)."""
-    from backends.base import ModelSpec
-    from backends.llama.models.bundled import bundled_model_path
-    from backends.llama.worker.llama_backend import LlamaBackend
-
-    llama = LlamaBackend(bundled_model_path(),
-                         ModelSpec(device="cpu", n_ctx=1024, options=(("kv_size", 4096), ("n_seq_max", 32))))
-    try:
-        segments = tagged_segments("Question: what is 12 - 5? (exact)", ["12 - 5 = 7.", "Answer: 7"], "\n",
-                                   " Correct?")
-        rows = llama.step_logprobs([segments], TOKENS).logprobs[0]
-        for j, row in enumerate(rows):
-            alone = llama.choice_logprobs("".join(segments[: j + 1]), list(TOKENS)).logprobs
-            assert row == pytest.approx(alone, abs=1e-5)
-    finally:
-        llama.close()
+    segments = tagged_segments("Question: what is 12 - 5? (exact)", ["12 - 5 = 7.", "Answer: 7"], "\n", " Correct?")
+    rows = fresh_llama.step_logprobs([segments], TOKENS).logprobs[0]
+    for j, row in enumerate(rows):
+        alone = fresh_llama.choice_logprobs("".join(segments[: j + 1]), list(TOKENS)).logprobs
+        assert row == pytest.approx(alone, abs=1e-5)
 
 
 def test_the_shared_prefix_is_evaluated_once(llama: Any) -> None:
